@@ -1,0 +1,39 @@
+# profanalyzer developer entry points. Everything runs inside .venv, created on demand.
+PYTHON ?= python3
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+SAMPLE ?= sample_traces/dense_short_fsdp.xplane.pb.gz
+
+.PHONY: test report venv proto samples bench clean
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[test]'
+	touch $@
+
+venv: $(VENV)/.installed
+
+## make test: create the venv, install with test extras, run the whole suite.
+test: venv
+	$(PY) -m pytest
+
+## make report: set up and run the main job on the default bundled sample trace.
+report: venv
+	$(VENV)/bin/profanalyze info $(SAMPLE)
+
+## make samples: regenerate sample_traces/ (deterministic: fixed seeds).
+samples: venv
+	$(PY) -m profanalyzer.synth.samples sample_traces
+
+## make proto: regenerate profanalyzer/xspace/xplane_pb2.py from xplane.proto.
+proto:
+	$(PYTHON) -m venv .venv-proto
+	.venv-proto/bin/pip install -q grpcio-tools==1.71.0
+	.venv-proto/bin/python -m grpc_tools.protoc -I. --python_out=. profanalyzer/xspace/xplane.proto
+
+bench: venv
+	$(PY) benchmarks/read_bench.py
+
+clean:
+	rm -rf $(VENV) .venv-proto .pytest_cache build *.egg-info
