@@ -1,0 +1,167 @@
+"""TPU generations profanalyzer knows: peaks, memory, interconnect, ridge points.
+
+Figures are per chip as published (see ../shared/reference/tpu-xspace-facts.md
+section 6 and the TPU7x guide); per-core figures divide by the number of
+device planes a chip shows in a trace (TPU7x: 2 TensorCores, each its own
+plane; v5p: megacore, one plane per chip; v6e: one TensorCore).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+GIGA = 1e9
+TERA = 1e12
+
+
+@dataclass(frozen=True)
+class Chip:
+    key: str  # CLI name: tpu7x, v6e, v5p
+    name: str  # human name
+    device_type_strings: tuple[str, ...]  # XProf `device_type_string` values
+    peak_bf16_tflops: float  # per chip
+    peak_fp8_tflops: float  # per chip
+    hbm_gib: float
+    hbm_gbps: float  # GB/s per chip
+    ici_gbps: float  # bidirectional GB/s per chip
+    tensorcores: int
+    sparsecores: int
+    planes_per_chip: int  # TensorCore device planes per chip in a trace
+    vmem_mib_per_core: int
+
+    # -- per TensorCore plane --------------------------------------------
+    @property
+    def core_peak_bf16_flops(self) -> float:
+        return self.peak_bf16_tflops * TERA / self.planes_per_chip
+
+    @property
+    def core_peak_fp8_flops(self) -> float:
+        return self.peak_fp8_tflops * TERA / self.planes_per_chip
+
+    @property
+    def core_hbm_bytes_per_s(self) -> float:
+        return self.hbm_gbps * GIGA / self.planes_per_chip
+
+    @property
+    def core_ici_bytes_per_s(self) -> float:
+        return self.ici_gbps * GIGA / self.planes_per_chip
+
+    # -- ridge points (FLOP/byte) ------------------------------------------
+    @property
+    def ridge_hbm_bf16(self) -> float:
+        return self.peak_bf16_tflops * TERA / (self.hbm_gbps * GIGA)
+
+    @property
+    def ridge_hbm_fp8(self) -> float:
+        return self.peak_fp8_tflops * TERA / (self.hbm_gbps * GIGA)
+
+    @property
+    def ridge_ici(self) -> float:
+        """BF16 peak FLOP/s over bidirectional ICI bytes/s, per chip.
+
+        This is the plain hardware ratio; the guide's own figure for TPU7x
+        (~11.5k FLOP/byte, GUIDE_ICI_INTENSITY) counts per-link bandwidth and
+        is what the sharding rule cites.
+        """
+        return self.peak_bf16_tflops * TERA / (self.ici_gbps * GIGA)
+
+    def to_dict(self) -> dict:
+        return {
+            "key": self.key,
+            "name": self.name,
+            "peak_bf16_tflops_per_chip": self.peak_bf16_tflops,
+            "peak_fp8_tflops_per_chip": self.peak_fp8_tflops,
+            "hbm_gib_per_chip": self.hbm_gib,
+            "hbm_gbps_per_chip": self.hbm_gbps,
+            "ici_gbps_per_chip": self.ici_gbps,
+            "tensorcores_per_chip": self.tensorcores,
+            "sparsecores_per_chip": self.sparsecores,
+            "planes_per_chip": self.planes_per_chip,
+            "vmem_mib_per_core": self.vmem_mib_per_core,
+            "per_core": {
+                "peak_bf16_tflops": round(self.core_peak_bf16_flops / TERA, 3),
+                "peak_fp8_tflops": round(self.core_peak_fp8_flops / TERA, 3),
+                "hbm_gbps": round(self.core_hbm_bytes_per_s / GIGA, 3),
+            },
+            "ridge_points_flop_per_byte": {
+                "hbm_bf16": round(self.ridge_hbm_bf16, 2),
+                "hbm_fp8": round(self.ridge_hbm_fp8, 2),
+                "ici": round(self.ridge_ici, 2),
+            },
+        }
+
+
+#: The guide's stated hardware arithmetic intensity against ICI (FLOP/byte).
+GUIDE_ICI_INTENSITY = 11_500.0
+
+TPU7X = Chip(
+    key="tpu7x",
+    name="TPU7x (Ironwood)",
+    device_type_strings=("TPU v7x", "TPU7x", "TPU v7"),
+    peak_bf16_tflops=2307.0,
+    peak_fp8_tflops=4614.0,
+    hbm_gib=192.0,
+    hbm_gbps=7380.0,
+    ici_gbps=1200.0,
+    tensorcores=2,
+    sparsecores=4,
+    planes_per_chip=2,
+    vmem_mib_per_core=64,
+)
+
+V6E = Chip(
+    key="v6e",
+    name="TPU v6e (Trillium)",
+    device_type_strings=("TPU v6 Lite", "TPU v6e"),
+    peak_bf16_tflops=918.0,
+    peak_fp8_tflops=918.0,
+    hbm_gib=32.0,
+    hbm_gbps=1638.0,
+    ici_gbps=800.0,
+    tensorcores=1,
+    sparsecores=2,
+    planes_per_chip=1,
+    vmem_mib_per_core=128,
+)
+
+V5P = Chip(
+    key="v5p",
+    name="TPU v5p",
+    device_type_strings=("TPU v5", "TPU v5p"),
+    peak_bf16_tflops=459.0,
+    peak_fp8_tflops=459.0,
+    hbm_gib=95.0,
+    hbm_gbps=2765.0,
+    ici_gbps=1200.0,
+    tensorcores=2,
+    sparsecores=4,
+    planes_per_chip=1,  # megacore: one plane drives both TensorCores
+    vmem_mib_per_core=64,
+)
+
+CHIPS: dict[str, Chip] = {c.key: c for c in (TPU7X, V6E, V5P)}
+
+
+def chip_by_key(key: str) -> Chip:
+    try:
+        return CHIPS[key.lower()]
+    except KeyError:
+        raise KeyError(f"unknown chip {key!r}; known: {', '.join(sorted(CHIPS))}") from None
+
+
+def chip_from_device_type(device_type: str | None) -> Chip | None:
+    """Recognise a chip from XProf's `device_type_string` plane stat."""
+    if not device_type:
+        return None
+    s = device_type.strip().lower()
+    for chip in CHIPS.values():
+        for known in chip.device_type_strings:
+            if s == known.lower():
+                return chip
+    if "v7" in s or "7x" in s or "ironwood" in s:
+        return TPU7X
+    if "v6" in s:
+        return V6E
+    if "v5p" in s or s == "tpu v5":
+        return V5P
+    return None
