@@ -1,0 +1,120 @@
+"""The `profanalyze` command line: thin. Parses options, calls the library,
+prints, and maps typed errors to exit codes (see profanalyzer.errors)."""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+
+import click
+
+from profanalyzer import __version__
+from profanalyzer.errors import EXIT_INPUT, EXIT_INTERNAL, ProfanalyzerError
+
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def _echo(text: str, err: bool = False) -> None:
+    """Print trace-derived text with terminal control characters neutralised."""
+    click.echo(_CONTROL.sub("\ufffd", text), err=err)
+
+
+class DefaultGroup(click.Group):
+    """`profanalyze TRACE` runs `analyze TRACE`."""
+
+    def parse_args(self, ctx, args):
+        if args and args[0] not in self.commands and not args[0].startswith("-"):
+            args = ["analyze", *args]
+        return super().parse_args(ctx, args)
+
+
+chip_option = click.option(
+    "--chip",
+    type=click.Choice(["tpu7x", "v6e", "v5p"], case_sensitive=False),
+    default=None,
+    help="Chip generation; overrides the trace's device_type_string.",
+)
+trace_argument = click.argument("trace", type=click.Path(dir_okay=True, file_okay=True))
+
+
+@click.group(cls=DefaultGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="profanalyze")
+def cli() -> None:
+    """Where did the TPU7x step go, and which tuning lever to pull next.
+
+    TRACE is a .xplane.pb[.gz] file, a profile run folder
+    (plugins/profile/<run>/, one file per host) or a log dir.
+    `profanalyze TRACE` is `profanalyze analyze TRACE`.
+    """
+
+
+@cli.command()
+@trace_argument
+@chip_option
+@click.option("--json", "json_out", type=click.Path(dir_okay=False, allow_dash=True), default=None, help="Write the summary as JSON (- for stdout).")
+def info(trace: str, chip: str | None, json_out: str | None) -> None:
+    """Hosts, planes, chip, lines and event counts, steps, programs, time span."""
+    from profanalyzer.info import format_info, trace_info
+    from profanalyzer.trace import load_trace
+
+    ti = trace_info(load_trace(trace, chip=chip))
+    if json_out:
+        _write_json(ti.to_dict(), json_out)
+        if json_out == "-":
+            return
+    _echo(format_info(ti))
+
+
+@cli.command()
+@click.argument("scenario")
+@click.option("-o", "--output", required=True, type=click.Path(), help="Output .xplane.pb[.gz] file, or a folder when --hosts > 1.")
+@click.option("--seed", default=0, show_default=True, type=int)
+@click.option("--hosts", default=1, show_default=True, type=click.IntRange(1, 256))
+@click.option("--steps", default=None, type=click.IntRange(1, 100000), help="Steps to synthesize (scenario default otherwise).")
+def synth(scenario: str, output: str, seed: int, hosts: int, steps: int | None) -> None:
+    """Write a synthesized TPU7x capture of SCENARIO (and its ground truth)."""
+    from profanalyzer.synth import SCENARIOS, write_scenario
+
+    if scenario not in SCENARIOS:
+        raise click.BadParameter(f"unknown scenario {scenario!r}; known: {', '.join(sorted(SCENARIOS))}", param_hint="SCENARIO")
+    write_scenario(scenario, output, seed=seed, hosts=hosts, steps=steps)
+    click.echo(output)
+
+
+def _write_json(obj, dest: str) -> None:
+    text = json.dumps(obj, sort_keys=True, indent=2, ensure_ascii=False) + "\n"
+    if dest == "-":
+        sys.stdout.write(text)
+    else:
+        with open(dest, "w", encoding="utf-8") as f:
+            f.write(text)
+        click.echo(f"wrote {dest}", err=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    try:
+        rv = cli.main(args=argv, prog_name="profanalyze", standalone_mode=False)
+    except ProfanalyzerError as e:
+        _echo(f"profanalyze: error: {e}", err=True)
+        return e.exit_code
+    except click.exceptions.Abort:
+        _echo("profanalyze: aborted", err=True)
+        return EXIT_INPUT
+    except click.ClickException as e:
+        e.show()
+        return EXIT_INPUT
+    except KeyboardInterrupt:
+        return 130
+    except Exception as e:  # a bug: one line, not a traceback (PROFANALYZE_DEBUG=1 shows it)
+        import os
+
+        if os.environ.get("PROFANALYZE_DEBUG"):
+            raise
+        _echo(f"profanalyze: internal error: {type(e).__name__}: {e} (set PROFANALYZE_DEBUG=1 for a traceback)", err=True)
+        return EXIT_INTERNAL
+    return rv if isinstance(rv, int) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,165 @@
+"""`profanalyze info`: what is in an unknown profile, before any analysis.
+
+`trace_info(trace)` returns a frozen, JSON-ready summary; `format_info` renders
+it as plain text. Both are deterministic.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+from profanalyzer.trace import LINE_MODULES, Trace
+
+
+@dataclass(frozen=True)
+class PlaneInfo:
+    host: str
+    name: str
+    kind: str
+    lines: tuple[tuple[str, int], ...]  # (line name, event count)
+    op_metadata: int
+
+
+@dataclass(frozen=True)
+class HostSummary:
+    name: str
+    file: str
+    size_bytes: int
+    plane_kinds: tuple[tuple[str, int], ...]
+    errors: tuple[str, ...]
+    warnings: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class ProgramInfo:
+    name: str
+    runs: int
+    total_ps: int
+
+
+@dataclass(frozen=True)
+class TraceInfo:
+    source: str
+    input_kind: str
+    run: str | None
+    note: str | None
+    chip: str
+    chip_source: str
+    hosts: tuple[HostSummary, ...]
+    tensorcores: int
+    sparsecores: int
+    planes: tuple[PlaneInfo, ...]
+    device_events: int
+    steps_source: tuple[str, ...]  # distinct step sources over cores
+    steps_count: int  # steps on the first TensorCore
+    step_numbers: tuple[int, ...]
+    step_ps_median: int | None
+    programs: tuple[ProgramInfo, ...]  # first TensorCore's XLA Modules
+    span_ps: int
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def trace_info(trace: Trace) -> TraceInfo:
+    planes = []
+    start, end = None, None
+    n_events = 0
+    for p in trace.planes:
+        lines = tuple((ln.name, len(ln.events)) for ln in p.lines)
+        planes.append(PlaneInfo(p.host, p.name, p.kind, lines, len(p.meta)))
+        for ln in p.lines:
+            ev = ln.events
+            n_events += len(ev)
+            if len(ev):
+                s, e = int(ev.start_ps.min()), int(ev.end_ps.max())
+                start = s if start is None else min(start, s)
+                end = e if end is None else max(end, e)
+    tcs = trace.tensorcores
+    first = tcs[0]
+    steps = trace.steps[first.label]
+    programs: dict[str, list[int]] = {}
+    ln = first.line(LINE_MODULES)
+    if ln is not None:
+        ev = ln.events
+        for r, d in zip(ev.meta.tolist(), ev.dur_ps.tolist()):
+            name = first.meta.name[r] if r >= 0 else "?"
+            programs.setdefault(name, []).append(d)
+    progs = tuple(
+        sorted(
+            (ProgramInfo(k, len(v), int(sum(v))) for k, v in programs.items()),
+            key=lambda p: (-p.total_ps, p.name),
+        )
+    )
+    return TraceInfo(
+        source=trace.source,
+        input_kind=trace.input_kind,
+        run=trace.run,
+        note=trace.note,
+        chip=trace.chip.name,
+        chip_source=trace.chip_source,
+        hosts=tuple(
+            HostSummary(h.name, h.file, h.size_bytes, tuple(h.plane_kinds.items()), h.errors, h.warnings)
+            for h in trace.hosts
+        ),
+        tensorcores=len(tcs),
+        sparsecores=len(trace.sparsecores),
+        planes=tuple(planes),
+        device_events=n_events,
+        steps_source=tuple(sorted({s.source for s in trace.steps.values()})),
+        steps_count=len(steps),
+        step_numbers=tuple(int(x) for x in steps.number.tolist()),
+        step_ps_median=int(np.median(steps.dur_ps)) if len(steps) else None,
+        programs=progs,
+        span_ps=(end - start) if start is not None else 0,
+    )
+
+
+def _ms(ps: int | None) -> str:
+    return "-" if ps is None else f"{ps / 1e9:.3f} ms"
+
+
+def _size(n: int) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return str(n)
+
+
+def format_info(info: TraceInfo) -> str:
+    out = [f"trace: {info.source} ({info.input_kind}{', run ' + info.run if info.run else ''})"]
+    if info.note:
+        out.append(f"note: {info.note}")
+    out.append(f"chip: {info.chip} (from {info.chip_source})")
+    out.append(
+        f"hosts: {len(info.hosts)}; TensorCore planes: {info.tensorcores}; "
+        f"SparseCore planes: {info.sparsecores}; device events: {info.device_events:,}"
+    )
+    for h in info.hosts:
+        kinds = ", ".join(f"{k} {n}" for k, n in h.plane_kinds)
+        out.append(f"  host {h.name}: {h.file} ({_size(h.size_bytes)}); planes: {kinds}")
+        for e in h.errors:
+            out.append(f"    capture error: {e}")
+        for w in h.warnings:
+            out.append(f"    capture warning: {w}")
+    out.append("planes:")
+    for p in info.planes:
+        lines = ", ".join(f"{n} {c:,}" for n, c in p.lines) or "no lines"
+        out.append(f"  {p.host} {p.name} [{p.kind}] {lines}; op metadata {p.op_metadata:,}")
+    nums = info.step_numbers
+    span = f"{nums[0]}..{nums[-1]}" if nums else "-"
+    out.append(
+        f"steps: {info.steps_count} (source: {'; '.join(info.steps_source)}), numbers {span}, "
+        f"median step {_ms(info.step_ps_median)}"
+    )
+    if info.programs:
+        out.append("programs (first TensorCore, XLA Modules):")
+        for pr in info.programs[:10]:
+            out.append(f"  {pr.name}: {pr.runs} runs, {_ms(pr.total_ps)} total")
+        if len(info.programs) > 10:
+            out.append(f"  ... {len(info.programs) - 10} more")
+    out.append(f"time span (device events): {_ms(info.span_ps)}")
+    return "\n".join(out)

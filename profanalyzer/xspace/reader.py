@@ -1,0 +1,334 @@
+"""Find, open and selectively decode XSpace files.
+
+What a user may pass:
+  * one `<host>.xplane.pb` or `<host>.xplane.pb.gz`;
+  * a profile run folder (`plugins/profile/<run>/`) with one file per host;
+  * a log dir: any folder with `plugins/profile/<run>/` below it (the newest
+    run is picked and named).
+
+The XSpace is never decoded as a whole. `scan_space` walks only its top-level
+fields (a few hundred bytes of varints for a multi-GB file) and records where
+each plane's bytes lie and what it is called; callers then decode just the
+planes they need (`decode_plane`). Host thread planes and `/host:metadata`
+(HLO protos) are the bulk of real files and are skipped unless asked for.
+"""
+
+from __future__ import annotations
+
+import gzip
+import mmap
+import os
+import re
+import zlib
+from dataclasses import dataclass
+from pathlib import Path
+
+from google.protobuf.message import DecodeError
+
+from profanalyzer.errors import InputError
+from profanalyzer.xspace import xplane_pb2
+
+#: Decompressed size cap for .gz inputs (a gzip bomb guard). Real single-host
+#: captures are at most a few GB.
+MAX_DECOMPRESSED_BYTES = 16 * 1024**3
+
+XPLANE_SUFFIXES = (".xplane.pb", ".xplane.pb.gz")
+
+_TC_RE = re.compile(r"^/device:TPU:(\d+)(?: \[\d+\])?$")
+_SC_RE = re.compile(r"^/device:TPU:(\d+) SparseCore(?: \S+)? (\d+)(?: \[\d+\])?$")
+_GPU_RE = re.compile(r"^/device:GPU:\d+")
+
+
+def plane_kind(name: str) -> tuple[str, int | None, int | None]:
+    """Classify a plane by name -> (kind, device id, sparsecore index).
+
+    kind is one of 'tensorcore', 'sparsecore', 'gpu', 'host', 'metadata',
+    'chip', 'task_env', 'other'.
+    """
+    m = _TC_RE.match(name)
+    if m:
+        return "tensorcore", int(m.group(1)), None
+    m = _SC_RE.match(name)
+    if m:
+        return "sparsecore", int(m.group(1)), int(m.group(2))
+    if _GPU_RE.match(name):
+        return "gpu", None, None
+    if name.startswith("/host:metadata"):
+        return "metadata", None, None
+    if name.startswith("/host:"):
+        return "host", None, None
+    if name.startswith("#Chip"):
+        return "chip", None, None
+    if name.startswith("Task Environment"):
+        return "task_env", None, None
+    return "other", None, None
+
+
+# ---------------------------------------------------------------------------
+# Input resolution
+# ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ResolvedInput:
+    """What a user path resolved to."""
+
+    path: Path  # as given
+    kind: str  # 'file' | 'run' | 'logdir'
+    files: tuple[Path, ...]  # one per host, sorted by name
+    run: str | None  # run folder name for 'run'/'logdir'
+    note: str | None  # e.g. which run of a log dir was picked
+
+
+def _is_xplane(p: Path) -> bool:
+    return p.is_file() and p.name.endswith(XPLANE_SUFFIXES)
+
+
+def resolve_input(path: str | os.PathLike) -> ResolvedInput:
+    p = Path(path)
+    if not p.exists():
+        raise InputError(f"{p}: no such file or directory")
+    if p.is_file():
+        return ResolvedInput(p, "file", (p,), None, None)
+    if not p.is_dir():
+        raise InputError(f"{p}: not a regular file or directory")
+    hosts = sorted(q for q in p.iterdir() if _is_xplane(q))
+    if hosts:
+        return ResolvedInput(p, "run", tuple(hosts), p.name, None)
+    # A log dir: find run folders holding xplane files under plugins/profile/.
+    runs: list[Path] = []
+    for prof in sorted(p.glob("**/plugins/profile")):
+        for run in sorted(prof.iterdir()):
+            if run.is_dir() and any(_is_xplane(q) for q in run.iterdir()):
+                runs.append(run)
+    if not runs:
+        raise InputError(
+            f"{p}: no *.xplane.pb files here or under plugins/profile/<run>/ "
+            "(pass a .xplane.pb[.gz] file, a run folder or a log dir)"
+        )
+    # Newest run: run folder names are timestamps (YYYY_MM_DD_HH_MM_SS); fall
+    # back to modification time when names do not sort as times.
+    newest = max(runs, key=lambda r: (r.name, r.stat().st_mtime))
+    files = tuple(sorted(q for q in newest.iterdir() if _is_xplane(q)))
+    note = None
+    if len(runs) > 1:
+        note = f"log dir has {len(runs)} runs; using the newest: {newest.name}"
+    return ResolvedInput(p, "logdir", files, newest.name, note)
+
+
+# ---------------------------------------------------------------------------
+# Bytes
+# ---------------------------------------------------------------------------
+
+
+def _sniff_wrong_type(head: bytes, name: str) -> str | None:
+    """A helpful message when the bytes are clearly something else."""
+    s = head.lstrip()
+    if s[:1] in (b"{", b"["):
+        return (
+            f"{name}: this is JSON (a trace viewer .trace.json?), not an XSpace protobuf; "
+            "pass the <host>.xplane.pb file from the same plugins/profile/<run>/ folder"
+        )
+    if s[:5].lower() in (b"<!doc", b"<html"):
+        return f"{name}: this is an HTML page, not an XSpace protobuf (.xplane.pb)"
+    return None
+
+
+def read_bytes(path: Path) -> bytes | mmap.mmap:
+    """Return the raw XSpace bytes of a file (.gz decompressed, capped)."""
+    try:
+        size = path.stat().st_size
+        if size == 0:
+            raise InputError(f"{path}: empty file")
+        with open(path, "rb") as f:
+            head = f.read(2)
+            f.seek(0)
+            if head == b"\x1f\x8b":
+                return _gunzip(f, path)
+            mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+    except OSError as e:
+        raise InputError(f"{path}: cannot read: {e.strerror or e}") from None
+    return mm
+
+
+def _gunzip(f, path: Path) -> bytes:
+    d = zlib.decompressobj(16 + zlib.MAX_WBITS)
+    out = bytearray()
+    try:
+        while True:
+            chunk = f.read(1 << 20)
+            if not chunk:
+                break
+            out += d.decompress(chunk, MAX_DECOMPRESSED_BYTES + 1 - len(out))
+            if len(out) > MAX_DECOMPRESSED_BYTES:
+                raise InputError(
+                    f"{path}: decompresses to more than {MAX_DECOMPRESSED_BYTES // 1024**3} GiB; "
+                    "refusing (gzip bomb guard)"
+                )
+            if d.unconsumed_tail:
+                raise InputError(
+                    f"{path}: decompresses to more than {MAX_DECOMPRESSED_BYTES // 1024**3} GiB; "
+                    "refusing (gzip bomb guard)"
+                )
+        out += d.flush()
+    except (zlib.error, EOFError, gzip.BadGzipFile) as e:
+        raise InputError(f"{path}: corrupt gzip data ({e})") from None
+    if not d.eof:
+        raise InputError(f"{path}: truncated gzip file")
+    if not out:
+        raise InputError(f"{path}: empty after decompression")
+    return bytes(out)
+
+
+# ---------------------------------------------------------------------------
+# Top-level wire scan
+# ---------------------------------------------------------------------------
+
+
+def _varint(buf, pos: int, end: int) -> tuple[int, int]:
+    result = 0
+    shift = 0
+    while True:
+        if pos >= end:
+            raise ValueError("truncated varint")
+        b = buf[pos]
+        pos += 1
+        result |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return result, pos
+        shift += 7
+        if shift > 63:
+            raise ValueError("varint too long")
+
+
+def _skip(buf, pos: int, end: int, wire: int) -> int:
+    if wire == 0:
+        _, pos = _varint(buf, pos, end)
+    elif wire == 1:
+        pos += 8
+    elif wire == 2:
+        n, pos = _varint(buf, pos, end)
+        pos += n
+    elif wire == 5:
+        pos += 4
+    else:
+        raise ValueError(f"unsupported wire type {wire}")
+    if pos > end:
+        raise ValueError("field runs past the end")
+    return pos
+
+
+@dataclass(frozen=True)
+class PlaneRef:
+    """Where one plane's bytes lie in the XSpace buffer."""
+
+    index: int
+    name: str
+    id: int
+    offset: int
+    length: int
+    kind: str
+    device_id: int | None
+    sc_index: int | None
+
+
+@dataclass(frozen=True)
+class SpaceIndex:
+    path: Path
+    size: int
+    planes: tuple[PlaneRef, ...]
+    hostnames: tuple[str, ...]
+    errors: tuple[str, ...]
+    warnings: tuple[str, ...]
+
+
+def _plane_head(buf, start: int, end: int) -> tuple[str, int]:
+    """Read a plane's id (field 1) and name (field 2) without decoding it."""
+    pos = start
+    name = ""
+    pid = 0
+    found = 0
+    while pos < end and found < 2:
+        key, pos = _varint(buf, pos, end)
+        field, wire = key >> 3, key & 7
+        if field == 1 and wire == 0:
+            pid, pos = _varint(buf, pos, end)
+            found += 1
+        elif field == 2 and wire == 2:
+            n, pos = _varint(buf, pos, end)
+            if pos + n > end:
+                raise ValueError("plane name runs past the end")
+            name = bytes(buf[pos : pos + n]).decode("utf-8", errors="replace")
+            pos += n
+            found += 1
+        else:
+            pos = _skip(buf, pos, end, wire)
+    return name, pid
+
+
+def scan_space(buf, path: Path) -> SpaceIndex:
+    """Index the planes of an XSpace buffer by walking its top-level fields."""
+    end = len(buf)
+    pos = 0
+    planes: list[PlaneRef] = []
+    strings: dict[int, list[str]] = {2: [], 3: [], 4: []}
+    head = bytes(buf[:64])
+    try:
+        while pos < end:
+            key, pos = _varint(buf, pos, end)
+            field, wire = key >> 3, key & 7
+            if field == 0:
+                raise ValueError("field number 0")
+            if wire == 2:
+                n, pos = _varint(buf, pos, end)
+                if pos + n > end:
+                    raise ValueError("field runs past the end of the file")
+                if field == 1:
+                    name, pid = _plane_head(buf, pos, pos + n)
+                    kind, dev, sc = plane_kind(name)
+                    planes.append(PlaneRef(len(planes), name, pid, pos, n, kind, dev, sc))
+                elif field in strings:
+                    strings[field].append(bytes(buf[pos : pos + n]).decode("utf-8", errors="replace"))
+                pos += n
+            elif wire in (3, 4):
+                raise ValueError("group wire types are not used by XSpace")
+            else:
+                pos = _skip(buf, pos, end, wire)
+    except ValueError as e:
+        wrong = _sniff_wrong_type(head, str(path))
+        if wrong:
+            raise InputError(wrong) from None
+        where = "truncated or corrupt" if planes else "not an XSpace protobuf (or corrupt)"
+        raise InputError(f"{path}: {where}: {e} at byte {pos}") from None
+    if not planes:
+        wrong = _sniff_wrong_type(head, str(path))
+        if wrong:
+            raise InputError(wrong)
+        raise InputError(f"{path}: no planes found: not an XSpace profile (.xplane.pb)")
+    return SpaceIndex(
+        path=path,
+        size=end,
+        planes=tuple(planes),
+        hostnames=tuple(strings[4]),
+        errors=tuple(strings[2]),
+        warnings=tuple(strings[3]),
+    )
+
+
+def decode_plane(buf, ref: PlaneRef, path: Path) -> xplane_pb2.XPlane:
+    """Decode one plane's bytes into a message (unknown fields are kept, not fatal)."""
+    try:
+        return xplane_pb2.XPlane.FromString(bytes(buf[ref.offset : ref.offset + ref.length]))
+    except DecodeError as e:
+        raise InputError(f"{path}: plane {ref.name!r} is corrupt ({e})") from None
+
+
+def host_name(index: SpaceIndex) -> str:
+    """The host's name: XSpace.hostnames, else the file name without suffix."""
+    if index.hostnames:
+        return index.hostnames[0]
+    name = index.path.name
+    for suf in XPLANE_SUFFIXES[::-1]:
+        if name.endswith(suf):
+            return name[: -len(suf)]
+    return name
