@@ -67,6 +67,26 @@ def info(trace: str, chip: str | None, json_out: str | None) -> None:
 
 
 @cli.command()
+@trace_argument
+@chip_option
+@click.option("--json", "json_out", type=click.Path(dir_okay=False, allow_dash=True), default=None, help="Write the analysis JSON (- for stdout).")
+@click.option("--top", default=10, show_default=True, type=click.IntRange(0, 1000), help="Top ops shown in the terminal summary.")
+@click.option("-q", "--quiet", is_flag=True, help="No terminal summary.")
+def analyze(trace: str, chip: str | None, json_out: str | None, top: int, quiet: bool) -> None:
+    """Attribute step time per core to buckets; print a summary, optionally write JSON."""
+    from profanalyzer.analysis import AnalysisOptions, analyze as run_analysis
+    from profanalyzer.report.terminal import format_summary
+
+    a = run_analysis(trace, AnalysisOptions(chip=chip))
+    if json_out:
+        _write_json(a.to_dict(), json_out)
+        if json_out == "-":
+            return
+    if not quiet:
+        _echo(format_summary(a, top=top))
+
+
+@cli.command()
 @click.argument("scenario")
 @click.option("-o", "--output", required=True, type=click.Path(), help="Output .xplane.pb[.gz] file, or a folder when --hosts > 1.")
 @click.option("--seed", default=0, show_default=True, type=int)

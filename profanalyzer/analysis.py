@@ -1,0 +1,582 @@
+"""analyze(path) -> Analysis: the analysis stage of the pipeline.
+
+read (xspace.reader) -> model (trace.load_trace) -> analyze (this module:
+classification, exclusive attribution, steady-state steps, roofline) ->
+findings (heuristics) -> render (report).
+
+Everything crossing the stage boundary is a frozen dataclass; pandas and
+numpy stay inside. `Analysis.to_dict()` is deterministic (sorted keys, integer
+picoseconds, fractions rounded to 6 decimals) and is the JSON schema that
+`--json` writes.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, fields, is_dataclass
+from pathlib import Path
+from typing import Mapping
+
+import numpy as np
+import pandas as pd
+
+from profanalyzer import __version__
+from profanalyzer.attribution import BUCKET_INDEX, PHASES, CoreAttribution, attribute_core
+from profanalyzer.classify import BUCKETS, COLLECTIVE_BUCKETS, async_pair_key, classify_table
+from profanalyzer.errors import InputError
+from profanalyzer.trace import LINE_OPS, Plane, Trace, load_trace
+
+SCHEMA_VERSION = 1
+
+#: Steady-state rule: a step is an outlier when |d - median| > K * scale, with
+#: scale = max(1.4826 * MAD, MIN_REL_SCALE * median). Needs >= MIN_STEPS steps.
+OUTLIER_K = 3.0
+MIN_REL_SCALE = 0.005
+MIN_STEPS_FOR_RULE = 3
+#: Straggler cores: modified z-score of per-core busy time above this.
+STRAGGLER_Z = 3.5
+
+
+# ---------------------------------------------------------------------------
+# Frozen output types
+# ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class BucketShare:
+    ps: float  # mean per kept step, averaged over TensorCores
+    fraction: float  # of step time
+
+
+@dataclass(frozen=True)
+class StepRow:
+    number: int
+    step_ps: float  # median over TensorCores
+    kept: bool
+    reason: str  # why dropped ('' when kept)
+    buckets: Mapping[str, float]  # mean over TensorCores
+
+
+@dataclass(frozen=True)
+class StepsSummary:
+    count: int  # steps seen
+    kept: int
+    source: str
+    step_time_ps: Mapping[str, float]  # median/min/max/mean over kept steps
+    dropped: tuple[StepRow, ...]
+    rule: str
+    table: tuple[StepRow, ...]
+
+
+@dataclass(frozen=True)
+class CoreSummary:
+    core: str  # host:plane
+    host: str
+    plane: str
+    steps_kept: int
+    step_ps: float  # mean over kept steps
+    busy_ps: float  # step minus idle
+    compute_ps: float  # step minus idle minus collectives
+    buckets: Mapping[str, float]
+    remat_ps: float
+    straggler: bool
+    busy_z: float
+
+
+@dataclass(frozen=True)
+class TopOp:
+    name: str  # instruction name (display name)
+    hlo_category: str
+    bucket: str
+    tags: tuple[str, ...]
+    tf_op: str
+    reason: str
+    self_ps: float  # per kept step, averaged over TensorCores
+    fraction: float  # of step time
+    count: float  # occurrences per step per core
+    flops: float | None  # per occurrence
+    bytes: float | None  # per occurrence
+    intensity: float | None  # FLOP/byte
+    tflops_per_s: float | None  # achieved
+    gbps: float | None  # achieved HBM GB/s
+    bound_by: str  # compute | hbm | unknown
+    roofline_fraction: float | None  # achieved / attainable at its intensity
+    deduplicated_name: str
+
+
+@dataclass(frozen=True)
+class Utilisation:
+    mfu: float | None  # model FLOPs / (step time x BF16 peak), per core
+    mfu_flops_source: str  # 'model_flops' | 'flops' | 'none'
+    mxu_matmul: float | None  # matmul FLOPs / (matmul time x peak of its precision)
+
+
+@dataclass(frozen=True)
+class Analysis:
+    schema_version: int
+    tool_version: str
+    source: str
+    input_kind: str
+    run: str | None
+    hosts: tuple[str, ...]
+    chip: Mapping[str, object]
+    chip_source: str
+    tensorcores: int
+    sparsecores: int
+    steps: StepsSummary
+    breakdown: Mapping[str, BucketShare]
+    remat: BucketShare
+    phases: Mapping[str, BucketShare]
+    per_core: tuple[CoreSummary, ...]
+    top_ops: tuple[TopOp, ...]
+    utilisation: Utilisation
+    definitions: Mapping[str, str]
+    notes: tuple[str, ...]
+    sections: Mapping[str, object] = field(default_factory=dict)  # later stages add sections
+
+    def to_dict(self) -> dict:
+        return _jsonable(self)
+
+    def self_check(self) -> None:
+        total = sum(b.fraction for b in self.breakdown.values())
+        if self.breakdown and abs(total - 1.0) > 1e-3:
+            from profanalyzer.errors import InvariantError
+
+            raise InvariantError(f"breakdown fractions sum to {total}, not 1")
+
+
+def _round(x: float):
+    if x is None or (isinstance(x, float) and not math.isfinite(x)):
+        return None
+    return float(f"{x:.6g}") if abs(x) >= 1 else round(x, 6)
+
+
+def _jsonable(obj):
+    if is_dataclass(obj):
+        return {f.name: _jsonable(getattr(obj, f.name)) for f in fields(obj)}
+    if isinstance(obj, Mapping):
+        return {str(k): _jsonable(v) for k, v in sorted(obj.items(), key=lambda kv: str(kv[0]))}
+    if isinstance(obj, (list, tuple)):
+        return [_jsonable(v) for v in obj]
+    if isinstance(obj, (bool, np.bool_)):
+        return bool(obj)
+    if isinstance(obj, (int, np.integer)):
+        return int(obj)
+    if isinstance(obj, (float, np.floating)):
+        return _round(float(obj))
+    return obj
+
+
+# ---------------------------------------------------------------------------
+# Classification of a plane's ops
+# ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, eq=False)
+class PlaneClasses:
+    """Per metadata row of a plane: classification columns (numpy)."""
+
+    bucket: np.ndarray  # int64 index into BUCKETS
+    remat: np.ndarray  # bool
+    phase: np.ndarray  # int64 index into PHASES or -1
+    frame: pd.DataFrame  # full classify_table output (bucket, collective, role, ...)
+
+
+def classify_plane(plane: Plane) -> PlaneClasses:
+    md = plane.meta
+    df = pd.DataFrame(
+        {
+            "hlo_text": md.name,
+            "display_name": md.display_name,
+            "category": md.category,
+            "tf_op": md.tf_op,
+            "shape_with_layout": md.shape_with_layout,
+        }
+    )
+    cls = classify_table(df) if len(df) else pd.DataFrame(columns=["bucket", "collective", "role", "remat", "phase", "kernel", "precision", "reason"])
+    cls = cls.copy()
+    # Async done ops whose kind is not visible in their own text inherit it
+    # from their start op (matched by instruction number).
+    unknown = (cls["role"].isin(["done", "offload_done"])) & (cls["collective"].isna())
+    if unknown.any():
+        starts: dict[str, int] = {}
+        for row in np.flatnonzero(cls["role"].isin(["start", "offload_start"]).to_numpy()).tolist():
+            key = async_pair_key(md.display_name[row] or _instr(md.name[row]))
+            if key is not None:
+                starts.setdefault(key[0], row)
+        for row in np.flatnonzero(unknown.to_numpy()).tolist():
+            key = async_pair_key(md.display_name[row] or _instr(md.name[row]))
+            src = starts.get(key[0]) if key else None
+            if src is not None and cls.at[src, "collective"] is not None:
+                cls.at[row, "bucket"] = cls.at[src, "bucket"]
+                cls.at[row, "collective"] = cls.at[src, "collective"]
+                cls.at[row, "reason"] = f"{cls.at[row, 'reason']}; kind from its start op {md.display_name[src] or _instr(md.name[src])}"
+    bucket = np.asarray([BUCKET_INDEX[b] for b in cls["bucket"].tolist()], dtype=np.int64)
+    remat = cls["remat"].to_numpy(dtype=bool)
+    phase_idx = {p: i for i, p in enumerate(PHASES)}
+    phase = np.asarray([phase_idx.get(p, -1) for p in cls["phase"].tolist()], dtype=np.int64)
+    return PlaneClasses(bucket, remat, phase, cls)
+
+
+def _instr(hlo_text: str) -> str:
+    """Instruction name from HLO text: `%fusion.1 = ...` -> `fusion.1`."""
+    head = hlo_text.split("=", 1)[0].strip()
+    return head.lstrip("%").strip()
+
+
+# ---------------------------------------------------------------------------
+# Steps
+# ---------------------------------------------------------------------------
+
+
+def select_steps(numbers: np.ndarray, durations: np.ndarray) -> tuple[np.ndarray, list[str]]:
+    """Steady-state selection. Returns (kept mask, reasons for dropped steps)."""
+    n = len(durations)
+    kept = np.ones(n, dtype=bool)
+    reasons = [""] * n
+    if n < MIN_STEPS_FOR_RULE:
+        return kept, reasons
+    med = float(np.median(durations))
+    mad = float(np.median(np.abs(durations - med))) * 1.4826
+    scale = max(mad, MIN_REL_SCALE * med)
+    for i in range(n):
+        dev = (float(durations[i]) - med) / scale if scale > 0 else 0.0
+        if abs(dev) > OUTLIER_K:
+            kept[i] = False
+            kind = "slower" if dev > 0 else "faster"
+            first = " (first step: warm-up/compile)" if i == 0 and dev > 0 else ""
+            reasons[i] = f"{abs(float(durations[i]) / med - 1) * 100:.1f}% {kind} than the median step{first}"
+    if not kept.any():  # pathological: keep everything rather than nothing
+        kept[:] = True
+        reasons = [""] * n
+    return kept, reasons
+
+
+# ---------------------------------------------------------------------------
+# The analysis
+# ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class AnalysisOptions:
+    chip: str | None = None
+    top_ops: int = 30
+
+
+@dataclass(frozen=True, eq=False)
+class CoreWork:
+    """Intermediate per-core results (analysis-internal)."""
+
+    plane: Plane
+    classes: PlaneClasses
+    attribution: CoreAttribution
+
+
+def analyze(path: str | Path, options: AnalysisOptions = AnalysisOptions()) -> Analysis:
+    return analyze_trace(load_trace(path, chip=options.chip), options)
+
+
+def attribute_trace(trace: Trace) -> list[CoreWork]:
+    work = []
+    for plane in trace.tensorcores:
+        ln = plane.line(LINE_OPS)
+        steps = trace.steps[plane.label]
+        classes = classify_plane(plane)
+        if ln is None or len(ln.events) == 0:
+            ev_bucket = np.zeros(0, dtype=np.int64)
+            start = end = np.zeros(0, dtype=np.int64)
+            ev_remat = np.zeros(0, dtype=bool)
+            ev_phase = np.zeros(0, dtype=np.int64)
+        else:
+            ev = ln.events
+            rows = ev.meta
+            valid = rows >= 0
+            ev_bucket = np.where(valid, classes.bucket[np.where(valid, rows, 0)], BUCKET_INDEX["other_compute"]) if len(classes.bucket) else np.full(len(ev), BUCKET_INDEX["other_compute"])
+            ev_remat = np.where(valid, classes.remat[np.where(valid, rows, 0)], False) if len(classes.remat) else np.zeros(len(ev), bool)
+            ev_phase = np.where(valid, classes.phase[np.where(valid, rows, 0)], -1) if len(classes.phase) else np.full(len(ev), -1)
+            start, end = ev.start_ps, ev.end_ps
+        att, _ = attribute_core(plane.label, start, end, ev_bucket, ev_remat, ev_phase, steps.number, steps.start_ps, steps.end_ps)
+        work.append(CoreWork(plane, classes, att))
+    return work
+
+
+def analyze_trace(trace: Trace, options: AnalysisOptions = AnalysisOptions()) -> Analysis:
+    work = attribute_trace(trace)
+    if not work or all(len(w.attribution.step_numbers) == 0 for w in work):
+        raise InputError(f"{trace.source}: no steps and no XLA Ops events on any TensorCore: nothing to attribute")
+    notes: list[str] = []
+    if trace.note:
+        notes.append(trace.note)
+
+    # --- consensus step table (by step number, median over cores) ---------
+    rows = []
+    for w in work:
+        a = w.attribution
+        for k in range(len(a.step_numbers)):
+            rows.append((int(a.step_numbers[k]), w.plane.label, int(a.step_ps[k]), *a.buckets[k].tolist(), int(a.remat_ps[k]), *a.phase_ps[k].tolist()))
+    cols = ["step", "core", "step_ps", *BUCKETS, "remat_ps", *PHASES]
+    df = pd.DataFrame(rows, columns=cols)
+    by_step = df.groupby("step", sort=True)
+    step_numbers = np.asarray(sorted(df["step"].unique()), dtype=np.int64)
+    step_med = by_step["step_ps"].median().reindex(step_numbers).to_numpy(dtype=float)
+    kept_mask, reasons = select_steps(step_numbers, step_med)
+    kept_steps = set(step_numbers[kept_mask].tolist())
+    bucket_mean_by_step = by_step[list(BUCKETS)].mean().reindex(step_numbers)
+    table = tuple(
+        StepRow(
+            number=int(n),
+            step_ps=float(step_med[i]),
+            kept=bool(kept_mask[i]),
+            reason=reasons[i],
+            buckets={b: float(bucket_mean_by_step.iloc[i][b]) for b in BUCKETS},
+        )
+        for i, n in enumerate(step_numbers.tolist())
+    )
+    kept_df = df[df["step"].isin(kept_steps)]
+
+    # --- per core means over kept steps, then averaged over cores ---------
+    core_means = kept_df.groupby("core", sort=False)[["step_ps", *BUCKETS, "remat_ps", *PHASES]].mean()
+    core_counts = kept_df.groupby("core", sort=False)["step"].count()
+    avg = core_means.mean(axis=0)
+    step_mean = float(avg["step_ps"])
+    denom = step_mean if step_mean > 0 else 1.0
+    breakdown = {b: BucketShare(float(avg[b]), float(avg[b]) / denom) for b in BUCKETS}
+    remat = BucketShare(float(avg["remat_ps"]), float(avg["remat_ps"]) / denom)
+    phases = {p: BucketShare(float(avg[p]), float(avg[p]) / denom) for p in PHASES}
+
+    # --- per-core spread, stragglers ---------------------------------------
+    coll = [b for b in BUCKETS if b in COLLECTIVE_BUCKETS]
+    busy = core_means["step_ps"] - core_means["idle"]
+    compute = busy - core_means[coll].sum(axis=1)
+    zs = _modified_z(compute.to_numpy(dtype=float))
+    per_core = []
+    for i, w in enumerate(work):
+        lbl = w.plane.label
+        if lbl not in core_means.index:
+            continue
+        j = core_means.index.get_loc(lbl)
+        z = float(zs[j]) if len(work) >= 3 else 0.0
+        per_core.append(
+            CoreSummary(
+                core=lbl,
+                host=w.plane.host,
+                plane=w.plane.name,
+                steps_kept=int(core_counts[lbl]),
+                step_ps=float(core_means.at[lbl, "step_ps"]),
+                busy_ps=float(busy[lbl]),
+                compute_ps=float(compute[lbl]),
+                buckets={b: float(core_means.at[lbl, b]) for b in BUCKETS},
+                remat_ps=float(core_means.at[lbl, "remat_ps"]),
+                straggler=bool(len(work) >= 3 and z > STRAGGLER_Z),
+                busy_z=z,
+            )
+        )
+
+    top_ops, util = _ops_and_roofline(trace, work, kept_steps, step_mean, options.top_ops)
+
+    sources = sorted({trace.steps[w.plane.label].source for w in work})
+    kept_d = step_med[kept_mask]
+    steps = StepsSummary(
+        count=len(step_numbers),
+        kept=int(kept_mask.sum()),
+        source="; ".join(sources),
+        step_time_ps={
+            "median": float(np.median(kept_d)),
+            "min": float(kept_d.min()),
+            "max": float(kept_d.max()),
+            "mean": step_mean,
+        },
+        dropped=tuple(r for r in table if not r.kept),
+        rule=(
+            f"steps whose duration (median over TensorCores) differs from the median step by more than "
+            f"{OUTLIER_K:g} x max(1.4826 x MAD, {MIN_REL_SCALE:.1%} of the median) are dropped "
+            f"(rule applied with >= {MIN_STEPS_FOR_RULE} steps)"
+        ),
+        table=table,
+    )
+    if any(s.startswith("XLA Modules") for s in sources):
+        notes.append("no Steps line: steps are the runs of the dominant program on XLA Modules")
+    definitions = {
+        "step_time": f"step windows from {steps.source}; each TensorCore's step time is its own window",
+        "buckets": "each instant of a step goes to the deepest XLA op running then (self time), or idle when none runs",
+        "exposed_communication": "time a collective op itself occupies the TensorCore (synchronous collectives, and start/done/call-start/call-done halves of async ones): the core computes nothing then",
+        "remat": "self time of recomputed ops (.remat instruction names or /rematted_computation/ in tf_op); overlaps the buckets",
+        "breakdown": "mean per kept step on each TensorCore, then averaged over TensorCores",
+        "mfu": "model FLOPs of the step's ops / (step time x BF16 peak of one TensorCore)",
+    }
+    analysis = Analysis(
+        schema_version=SCHEMA_VERSION,
+        tool_version=__version__,
+        source=trace.source,
+        input_kind=trace.input_kind,
+        run=trace.run,
+        hosts=tuple(h.name for h in trace.hosts),
+        chip=trace.chip.to_dict(),
+        chip_source=trace.chip_source,
+        tensorcores=len(trace.tensorcores),
+        sparsecores=len(trace.sparsecores),
+        steps=steps,
+        breakdown=breakdown,
+        remat=remat,
+        phases=phases,
+        per_core=tuple(per_core),
+        top_ops=top_ops,
+        utilisation=util,
+        definitions=definitions,
+        notes=tuple(notes),
+    )
+    analysis.self_check()
+    return analysis
+
+
+def _modified_z(x: np.ndarray) -> np.ndarray:
+    if len(x) == 0:
+        return x
+    med = np.median(x)
+    mad = np.median(np.abs(x - med))
+    if mad == 0:
+        return np.zeros_like(x)
+    return 0.6745 * (x - med) / mad
+
+
+def _ops_and_roofline(trace: Trace, work: list[CoreWork], kept_steps: set[int], step_mean: float, top_n: int):
+    chip = trace.chip
+    frames = []
+    for w in work:
+        ln = w.plane.line(LINE_OPS)
+        if ln is None or len(ln.events) == 0:
+            continue
+        ev = ln.events
+        steps = trace.steps[w.plane.label]
+        kept = np.isin(steps.number, list(kept_steps))
+        ks, ke = steps.start_ps[kept], steps.end_ps[kept]
+        order = np.argsort(ks)
+        ks, ke = ks[order], ke[order]
+        pos = np.searchsorted(ks, ev.start_ps, side="right") - 1
+        inside = (pos >= 0) & (ev.start_ps < ke[np.clip(pos, 0, len(ke) - 1)]) if len(ks) else np.zeros(len(ev), bool)
+        inside &= ev.meta >= 0
+        if not inside.any():
+            continue
+        g = pd.DataFrame({"row": ev.meta[inside], "self_ps": ev.self_ps[inside]})
+        agg = g.groupby("row").agg(self_ps=("self_ps", "sum"), count=("self_ps", "size"))
+        md = w.plane.meta
+        rows = agg.index.to_numpy()
+        cls = w.classes.frame
+        frames.append(
+            pd.DataFrame(
+                {
+                    "name": [md.display_name[r] or _instr(md.name[r]) for r in rows],
+                    "hlo_category": [md.category[r] for r in rows],
+                    "tf_op": [md.tf_op[r] for r in rows],
+                    "dedup": [md.deduplicated_name[r] for r in rows],
+                    "bucket": cls["bucket"].to_numpy()[rows] if len(cls) else "other_compute",
+                    "remat": cls["remat"].to_numpy()[rows],
+                    "phase": cls["phase"].to_numpy()[rows],
+                    "kernel": cls["kernel"].to_numpy()[rows],
+                    "precision": cls["precision"].to_numpy()[rows],
+                    "reason": cls["reason"].to_numpy()[rows],
+                    "flops": md.flops[rows],
+                    "model_flops": md.model_flops[rows],
+                    "bytes": md.bytes_accessed[rows],
+                    "self_ps": agg["self_ps"].to_numpy(),
+                    "count": agg["count"].to_numpy(),
+                }
+            )
+        )
+    n_core_steps = sum(
+        int(np.isin(trace.steps[w.plane.label].number, list(kept_steps)).sum()) for w in work
+    ) or 1
+    if not frames:
+        return (), Utilisation(None, "none", None)
+    allops = pd.concat(frames, ignore_index=True)
+    allops["tot_flops"] = allops["flops"].fillna(0) * allops["count"]
+    allops["tot_model_flops"] = allops["model_flops"] * allops["count"]
+    allops["tot_bytes"] = allops["bytes"].fillna(0) * allops["count"]
+
+    # Utilisation over all kept steps and cores.
+    peak_bf16 = chip.core_peak_bf16_flops
+    total_time_s = step_mean * 1e-12 * n_core_steps
+    if allops["model_flops"].notna().any():
+        mf = float(allops["tot_model_flops"].fillna(allops["tot_flops"]).sum())
+        src = "model_flops"
+    elif allops["flops"].notna().any():
+        mf = float(allops["tot_flops"].sum())
+        src = "flops"
+    else:
+        mf, src = 0.0, "none"
+    mfu = mf / (total_time_s * peak_bf16) if src != "none" and total_time_s > 0 else None
+    mm = allops[allops["bucket"].isin(["matmul_bf16", "matmul_fp8", "matmul_other"]) & allops["flops"].notna()]
+    mxu = None
+    if len(mm) and mm["self_ps"].sum() > 0:
+        peak = np.where(mm["bucket"] == "matmul_fp8", chip.core_peak_fp8_flops, peak_bf16)
+        cap = float((mm["self_ps"].to_numpy() * 1e-12 * peak).sum())
+        mxu = float(mm["tot_flops"].sum()) / cap if cap > 0 else None
+    util = Utilisation(mfu, src, mxu)
+
+    key = ["name", "hlo_category", "bucket"]
+    grp = allops.groupby(key, sort=False, dropna=False)
+    agg = grp.agg(
+        self_ps=("self_ps", "sum"),
+        count=("count", "sum"),
+        tot_flops=("tot_flops", "sum"),
+        tot_bytes=("tot_bytes", "sum"),
+        flops=("flops", "max"),
+        bytes=("bytes", "max"),
+        tf_op=("tf_op", "first"),
+        dedup=("dedup", "first"),
+        remat=("remat", "max"),
+        phase=("phase", "first"),
+        kernel=("kernel", "first"),
+        precision=("precision", "first"),
+        reason=("reason", "first"),
+    ).reset_index()
+    agg = agg.sort_values(["self_ps", "name"], ascending=[False, True], kind="mergesort").head(top_n)
+    out = []
+    denom = step_mean if step_mean > 0 else 1.0
+    for r in agg.itertuples(index=False):
+        t_s = r.self_ps * 1e-12
+        has_f = r.flops == r.flops and r.flops is not None and r.flops > 0
+        has_b = r.bytes == r.bytes and r.bytes is not None and r.bytes > 0
+        intensity = (r.flops / r.bytes) if has_f and has_b else None
+        tflops = (r.tot_flops / t_s / 1e12) if has_f and t_s > 0 else None
+        gbps = (r.tot_bytes / t_s / 1e9) if has_b and t_s > 0 else None
+        peak = chip.core_peak_fp8_flops if r.bucket == "matmul_fp8" else peak_bf16
+        bw = chip.core_hbm_bytes_per_s
+        if intensity is not None:
+            ridge = peak / bw
+            bound = "compute" if intensity >= ridge else "hbm"
+            attainable = min(peak, intensity * bw)
+            roof = (r.tot_flops / t_s) / attainable if t_s > 0 else None
+        else:
+            bound, roof = "unknown", None
+        tags = []
+        if r.remat:
+            tags.append("remat")
+        if isinstance(r.phase, str) and r.phase:
+            tags.append(r.phase)
+        if isinstance(r.kernel, str) and r.kernel:
+            tags.append(f"kernel:{r.kernel}")
+        if isinstance(r.precision, str) and r.precision:
+            tags.append(f"precision:{r.precision}")
+        out.append(
+            TopOp(
+                name=r.name,
+                hlo_category=r.hlo_category,
+                bucket=r.bucket,
+                tags=tuple(tags),
+                tf_op=r.tf_op,
+                reason=r.reason,
+                self_ps=r.self_ps / n_core_steps,
+                fraction=r.self_ps / n_core_steps / denom,
+                count=r.count / n_core_steps,
+                flops=float(r.flops) if has_f else None,
+                bytes=float(r.bytes) if has_b else None,
+                intensity=intensity,
+                tflops_per_s=tflops,
+                gbps=gbps,
+                bound_by=bound,
+                roofline_fraction=roof,
+                deduplicated_name=r.dedup,
+            )
+        )
+    return tuple(out), util

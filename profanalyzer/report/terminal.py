@@ -1,0 +1,66 @@
+"""Plain-text summary of an Analysis for the terminal (deterministic)."""
+
+from __future__ import annotations
+
+from profanalyzer.analysis import Analysis
+from profanalyzer.classify import BUCKETS
+
+BAR_WIDTH = 24
+
+
+def ms(ps: float | None, digits: int = 3) -> str:
+    return "-" if ps is None else f"{ps / 1e9:.{digits}f}"
+
+
+def pct(x: float | None, digits: int = 1) -> str:
+    return "-" if x is None else f"{x * 100:.{digits}f}%"
+
+
+def _bar(frac: float) -> str:
+    n = max(0, min(BAR_WIDTH, round(frac * BAR_WIDTH)))
+    return "#" * n
+
+
+def format_summary(a: Analysis, top: int = 10) -> str:
+    chip = a.chip.get("name", "?")
+    out = [
+        f"profanalyze: {a.source}",
+        f"chip: {chip} (from {a.chip_source}); hosts: {len(a.hosts)}; "
+        f"TensorCores: {a.tensorcores}; SparseCores: {a.sparsecores}",
+    ]
+    st = a.steps
+    dropped = ", ".join(f"step {r.number} ({r.reason})" for r in st.dropped) or "none"
+    out.append(f"steps: {st.kept} kept of {st.count} (source: {st.source}); dropped: {dropped}")
+    t = st.step_time_ps
+    u = a.utilisation
+    util = []
+    if u.mfu is not None:
+        util.append(f"MFU {pct(u.mfu)} ({u.mfu_flops_source})")
+    if u.mxu_matmul is not None:
+        util.append(f"matmul MXU utilisation {pct(u.mxu_matmul)}")
+    out.append(
+        f"step time: median {ms(t['median'])} ms (min {ms(t['min'])}, max {ms(t['max'])})"
+        + (f"; {'; '.join(util)}" if util else "")
+    )
+    out.append("")
+    out.append(f"{'bucket':<18}{'ms/step':>10}{'share':>9}  ")
+    for b in BUCKETS:
+        s = a.breakdown[b]
+        out.append(f"{b:<18}{ms(s.ps):>10}{pct(s.fraction):>9}  {_bar(s.fraction)}")
+    out.append(f"{'remat (overlaps)':<18}{ms(a.remat.ps):>10}{pct(a.remat.fraction):>9}  {_bar(a.remat.fraction)}")
+    stragglers = [c.core for c in a.per_core if c.straggler]
+    if stragglers:
+        out.append(f"straggler cores (busy-time modified z > 3.5): {', '.join(stragglers)}")
+    if a.top_ops:
+        out.append("")
+        out.append("top ops (self time per step, per TensorCore):")
+        for i, op in enumerate(a.top_ops[:top], 1):
+            roof = f", {pct(op.roofline_fraction, 0)} of roofline" if op.roofline_fraction is not None else ""
+            tags = f" [{', '.join(op.tags)}]" if op.tags else ""
+            out.append(
+                f"{i:>3}. {op.name[:60]:<60} {op.bucket:<15} {ms(op.self_ps):>8} ms {pct(op.fraction):>6}"
+                f"  {op.bound_by}-bound{roof}{tags}"
+            )
+    for n in a.notes:
+        out.append(f"note: {n}")
+    return "\n".join(out)
