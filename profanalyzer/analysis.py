@@ -24,6 +24,8 @@ from profanalyzer import __version__
 from profanalyzer.attribution import BUCKET_INDEX, PHASES, CoreAttribution, attribute_core
 from profanalyzer.classify import BUCKETS, COLLECTIVE_BUCKETS, async_pair_key, classify_table
 from profanalyzer.errors import InputError
+from profanalyzer.overlap import CollectiveTypeSummary, CommunicationSummary, SparseCoreSummary, analyze_overlap
+from profanalyzer.timeline import TimelineSample, build_timeline
 from profanalyzer.trace import LINE_OPS, Plane, Trace, load_trace
 
 SCHEMA_VERSION = 1
@@ -130,9 +132,12 @@ class Analysis:
     per_core: tuple[CoreSummary, ...]
     top_ops: tuple[TopOp, ...]
     utilisation: Utilisation
+    collectives: Mapping[str, "CollectiveTypeSummary"]
+    communication: "CommunicationSummary"
+    sparsecore_offload: "SparseCoreSummary"
+    timeline: "TimelineSample | None"
     definitions: Mapping[str, str]
     notes: tuple[str, ...]
-    sections: Mapping[str, object] = field(default_factory=dict)  # later stages add sections
 
     def to_dict(self) -> dict:
         return _jsonable(self)
@@ -146,8 +151,12 @@ class Analysis:
 
 
 def _round(x: float):
+    """Stable JSON numbers: large values (picoseconds, bytes) as integers,
+    others to 6 significant digits, small ones (fractions) to 6 decimals."""
     if x is None or (isinstance(x, float) and not math.isfinite(x)):
         return None
+    if abs(x) >= 1e6:
+        return int(round(x))
     return float(f"{x:.6g}") if abs(x) >= 1 else round(x, 6)
 
 
@@ -270,6 +279,10 @@ class CoreWork:
     plane: Plane
     classes: PlaneClasses
     attribution: CoreAttribution
+    seg_start: np.ndarray  # exclusive segments of the XLA Ops line (sorted)
+    seg_end: np.ndarray
+    seg_event: np.ndarray  # owning event index on the XLA Ops line
+    seg_bucket: np.ndarray  # owning op's bucket index
 
 
 def analyze(path: str | Path, options: AnalysisOptions = AnalysisOptions()) -> Analysis:
@@ -295,8 +308,8 @@ def attribute_trace(trace: Trace) -> list[CoreWork]:
             ev_remat = np.where(valid, classes.remat[np.where(valid, rows, 0)], False) if len(classes.remat) else np.zeros(len(ev), bool)
             ev_phase = np.where(valid, classes.phase[np.where(valid, rows, 0)], -1) if len(classes.phase) else np.full(len(ev), -1)
             start, end = ev.start_ps, ev.end_ps
-        att, _ = attribute_core(plane.label, start, end, ev_bucket, ev_remat, ev_phase, steps.number, steps.start_ps, steps.end_ps)
-        work.append(CoreWork(plane, classes, att))
+        att, (ss, se, owner) = attribute_core(plane.label, start, end, ev_bucket, ev_remat, ev_phase, steps.number, steps.start_ps, steps.end_ps)
+        work.append(CoreWork(plane, classes, att, ss, se, owner, ev_bucket[owner] if len(owner) else owner))
     return work
 
 
@@ -373,6 +386,8 @@ def analyze_trace(trace: Trace, options: AnalysisOptions = AnalysisOptions()) ->
         )
 
     top_ops, util = _ops_and_roofline(trace, work, kept_steps, step_mean, options.top_ops)
+    overlap = analyze_overlap(trace, work, kept_steps, step_mean)
+    timeline = build_timeline(trace, work, kept_steps, table)
 
     sources = sorted({trace.steps[w.plane.label].source for w in work})
     kept_d = step_med[kept_mask]
@@ -402,6 +417,7 @@ def analyze_trace(trace: Trace, options: AnalysisOptions = AnalysisOptions()) ->
         "exposed_communication": "time a collective op itself occupies the TensorCore (synchronous collectives, and start/done/call-start/call-done halves of async ones): the core computes nothing then",
         "remat": "self time of recomputed ops (.remat instruction names or /rematted_computation/ in tf_op); overlaps the buckets",
         "breakdown": "mean per kept step on each TensorCore, then averaged over TensorCores",
+        "hidden_fraction": "TensorCore compute time inside a collective's window (start to done, or the op itself when synchronous) / window",
         "mfu": "model FLOPs of the step's ops / (step time x BF16 peak of one TensorCore)",
     }
     analysis = Analysis(
@@ -422,6 +438,10 @@ def analyze_trace(trace: Trace, options: AnalysisOptions = AnalysisOptions()) ->
         per_core=tuple(per_core),
         top_ops=top_ops,
         utilisation=util,
+        collectives=overlap.types,
+        communication=overlap.communication,
+        sparsecore_offload=overlap.sparsecore,
+        timeline=timeline,
         definitions=definitions,
         notes=tuple(notes),
     )
