@@ -104,6 +104,30 @@ class TopOp:
     bound_by: str  # compute | hbm | unknown
     roofline_fraction: float | None  # achieved / attainable at its intensity
     deduplicated_name: str
+    model_flops_ratio: float | None = None  # model FLOPs / executed FLOPs (< 1: padding or recompute)
+
+
+@dataclass(frozen=True)
+class BucketOps:
+    """What the ops of one bucket did, per kept step per TensorCore."""
+
+    ps: float
+    fraction: float
+    ops: int  # distinct ops
+    flops: float
+    model_flops: float
+    bytes: float
+    compute_bound_ps: float
+    hbm_bound_ps: float
+    remat_ps: float
+
+
+@dataclass(frozen=True)
+class OpsResult:
+    top: tuple["TopOp", ...]
+    remat: tuple["TopOp", ...]
+    kernels: tuple["TopOp", ...]
+    buckets: Mapping[str, BucketOps]
 
 
 @dataclass(frozen=True)
@@ -131,6 +155,9 @@ class Analysis:
     phases: Mapping[str, BucketShare]
     per_core: tuple[CoreSummary, ...]
     top_ops: tuple[TopOp, ...]
+    remat_ops: tuple[TopOp, ...]  # top recomputed ops
+    kernel_ops: tuple[TopOp, ...]  # Pallas / custom kernels
+    bucket_ops: Mapping[str, BucketOps]  # per bucket (+ attention_kernel / attention_unfused)
     utilisation: Utilisation
     collectives: Mapping[str, "CollectiveTypeSummary"]
     communication: "CommunicationSummary"
@@ -385,7 +412,7 @@ def analyze_trace(trace: Trace, options: AnalysisOptions = AnalysisOptions()) ->
             )
         )
 
-    top_ops, util = _ops_and_roofline(trace, work, kept_steps, step_mean, options.top_ops)
+    ops, util = _ops_and_roofline(trace, work, kept_steps, step_mean, options.top_ops)
     overlap = analyze_overlap(trace, work, kept_steps, step_mean)
     timeline = build_timeline(trace, work, kept_steps, table)
 
@@ -436,7 +463,10 @@ def analyze_trace(trace: Trace, options: AnalysisOptions = AnalysisOptions()) ->
         remat=remat,
         phases=phases,
         per_core=tuple(per_core),
-        top_ops=top_ops,
+        top_ops=ops.top,
+        remat_ops=ops.remat,
+        kernel_ops=ops.kernels,
+        bucket_ops=ops.buckets,
         utilisation=util,
         collectives=overlap.types,
         communication=overlap.communication,
@@ -507,7 +537,7 @@ def _ops_and_roofline(trace: Trace, work: list[CoreWork], kept_steps: set[int], 
         int(np.isin(trace.steps[w.plane.label].number, list(kept_steps)).sum()) for w in work
     ) or 1
     if not frames:
-        return (), Utilisation(None, "none", None)
+        return OpsResult((), (), (), {}), Utilisation(None, "none", None)
     allops = pd.concat(frames, ignore_index=True)
     allops["tot_flops"] = allops["flops"].fillna(0) * allops["count"]
     allops["tot_model_flops"] = allops["model_flops"] * allops["count"]
@@ -539,6 +569,8 @@ def _ops_and_roofline(trace: Trace, work: list[CoreWork], kept_steps: set[int], 
         self_ps=("self_ps", "sum"),
         count=("count", "sum"),
         tot_flops=("tot_flops", "sum"),
+        tot_model_flops=("tot_model_flops", "sum"),
+        mf_known=("model_flops", "count"),
         tot_bytes=("tot_bytes", "sum"),
         flops=("flops", "max"),
         bytes=("bytes", "max"),
@@ -550,53 +582,94 @@ def _ops_and_roofline(trace: Trace, work: list[CoreWork], kept_steps: set[int], 
         precision=("precision", "first"),
         reason=("reason", "first"),
     ).reset_index()
-    agg = agg.sort_values(["self_ps", "name"], ascending=[False, True], kind="mergesort").head(top_n)
-    out = []
+    agg = agg.sort_values(["self_ps", "name"], ascending=[False, True], kind="mergesort").reset_index(drop=True)
     denom = step_mean if step_mean > 0 else 1.0
-    for r in agg.itertuples(index=False):
-        t_s = r.self_ps * 1e-12
-        has_f = r.flops == r.flops and r.flops is not None and r.flops > 0
-        has_b = r.bytes == r.bytes and r.bytes is not None and r.bytes > 0
-        intensity = (r.flops / r.bytes) if has_f and has_b else None
-        tflops = (r.tot_flops / t_s / 1e12) if has_f and t_s > 0 else None
-        gbps = (r.tot_bytes / t_s / 1e9) if has_b and t_s > 0 else None
-        peak = chip.core_peak_fp8_flops if r.bucket == "matmul_fp8" else peak_bf16
-        bw = chip.core_hbm_bytes_per_s
-        if intensity is not None:
-            ridge = peak / bw
-            bound = "compute" if intensity >= ridge else "hbm"
-            attainable = min(peak, intensity * bw)
-            roof = (r.tot_flops / t_s) / attainable if t_s > 0 else None
-        else:
-            bound, roof = "unknown", None
-        tags = []
-        if r.remat:
-            tags.append("remat")
-        if isinstance(r.phase, str) and r.phase:
-            tags.append(r.phase)
-        if isinstance(r.kernel, str) and r.kernel:
-            tags.append(f"kernel:{r.kernel}")
-        if isinstance(r.precision, str) and r.precision:
-            tags.append(f"precision:{r.precision}")
-        out.append(
-            TopOp(
-                name=r.name,
-                hlo_category=r.hlo_category,
-                bucket=r.bucket,
-                tags=tuple(tags),
-                tf_op=r.tf_op,
-                reason=r.reason,
-                self_ps=r.self_ps / n_core_steps,
-                fraction=r.self_ps / n_core_steps / denom,
-                count=r.count / n_core_steps,
-                flops=float(r.flops) if has_f else None,
-                bytes=float(r.bytes) if has_b else None,
-                intensity=intensity,
-                tflops_per_s=tflops,
-                gbps=gbps,
-                bound_by=bound,
-                roofline_fraction=roof,
-                deduplicated_name=r.dedup,
-            )
+    ctx = (chip, n_core_steps, denom)
+    top = tuple(_top_op(r, *ctx) for r in agg.head(top_n).itertuples(index=False))
+    remat_ops = tuple(_top_op(r, *ctx) for r in agg[agg["remat"].astype(bool)].head(REMAT_TOP).itertuples(index=False))
+    kernel_rows = agg[agg["kernel"].notna() & (agg["kernel"].astype(str) != "")]
+    kernels = tuple(_top_op(r, *ctx) for r in kernel_rows.head(KERNELS_TOP).itertuples(index=False))
+    summaries = _bucket_summaries(agg, n_core_steps, denom, chip)
+    return OpsResult(top, remat_ops, kernels, summaries), util
+
+
+REMAT_TOP = 15
+KERNELS_TOP = 20
+
+
+def _top_op(r, chip, n_core_steps: int, denom: float) -> "TopOp":
+    peak_bf16 = chip.core_peak_bf16_flops
+    t_s = r.self_ps * 1e-12
+    has_f = r.flops == r.flops and r.flops is not None and r.flops > 0
+    has_b = r.bytes == r.bytes and r.bytes is not None and r.bytes > 0
+    intensity = (r.flops / r.bytes) if has_f and has_b else None
+    tflops = (r.tot_flops / t_s / 1e12) if has_f and t_s > 0 else None
+    gbps = (r.tot_bytes / t_s / 1e9) if has_b and t_s > 0 else None
+    peak = chip.core_peak_fp8_flops if (r.bucket == "matmul_fp8" or r.precision == "fp8") else peak_bf16
+    bw = chip.core_hbm_bytes_per_s
+    if intensity is not None:
+        ridge = peak / bw
+        bound = "compute" if intensity >= ridge else "hbm"
+        attainable = min(peak, intensity * bw)
+        roof = (r.tot_flops / t_s) / attainable if t_s > 0 else None
+    else:
+        bound, roof = "unknown", None
+    tags = []
+    if r.remat:
+        tags.append("remat")
+    if isinstance(r.phase, str) and r.phase:
+        tags.append(r.phase)
+    if isinstance(r.kernel, str) and r.kernel:
+        tags.append(f"kernel:{r.kernel}")
+    if isinstance(r.precision, str) and r.precision:
+        tags.append(f"precision:{r.precision}")
+    mf = r.tot_model_flops
+    return TopOp(
+        name=r.name,
+        hlo_category=r.hlo_category,
+        bucket=r.bucket,
+        tags=tuple(tags),
+        tf_op=r.tf_op,
+        reason=r.reason,
+        self_ps=r.self_ps / n_core_steps,
+        fraction=r.self_ps / n_core_steps / denom,
+        count=r.count / n_core_steps,
+        flops=float(r.flops) if has_f else None,
+        bytes=float(r.bytes) if has_b else None,
+        intensity=intensity,
+        tflops_per_s=tflops,
+        gbps=gbps,
+        bound_by=bound,
+        roofline_fraction=roof,
+        deduplicated_name=r.dedup,
+        model_flops_ratio=(float(mf) / r.tot_flops) if has_f and r.mf_known > 0 and r.tot_flops > 0 else None,
+    )
+
+
+def _bucket_summaries(agg: pd.DataFrame, n_core_steps: int, denom: float, chip) -> dict:
+    """Per bucket (and attention split by kernel/unfused): time, FLOPs, bytes,
+    compute- vs HBM-bound time, per step per TensorCore."""
+    out = {}
+    df = agg.copy()
+    df["intensity"] = df["flops"] / df["bytes"]
+    peak = np.where(df["bucket"] == "matmul_fp8", chip.core_peak_fp8_flops, chip.core_peak_bf16_flops)
+    ridge = peak / chip.core_hbm_bytes_per_s
+    df["compute_bound"] = df["intensity"] >= ridge
+    df["is_kernel"] = df["kernel"].notna() & (df["kernel"].astype(str) != "")
+    groups = {b: df[df["bucket"] == b] for b in BUCKETS if b != "idle"}
+    groups["attention_kernel"] = df[(df["bucket"] == "attention") & df["is_kernel"]]
+    groups["attention_unfused"] = df[(df["bucket"] == "attention") & ~df["is_kernel"]]
+    for name, g in groups.items():
+        ps = float(g["self_ps"].sum()) / n_core_steps
+        out[name] = BucketOps(
+            ps=ps,
+            fraction=ps / denom,
+            ops=int(len(g)),
+            flops=float(g["tot_flops"].sum()) / n_core_steps,
+            model_flops=float(np.where(g["mf_known"] > 0, g["tot_model_flops"], g["tot_flops"]).sum()) / n_core_steps,
+            bytes=float(g["tot_bytes"].sum()) / n_core_steps,
+            compute_bound_ps=float(g.loc[g["compute_bound"], "self_ps"].sum()) / n_core_steps,
+            hbm_bound_ps=float(g.loc[~g["compute_bound"] & g["intensity"].notna(), "self_ps"].sum()) / n_core_steps,
+            remat_ps=float(g.loc[g["remat"].astype(bool), "self_ps"].sum()) / n_core_steps,
         )
-    return tuple(out), util
+    return out

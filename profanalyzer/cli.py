@@ -69,21 +69,36 @@ def info(trace: str, chip: str | None, json_out: str | None) -> None:
 @cli.command()
 @trace_argument
 @chip_option
-@click.option("--json", "json_out", type=click.Path(dir_okay=False, allow_dash=True), default=None, help="Write the analysis JSON (- for stdout).")
+@click.option("--json", "json_out", type=click.Path(dir_okay=False, allow_dash=True), default=None, help="Write the analysis + recommendations JSON (- for stdout).")
 @click.option("--top", default=10, show_default=True, type=click.IntRange(0, 1000), help="Top ops shown in the terminal summary.")
+@click.option("--select", default="", help="Only rules whose code starts with one of these comma-separated prefixes (e.g. SC,RM001).")
+@click.option("--ignore", default="", help="Skip rules whose code starts with one of these comma-separated prefixes.")
 @click.option("-q", "--quiet", is_flag=True, help="No terminal summary.")
-def analyze(trace: str, chip: str | None, json_out: str | None, top: int, quiet: bool) -> None:
-    """Attribute step time per core to buckets; print a summary, optionally write JSON."""
+def analyze(trace: str, chip: str | None, json_out: str | None, top: int, select: str, ignore: str, quiet: bool) -> None:
+    """Attribute step time, analyse overlap, rank recommendations."""
     from profanalyzer.analysis import AnalysisOptions, analyze as run_analysis
+    from profanalyzer.findings import run_rules
     from profanalyzer.report.terminal import format_summary
 
     a = run_analysis(trace, AnalysisOptions(chip=chip))
+    f = run_rules(a, select=_codes(select), ignore=_codes(ignore))
     if json_out:
-        _write_json(a.to_dict(), json_out)
+        _write_json(result_dict(a, f), json_out)
         if json_out == "-":
             return
     if not quiet:
-        _echo(format_summary(a, top=top))
+        _echo(format_summary(a, top=top, findings=f))
+
+
+def _codes(text: str) -> tuple[str, ...]:
+    return tuple(c.strip().upper() for c in text.split(",") if c.strip())
+
+
+def result_dict(a, f) -> dict:
+    """The JSON document: the analysis plus the findings stage's sections."""
+    d = a.to_dict()
+    d.update(f.to_dict())
+    return d
 
 
 @cli.command()

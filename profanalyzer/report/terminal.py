@@ -21,7 +21,25 @@ def _bar(frac: float) -> str:
     return "#" * n
 
 
-def format_summary(a: Analysis, top: int = 10) -> str:
+def format_recommendations(findings, n: int = 3) -> list[str]:
+    out = []
+    recs = [f for f in findings.recommendations][:n] if findings else []
+    if findings and findings.workload:
+        w = findings.workload
+        out.append(f"workload: {w.row} -> {w.primary_sharding}" + (f" + {w.secondary_sharding}" if w.secondary_sharding not in ("—", "") else ""))
+    if not recs:
+        out.append("recommendations: none above their thresholds")
+        return out
+    out.append(f"top recommendations ({len(findings.recommendations)} in all):")
+    for i, f in enumerate(recs, 1):
+        out.append(f"{i:>3}. [{f.code} {f.lever}] {f.title}")
+        out.append(f"     saves ~{ms(f.estimated_saving_ps)} ms/step ({pct(f.estimated_saving_fraction)}); {f.guide_section}")
+        for act in f.actions[:2]:
+            out.append(f"     $ {act}")
+    return out
+
+
+def format_summary(a: Analysis, top: int = 10, findings=None) -> str:
     chip = a.chip.get("name", "?")
     out = [
         f"profanalyze: {a.source}",
@@ -61,6 +79,9 @@ def format_summary(a: Analysis, top: int = 10) -> str:
                 f"{i:>3}. {op.name[:60]:<60} {op.bucket:<15} {ms(op.self_ps):>8} ms {pct(op.fraction):>6}"
                 f"  {op.bound_by}-bound{roof}{tags}"
             )
+    if findings is not None:
+        out.append("")
+        out.extend(format_recommendations(findings))
     for n in a.notes:
         out.append(f"note: {n}")
     return "\n".join(out)

@@ -1,0 +1,64 @@
+"""Lever L1 — FP8 low-precision training (`fp8`)."""
+
+from __future__ import annotations
+
+from heuristics._util import ms, op_line, pct
+from profanalyzer.findings import rule
+
+#: BF16 matmul share of the step worth converting.
+BF16_MIN_FRACTION = 0.08
+#: FP8 runs at 2x BF16 peak FLOPs and moves half the bytes; achieved MXU
+#: efficiency at FP8 is assumed this fraction of the BF16 efficiency.
+FP8_EFFICIENCY_RATIO = 0.92
+#: Quantise/scale fusions FP8 adds, as a fraction of the converted matmul time.
+QUANTISATION_OVERHEAD = 0.06
+
+
+def fp8_saving(bf16_ps: float) -> float:
+    new = bf16_ps / (2.0 * FP8_EFFICIENCY_RATIO)
+    return max(0.0, bf16_ps - new - QUANTISATION_OVERHEAD * bf16_ps)
+
+
+@rule("FP001", "fp8", "BF16 matmuls that FP8 would run at twice the peak", fixtures=("bf16_dense", "fp8_dense"))
+def bf16_to_fp8(self, analysis):
+    """
+    What it detects: matmul (convolution fusion) time in BF16 above 8% of the
+    step, split into compute-bound and HBM-bound time.
+
+    Why it costs time: TPU7x peaks at 4,614 FP8 TFLOP/s per chip, twice BF16;
+    FP8 also halves the bytes a memory-bound matmul moves. Compute-bound
+    matmuls gain from the FLOPs, memory-bound ones from the bytes (typical
+    end-to-end gain on dense matmul-heavy work: up to 1.3x).
+
+    What to change: train in FP8 with the guide's recipe: per-tensor scaling
+    first (per-axis on quality/performance problems), dynamic scaling, E4M3
+    for weights and activations in the forward pass, E5M2 for gradients,
+    round-to-nearest-even; in MaxText `use_qwix_quantization=true`.
+    """
+    mm = analysis.bucket_ops.get("matmul_bf16")
+    if mm is None or mm.fraction < BF16_MIN_FRACTION:
+        return []
+    saving = fp8_saving(mm.ps)
+    evidence = [
+        f"BF16 matmuls: {ms(mm.ps)} per step ({pct(mm.fraction)} of the step) over {mm.ops} distinct ops",
+        f"compute-bound {ms(mm.compute_bound_ps)}, HBM-bound {ms(mm.hbm_bound_ps)} "
+        f"(against the BF16 ridge point {analysis.chip['ridge_points_flop_per_byte']['hbm_bf16']:.0f} FLOP/byte)",
+    ]
+    if analysis.utilisation.mxu_matmul is not None:
+        evidence.append(f"matmul MXU utilisation now {pct(analysis.utilisation.mxu_matmul)} of the precision's peak")
+    evidence += [op_line(op) for op in analysis.top_ops if op.bucket == "matmul_bf16"][:4]
+    actions = [
+        "use_qwix_quantization=true",
+        "# recipe: per-tensor scaling (per-axis if quality/perf suffers), dynamic scaling,",
+        "# E4M3 (float8_e4m3fn) weights/activations forward, E5M2 (float8_e5m2) gradients, round-to-nearest-even",
+    ]
+    assumptions = [
+        f"FP8 matmuls reach {FP8_EFFICIENCY_RATIO:.0%} of the BF16 matmuls' efficiency at twice the peak "
+        "(compute-bound) or move half the bytes (HBM-bound): their time falls to ~54%",
+        f"quantise/scale fusions add {QUANTISATION_OVERHEAD:.0%} of the converted time",
+        "model quality holds with the recipe (check convergence)",
+    ]
+    return [self.finding(analysis, saving, evidence, actions, assumptions, claims={"bucket:matmul_bf16": saving})]
+
+
+RULES = (bf16_to_fp8,)

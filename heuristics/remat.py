@@ -1,0 +1,84 @@
+"""Lever L4 — activation rematerialisation (`remat`)."""
+
+from __future__ import annotations
+
+from heuristics._util import ms, op_line, pct
+from heuristics.workload import classify_workload
+from profanalyzer.findings import rule
+
+#: Recompute share of the step above which a lighter policy is worth trying.
+REMAT_MIN_FRACTION = 0.04
+#: Above this share on a short-sequence workload, go straight to `minimal`.
+REMAT_HEAVY_FRACTION = 0.12
+#: Ops a `minimal` policy still recomputes: cheap elementwise / norm fusions
+#: (the other_compute bucket); matmul and attention outputs are saved.
+MINIMAL_KEEPS = ("other_compute",)
+#: Long sequences: recomputed ops moved to `device`/`offload` in a custom policy.
+CUSTOM_TOP_OPS = 3
+
+
+@rule("RM001", "remat", "Recompute is a large share of a compute-bound step", fixtures=("remat_full", "remat_minimal"))
+def lighter_remat_policy(self, analysis):
+    """
+    What it detects: time spent re-running forward ops in the backward pass
+    (ops named `.remat` or under `rematted_computation`) above 4% of the step.
+
+    Why it costs time: remat trades HBM for FLOPs (~25-30% extra for a
+    transformer block under a full policy). On short sequences the step is
+    compute-bound and activation memory is not the limit, so recompute is
+    often the single largest waste; on long sequences activations dominate HBM
+    and remat is needed, but the most expensive recomputed dots can be kept or
+    offloaded instead.
+
+    What to change: pick a lighter MaxText `remat_policy` (`minimal`,
+    `save_dot_with_context_except_mlp`, `save_qkv_proj`, `save_out_proj`) on
+    short sequences, or `remat_policy=custom` with per-layer `device` /
+    `offload` for the top recomputed ops on long sequences; check HBM headroom
+    (192 GB per TPU7x chip) after the change.
+    """
+    remat = analysis.remat
+    if remat.fraction < REMAT_MIN_FRACTION:
+        return []
+    wl = classify_workload(analysis)
+    by_bucket = {b: o.remat_ps for b, o in analysis.bucket_ops.items() if b in (
+        "matmul_bf16", "matmul_fp8", "matmul_other", "attention", "other_compute",
+        "all_gather", "reduce_scatter", "all_reduce", "all_to_all", "other_collective")}
+    kept_by_minimal = sum(by_bucket.get(b, 0.0) for b in MINIMAL_KEEPS)
+    evidence = [
+        f"recomputed ops take {ms(remat.ps)} per step ({pct(remat.fraction)} of the step)",
+        "by bucket: " + ", ".join(f"{b} {ms(v)}" for b, v in sorted(by_bucket.items(), key=lambda kv: -kv[1]) if v > 0),
+        f"workload: {wl.row} ({'; '.join(wl.reasons)})",
+    ]
+    evidence += [f"recomputed: {op_line(op)}" for op in analysis.remat_ops[:5]]
+    top_names = [op.name for op in analysis.remat_ops[:CUSTOM_TOP_OPS]]
+    if wl.sequence == "long":
+        saving = sum(op.self_ps for op in analysis.remat_ops[:CUSTOM_TOP_OPS] if op.bucket != "other_compute")
+        actions = [
+            "remat_policy=custom",
+            "# keep the most expensive recomputed dots instead of recomputing them:",
+            *(f"#   {n}: device (or offload if HBM is short)" for n in top_names),
+            "# keep everything else on remat",
+        ]
+        assumptions = [
+            f"the top {CUSTOM_TOP_OPS} recomputed matmul/attention ops stop being recomputed; "
+            "offloaded activations move over PCIe hidden behind compute",
+            "activation memory on long sequences may not allow `device`: then use `offload`",
+        ]
+        title = "Keep or offload the most expensive recomputed ops (custom remat policy)"
+    else:
+        saving = remat.ps - kept_by_minimal
+        policy = "minimal" if remat.fraction >= REMAT_HEAVY_FRACTION else "save_dot_with_context_except_mlp"
+        actions = [
+            f"remat_policy={policy}",
+            "# intermediate steps if HBM is short: save_dot_with_context_except_mlp, save_qkv_proj, save_out_proj",
+        ]
+        assumptions = [
+            "a `minimal` policy saves matmul and attention outputs: their recompute disappears; "
+            f"cheap elementwise recompute ({ms(kept_by_minimal)} per step) stays",
+            "the saved activations fit in HBM (192 GB per chip); the rest of the step is unchanged",
+        ]
+        title = f"Use a lighter remat policy ({policy}): recompute is {pct(remat.fraction)} of a compute-bound step"
+    return [self.finding(analysis, saving, evidence, actions, assumptions, claims={"remat": saving}, title=title)]
+
+
+RULES = (lighter_remat_policy,)

@@ -1,0 +1,190 @@
+"""Lever L3 — SparseCore collective offload (`sc_offload`)."""
+
+from __future__ import annotations
+
+from heuristics._util import ms, pct
+from profanalyzer.findings import rule
+from profanalyzer.overlap import CAPTURE_HINT, OFFLOADABLE
+
+#: Exposed time of a collective type (share of step) worth acting on.
+EXPOSED_MIN_FRACTION = 0.01
+#: TensorCore time an offloaded collective still costs per window (call-start
+#: + call-done), used when the trace has no offloaded collective to measure it.
+DEFAULT_RESIDUAL_PS_PER_WINDOW = 1_500_000  # 1.5 us
+#: Latency multiplier to try when offloaded collectives are still exposed.
+LATENCY_MULTIPLIER = 2.0
+
+_FLAG = {
+    "all_gather": "all_gather",
+    "reduce_scatter": "reduce_scatter",
+    "all_reduce": "all_reduce",
+}
+
+
+def _residual_per_window(analysis) -> tuple[float, str]:
+    """Measured TensorCore cost of one offloaded collective window, if any."""
+    wins = [c for c in analysis.collectives.values() if c.engine == "SparseCore" and c.count > 0]
+    if wins:
+        per = sum(c.exposed_ps for c in wins) / sum(c.count for c in wins)
+        return per, f"measured: offloaded collectives in this trace cost {per / 1e6:.2f} us of TensorCore time per window"
+    return float(DEFAULT_RESIDUAL_PS_PER_WINDOW), f"assumed {DEFAULT_RESIDUAL_PS_PER_WINDOW / 1e6:.1f} us of TensorCore time per offloaded window (call-start + call-done)"
+
+
+def enable_flags(types) -> list[str]:
+    args = ["--xla_tpu_use_tc_device_shape_on_sc=true"]
+    for t in types:
+        f = _FLAG[t]
+        args += [
+            f"--xla_tpu_enable_sparse_core_collective_offload_{f}=true",
+            f"--xla_tpu_enable_async_collective_fusion_fuse_{f}=false",
+            f"--xla_tpu_enable_{f}_offload_tracing=true",
+        ]
+    return [f'LIBTPU_INIT_ARGS="$LIBTPU_INIT_ARGS {" ".join(args)}"']
+
+
+@rule("SC001", "sc_offload", "Exposed collectives that SparseCore offload would hide", fixtures=("offload_off", "offload_on"))
+def enable_offload(self, analysis):
+    """
+    What it detects: all-gather, reduce-scatter or all-reduce time exposed on
+    the TensorCore (the core stalls in the collective's ops) for collective
+    types that are not offloaded to SparseCores.
+
+    Why it costs time: without offload, collectives run as synchronous ops or
+    TensorCore-driven async (continuation) fusions issued close to their use:
+    the TensorCore waits for ICI. On TPU7x, SparseCores can drive these
+    transfers as independent control threads, in parallel with TensorCore
+    compute.
+
+    What to change: enable SparseCore collective offload for the exposed
+    types (LIBTPU_INIT_ARGS flags below; on by default in recent MaxText on
+    Ironwood) and disable continuation fusion for them (the two are
+    exclusive).
+    """
+    sc = analysis.sparsecore_offload
+    if sc.verdict == "not_visible":
+        return []
+    todo = []
+    for t in OFFLOADABLE:
+        c = analysis.collectives.get(t)
+        if c is None or c.engine == "SparseCore" or sc.offloaded.get(t):
+            continue
+        if c.fraction_of_step >= EXPOSED_MIN_FRACTION:
+            todo.append(c)
+    if not todo:
+        return []
+    residual, how = _residual_per_window(analysis)
+    claims = {}
+    evidence = [f"SparseCore offload verdict: {sc.verdict} ({sc.reason})"]
+    for c in todo:
+        s = max(0.0, c.exposed_ps - c.count * residual)
+        claims[f"bucket:{c.bucket}"] = s
+        hf = f", {pct(c.hidden_fraction)} of its window hidden" if c.hidden_fraction is not None else ""
+        evidence.append(
+            f"{c.type}: {ms(c.exposed_ps)} exposed per step ({pct(c.fraction_of_step)} of the step), "
+            f"{c.count:.0f} windows per step on the {c.engine}{hf}"
+        )
+    saving = sum(claims.values())
+    assumptions = [
+        "offloaded collectives are issued early enough to hide behind compute (as the cost model schedules them); "
+        "the TensorCore keeps only the call-start/call-done ops",
+        how,
+    ]
+    types = [c.type for c in todo]
+    return [
+        self.finding(
+            analysis,
+            saving,
+            evidence,
+            enable_flags(types),
+            assumptions,
+            claims=claims,
+            title=f"Offload {', '.join(t.replace('_', '-') for t in types)} to SparseCores: {ms(saving)} per step exposed",
+        )
+    ]
+
+
+@rule("SC002", "sc_offload", "Offloaded collectives still stall the TensorCore", fixtures=("straggler_core", "offload_on"))
+def schedule_offload_earlier(self, analysis):
+    """
+    What it detects: collectives that already run on SparseCores but whose
+    call-done still waits (exposed time above the call-start/call-done cost),
+    and SparseCore queueing.
+
+    Why it costs time: the scheduler issues the offloaded collective too late
+    for the transfer to finish behind compute, or several collectives queue on
+    a busy SparseCore.
+
+    What to change: raise the SparseCore latency multiplier of the exposed
+    type (1.0 = cost model, larger = schedule earlier at some memory cost);
+    check the queueing evidence before raising it for every type.
+    """
+    sc = analysis.sparsecore_offload
+    found = []
+    floor = DEFAULT_RESIDUAL_PS_PER_WINDOW
+    claims = {}
+    evidence = [f"SparseCore offload verdict: {sc.verdict} ({sc.reason})"]
+    flags = []
+    for t in OFFLOADABLE:
+        c = analysis.collectives.get(t)
+        if c is None or c.engine != "SparseCore":
+            continue
+        excess = c.exposed_ps - c.count * floor
+        if excess / (analysis.steps.step_time_ps["mean"] or 1) < EXPOSED_MIN_FRACTION:
+            continue
+        claims[f"bucket:{c.bucket}"] = excess
+        evidence.append(f"{t}: {ms(c.exposed_ps)} exposed per step over {c.count:.0f} offloaded windows")
+        flags.append(f"--xla_tpu_sparse_core_{_FLAG[t]}_latency_multiplier={LATENCY_MULTIPLIER}")
+    if not claims:
+        return []
+    if sc.queueing_ps:
+        evidence.append(f"SparseCore queueing: {ms(sc.queueing_ps)} per step of offloaded work waited for a busy SparseCore")
+    if sc.busy_fraction is not None:
+        evidence.append(f"SparseCores busy {pct(sc.busy_fraction)} of the step")
+    saving = sum(claims.values())
+    found.append(
+        self.finding(
+            analysis,
+            saving,
+            evidence,
+            [f'LIBTPU_INIT_ARGS="$LIBTPU_INIT_ARGS {" ".join(flags)}"'],
+            [
+                f"issued earlier, the transfers finish behind compute; {floor / 1e6:.1f} us per window stays on the TensorCore",
+                "a straggler core or input imbalance also shows up as collective waits: check per-core spread first",
+            ],
+            claims=claims,
+        )
+    )
+    return found
+
+
+@rule("SC003", "sc_offload", "SparseCore activity not captured", fixtures=("offload_not_captured", "offload_on"))
+def capture_sparsecore(self, analysis):
+    """
+    What it detects: TensorCores hand collectives to SparseCores
+    (call-start/call-done ops) but the capture has no SparseCore activity.
+
+    Why it costs time: it does not by itself; but offloaded collectives cannot
+    be checked for queueing or late issue without the SparseCore planes, so
+    offload problems stay invisible.
+
+    What to change: capture again with SparseCore offload tracing enabled.
+    """
+    sc = analysis.sparsecore_offload
+    if sc.verdict != "not_visible":
+        return []
+    return [
+        self.finding(
+            analysis,
+            0.0,
+            [sc.reason],
+            [
+                'LIBTPU_INIT_ARGS="$LIBTPU_INIT_ARGS --xla_tpu_enable_all_gather_offload_tracing=true '
+                '--xla_tpu_enable_reduce_scatter_offload_tracing=true --xla_tpu_enable_all_reduce_offload_tracing=true"',
+                "# then re-capture the profile (device tracing of all planes)",
+            ],
+            [CAPTURE_HINT],
+        )
+    ]
+
+
+RULES = (enable_offload, schedule_offload_earlier, capture_sparsecore)
