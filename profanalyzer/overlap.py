@@ -155,7 +155,8 @@ def _windows_for_core(plane: Plane, classes: pd.DataFrame, unmatched: dict[str, 
     async_used = False
     if asy is not None and len(asy.events):
         ev = asy.events
-        for i in np.flatnonzero(ev.depth == 0).tolist():
+        # Async windows overlap each other freely: every event is a window.
+        for i in range(len(ev)):
             r = int(ev.meta[i])
             if r < 0:
                 continue

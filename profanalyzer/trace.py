@@ -566,8 +566,8 @@ def load_trace(
         shift = np.int64(shift_ps)
         if shift:
             for ln in p.lines:
-                ln.events.start_ps += shift
-                ln.events.end_ps += shift
+                np.add(ln.events.start_ps, shift, out=ln.events.start_ps)
+                np.add(ln.events.end_ps, shift, out=ln.events.end_ps)
         planes.append(p)
     device_type = None
     for p in planes:

@@ -1,0 +1,512 @@
+"""Scenario catalog for the TPU7x XSpace synthesizer.
+
+A :class:`Scenario` is a frozen description of one training run: the model
+(dense or MoE transformer), how it is compiled (precision, remat policy,
+attention kernel, collective forms, SparseCore offload) and how it was captured
+(Steps line present, SparseCore planes traced, epoch or zero line timestamps).
+The schedule and the ground truth are derived from it in :mod:`.model`.
+
+Every scenario names the guide workload row it stands for (``workload``), the
+guide lever it is built to stress (``stresses``, a lever id of
+``shared/guide/tpu7x-performance-guide.md``), and for lever variants the paired
+scenario that differs by that one lever (``pair``; ``role`` says which side is
+``before`` and which is ``after`` the change).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+#: Lever ids of the TPU7x guide.
+LEVERS = ("fp8", "sharding", "sc_offload", "remat", "scoped_vmem", "tokamax")
+
+#: Guide workload table rows.
+WORKLOADS = (
+    "dense, short sequence",
+    "dense, long sequence",
+    "MoE, short sequence",
+    "MoE, very large",
+)
+
+#: Collective types (also the names of the communication buckets).
+COLLECTIVE_TYPES = ("all_gather", "reduce_scatter", "all_reduce", "all_to_all", "other_collective")
+
+#: Collective forms a scenario can choose per collective type.
+#: ``offload``: SparseCore call-start/call-done (the real work on SparseCore planes);
+#: ``pair``: ``all-gather-start.N``/``all-gather-done.N`` style async pairs (ICI DMA on the TensorCore);
+#: ``cont``: ``async-collective-start.N``/``-done.N`` continuation fusions (category ``custom fusion``);
+#: ``sync``: one synchronous op (``all-gather.N``, ``all-reduce.N``, ``all-to-all.N``,
+#: ``all-reduce-scatter fusion``, ``collective-permute.N``), fully exposed.
+FORMS = ("offload", "pair", "cont", "sync")
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    description: str
+    workload: str | None = None
+    stresses: str | None = None
+    pair: str | None = None
+    role: str | None = None  # "before" / "after" for lever pairs
+    expect_fire: tuple[str, ...] = ()  # levers a good analysis should recommend
+    expect_quiet: tuple[str, ...] = ()  # levers a good analysis must not push (<3% saving)
+    finding: str = ""  # what a good analysis should find (README table)
+
+    # -- model -------------------------------------------------------------
+    arch: str = "dense"  # dense | moe
+    layers: int = 4  # sample default (scan-over-layers trip count)
+    steps: int = 6  # sample default (step 0 = warm-up)
+    d_model: int = 4096
+    d_ff: int = 14336
+    n_heads: int = 32
+    n_kv_heads: int = 8
+    head_dim: int = 128
+    seq_len: int = 8192  # global sequence length
+    batch_per_core: int = 1
+    vocab: int = 32768
+    fsdp: int = 64  # FSDP degree (world the weights are sharded over)
+    cp: int = 1  # context parallel degree (sequence shard)
+    ep: int = 1  # expert parallel degree
+    pp: int = 1  # pipeline stages
+    microbatches: int = 1
+    experts: int = 0
+    top_k: int = 0
+    moe_d_ff: int = 0
+    moe_impl: str | None = None  # gmm | dense_padded
+    capacity_factor: float = 1.0  # dense_padded: padded tokens / routed tokens
+
+    # -- compilation choices -------------------------------------------------
+    precision: str = "bf16"  # bf16 | fp8
+    remat: str = "moderate"  # full | moderate | minimal
+    attention: str = "splash"  # splash | unfused
+    kernel_block: int = 512  # Pallas tile size (small_tiles: 128)
+    matmul_eff: float = 0.78  # MXU efficiency of convolution fusions
+    kernel_eff: float = 0.62  # attention kernel efficiency at kernel_block
+    # per collective type: (form, overlap) with overlap "long" | "short"
+    collectives: tuple[tuple[str, str, str], ...] = (
+        ("all_gather", "offload", "long"),
+        ("reduce_scatter", "offload", "long"),
+        ("all_reduce", "offload", "long"),
+        ("all_to_all", "sync", "short"),
+        ("other_collective", "pair", "long"),
+    )
+
+    # -- capture -------------------------------------------------------------
+    sc_traced: bool = True  # SparseCore planes present when something is offloaded
+    steps_line: bool = True
+    zero_timestamps: bool = False
+    straggler_core: int | None = None  # local TensorCore index that runs ~8% slower
+    straggler_factor: float = 1.08
+    xss: bool = False
+    intern_category: bool = False  # hlo_category as ref_value stats
+    device_stats_every: int = 3  # 1 in N op templates lack device_offset_ps/device_duration_ps
+
+    def coll(self, ctype: str) -> tuple[str, str]:
+        for t, form, overlap in self.collectives:
+            if t == ctype:
+                return form, overlap
+        return "sync", "short"
+
+    @property
+    def offloaded_types(self) -> tuple[str, ...]:
+        return tuple(t for t, f, _ in self.collectives if f == "offload")
+
+    def with_(self, **kw) -> "Scenario":
+        return replace(self, **kw)
+
+
+def _colls(**kw: tuple[str, str]) -> tuple[tuple[str, str, str], ...]:
+    base = {
+        "all_gather": ("offload", "long"),
+        "reduce_scatter": ("offload", "long"),
+        "all_reduce": ("offload", "long"),
+        "all_to_all": ("sync", "short"),
+        "other_collective": ("pair", "long"),
+    }
+    base.update(kw)
+    return tuple((t, base[t][0], base[t][1]) for t in COLLECTIVE_TYPES)
+
+
+# ---------------------------------------------------------------------------
+# The catalog
+# ---------------------------------------------------------------------------
+
+_DENSE = Scenario(
+    name="dense_short_fsdp",
+    finding=(
+        "BF16 matmul-bound step; remat recompute (policy moderate) is the largest waste; FSDP all-"
+        "gather/reduce-scatter offloaded to SparseCore and hidden (offload on). Recommend remat, then"
+        " fp8."
+    ),
+    description=(
+        "Dense 8k-sequence transformer (d_model 4096, d_ff 14336, GQA 32/8 heads), FSDP over 64 "
+        "cores, splash attention, BF16, remat policy moderate (MLP up-projections and elementwise "
+        "recomputed), SparseCore offload of all-gather/reduce-scatter/all-reduce. The default sample."
+    ),
+    workload="dense, short sequence",
+    stresses="remat",
+    expect_fire=("remat", "fp8"),
+    expect_quiet=("sc_offload", "scoped_vmem"),
+)
+
+_CATALOG: list[Scenario] = [
+    _DENSE,
+    Scenario(
+        name="dense_long_fsdp_cp",
+        finding=(
+            "Splash attention dominates; remat full is expected at 128k (no lighter-remat push "
+            "without memory headroom); CP K/V all-gathers mostly hidden; small all-reduces stay on "
+            "the TensorCore (offload partial). Recommend tokamax (kernel block tuning, max-logit "
+            "estimate)."
+        ),
+        description=(
+            "Dense 128k-sequence transformer with context parallelism 8 on top of FSDP: each core "
+            "holds 16k tokens; K/V are all-gathered across the CP group (continuation fusions) and "
+            "dK/dV reduce-scattered. Splash attention dominates compute; remat full. All-gather and "
+            "reduce-scatter offloaded to SparseCore, the small all-reduces stay on the TensorCore as "
+            "all-reduce-start/done pairs (offload verdict partial)."
+        ),
+        workload="dense, long sequence",
+        stresses="tokamax",
+        layers=3,
+        seq_len=131072,
+        cp=8,
+        remat="full",
+        collectives=_colls(all_reduce=("pair", "long")),
+        expect_fire=("tokamax",),
+        expect_quiet=("sc_offload",),
+    ),
+    Scenario(
+        name="moe_short_fsdp_ep",
+        finding=(
+            "Synchronous all-to-all dispatch/combine exposed; remat second; f32 router matmul lands "
+            "in matmul_other; gmm/tgmm kernels are BF16 matmuls. Recommend sharding (overlap all-to-"
+            "all), remat."
+        ),
+        description=(
+            "MoE transformer (8 experts, top-2, EP 8 + FSDP), megablox gmm/tgmm kernels, f32 router "
+            "matmul, synchronous all-to-all dispatch/combine (heavily exposed), remat moderate, "
+            "SparseCore offload of all-gather/reduce-scatter/all-reduce. hlo_category stats interned "
+            "as ref_value."
+        ),
+        workload="MoE, short sequence",
+        stresses="sharding",
+        pair="moe_dense_padded",
+        role="after",
+        arch="moe",
+        layers=3,
+        experts=8,
+        top_k=2,
+        moe_d_ff=8192,
+        ep=8,
+        moe_impl="gmm",
+        intern_category=True,
+        expect_fire=("sharding", "remat"),
+        expect_quiet=("scoped_vmem",),
+    ),
+    Scenario(
+        name="moe_large_pp",
+        finding=(
+            "Pipeline bubbles show as idle at the start and end of the step; FSDP all-gathers re-run "
+            "per microbatch and contend with all-to-all/all-reduce on the TensorCore ICI queue "
+            "(exposed); collective-permute and send/recv between stages mostly hidden. Recommend "
+            "sharding."
+        ),
+        description=(
+            "Very large MoE with FSDP + EP + 4 pipeline stages (this host is stage 1): 4 microbatches, "
+            "activations sent forward with collective-permute-start/done pairs and gradients back with "
+            "send/recv pairs over DCN; pipeline bubbles at the start and end of every step appear as idle "
+            "TensorCore time; all-to-all routing synchronous; FSDP all-gathers as all-gather-start/done "
+            "pairs on the TensorCore (sharing the ICI queue), reduce-scatters offloaded to SparseCore "
+            "(offload partial)."
+        ),
+        workload="MoE, very large",
+        stresses="sharding",
+        arch="moe",
+        layers=2,
+        d_model=6144,
+        d_ff=16384,
+        n_heads=48,
+        seq_len=4096,
+        experts=16,
+        top_k=2,
+        moe_d_ff=8192,
+        ep=8,
+        pp=4,
+        microbatches=4,
+        moe_impl="gmm",
+        collectives=_colls(all_gather=("pair", "long"), all_reduce=("sync", "short")),
+        expect_fire=("sharding",),
+    ),
+    # ---- lever pairs --------------------------------------------------------
+    _DENSE.with_(
+        name="remat_full",
+        finding=(
+            "Remat recompute is a large share of the step (~30% extra forward FLOPs in the backward "
+            "pass). Recommend remat; calibrate against remat_minimal."
+        ),
+        description="Dense short-sequence model with remat policy full: the whole layer forward is "
+        "recomputed in the backward pass (~30% extra FLOPs). Before side of the remat pair.",
+        stresses="remat",
+        pair="remat_minimal",
+        role="before",
+        remat="full",
+        expect_fire=("remat",),
+        expect_quiet=("sc_offload", "scoped_vmem"),
+    ),
+    _DENSE.with_(
+        name="remat_minimal",
+        finding='Remat share under 1%: the remat rule stays quiet; BF16 matmuls remain (fp8).',
+        description="Same model as remat_full with remat policy minimal (only norms recomputed). "
+        "After side of the remat pair.",
+        stresses="remat",
+        pair="remat_full",
+        role="after",
+        remat="minimal",
+        expect_fire=("fp8",),
+        expect_quiet=("remat", "sc_offload", "scoped_vmem"),
+    ),
+    _DENSE.with_(
+        name="offload_off",
+        finding=(
+            "All-gathers as continuation fusions issued just before use, reduce-scatters and all-"
+            "reduces synchronous: several % of the step exposed; offload verdict off. Recommend "
+            "sc_offload; calibrate against offload_on."
+        ),
+        description="Dense short-sequence model without SparseCore offload: FSDP all-gathers as "
+        "async-collective continuation fusions issued just before use, gradient reduce-scatters as "
+        "synchronous all-reduce-scatter fusions, all-reduces synchronous: heavy exposed "
+        "communication. Before side of the offload pair.",
+        stresses="sc_offload",
+        pair="offload_on",
+        role="before",
+        collectives=_colls(
+            all_gather=("cont", "short"),
+            reduce_scatter=("sync", "short"),
+            all_reduce=("sync", "short"),
+        ),
+        expect_fire=("sc_offload",),
+    ),
+    _DENSE.with_(
+        name="offload_on",
+        finding='Same collectives offloaded to SparseCore and hidden; sc_offload quiet.',
+        description="Same model as offload_off with SparseCore offload of all-gather, "
+        "reduce-scatter and all-reduce (issued early, hidden behind compute). After side.",
+        stresses="sc_offload",
+        pair="offload_off",
+        role="after",
+        expect_quiet=("sc_offload",),
+    ),
+    _DENSE.with_(
+        name="bf16_dense",
+        finding='BF16 matmuls dominate the step. Recommend fp8; calibrate against fp8_dense.',
+        description="Dense short-sequence model in BF16 with remat minimal: matmul-bound. Before "
+        "side of the FP8 pair.",
+        stresses="fp8",
+        pair="fp8_dense",
+        role="before",
+        remat="minimal",
+        expect_fire=("fp8",),
+        expect_quiet=("remat", "sc_offload"),
+    ),
+    _DENSE.with_(
+        name="fp8_dense",
+        finding='FP8 matmuls (f8e4m3fn forward, f8e5m2 gradients) plus quantisation fusions; fp8 quiet.',
+        description="Same model as bf16_dense with FP8 matmuls (f8e4m3fn forward, f8e5m2 "
+        "gradients) plus quantisation fusions. After side of the FP8 pair.",
+        stresses="fp8",
+        pair="bf16_dense",
+        role="after",
+        remat="minimal",
+        precision="fp8",
+        matmul_eff=0.6,
+        expect_quiet=("fp8", "remat", "sc_offload"),
+    ),
+    _DENSE.with_(
+        name="attention_unfused",
+        finding=(
+            "Unfused attention (score dots, softmax fusions through HBM) dominates. Recommend tokamax"
+            " (splash); calibrate against attention_splash."
+        ),
+        description="Dense 16k-sequence model with attention as plain dots and softmax fusions "
+        "(no Pallas kernel): the score matrix goes through HBM. Before side of the attention "
+        "kernel pair (tokamax lever).",
+        stresses="tokamax",
+        pair="attention_splash",
+        role="before",
+        seq_len=16384,
+        attention="unfused",
+        remat="minimal",
+        expect_fire=("tokamax",),
+    ),
+    _DENSE.with_(
+        name="attention_splash",
+        finding='Splash kernels; tokamax quiet.',
+        description="Same model as attention_unfused with splash attention kernels. After side.",
+        stresses="tokamax",
+        pair="attention_unfused",
+        role="after",
+        seq_len=16384,
+        remat="minimal",
+        expect_quiet=("tokamax", "scoped_vmem"),
+    ),
+    _DENSE.with_(
+        name="small_tiles",
+        finding=(
+            "Splash kernels with 128 tiles at a low achieved FLOP rate (memory-stalled). Recommend "
+            "scoped_vmem; calibrate against tuned_vmem."
+        ),
+        description="Dense 32k-sequence model whose splash kernels run with 128-wide tiles under "
+        "a small scoped-VMEM limit: memory-stalled, low achieved FLOP rate. Before side of the "
+        "scoped VMEM pair.",
+        stresses="scoped_vmem",
+        pair="tuned_vmem",
+        role="before",
+        workload="dense, long sequence",
+        seq_len=32768,
+        remat="minimal",
+        kernel_block=128,
+        kernel_eff=0.36,
+        matmul_eff=0.74,
+        expect_fire=("scoped_vmem",),
+    ),
+    _DENSE.with_(
+        name="tuned_vmem",
+        finding='1024-wide tiles, kernels near their roofline; scoped_vmem quiet.',
+        description="Same model as small_tiles with the scoped VMEM limit raised (98304 KiB) and "
+        "1024-wide kernel tiles. After side.",
+        stresses="scoped_vmem",
+        pair="small_tiles",
+        role="after",
+        workload="dense, long sequence",
+        seq_len=32768,
+        remat="minimal",
+        kernel_block=1024,
+        kernel_eff=0.66,
+        expect_quiet=("scoped_vmem",),
+    ),
+    Scenario(
+        name="moe_dense_padded",
+        finding=(
+            "Expert FFN as padded dense einsums: model_flops is half of flops on those ops. Recommend"
+            " tokamax (megablox gmm); calibrate against moe_short_fsdp_ep."
+        ),
+        description="The moe_short_fsdp_ep model with experts computed as padded dense einsums "
+        "(capacity factor 2.0) instead of megablox grouped matmuls: half the expert FLOPs are "
+        "padding. Before side of the gmm pair (tokamax lever).",
+        workload="MoE, short sequence",
+        stresses="tokamax",
+        pair="moe_short_fsdp_ep",
+        role="before",
+        arch="moe",
+        layers=3,
+        experts=8,
+        top_k=2,
+        moe_d_ff=8192,
+        ep=8,
+        moe_impl="dense_padded",
+        capacity_factor=2.0,
+        expect_fire=("tokamax", "sharding"),
+    ),
+    _DENSE.with_(
+        name="well_tuned",
+        finding='No lever should claim more than 3% of step time.',
+        description="Dense short-sequence model with every lever already pulled: FP8, splash with "
+        "tuned tiles, remat minimal, SparseCore offload with early issue. No lever should find "
+        "more than 3% of step time.",
+        stresses=None,
+        workload="dense, short sequence",
+        precision="fp8",
+        remat="minimal",
+        matmul_eff=0.6,
+        kernel_block=1024,
+        kernel_eff=0.66,
+        expect_fire=(),
+        expect_quiet=LEVERS,
+    ),
+    # ---- capture variants ----------------------------------------------------
+    _DENSE.with_(
+        name="offload_not_captured",
+        finding=(
+            "TensorCore shows .call-start/.call-done ops but no SparseCore planes: report the "
+            "offloaded work as not visible in this capture."
+        ),
+        description="dense_short_fsdp captured without SparseCore tracing: the TensorCore shows "
+        "call-start/call-done ops but no SparseCore planes exist, so the analysis must say the "
+        "offloaded work is not visible in this capture.",
+        stresses=None,
+        sc_traced=False,
+        expect_fire=("remat",),
+    ),
+    _DENSE.with_(
+        name="no_steps_line",
+        stresses=None,
+        finding=(
+            "No Steps line: steps come from the XLA Modules runs of jit_train_step; same breakdown as"
+            " dense_short_fsdp."
+        ),
+        description="dense_short_fsdp captured without a Steps line: steps must be derived from "
+        "the XLA Modules runs of jit_train_step (the small jit_fold_in program before each step "
+        "falls outside the step window).",
+        steps_line=False,
+    ),
+    _DENSE.with_(
+        name="zero_timestamps",
+        stresses=None,
+        finding='Line timestamp_ns 0 with device-uptime offsets; same breakdown as dense_short_fsdp.',
+        description="dense_short_fsdp with every line timestamp_ns = 0 and large offset_ps "
+        "(device uptime clock), as some captures have.",
+        zero_timestamps=True,
+    ),
+    _DENSE.with_(
+        name="straggler_core",
+        stresses=None,
+        finding=(
+            "TPU:5 runs ~8% slower: it shows less collective wait, every other core waits for it "
+            "inside collective done ops."
+        ),
+        description="dense_short_fsdp where TensorCore 5 runs ~8% slower on every op; the other "
+        "cores wait for it inside collectives (their exposed communication grows).",
+        straggler_core=5,
+    ),
+    _DENSE.with_(
+        name="xss_names",
+        stresses=None,
+        finding='A report must HTML-escape the <script>alert(1)</script> op name and tf_op.',
+        description="dense_short_fsdp with an op whose HLO name, display name and tf_op contain "
+        "<script>alert(1)</script> (report HTML escaping); hlo_category interned as ref_value.",
+        layers=2,
+        xss=True,
+        intern_category=True,
+    ),
+]
+
+SCENARIOS: dict[str, Scenario] = {s.name: s for s in _CATALOG}
+
+
+def get_scenario(name_or_spec: "str | Scenario") -> Scenario:
+    if isinstance(name_or_spec, Scenario):
+        return name_or_spec
+    try:
+        return SCENARIOS[name_or_spec]
+    except KeyError:
+        raise KeyError(
+            f"unknown scenario {name_or_spec!r}; known: {', '.join(sorted(SCENARIOS))}"
+        ) from None
+
+
+def _check_catalog() -> None:
+    for s in _CATALOG:
+        if s.pair is not None and s.pair not in SCENARIOS:
+            raise AssertionError(f"{s.name}: pair {s.pair} unknown")
+        if s.stresses is not None and s.stresses not in LEVERS:
+            raise AssertionError(f"{s.name}: lever {s.stresses} unknown")
+        if s.workload is not None and s.workload not in WORKLOADS:
+            raise AssertionError(f"{s.name}: workload {s.workload} unknown")
+        for t, f, o in s.collectives:
+            assert t in COLLECTIVE_TYPES and f in FORMS and o in ("long", "short"), s.name
+
+
+_check_catalog()
+
+__all__ = ["Scenario", "SCENARIOS", "LEVERS", "WORKLOADS", "COLLECTIVE_TYPES", "FORMS", "get_scenario"]

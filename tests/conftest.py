@@ -1,0 +1,50 @@
+"""Shared fixtures: analyses of the bundled sample traces, computed once per session."""
+
+from __future__ import annotations
+
+import functools
+import json
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SAMPLES = ROOT / "sample_traces"
+
+
+def sample_path(name: str) -> Path:
+    for suffix in (".xplane.pb.gz", ".xplane.pb"):
+        p = SAMPLES / f"{name}{suffix}"
+        if p.exists():
+            return p
+    raise FileNotFoundError(f"no sample trace {name!r} in {SAMPLES}")
+
+
+def sample_names() -> list[str]:
+    names = set()
+    for p in SAMPLES.glob("*.xplane.pb*"):
+        names.add(p.name.split(".xplane.pb")[0])
+    return sorted(names)
+
+
+def truth_of(name: str) -> dict:
+    return json.loads((SAMPLES / f"{name}.truth.json").read_text())
+
+
+@functools.lru_cache(maxsize=None)
+def analysis_of(name: str):
+    from profanalyzer.analysis import analyze
+
+    return analyze(sample_path(name))
+
+
+@functools.lru_cache(maxsize=None)
+def findings_of(name: str):
+    from profanalyzer.findings import run_rules
+
+    return run_rules(analysis_of(name))
+
+
+@pytest.fixture(scope="session")
+def analyses():
+    return analysis_of

@@ -1,0 +1,106 @@
+"""CLI behaviour: output, exit codes, one-line errors, determinism."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+
+import pytest
+
+from conftest import sample_names, sample_path, truth_of
+from profanalyzer.cli import main
+from test_reader import _basic_space
+
+
+def run(capsys, *args):
+    rc = main(list(args))
+    out = capsys.readouterr()
+    return rc, out.out, out.err
+
+
+@pytest.fixture()
+def basic(tmp_path):
+    p = tmp_path / "h0.xplane.pb"
+    p.write_bytes(_basic_space())
+    return p
+
+
+def test_info_on_hand_built(capsys, basic):
+    rc, out, err = run(capsys, "info", str(basic))
+    assert rc == 0, err
+    assert "chip: TPU7x (Ironwood) (from device_type_string \"TPU v7x\")" in out
+    assert "/device:TPU:0 [tensorcore] Steps 2, XLA Modules 3, XLA Ops 5" in out
+    assert "steps: 2 (source: Steps line), numbers 0..1" in out
+
+
+@pytest.mark.parametrize("name", sample_names())
+def test_info_on_every_sample(capsys, name):
+    truth = truth_of(name)
+    rc, out, err = run(capsys, "info", "--json", "-", str(sample_path(name)))
+    assert rc == 0, err
+    info = json.loads(out)
+    assert info["chip"] == "TPU7x (Ironwood)"
+    assert info["tensorcores"] == 8 * truth["hosts"]
+    assert info["steps_count"] == len(truth["steps"]["numbers"])
+    want_source = "Steps line" if name != "no_steps_line" else "XLA Modules: "
+    assert all(s.startswith(want_source) for s in info["steps_source"])
+    kinds = {p["kind"] for p in info["planes"]}
+    assert kinds <= {"tensorcore", "sparsecore"}
+    assert info["device_events"] > 1000
+    rc, text, _ = run(capsys, "info", str(sample_path(name)))
+    assert rc == 0 and "programs (first TensorCore, XLA Modules):" in text
+
+
+def test_default_command_is_analyze(capsys, basic):
+    rc, out, err = run(capsys, str(basic))
+    assert rc == 0, err
+    assert "bucket" in out and "matmul_bf16" in out and "idle" in out
+
+
+def test_json_is_deterministic(capsys, basic):
+    rc, a, _ = run(capsys, "analyze", str(basic), "--json", "-")
+    rc2, b, _ = run(capsys, "analyze", str(basic), "--json", "-")
+    assert rc == rc2 == 0 and a == b
+    d = json.loads(a)
+    assert list(d) == sorted(d)
+    assert d["schema_version"] == 1
+    assert d["steps"]["count"] == 2 and d["steps"]["source"] == "Steps line"
+    assert abs(sum(v["fraction"] for v in d["breakdown"].values()) - 1) < 1e-6
+    for k in ("median", "min", "max"):
+        assert k in d["steps"]["step_time_ps"]
+    assert {"ps", "fraction"} <= set(d["remat"])
+    assert d["top_ops"] and {"name", "bucket", "tags", "self_ps", "count", "flops", "bytes", "intensity", "bound_by"} <= set(d["top_ops"][0])
+
+
+@pytest.mark.parametrize(
+    "content,needle",
+    [
+        (b"", "empty file"),
+        (b'{"traceEvents": []}', "JSON"),
+        (bytes(range(256)) * 8, "profanalyze: error:"),
+        (gzip.compress(b"\x00" * 10, mtime=0)[:-4], "gzip"),
+    ],
+    ids=["empty", "json", "random", "truncated-gzip"],
+)
+def test_bad_input_is_one_line_and_exit_2(capsys, tmp_path, content, needle):
+    p = tmp_path / "bad.xplane.pb"
+    p.write_bytes(content)
+    before = p.read_bytes()
+    for cmd in (["info"], ["analyze"], []):
+        rc, out, err = run(capsys, *cmd, str(p))
+        assert rc == 2
+        lines = [l for l in err.splitlines() if l.strip()]
+        assert len(lines) == 1 and needle in lines[0] and "Traceback" not in err
+    assert p.read_bytes() == before, "input must not be modified"
+    assert sorted(os.listdir(tmp_path)) == ["bad.xplane.pb"], "nothing written next to the input"
+
+
+def test_missing_file_exit_2(capsys, tmp_path):
+    rc, _, err = run(capsys, "info", str(tmp_path / "nope.xplane.pb"))
+    assert rc == 2 and "no such file" in err
+
+
+def test_unknown_scenario_is_usage_error(capsys, tmp_path):
+    rc, _, err = run(capsys, "synth", "nope", "-o", str(tmp_path / "x.xplane.pb"))
+    assert rc == 2 and "unknown scenario" in err
