@@ -25,6 +25,16 @@ def tile_size(name: str) -> int | None:
     return min(sizes) if sizes else None
 
 
+def stalled_small_tile_kernels(analysis):
+    """Kernels with small tiles running below LOW_ROOFLINE: (op, tile) pairs."""
+    hits = []
+    for op in analysis.kernel_ops:
+        t = tile_size(op.name)
+        if t is not None and t <= SMALL_TILE and op.roofline_fraction is not None and op.roofline_fraction < LOW_ROOFLINE:
+            hits.append((op, t))
+    return hits
+
+
 @rule("VM001", "scoped_vmem", "Memory-stalled kernels with small tiles: raise scoped VMEM", fixtures=("small_tiles", "tuned_vmem"))
 def raise_scoped_vmem(self, analysis):
     """
@@ -39,11 +49,7 @@ def raise_scoped_vmem(self, analysis):
     the tile search space of Pallas kernels) and re-tune block sizes.
     """
     step = analysis.steps.step_time_ps["mean"] or 1
-    hits = []
-    for op in analysis.kernel_ops:
-        t = tile_size(op.name)
-        if t is not None and t <= SMALL_TILE and op.roofline_fraction is not None and op.roofline_fraction < LOW_ROOFLINE:
-            hits.append((op, t))
+    hits = stalled_small_tile_kernels(analysis)
     total = sum(op.self_ps for op, _ in hits)
     if total / step < MIN_FRACTION:
         return []

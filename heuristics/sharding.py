@@ -119,7 +119,7 @@ def pipeline_bubbles(self, analysis):
     ]
 
 
-@rule("SH003", "sharding", "Communication-bound sharding: simplify it", fixtures=("dense_long_fsdp_cp", "well_tuned"))
+@rule("SH003", "sharding", "Communication-bound sharding: simplify it", fixtures=("moe_large_pp", "well_tuned"))
 def communication_bound(self, analysis):
     """
     What it detects: exposed all-gather / reduce-scatter / all-reduce above

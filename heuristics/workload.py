@@ -1,20 +1,22 @@
 """Workload classification into the guide's table (L2), with its reasons.
 
 Signals, all from the Analysis:
-  * MoE: all-to-all collectives present, Megablox grouped-matmul kernels, or
-    ops under expert/MoE name scopes among the top ops.
+  * MoE: Megablox grouped-matmul kernels, or ops / all-to-alls under
+    expert/MoE name scopes (an all-to-all alone is not enough: embedding
+    gradients also use one).
   * very large (pipeline): collective-permute / send-recv traffic between
     stages.
-  * long sequence: attention is a large share of TensorCore compute
-    (LONG_SEQ_ATTENTION_SHARE), or K/V all-gathers inside attention scopes
-    (context parallelism).
+  * long sequence: attention is a large share of the step's model FLOPs
+    (LONG_SEQ_ATTENTION_SHARE; FLOPs, not time, so a slow unfused attention
+    does not look like a long sequence), or K/V all-gathers inside attention
+    scopes (context parallelism).
 """
 
 from __future__ import annotations
 
 from profanalyzer.findings import WorkloadClass
 
-LONG_SEQ_ATTENTION_SHARE = 0.30  # attention / (matmul + attention + other compute)
+LONG_SEQ_ATTENTION_SHARE = 0.40  # attention FLOPs / all compute FLOPs
 
 TABLE = {
     ("dense", "short"): ("dense, short sequence", "FSDP", "—", "remat, FF matmuls"),
@@ -23,7 +25,8 @@ TABLE = {
     ("moe", "large"): ("MoE, very large", "FSDP + EP + PP", "model parallelism", "all of the above plus pipeline bubbles"),
 }
 
-_MOE_SCOPES = ("moe", "expert", "jit(gmm)", "jit(tgmm)", "megablox")
+_MOE_SCOPES = ("moe", "expert", "jit(gmm)", "jit(tgmm)", "megablox", "router")
+_COMPUTE = ("matmul_bf16", "matmul_fp8", "matmul_other", "attention", "other_compute")
 
 
 def compute_ps(analysis) -> float:
@@ -31,17 +34,24 @@ def compute_ps(analysis) -> float:
     return sum(b[k].ps for k in ("matmul_bf16", "matmul_fp8", "matmul_other", "attention", "other_compute"))
 
 
-def attention_share(analysis) -> float:
+def attention_share(analysis) -> tuple[float, str]:
+    """Attention's share of compute: by model FLOPs when the trace has FLOPs, else by time."""
+    bo = analysis.bucket_ops
+    flops = sum(bo[b].model_flops for b in _COMPUTE if b in bo)
+    if flops > 0 and "attention" in bo:
+        return bo["attention"].model_flops / flops, "model FLOPs"
     c = compute_ps(analysis)
-    return analysis.breakdown["attention"].ps / c if c > 0 else 0.0
+    return (analysis.breakdown["attention"].ps / c if c > 0 else 0.0), "TensorCore compute time"
 
 
 def cp_evidence(analysis) -> bool:
-    """All-gathers issued from attention scopes: K/V gathered across a CP group."""
-    for w in analysis.communication.top_exposed:
-        if w.type == "all_gather" and "attention" in w.tf_op.lower():
-            return True
-    return any("context_parallel" in op.tf_op.lower() or "/cp/" in op.tf_op.lower() for op in analysis.top_ops)
+    """Explicit context-parallel scopes in the name stacks of top ops or collectives.
+
+    (All-gathers under attention scopes are not evidence: FSDP gathers the
+    attention projection weights there too.)"""
+    scopes = [op.tf_op.lower() for op in analysis.top_ops]
+    scopes += [s.lower() for c in analysis.collectives.values() for s in c.tf_ops]
+    return any("context_parallel" in s or "/cp/" in s for s in scopes)
 
 
 def classify_workload(analysis) -> WorkloadClass:
@@ -49,24 +59,24 @@ def classify_workload(analysis) -> WorkloadClass:
     colls = analysis.collectives
     a2a = colls.get("all_to_all")
     moe = False
-    if a2a is not None and a2a.count > 0:
-        moe = True
-        reasons.append(f"all-to-all collectives present ({a2a.count:.0f} per step): expert routing")
     if any("kernel:megablox_gmm" in op.tags for op in analysis.kernel_ops):
         moe = True
         reasons.append("Megablox grouped-matmul kernels present")
-    elif any(any(s in op.tf_op.lower() for s in _MOE_SCOPES) for op in analysis.top_ops):
+    if a2a is not None and a2a.count > 0 and any(any(s in x.lower() for s in _MOE_SCOPES) for x in a2a.tf_ops):
+        moe = True
+        reasons.append(f"all-to-all under expert/MoE scopes ({a2a.count:.0f} per step): expert routing")
+    if not moe and any(any(s in op.tf_op.lower() for s in _MOE_SCOPES) for op in analysis.top_ops):
         moe = True
         reasons.append("top ops under expert / MoE name scopes")
     pipeline = any(t in colls and colls[t].count > 0 for t in ("collective_permute", "send_recv"))
-    share = attention_share(analysis)
+    share, basis = attention_share(analysis)
     long_seq = share >= LONG_SEQ_ATTENTION_SHARE or cp_evidence(analysis)
     if share >= LONG_SEQ_ATTENTION_SHARE:
-        reasons.append(f"attention is {share * 100:.0f}% of TensorCore compute (>= {LONG_SEQ_ATTENTION_SHARE * 100:.0f}%): long sequence")
+        reasons.append(f"attention is {share * 100:.0f}% of {basis} (>= {LONG_SEQ_ATTENTION_SHARE * 100:.0f}%): long sequence")
     elif cp_evidence(analysis):
         reasons.append("all-gathers inside attention scopes: context parallelism, long sequence")
     else:
-        reasons.append(f"attention is {share * 100:.0f}% of TensorCore compute: short sequence")
+        reasons.append(f"attention is {share * 100:.0f}% of {basis}: short sequence")
     if moe and pipeline:
         key = ("moe", "large")
         reasons.append("collective-permute / send-recv between pipeline stages: pipeline parallelism")

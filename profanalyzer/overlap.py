@@ -67,6 +67,7 @@ class CollectiveTypeSummary:
     engine: str  # TensorCore | SparseCore | mixed
     bytes: float | None  # per step per core, when known
     fraction_of_step: float  # exposed / step
+    tf_ops: tuple[str, ...] = ()  # framework scopes of its most exposed windows (up to 3)
 
 
 @dataclass(frozen=True)
@@ -214,6 +215,7 @@ def _windows_for_core(plane: Plane, classes: pd.DataFrame, unmatched: dict[str, 
 def analyze_overlap(trace: Trace, work, kept_steps: set[int], step_mean_ps: float) -> OverlapResult:
     """`work` is analysis.attribute_trace()'s list (plane, classes, attribution, segments)."""
     unmatched: dict[str, int] = {}
+    own_time: dict[str, float] = {}  # collective type -> time its own ops occupy the TensorCore (kept steps)
     win_frames = []
     sources = set()
     per_step_rows = []
@@ -231,6 +233,7 @@ def analyze_overlap(trace: Trace, work, kept_steps: set[int], step_mean_ps: floa
         wins, src = _windows_for_core(plane, w.classes.frame, unmatched)
         sources.add(src)
         ks, ke, kn = steps.start_ps[kept], steps.end_ps[kept], steps.number[kept]
+        _add_type_time(own_time, plane, w, ks, ke)
         a = w.attribution
         for k in range(len(a.step_numbers)):
             if int(a.step_numbers[k]) in kept_steps:
@@ -314,7 +317,7 @@ def analyze_overlap(trace: Trace, work, kept_steps: set[int], step_mean_ps: floa
     for t in TYPES:
         bucket = t if t in ("all_gather", "reduce_scatter", "all_reduce", "all_to_all") else "other_collective"
         sub = allw[allw["type"] == t] if len(allw) else allw
-        if not len(sub) and not (t in sc_types):
+        if not len(sub) and t not in sc_types and own_time.get(t, 0.0) <= 0:
             continue
         window = float(sub["window_ps"].sum()) / n_core_steps if len(sub) else 0.0
         hidden = float(sub["hidden_ps"].sum()) / n_core_steps if len(sub) else 0.0
@@ -322,15 +325,16 @@ def analyze_overlap(trace: Trace, work, kept_steps: set[int], step_mean_ps: floa
         if t in sc_types:
             engines.add("SparseCore")
         engine = engines.pop() if len(engines) == 1 else ("mixed" if engines else "TensorCore")
-        if bucket != "other_collective":
-            exposed = bucket_mean[bucket]
-        else:
-            exposed = float(sub["exposed_ps"].sum()) / n_core_steps if len(sub) else 0.0
+        exposed = own_time.get(t, 0.0) / n_core_steps
         nbytes = None
         if len(sub):
             b = np.asarray([_bytes_of(trace, c, r) for c, r in zip(sub["core"].tolist(), sub["row"].tolist())], dtype=float)
             if np.isfinite(b).any():
                 nbytes = float(np.nansum(b)) / n_core_steps
+        scopes: tuple[str, ...] = ()
+        if len(sub):
+            by_scope = sub.groupby("tf_op", sort=False)["exposed_ps"].sum().sort_values(ascending=False, kind="mergesort")
+            scopes = tuple(str(x) for x in by_scope.index[:3] if str(x))
         types[t] = CollectiveTypeSummary(
             type=t,
             bucket=bucket,
@@ -342,6 +346,7 @@ def analyze_overlap(trace: Trace, work, kept_steps: set[int], step_mean_ps: floa
             engine=engine,
             bytes=nbytes,
             fraction_of_step=exposed / denom,
+            tf_ops=scopes,
         )
 
     top = ()
@@ -426,6 +431,31 @@ def analyze_overlap(trace: Trace, work, kept_steps: set[int], step_mean_ps: floa
         exposed_total_fraction=exposed_total / denom,
     )
     return OverlapResult(types=types, communication=comm, sparsecore=sc)
+
+
+def _add_type_time(acc: dict[str, float], plane: Plane, w, ks: np.ndarray, ke: np.ndarray) -> None:
+    """Add, per collective type, the time its own ops occupy the core inside the
+    given step windows (the exclusive segments: the same time the attribution
+    buckets hold)."""
+    ops = plane.line(LINE_OPS)
+    if ops is None or not len(w.seg_event) or not len(ks):
+        return
+    cls = w.classes.frame
+    if not len(cls):
+        return
+    coll_mask = np.isin(w.seg_bucket, [BUCKET_INDEX[b] for b in COLLECTIVE_BUCKETS])
+    if not coll_mask.any():
+        return
+    ss, se = w.seg_start[coll_mask], w.seg_end[coll_mask]
+    rows = ops.events.meta[w.seg_event[coll_mask]]
+    coll = cls["collective"].to_numpy()
+    types = np.asarray([_type_of(coll[r]) if r >= 0 else "unknown" for r in rows.tolist()], dtype=object)
+    for a_, b_ in zip(ks.tolist(), ke.tolist()):
+        d = np.clip(np.minimum(se, b_) - np.maximum(ss, a_), 0, None)
+        if not d.any():
+            continue
+        for t in np.unique(types[d > 0]).tolist():
+            acc[t] = acc.get(t, 0.0) + float(d[types == t].sum())
 
 
 def _klass(hidden: float, window: float) -> str:

@@ -175,6 +175,9 @@ _CATALOG: list[Scenario] = [
         collectives=_colls(all_reduce=("pair", "long")),
         expect_fire=("tokamax",),
         expect_quiet=("sc_offload",),
+        # FP8 already on, so the stressed lever is isolated (FP8 would otherwise top every BF16 run).
+        precision="fp8",
+        matmul_eff=0.72,
     ),
     Scenario(
         name="moe_short_fsdp_ep",
@@ -203,6 +206,9 @@ _CATALOG: list[Scenario] = [
         intern_category=True,
         expect_fire=("sharding", "remat"),
         expect_quiet=("scoped_vmem",),
+        # FP8 already on, so the stressed lever is isolated (FP8 would otherwise top every BF16 run).
+        precision="fp8",
+        matmul_eff=0.72,
     ),
     Scenario(
         name="moe_large_pp",
@@ -237,6 +243,9 @@ _CATALOG: list[Scenario] = [
         moe_impl="gmm",
         collectives=_colls(all_gather=("pair", "long"), all_reduce=("sync", "short")),
         expect_fire=("sharding",),
+        # FP8 already on, so the stressed lever is isolated (FP8 would otherwise top every BF16 run).
+        precision="fp8",
+        matmul_eff=0.72,
     ),
     # ---- lever pairs --------------------------------------------------------
     _DENSE.with_(
@@ -407,6 +416,9 @@ _CATALOG: list[Scenario] = [
         moe_impl="dense_padded",
         capacity_factor=2.0,
         expect_fire=("tokamax", "sharding"),
+        # FP8 already on, so the stressed lever is isolated (FP8 would otherwise top every BF16 run).
+        precision="fp8",
+        matmul_eff=0.72,
     ),
     _DENSE.with_(
         name="well_tuned",
