@@ -179,8 +179,9 @@ def _windows_for_core(plane: Plane, classes: pd.DataFrame, unmatched: dict[str, 
         rows = ev.meta
         ok = rows >= 0
         roles = np.where(ok, role_col[np.where(ok, rows, 0)], None)
+        has_role = np.fromiter((isinstance(x, str) and bool(x) for x in roles), dtype=bool, count=len(roles))
         pending: dict[str, list[int]] = {}
-        for i in np.flatnonzero(roles != None).tolist():  # noqa: E711 (object array)
+        for i in np.flatnonzero(has_role).tolist():
             r = int(rows[i])
             role = roles[i]
             name = md.display_name[r] or md.name[r].split("=", 1)[0].strip().lstrip("%")
@@ -206,8 +207,9 @@ def _windows_for_core(plane: Plane, classes: pd.DataFrame, unmatched: dict[str, 
                 engine = "SparseCore" if role == "offload_done" else "TensorCore"
                 sname = md.display_name[rs] or name
                 recs.append((int(ev.start_ps[j]), int(ev.end_ps[i]), _type_of(coll), sname, md.tf_op[rs] or md.tf_op[r], engine, rs))
-        for lst in pending.values():
-            unmatched["start"] = unmatched.get("start", 0) + len(lst)
+        left = sum(len(lst) for lst in pending.values())
+        if left:
+            unmatched["start"] = unmatched.get("start", 0) + left
     df = pd.DataFrame(recs, columns=["start", "end", "type", "name", "tf_op", "engine", "row"])
     return df.sort_values(["start", "end"], kind="mergesort").reset_index(drop=True), source
 
