@@ -1,0 +1,97 @@
+"""The self-contained HTML report.
+
+    render_html(analysis, findings, command_line=..., input_sha256=...) -> str
+
+One file, no external requests: CSS, SVG charts and a few lines of vanilla JS
+are inline; no fonts, images or CDNs. jinja2 autoescape is on for every
+template and the template only formats a typed `ReportContext`
+(`profanalyzer.report.context`). Output is deterministic: the same inputs give
+the same bytes (no timestamp unless one is passed).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from functools import lru_cache
+from pathlib import Path
+from typing import Mapping
+
+import jinja2
+
+from profanalyzer.analysis import Analysis
+from profanalyzer.findings import Findings, RuleDoc
+from profanalyzer.report.context import ReportContext, build_context
+
+TEMPLATE = "report.html.j2"
+TEMPLATE_DIR = Path(__file__).with_name("templates")
+
+
+@lru_cache(maxsize=1)
+def environment() -> jinja2.Environment:
+    return jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(TEMPLATE_DIR)),
+        # Autoescape every template, whatever its extension (.html.j2 is not
+        # recognised by select_autoescape's defaults).
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=False,
+        lstrip_blocks=False,
+        keep_trailing_newline=True,
+    )
+
+
+def render_context(ctx: ReportContext) -> str:
+    return environment().get_template(TEMPLATE).render(r=ctx)
+
+
+def render_html(
+    analysis: Analysis,
+    findings: Findings | None,
+    *,
+    command_line: str,
+    input_sha256: str,
+    timestamp: str | None = None,
+    docs: Mapping[str, RuleDoc] | None = None,
+) -> str:
+    """The report as one HTML document (str).
+
+    `findings` None: the recommendations section says they were not computed.
+    `docs`: rule docs by code (default: from the rule registry when it loads).
+    """
+    ctx = build_context(analysis, findings, command_line=command_line, input_sha256=input_sha256, timestamp=timestamp, docs=docs)
+    return render_context(ctx)
+
+
+def file_sha256(path: str | Path) -> str:
+    """SHA-256 of an input file, or of a folder's files (sorted relative paths
+    and contents) for a run folder / log dir."""
+    p = Path(path)
+    h = hashlib.sha256()
+    if p.is_dir():
+        for f in sorted(x for x in p.rglob("*") if x.is_file()):
+            h.update(str(f.relative_to(p).as_posix()).encode() + b"\0")
+            with open(f, "rb") as fh:
+                for chunk in iter(lambda: fh.read(1 << 20), b""):
+                    h.update(chunk)
+        return h.hexdigest()
+    with open(p, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+_TRACE_SUFFIXES = (".xplane.pb.gz", ".xplane.pb", ".pb.gz", ".pb", ".gz")
+
+
+def trace_stem(trace: str | Path) -> str:
+    """`runs/a/h0.xplane.pb.gz` -> `h0`; a run folder or log dir -> its name."""
+    name = Path(str(trace).rstrip("/\\")).name or "trace"
+    for s in _TRACE_SUFFIXES:
+        if name.endswith(s) and len(name) > len(s):
+            return name[: -len(s)]
+    return name
+
+
+def default_output_path(trace: str | Path, suffix: str = ".report.html") -> Path:
+    """The CLI's default report path: `./<trace-stem>.report.html`."""
+    return Path(f"{trace_stem(trace)}{suffix}")

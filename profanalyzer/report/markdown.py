@@ -1,0 +1,135 @@
+"""GitHub-flavoured Markdown summary for tickets.
+
+    render_markdown(analysis, findings, max_recommendations=5) -> str
+
+The same headline as the HTML report, the top recommendations (lever, code,
+saving, the exact change) and the bucket table; small enough to paste into an
+issue. Deterministic. Trace-derived text (op names in evidence, the trace
+name) is escaped so that no character of it acts as Markdown or HTML.
+"""
+
+from __future__ import annotations
+
+import re
+
+from profanalyzer.analysis import Analysis
+from profanalyzer.findings import Findings
+from profanalyzer.report.context import LEVER_LABELS, bucket_rows, exposed_comm, headline, remat_row
+from profanalyzer.report.terminal import ms, pct
+
+#: Evidence lines shown per recommendation.
+MAX_EVIDENCE = 3
+
+_SPECIAL = re.compile(r"([\\`*_\[\]<>#!|~&$])")
+_LINE_START = re.compile(r"^(\s*)(\d+)?([-+=.)])")
+
+
+def md_escape(text: object, line_start: bool = False) -> str:
+    """Escape untrusted text for inline Markdown (also safe in table cells):
+    every Markdown/HTML-significant ASCII punctuation character gets a
+    backslash and newlines become spaces; with `line_start` (the text begins
+    a line or a list item) a leading list marker is neutralised too."""
+    s = " ".join(str(text).split())
+    s = _SPECIAL.sub(r"\\\1", s)
+    m = _LINE_START.match(s) if line_start else None
+    if m and (m.group(2) is None) == (m.group(3) in "-+="):
+        s = f"{m.group(1)}{m.group(2) or ''}\\{m.group(3)}{s[m.end():]}"
+    return s
+
+
+def _code_span(text: str) -> str:
+    """Inline code that survives backticks and pipes in the text (pipes are
+    escaped even in code spans inside GFM tables)."""
+    s = " ".join(str(text).split()).replace("|", "\\|")
+    longest = max((len(m) for m in re.findall(r"`+", s)), default=0)
+    fence = "`" * (longest + 1)
+    pad = " " if s.startswith("`") or s.endswith("`") else ""
+    return f"{fence}{pad}{s}{pad}{fence}"
+
+
+def _fence(lines: list[str], lang: str = "") -> list[str]:
+    body = "\n".join(lines)
+    longest = max((len(m) for m in re.findall(r"`{3,}", body)), default=2)
+    f = "`" * max(3, longest + 1)
+    return [f + lang, *lines, f]
+
+
+def render_markdown(analysis: Analysis, findings: Findings | None, *, max_recommendations: int = 5) -> str:
+    a = analysis
+    t = a.steps.step_time_ps
+    u = a.utilisation
+    chip = a.chip.get("name", "?")
+    name = a.source.rstrip("/\\").replace("\\", "/").rsplit("/", 1)[-1] or a.source
+    exp_ps, exp_f = exposed_comm(a)
+    idle = a.breakdown.get("idle")
+    out: list[str] = []
+    out.append(f"### profanalyze: {_code_span(name)}")
+    out.append("")
+    out.append(
+        f"{md_escape(chip)} · {len(a.hosts)} host{'s' if len(a.hosts) != 1 else ''} · {a.tensorcores} TensorCores · "
+        f"{a.sparsecores} SparseCores · {a.steps.kept} of {a.steps.count} steps used ({md_escape(a.steps.source)})"
+    )
+    out.append("")
+    kpis = [f"**Step time {ms(t['median'])} ms** (median; {ms(t['min'])}–{ms(t['max'])})"]
+    kpis.append(f"MFU {pct(u.mfu)}" if u.mfu is not None else "MFU unknown")
+    kpis.append(f"exposed communication {pct(exp_f)} ({ms(exp_ps)} ms)")
+    if idle is not None:
+        kpis.append(f"idle {pct(idle.fraction)}")
+    out.append(" · ".join(kpis))
+    out.append("")
+    out.append(md_escape(headline(a), line_start=True))
+    out.append("")
+
+    out.append("#### Top recommendations")
+    out.append("")
+    if findings is None:
+        out.append("_Recommendations were not computed._")
+    elif not findings.recommendations:
+        out.append("_No tuning lever's estimated saving passed its threshold: no change recommended._")
+    else:
+        recs = findings.recommendations[: max(0, max_recommendations)]
+        out.append("| # | Lever | Code | Recommendation | Saving ms/step | Saving |")
+        out.append("|--:|---|---|---|--:|--:|")
+        for i, f in enumerate(recs, 1):
+            out.append(
+                f"| {i} | {md_escape(LEVER_LABELS.get(f.lever, f.lever))} | {md_escape(f.code)} | {md_escape(f.title)} | "
+                f"{ms(f.estimated_saving_ps)} | {pct(f.estimated_saving_fraction)} |"
+            )
+        for i, f in enumerate(recs, 1):
+            out.append("")
+            out.append(
+                f"**{i}. {md_escape(f.title)}** ({md_escape(f.code)}; {md_escape(f.guide_section)}) — "
+                f"about {ms(f.estimated_saving_ps)} ms/step ({pct(f.estimated_saving_fraction)})"
+            )
+            out.append("")
+            for e in f.evidence[:MAX_EVIDENCE]:
+                out.append(f"- {md_escape(e, line_start=True)}")
+            if len(f.evidence) > MAX_EVIDENCE:
+                out.append(f"- _… {len(f.evidence) - MAX_EVIDENCE} more in the HTML report_")
+            if f.actions:
+                out.append("")
+                out.extend(_fence([" ".join(x.splitlines()) for x in f.actions]))
+        more = len(findings.recommendations) - len(recs)
+        if more > 0:
+            out.append("")
+            out.append(f"_{more} more recommendation{'s' if more != 1 else ''} in the HTML report._")
+    out.append("")
+
+    out.append("#### Step breakdown (mean per kept step)")
+    out.append("")
+    out.append("| Bucket | ms/step | Share |")
+    out.append("|---|--:|--:|")
+    for r in bucket_rows(a):
+        if r.fraction <= 0 and r.key != "idle":
+            continue
+        out.append(f"| {md_escape(r.label)} | {r.ms} | {r.pct} |")
+    out.append(f"| **Step (mean)** | **{ms(t['mean'])}** | **100.0%** |")
+    rr = remat_row(a)
+    out.append(f"| _Recompute (overlaps the buckets)_ | {rr.ms} | {rr.pct} |")
+    out.append("")
+    dropped = a.steps.dropped
+    if dropped:
+        out.append("Dropped steps: " + "; ".join(f"step {d.number} ({md_escape(d.reason)})" for d in dropped) + ".")
+        out.append("")
+    out.append(f"<sub>profanalyze {md_escape(a.tool_version)}; buckets are exclusive self time, mean per kept step over TensorCores.</sub>")
+    return "\n".join(out) + "\n"
