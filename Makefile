@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 SAMPLE ?= sample_traces/dense_short_fsdp.xplane.pb.gz
 
-.PHONY: test report venv proto samples bench clean
+.PHONY: test report reports venv proto samples bench clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -18,9 +18,14 @@ venv: $(VENV)/.installed
 test: venv
 	$(PY) -m pytest
 
-## make report: set up and run the main job on the default bundled sample trace.
+## make report: set up and run the main job on the default bundled sample trace
+## (terminal summary + ./dense_short_fsdp.report.html).
 report: venv
-	$(VENV)/bin/profanalyze info $(SAMPLE)
+	$(VENV)/bin/profanalyze $(SAMPLE)
+
+## make reports: regenerate reports/ (the example report of every sample trace).
+reports: venv
+	$(PY) tools/make_reports.py
 
 ## make samples: regenerate sample_traces/ (deterministic: fixed seeds).
 samples: venv

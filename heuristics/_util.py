@@ -20,3 +20,9 @@ def op_line(op) -> str:
         extra.append(f"{op.tflops_per_s:.0f} TFLOP/s")
     tail = f" ({'; '.join(extra)})" if extra else ""
     return f"{op.name}: {ms(op.self_ps)} per step ({pct(op.fraction)}){tail}"
+
+
+def libtpu_args(args: list[str]) -> list[str]:
+    """One LIBTPU_INIT_ARGS assignment, one flag per line (copy-paste ready)."""
+    body = " \\\n  ".join(args)
+    return [f'LIBTPU_INIT_ARGS="$LIBTPU_INIT_ARGS \\\n  {body}"']

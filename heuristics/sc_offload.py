@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from heuristics._util import ms, pct
+from heuristics._util import libtpu_args, ms, pct
 from profanalyzer.findings import rule
 from profanalyzer.overlap import CAPTURE_HINT, OFFLOADABLE
 
@@ -39,7 +39,8 @@ def enable_flags(types) -> list[str]:
             f"--xla_tpu_enable_async_collective_fusion_fuse_{f}=false",
             f"--xla_tpu_enable_{f}_offload_tracing=true",
         ]
-    return [f'LIBTPU_INIT_ARGS="$LIBTPU_INIT_ARGS {" ".join(args)}"']
+    return libtpu_args(args)
+
 
 
 @rule("SC001", "sc_offload", "Exposed collectives that SparseCore offload would hide", fixtures=("offload_off", "offload_on"))
@@ -146,7 +147,7 @@ def schedule_offload_earlier(self, analysis):
             analysis,
             saving,
             evidence,
-            [f'LIBTPU_INIT_ARGS="$LIBTPU_INIT_ARGS {" ".join(flags)}"'],
+            libtpu_args(flags),
             [
                 f"issued earlier, the transfers finish behind compute; {floor / 1e6:.1f} us per window stays on the TensorCore",
                 "a straggler core or input imbalance also shows up as collective waits: check per-core spread first",
@@ -178,8 +179,7 @@ def capture_sparsecore(self, analysis):
             0.0,
             [sc.reason],
             [
-                'LIBTPU_INIT_ARGS="$LIBTPU_INIT_ARGS --xla_tpu_enable_all_gather_offload_tracing=true '
-                '--xla_tpu_enable_reduce_scatter_offload_tracing=true --xla_tpu_enable_all_reduce_offload_tracing=true"',
+                *libtpu_args([f"--xla_tpu_enable_{t}_offload_tracing=true" for t in OFFLOADABLE]),
                 "# then re-capture the profile (device tracing of all planes)",
             ],
             [CAPTURE_HINT],

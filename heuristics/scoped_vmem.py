@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from heuristics._util import ms, op_line
+from heuristics._util import libtpu_args, ms, op_line
 from profanalyzer.findings import rule
 
 #: Kernels with tiles at or under this size and below the roofline share are
@@ -64,7 +64,7 @@ def raise_scoped_vmem(self, analysis):
             analysis,
             saving,
             [f"{op_line(op)}, tile {t}" for op, t in hits[:6]],
-            [f'LIBTPU_INIT_ARGS="$LIBTPU_INIT_ARGS --xla_tpu_scoped_vmem_limit_kib={SUGGESTED_KIB}"',
+            [*libtpu_args([f"--xla_tpu_scoped_vmem_limit_kib={SUGGESTED_KIB}"]),
              "# then re-tune kernel block sizes (e.g. 512-1024) with tune-jax"],
             [f"with larger tiles the kernels reach {TARGET_ROOFLINE:.0%} of their roofline (a tuned splash kernel)",
              f"{SUGGESTED_KIB // 1024} MiB of the 64 MiB VMEM per TensorCore leaves room for weight prefetch"],

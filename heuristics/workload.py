@@ -85,7 +85,7 @@ def classify_workload(analysis) -> WorkloadClass:
     else:
         key = ("dense", "long" if long_seq else "short")
     if not moe:
-        reasons.insert(0, "no all-to-all and no expert kernels: dense model")
+        reasons.insert(0, "no expert kernels, expert-scoped ops or expert all-to-alls: dense model")
     row, primary, secondary, bottleneck = TABLE[key]
     return WorkloadClass(
         kind=key[0],

@@ -73,21 +73,57 @@ def info(trace: str, chip: str | None, json_out: str | None) -> None:
 @click.option("--top", default=10, show_default=True, type=click.IntRange(0, 1000), help="Top ops shown in the terminal summary.")
 @click.option("--select", default="", help="Only rules whose code starts with one of these comma-separated prefixes (e.g. SC,RM001).")
 @click.option("--ignore", default="", help="Skip rules whose code starts with one of these comma-separated prefixes.")
+@click.option("-o", "--output", type=click.Path(dir_okay=False), default=None, help="HTML report path (default ./<trace-stem>.report.html).")
+@click.option("--no-html", is_flag=True, help="Do not write the HTML report.")
+@click.option("--markdown", "md_out", type=click.Path(dir_okay=False, allow_dash=True), default=None, help="Write a Markdown summary for tickets (- for stdout).")
+@click.option("--timestamp", is_flag=True, help="Stamp the HTML report with the current UTC time (off: reports are byte-identical).")
 @click.option("-q", "--quiet", is_flag=True, help="No terminal summary.")
-def analyze(trace: str, chip: str | None, json_out: str | None, top: int, select: str, ignore: str, quiet: bool) -> None:
-    """Attribute step time, analyse overlap, rank recommendations."""
+def analyze(trace: str, chip: str | None, json_out: str | None, top: int, select: str, ignore: str,
+            output: str | None, no_html: bool, md_out: str | None, timestamp: bool, quiet: bool) -> None:
+    """Attribute step time, analyse overlap, rank recommendations, write the HTML report."""
     from profanalyzer.analysis import AnalysisOptions, analyze as run_analysis
     from profanalyzer.findings import run_rules
     from profanalyzer.report.terminal import format_summary
 
     a = run_analysis(trace, AnalysisOptions(chip=chip))
     f = run_rules(a, select=_codes(select), ignore=_codes(ignore))
+    to_stdout = json_out == "-" or md_out == "-"
     if json_out:
         _write_json(result_dict(a, f), json_out)
-        if json_out == "-":
-            return
-    if not quiet:
+    if md_out:
+        from profanalyzer.report.markdown import render_markdown
+
+        _write_text(render_markdown(a, f), md_out)
+    if not no_html:
+        from profanalyzer.report.html import default_output_path, file_sha256, render_html
+
+        stamp = None
+        if timestamp:
+            from datetime import datetime, timezone
+
+            stamp = datetime.now(timezone.utc).isoformat(timespec="seconds")
+        html = render_html(a, f, command_line=_command_line(), input_sha256=file_sha256(trace), timestamp=stamp)
+        dest = output or str(default_output_path(trace))
+        _write_text(html, dest, announce=False)
+        click.echo(f"report: {dest}", err=to_stdout)
+    if not quiet and not to_stdout:
         _echo(format_summary(a, top=top, findings=f))
+
+
+def _command_line() -> str:
+    import shlex
+
+    return "profanalyze " + shlex.join(sys.argv[1:]) if sys.argv else "profanalyze"
+
+
+def _write_text(text: str, dest: str, announce: bool = True) -> None:
+    if dest == "-":
+        sys.stdout.write(text)
+        return
+    with open(dest, "w", encoding="utf-8") as f:
+        f.write(text)
+    if announce:
+        click.echo(f"wrote {dest}", err=True)
 
 
 def _codes(text: str) -> tuple[str, ...]:
@@ -118,13 +154,7 @@ def synth(scenario: str, output: str, seed: int, hosts: int, steps: int | None) 
 
 
 def _write_json(obj, dest: str) -> None:
-    text = json.dumps(obj, sort_keys=True, indent=2, ensure_ascii=False) + "\n"
-    if dest == "-":
-        sys.stdout.write(text)
-    else:
-        with open(dest, "w", encoding="utf-8") as f:
-            f.write(text)
-        click.echo(f"wrote {dest}", err=True)
+    _write_text(json.dumps(obj, sort_keys=True, indent=2, ensure_ascii=False) + "\n", dest)
 
 
 def main(argv: list[str] | None = None) -> int:
