@@ -21,8 +21,8 @@ import numpy as np
 import pandas as pd
 
 from profanalyzer import __version__
-from profanalyzer.attribution import BUCKET_INDEX, PHASES, CoreAttribution, attribute_core
-from profanalyzer.classify import BUCKETS, COLLECTIVE_BUCKETS, async_pair_key, classify_table
+from profanalyzer.attribution import BUCKET_INDEX, PHASES, CoreAttribution, OpTimeline, attribute_core
+from profanalyzer.classify import BUCKETS, COLLECTIVE_BUCKETS, COMPUTE_BUCKETS, async_pair_key, classify_table
 from profanalyzer.errors import InputError
 from profanalyzer.overlap import CollectiveTypeSummary, CommunicationSummary, SparseCoreSummary, analyze_overlap
 from profanalyzer.timeline import TimelineSample, build_timeline
@@ -306,10 +306,9 @@ class CoreWork:
     plane: Plane
     classes: PlaneClasses
     attribution: CoreAttribution
-    seg_start: np.ndarray  # exclusive segments of the XLA Ops line (sorted)
-    seg_end: np.ndarray
-    seg_event: np.ndarray  # owning event index on the XLA Ops line
-    seg_bucket: np.ndarray  # owning op's bucket index
+    ops: OpTimeline  # the XLA Ops line's events (sorted, children inside parents)
+    ev_bucket: np.ndarray  # bucket index per event
+    compute: "object"  # f(t): TensorCore compute time before t (matmul, attention, other compute)
 
 
 def analyze(path: str | Path, options: AnalysisOptions = AnalysisOptions()) -> Analysis:
@@ -317,26 +316,32 @@ def analyze(path: str | Path, options: AnalysisOptions = AnalysisOptions()) -> A
 
 
 def attribute_trace(trace: Trace) -> list[CoreWork]:
+    other = BUCKET_INDEX["other_compute"]
+    compute_mask = np.asarray([b in COMPUTE_BUCKETS for b in BUCKETS], dtype=bool)
     work = []
     for plane in trace.tensorcores:
         ln = plane.line(LINE_OPS)
         steps = trace.steps[plane.label]
         classes = classify_plane(plane)
         if ln is None or len(ln.events) == 0:
-            ev_bucket = np.zeros(0, dtype=np.int64)
-            start = end = np.zeros(0, dtype=np.int64)
-            ev_remat = np.zeros(0, dtype=bool)
-            ev_phase = np.zeros(0, dtype=np.int64)
+            z = np.zeros(0, dtype=np.int64)
+            ops = OpTimeline.of(z, z, z)
+            ev_bucket, ev_remat, ev_phase = z, np.zeros(0, dtype=bool), z
         else:
             ev = ln.events
             rows = ev.meta
-            valid = rows >= 0
-            ev_bucket = np.where(valid, classes.bucket[np.where(valid, rows, 0)], BUCKET_INDEX["other_compute"]) if len(classes.bucket) else np.full(len(ev), BUCKET_INDEX["other_compute"])
-            ev_remat = np.where(valid, classes.remat[np.where(valid, rows, 0)], False) if len(classes.remat) else np.zeros(len(ev), bool)
-            ev_phase = np.where(valid, classes.phase[np.where(valid, rows, 0)], -1) if len(classes.phase) else np.full(len(ev), -1)
-            start, end = ev.start_ps, ev.end_ps
-        att, (ss, se, owner) = attribute_core(plane.label, start, end, ev_bucket, ev_remat, ev_phase, steps.number, steps.start_ps, steps.end_ps)
-        work.append(CoreWork(plane, classes, att, ss, se, owner, ev_bucket[owner] if len(owner) else owner))
+            valid = (rows >= 0) & (rows < len(classes.bucket))
+            safe = np.where(valid, rows, 0)
+            n = len(ev)
+            if len(classes.bucket):
+                ev_bucket = np.where(valid, classes.bucket[safe], other)
+                ev_remat = np.where(valid, classes.remat[safe], False)
+                ev_phase = np.where(valid, classes.phase[safe], -1)
+            else:
+                ev_bucket, ev_remat, ev_phase = np.full(n, other), np.zeros(n, bool), np.full(n, -1)
+            ops = OpTimeline.of(ev.start_ps, ev.end_ps, ev.parent)
+        att = attribute_core(plane.label, ops, ev_bucket, ev_remat, ev_phase, steps.number, steps.start_ps, steps.end_ps)
+        work.append(CoreWork(plane, classes, att, ops, ev_bucket, ops.covered(compute_mask[ev_bucket])))
     return work
 
 

@@ -1,12 +1,17 @@
 """Exclusive per-step, per-core attribution of TensorCore time to buckets.
 
-The timeline of a TensorCore's `XLA Ops` line is cut into exclusive segments,
-each owned by the deepest op running then (nested ops count once: a parent
-owns only its self time). Every instant of a step window goes to exactly one
-bucket: the owning op's bucket, or `idle` when no op runs. Collective ops
-(synchronous ones, and the start/done halves of async ones, including
-SparseCore call-start/call-done wrappers) own their time as that collective's
-bucket: the TensorCore was not computing, so this is exposed communication.
+Every instant of a step window on a TensorCore's `XLA Ops` line belongs to
+the deepest op running then (nested ops count once: a parent owns only its
+self time), or to `idle` when no op runs. Collective ops (synchronous ones,
+the start/done halves of async ones, SparseCore call-start/call-done
+wrappers) own their time as that collective's bucket: the TensorCore was not
+computing, so this is exposed communication.
+
+Vectorised without building segments: an event adds its (window-clipped)
+duration to its own label and subtracts it from its direct parent's label.
+Because children lie inside parents, what remains for each label is exactly
+the time owned by ops of that label. Any per-op label works the same way
+(bucket, remat flag, phase, collective type).
 
 `CoreAttribution.self_check()` enforces conservation: on every step the
 buckets sum to the step window exactly (integer picoseconds).
@@ -23,61 +28,123 @@ from profanalyzer.errors import InvariantError
 
 BUCKET_INDEX = {b: i for i, b in enumerate(BUCKETS)}
 IDLE = BUCKET_INDEX["idle"]
+PHASES = ("forward", "backward", "optimizer")
 
 #: Relative tolerance of the conservation check (the brief asks for 0.1%;
 #: integer arithmetic makes the sums exact, so any mismatch is a bug).
 RECONCILE_TOLERANCE = 1e-3
 
 
+@dataclass(frozen=True, eq=False)
+class OpTimeline:
+    """One line's events as the attribution needs them (sorted by start)."""
+
+    start: np.ndarray  # int64
+    end: np.ndarray  # int64, inside the parent's span
+    parent: np.ndarray  # int64, -1 at top level
+    prefix_end: np.ndarray  # running max of end (monotonic): finds events overlapping a window
+
+    @staticmethod
+    def of(start: np.ndarray, end: np.ndarray, parent: np.ndarray) -> "OpTimeline":
+        pe = np.maximum.accumulate(end) if len(end) else end
+        return OpTimeline(start, end, parent, pe)
+
+    def window(self, a: int, b: int) -> tuple[int, int]:
+        """Index range of the events overlapping [a, b)."""
+        lo = int(np.searchsorted(self.prefix_end, a, side="right"))
+        hi = int(np.searchsorted(self.start, b, side="left"))
+        return lo, max(lo, hi)
+
+    def exclusive(self, labels: np.ndarray, n_labels: int, wa: np.ndarray, wb: np.ndarray) -> np.ndarray:
+        """(n_windows, n_labels) time owned by ops of each label inside each window."""
+        out = np.zeros((len(wa), n_labels), dtype=np.int64)
+        has_parent = self.parent >= 0
+        for k, (a, b) in enumerate(zip(wa.tolist(), wb.tolist())):
+            lo, hi = self.window(a, b)
+            if hi <= lo:
+                continue
+            d = np.minimum(self.end[lo:hi], b) - np.maximum(self.start[lo:hi], a)
+            np.maximum(d, 0, out=d)
+            lab = labels[lo:hi]
+            # Weighted bincount sums in float64, exact for integers below 2**53
+            # ps (about 2.5 hours): windows are far shorter.
+            acc = np.bincount(lab, weights=d, minlength=n_labels)
+            hp = has_parent[lo:hi]
+            if hp.any():
+                acc -= np.bincount(labels[self.parent[lo:hi][hp]], weights=d[hp], minlength=n_labels)
+            out[k] = np.rint(acc).astype(np.int64)
+        return out
+
+    def covered(self, weight: np.ndarray):
+        """f(t): time before t owned by ops with weight 1 (weights 0/1 per op).
+
+        Piecewise linear: each event contributes w_i - w_parent(i) times its
+        overlap with (-inf, t)."""
+        w = weight.astype(np.int64)
+        wp = np.where(self.parent >= 0, w[np.maximum(self.parent, 0)], 0)
+        net = w - wp
+        nz = net != 0
+        s, e, c = self.start[nz], self.end[nz], net[nz]
+        pts = np.concatenate([s, e])
+        slope = np.concatenate([c, -c])
+        order = np.argsort(pts, kind="mergesort")
+        pts, slope = pts[order], slope[order]
+        cum_slope = np.cumsum(slope)
+        # value at each breakpoint (just after it): integrate slope between points
+        seg = np.diff(pts, prepend=pts[0] if len(pts) else 0)
+        before = np.concatenate([[0], cum_slope[:-1]]) if len(pts) else cum_slope
+        val = np.cumsum(before * seg)
+
+        def f(t):
+            t = np.asarray(t, dtype=np.int64)
+            if not len(pts):
+                return np.zeros_like(t)
+            i = np.searchsorted(pts, t, side="right") - 1
+            ok = i >= 0
+            ic = np.maximum(i, 0)
+            return np.where(ok, val[ic] + cum_slope[ic] * (t - pts[ic]), 0)
+
+        return f
+
+
 def exclusive_segments(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Non-overlapping segments of a line's events, each owned by the deepest event.
 
-    `start`/`end` are sorted by (start, -end). Returns (seg_start, seg_end,
-    owner) where owner indexes the events. Partial overlaps (invalid on one
-    line) are resolved by letting the earlier event end where the later starts.
+    For drawing (the report's timeline), on a small slice of a line. `start`/
+    `end` are sorted by (start, -end) with children inside parents. Returns
+    (seg_start, seg_end, owner) where owner indexes the events.
     """
     n = len(start)
     if n == 0:
         z = np.zeros(0, dtype=np.int64)
-        return z, z, np.zeros(0, dtype=np.int64)
+        return z, z, z
     if bool(np.all(start[1:] >= end[:-1])):
         keep = end > start
-        idx = np.flatnonzero(keep)
-        return start[keep], end[keep], idx
+        return start[keep], end[keep], np.flatnonzero(keep)
     s_l = start.tolist()
     e_l = end.tolist()
     seg_s: list[int] = []
     seg_e: list[int] = []
     seg_o: list[int] = []
-    stack: list[int] = []  # open events; cursor = where the innermost's next self segment starts
+    stack: list[int] = []
     cursor = s_l[0]
-
-    def close_until(t: int) -> None:
-        # Close events on the stack that end at or before t, emitting their tails.
-        nonlocal cursor
-        while stack and e_l[stack[-1]] <= t:
+    for i in range(n + 1):
+        s = s_l[i] if i < n else max(e_l) + 1
+        while stack and e_l[stack[-1]] <= s:
             top = stack.pop()
-            e = e_l[top]
-            if e > cursor:
+            if e_l[top] > cursor:
                 seg_s.append(cursor)
-                seg_e.append(e)
+                seg_e.append(e_l[top])
                 seg_o.append(top)
-            cursor = max(cursor, e)
-
-    for i in range(n):
-        s, e = s_l[i], e_l[i]
-        close_until(s)
-        if stack:
-            parent = stack[-1]
-            if s > cursor:
-                seg_s.append(cursor)
-                seg_e.append(s)
-                seg_o.append(parent)
-            if e > e_l[parent]:  # partial overlap: clip the child to its parent
-                e_l[i] = e = e_l[parent]
+            cursor = max(cursor, e_l[top])
+        if i == n:
+            break
+        if stack and s > cursor:
+            seg_s.append(cursor)
+            seg_e.append(s)
+            seg_o.append(stack[-1])
         cursor = max(cursor, s)
         stack.append(i)
-    close_until(max(e_l) + 1)
     ss = np.asarray(seg_s, dtype=np.int64)
     se = np.asarray(seg_e, dtype=np.int64)
     so = np.asarray(seg_o, dtype=np.int64)
@@ -111,53 +178,28 @@ class CoreAttribution:
             raise InvariantError(f"{self.label}: remat time exceeds step time")
 
 
-PHASES = ("forward", "backward", "optimizer")
-
-
 def attribute_core(
     label: str,
-    start: np.ndarray,
-    end: np.ndarray,
+    ops: OpTimeline,
     op_bucket: np.ndarray,
     op_remat: np.ndarray,
     op_phase: np.ndarray,
     step_numbers: np.ndarray,
     step_start: np.ndarray,
     step_end: np.ndarray,
-) -> tuple[CoreAttribution, tuple[np.ndarray, np.ndarray, np.ndarray]]:
-    """Attribute one TensorCore's ops (sorted events of its XLA Ops line).
+) -> CoreAttribution:
+    """Attribute one TensorCore's ops to buckets per step window.
 
     op_bucket/op_remat/op_phase are per event (bucket index, bool, phase index
-    0..2 or -1). Returns the attribution and the exclusive segments used.
+    0..2 or -1).
     """
-    seg_s, seg_e, owner = exclusive_segments(start, end)
-    seg_bucket = op_bucket[owner] if len(owner) else np.zeros(0, dtype=np.int64)
-    seg_remat = op_remat[owner] if len(owner) else np.zeros(0, dtype=bool)
-    seg_phase = op_phase[owner] if len(owner) else np.zeros(0, dtype=np.int64)
-    n_steps = len(step_numbers)
     nb = len(BUCKETS)
-    buckets = np.zeros((n_steps, nb), dtype=np.int64)
-    remat = np.zeros(n_steps, dtype=np.int64)
-    phase = np.zeros((n_steps, len(PHASES)), dtype=np.int64)
     step_ps = (step_end - step_start).astype(np.int64)
-    for k in range(n_steps):
-        a, b = int(step_start[k]), int(step_end[k])
-        lo = int(np.searchsorted(seg_e, a, side="right"))
-        hi = int(np.searchsorted(seg_s, b, side="left"))
-        if hi > lo:
-            cs = np.clip(seg_s[lo:hi], a, b)
-            ce = np.clip(seg_e[lo:hi], a, b)
-            d = ce - cs
-            bk = seg_bucket[lo:hi]
-            # Weighted bincount sums in float64, exact for integers below 2**53
-            # ps (about 2.5 hours): step windows are far shorter.
-            buckets[k] += np.rint(np.bincount(bk, weights=d, minlength=nb)).astype(np.int64)
-            remat[k] = int(d[seg_remat[lo:hi]].sum())
-            ph = seg_phase[lo:hi]
-            ok = ph >= 0
-            phase[k] += np.rint(np.bincount(ph[ok], weights=d[ok], minlength=len(PHASES))).astype(np.int64)
-        covered = int(buckets[k].sum())
-        buckets[k, IDLE] += max(int(step_ps[k]) - covered, 0)
+    buckets = ops.exclusive(op_bucket.astype(np.int64), nb, step_start, step_end)
+    remat = ops.exclusive(op_remat.astype(np.int64), 2, step_start, step_end)[:, 1]
+    phase = ops.exclusive(op_phase.astype(np.int64) + 1, len(PHASES) + 1, step_start, step_end)[:, 1:]
+    covered = buckets.sum(axis=1)
+    buckets[:, IDLE] += np.maximum(step_ps - covered, 0)
     att = CoreAttribution(label, step_numbers.astype(np.int64), step_ps, buckets, remat, phase)
     att.self_check()
-    return att, (seg_s, seg_e, owner)
+    return att

@@ -50,9 +50,6 @@ CAPTURE_HINT = (
     "and capture device traces of all planes"
 )
 
-_COMPUTE = np.asarray(
-    [b not in COLLECTIVE_BUCKETS and b != "idle" for b in BUCKETS], dtype=bool
-)
 
 
 @dataclass(frozen=True)
@@ -120,98 +117,114 @@ class OverlapResult:
     sparsecore: SparseCoreSummary
 
 
-def _covered_fn(seg_s: np.ndarray, seg_e: np.ndarray, mask: np.ndarray):
-    """Return f(t) = covered time of masked segments in [-inf, t) (vectorised)."""
-    s = seg_s[mask]
-    e = seg_e[mask]
-    cum = np.concatenate([[0], np.cumsum(e - s)])
-
-    def f(t: np.ndarray) -> np.ndarray:
-        t = np.asarray(t, dtype=np.int64)
-        i = np.searchsorted(s, t, side="right")  # segments starting before/at t
-        base = cum[np.maximum(i - 1, 0)]
-        last_s = s[np.maximum(i - 1, 0)] if len(s) else np.zeros_like(t)
-        last_e = e[np.maximum(i - 1, 0)] if len(e) else np.zeros_like(t)
-        partial = np.clip(np.minimum(t, last_e) - last_s, 0, None)
-        return np.where(i > 0, base + partial, 0)
-
-    return f
-
-
 def _type_of(collective: str | None) -> str:
     return collective if collective else "unknown"
+
+
+ROLE_CODES = {"start": 1, "done": 2, "sync": 3, "offload_start": 4, "offload_done": 5}
+
+
+def _role_codes(classes: pd.DataFrame) -> np.ndarray:
+    if not len(classes):
+        return np.zeros(0, dtype=np.int8)
+    return np.asarray([ROLE_CODES.get(r, 0) if isinstance(r, str) else 0 for r in classes["role"].tolist()], dtype=np.int8)
 
 
 def _windows_for_core(plane: Plane, classes: pd.DataFrame, unmatched: dict[str, int]) -> tuple[pd.DataFrame, str]:
     """Collective windows of one TensorCore: columns start, end, type, name, tf_op, engine, row."""
     md = plane.meta
     ops = plane.line(LINE_OPS)
+    names = np.asarray([d or n.split("=", 1)[0].strip().lstrip("%")[:80] for d, n in zip(md.display_name, md.name)], dtype=object)
+    tf_ops = np.asarray(md.tf_op, dtype=object)
     coll_col = classes["collective"].to_numpy() if len(classes) else np.zeros(0, object)
-    role_col = classes["role"].to_numpy() if len(classes) else np.zeros(0, object)
-    recs: list[tuple] = []
+    types_by_row = np.asarray([_type_of(c if isinstance(c, str) else None) for c in coll_col], dtype=object)
+    role_by_row = _role_codes(classes)
+    frames: list[pd.DataFrame] = []
     source = "paired start/done ops on XLA Ops"
 
-    # Async XLA Ops windows, when the line has collective windows.
+    def frame(start, end, rows, types, engine):
+        return pd.DataFrame(
+            {"start": start, "end": end, "type": types, "name": names[rows], "tf_op": tf_ops[rows], "engine": engine, "row": rows}
+        )
+
+    # Async XLA Ops windows, when the line has collective windows: every event
+    # is a window (windows overlap each other freely). Each distinct op is
+    # classified once.
     asy = plane.line(LINE_ASYNC)
     async_used = False
     if asy is not None and len(asy.events):
         ev = asy.events
-        # Async windows overlap each other freely: every event is a window.
-        for i in range(len(ev)):
-            r = int(ev.meta[i])
-            if r < 0:
-                continue
+        rows = ev.meta
+        uniq = np.unique(rows[rows >= 0])
+        is_coll = np.zeros(len(md), dtype=bool)
+        typ = np.full(len(md), "unknown", dtype=object)
+        sc = np.zeros(len(md), dtype=bool)
+        for r in uniq.tolist():
             c = classify_op(md.name[r], md.display_name[r], md.category[r], md.tf_op[r], md.shape_with_layout[r])
-            if c.bucket not in COLLECTIVE_BUCKETS:
-                continue
-            if c.collective is None and len(classes):
-                c_coll = None
-            else:
-                c_coll = c.collective
-            engine = "SparseCore" if (c.role or "").startswith("offload") else "TensorCore"
-            recs.append((int(ev.start_ps[i]), int(ev.end_ps[i]), _type_of(c_coll), md.display_name[r] or md.name[r][:80], md.tf_op[r], engine, r))
-        async_used = bool(recs)
-        if async_used:
+            if c.bucket in COLLECTIVE_BUCKETS:
+                is_coll[r] = True
+                typ[r] = _type_of(c.collective)
+                sc[r] = (c.role or "").startswith("offload")
+        m = (rows >= 0) & is_coll[np.maximum(rows, 0)]
+        if m.any():
+            r = rows[m].astype(np.int64)
+            frames.append(frame(ev.start_ps[m], ev.end_ps[m], r, typ[r], np.where(sc[r], "SparseCore", "TensorCore")))
+            async_used = True
             source = "Async XLA Ops line"
 
     if ops is not None and len(ops.events) and len(classes):
         ev = ops.events
-        rows = ev.meta
-        ok = rows >= 0
-        roles = np.where(ok, role_col[np.where(ok, rows, 0)], None)
-        has_role = np.fromiter((isinstance(x, str) and bool(x) for x in roles), dtype=bool, count=len(roles))
-        pending: dict[str, list[int]] = {}
-        for i in np.flatnonzero(has_role).tolist():
-            r = int(rows[i])
-            role = roles[i]
-            name = md.display_name[r] or md.name[r].split("=", 1)[0].strip().lstrip("%")
-            if role == "sync":
-                recs.append((int(ev.start_ps[i]), int(ev.end_ps[i]), _type_of(coll_col[r]), name, md.tf_op[r], "TensorCore", r))
-                continue
-            if async_used:
-                continue
-            key = async_pair_key(name)
-            if key is None:
-                unmatched[role] = unmatched.get(role, 0) + 1
-                continue
-            if role in ("start", "offload_start"):
-                pending.setdefault(key[0], []).append(i)
-            else:
-                lst = pending.get(key[0])
-                if not lst:
-                    unmatched["done"] = unmatched.get("done", 0) + 1
-                    continue
-                j = lst.pop(0)
-                rs = int(rows[j])
-                coll = coll_col[rs] or coll_col[r]
-                engine = "SparseCore" if role == "offload_done" else "TensorCore"
-                sname = md.display_name[rs] or name
-                recs.append((int(ev.start_ps[j]), int(ev.end_ps[i]), _type_of(coll), sname, md.tf_op[rs] or md.tf_op[r], engine, rs))
-        left = sum(len(lst) for lst in pending.values())
-        if left:
-            unmatched["start"] = unmatched.get("start", 0) + left
-    df = pd.DataFrame(recs, columns=["start", "end", "type", "name", "tf_op", "engine", "row"])
+        rows = ev.meta.astype(np.int64)
+        role = np.where(rows >= 0, role_by_row[np.maximum(rows, 0)], 0)
+        sync = np.flatnonzero(role == ROLE_CODES["sync"])
+        if len(sync):
+            r = rows[sync]
+            frames.append(frame(ev.start_ps[sync], ev.end_ps[sync], r, types_by_row[r], "TensorCore"))
+        if not async_used:
+            frames.append(_pair_windows(ev, rows, role, names, tf_ops, coll_col, unmatched, frame))
+    if not frames:
+        df = pd.DataFrame(columns=["start", "end", "type", "name", "tf_op", "engine", "row"])
+    else:
+        df = pd.concat(frames, ignore_index=True)
     return df.sort_values(["start", "end"], kind="mergesort").reset_index(drop=True), source
+
+
+def _pair_windows(ev, rows, role, names, tf_ops, coll_col, unmatched, frame) -> pd.DataFrame:
+    """Pair start/done halves on XLA Ops (same pair key, first in first out)."""
+    pending: dict[str, list[int]] = {}
+    st, en, rs_, ty, eng = [], [], [], [], []
+    halves = np.flatnonzero((role == 1) | (role == 2) | (role == 4) | (role == 5))
+    key_cache: dict[int, tuple[str, str] | None] = {}
+    for i in halves.tolist():
+        r = int(rows[i])
+        if r not in key_cache:
+            key_cache[r] = async_pair_key(names[r])
+        key = key_cache[r]
+        is_start = role[i] in (1, 4)
+        if key is None:
+            k = "start" if is_start else "done"
+            unmatched[k] = unmatched.get(k, 0) + 1
+            continue
+        if is_start:
+            pending.setdefault(key[0], []).append(i)
+            continue
+        lst = pending.get(key[0])
+        if not lst:
+            unmatched["done"] = unmatched.get("done", 0) + 1
+            continue
+        j = lst.pop(0)
+        rs = int(rows[j])
+        c = coll_col[rs] if isinstance(coll_col[rs], str) else (coll_col[r] if isinstance(coll_col[r], str) else None)
+        st.append(int(ev.start_ps[j]))
+        en.append(int(ev.end_ps[i]))
+        rs_.append(rs)
+        ty.append(_type_of(c))
+        eng.append("SparseCore" if role[i] == 5 else "TensorCore")
+    left = sum(len(lst) for lst in pending.values())
+    if left:
+        unmatched["start"] = unmatched.get("start", 0) + left
+    r = np.asarray(rs_, dtype=np.int64)
+    return frame(np.asarray(st, dtype=np.int64), np.asarray(en, dtype=np.int64), r, np.asarray(ty, dtype=object), np.asarray(eng, dtype=object))
 
 
 def analyze_overlap(trace: Trace, work, kept_steps: set[int], step_mean_ps: float) -> OverlapResult:
@@ -231,7 +244,7 @@ def analyze_overlap(trace: Trace, work, kept_steps: set[int], step_mean_ps: floa
         steps = trace.steps[plane.label]
         kept = np.isin(steps.number, list(kept_steps))
         n_core_steps += int(kept.sum())
-        covered = _covered_fn(w.seg_start, w.seg_end, _COMPUTE[w.seg_bucket] if len(w.seg_bucket) else np.zeros(0, bool))
+        covered = w.compute
         wins, src = _windows_for_core(plane, w.classes.frame, unmatched)
         sources.add(src)
         ks, ke, kn = steps.start_ps[kept], steps.end_ps[kept], steps.number[kept]
@@ -258,12 +271,14 @@ def analyze_overlap(trace: Trace, work, kept_steps: set[int], step_mean_ps: floa
             wins["window_ps"] = e - s
             wins["hidden_ps"] = hidden
             wins["exposed_ps"] = (e - s) - hidden
-            # First compute of each step: before it, a window cannot be hidden.
-            cs = w.seg_start[_COMPUTE[w.seg_bucket]] if len(w.seg_bucket) else np.zeros(0, np.int64)
-            j = np.searchsorted(cs, wins["step_start"].to_numpy(), side="left")
-            first_compute = np.where(j < len(cs), cs[np.minimum(j, max(len(cs) - 1, 0))] if len(cs) else 0, np.iinfo(np.int64).max)
-            wins["before_first_compute"] = wins["end"].to_numpy() <= first_compute
+            # Before the step's first compute, a window cannot be hidden: the
+            # core has computed nothing since the step began.
+            ss_ = wins["step_start"].to_numpy()
+            wins["before_first_compute"] = (covered(wins["end"].to_numpy()) - covered(ss_)) == 0
             wins["core"] = plane.label
+            ba = plane.meta.bytes_accessed
+            r = wins["row"].to_numpy()
+            wins["bytes"] = np.where((r >= 0) & (r < len(ba)), ba[np.clip(r, 0, max(len(ba) - 1, 0))], np.nan) if len(ba) else np.nan
             win_frames.append(wins)
         # SparseCores of this TensorCore.
         for sc in trace.sparsecores_of(plane):
@@ -307,7 +322,7 @@ def analyze_overlap(trace: Trace, work, kept_steps: set[int], step_mean_ps: floa
 
     n_core_steps = max(n_core_steps, 1)
     allw = pd.concat(win_frames, ignore_index=True) if win_frames else pd.DataFrame(
-        columns=["start", "end", "type", "name", "tf_op", "engine", "row", "step", "step_start", "step_ps", "window_ps", "hidden_ps", "exposed_ps", "before_first_compute", "core"]
+        columns=["start", "end", "type", "name", "tf_op", "engine", "row", "step", "step_start", "step_ps", "window_ps", "hidden_ps", "exposed_ps", "before_first_compute", "core", "bytes"]
     )
     ps_df = pd.DataFrame(per_step_rows)
     denom = step_mean_ps if step_mean_ps > 0 else 1.0
@@ -329,10 +344,8 @@ def analyze_overlap(trace: Trace, work, kept_steps: set[int], step_mean_ps: floa
         engine = engines.pop() if len(engines) == 1 else ("mixed" if engines else "TensorCore")
         exposed = own_time.get(t, 0.0) / n_core_steps
         nbytes = None
-        if len(sub):
-            b = np.asarray([_bytes_of(trace, c, r) for c, r in zip(sub["core"].tolist(), sub["row"].tolist())], dtype=float)
-            if np.isfinite(b).any():
-                nbytes = float(np.nansum(b)) / n_core_steps
+        if len(sub) and sub["bytes"].notna().any():
+            nbytes = float(sub["bytes"].sum()) / n_core_steps
         scopes: tuple[str, ...] = ()
         if len(sub):
             by_scope = sub.groupby("tf_op", sort=False)["exposed_ps"].sum().sort_values(ascending=False, kind="mergesort")
@@ -437,27 +450,24 @@ def analyze_overlap(trace: Trace, work, kept_steps: set[int], step_mean_ps: floa
 
 def _add_type_time(acc: dict[str, float], plane: Plane, w, ks: np.ndarray, ke: np.ndarray) -> None:
     """Add, per collective type, the time its own ops occupy the core inside the
-    given step windows (the exclusive segments: the same time the attribution
-    buckets hold)."""
+    given step windows (the same exclusive time the attribution buckets hold)."""
     ops = plane.line(LINE_OPS)
-    if ops is None or not len(w.seg_event) or not len(ks):
-        return
     cls = w.classes.frame
-    if not len(cls):
+    if ops is None or not len(ops.events) or not len(ks) or not len(cls):
         return
-    coll_mask = np.isin(w.seg_bucket, [BUCKET_INDEX[b] for b in COLLECTIVE_BUCKETS])
-    if not coll_mask.any():
-        return
-    ss, se = w.seg_start[coll_mask], w.seg_end[coll_mask]
-    rows = ops.events.meta[w.seg_event[coll_mask]]
+    names = ("none",) + TYPES
+    code = {t: i for i, t in enumerate(names)}
     coll = cls["collective"].to_numpy()
-    types = np.asarray([_type_of(coll[r]) if r >= 0 else "unknown" for r in rows.tolist()], dtype=object)
-    for a_, b_ in zip(ks.tolist(), ke.tolist()):
-        d = np.clip(np.minimum(se, b_) - np.maximum(ss, a_), 0, None)
-        if not d.any():
-            continue
-        for t in np.unique(types[d > 0]).tolist():
-            acc[t] = acc.get(t, 0.0) + float(d[types == t].sum())
+    role = cls["role"].to_numpy()
+    row_label = np.asarray(
+        [code[_type_of(c)] if isinstance(r, str) and r else 0 for c, r in zip(coll, role)], dtype=np.int64
+    )
+    rows = ops.events.meta
+    labels = np.where(rows >= 0, row_label[np.maximum(rows, 0)], 0)
+    tot = w.ops.exclusive(labels, len(names), ks, ke).sum(axis=0)
+    for i, t in enumerate(names[1:], 1):
+        if tot[i]:
+            acc[t] = acc.get(t, 0.0) + float(tot[i])
 
 
 def _klass(hidden: float, window: float) -> str:
@@ -467,46 +477,38 @@ def _klass(hidden: float, window: float) -> str:
     return "hidden" if f >= HIDDEN_MIN else ("exposed" if f <= EXPOSED_MAX else "partial")
 
 
-_BYTES_CACHE: dict = {}
-
-
-def _bytes_of(trace: Trace, core: str, row: int) -> float:
-    for p in trace.tensorcores:
-        if p.label == core:
-            v = p.meta.bytes_accessed[row] if 0 <= row < len(p.meta) else np.nan
-            return float(v)
-    return float("nan")
-
-
 def _offload_start_times(plane: Plane, classes: pd.DataFrame, link: np.ndarray) -> np.ndarray | None:
     """Start time of the TensorCore offload_start op each SparseCore module links to.
 
     `tc_offload_start_id` is matched against the TensorCore op's
-    `all_reduce_unique_id` event stat, else its metadata id. -1 when unknown.
+    `all_reduce_unique_id` event stat, else its metadata id; the k-th module
+    with an id links to the k-th start with that id. -1 when unknown.
     """
     ops = plane.line(LINE_OPS)
     if ops is None or not len(classes) or np.all(link < 0):
         return None
     ev = ops.events
-    rows = ev.meta
-    roles = classes["role"].to_numpy()
-    is_start = np.zeros(len(ev), bool)
-    ok = rows >= 0
-    is_start[ok] = roles[rows[ok]] == "offload_start"
+    rows = ev.meta.astype(np.int64)
+    role = np.where(rows >= 0, _role_codes(classes)[np.maximum(rows, 0)], 0)
+    is_start = role == ROLE_CODES["offload_start"]
     if not is_start.any():
         return None
     uid = ev.int_stat("all_reduce_unique_id")
-    ids = np.where(uid >= 0, uid, plane.meta.ids[np.where(ok, rows, 0)])
-    lookup: dict[int, list[int]] = {}
-    for i in np.flatnonzero(is_start).tolist():
-        lookup.setdefault(int(ids[i]), []).append(int(ev.start_ps[i]))
+    ids = np.where(uid >= 0, uid, plane.meta.ids[np.maximum(rows, 0)])[is_start]
+    times = ev.start_ps[is_start]
+    order = np.lexsort((times, ids))
+    ids, times = ids[order], times[order]
+    keys, first, counts = np.unique(ids, return_index=True, return_counts=True)
+    # occurrence number of each link value, in module order
+    lo = np.argsort(link, kind="stable")
+    sl = link[lo]
+    grp_start = np.flatnonzero(np.r_[True, sl[1:] != sl[:-1]])
+    occ_sorted = np.arange(len(sl)) - np.repeat(grp_start, np.diff(np.r_[grp_start, len(sl)]))
+    occ = np.empty_like(occ_sorted)
+    occ[lo] = occ_sorted
+    k = np.searchsorted(keys, link)
+    kc = np.clip(k, 0, max(len(keys) - 1, 0))
+    ok = (k < len(keys)) & (keys[kc] == link) & (occ < counts[kc]) & (link >= 0)
     out = np.full(len(link), -1, dtype=np.int64)
-    used: dict[int, int] = {}
-    for k, l in enumerate(link.tolist()):
-        lst = lookup.get(int(l))
-        if lst:
-            n = used.get(l, 0)
-            if n < len(lst):
-                out[k] = lst[n]
-                used[l] = n + 1
+    out[ok] = times[first[kc[ok]] + occ[ok]]
     return out

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from profanalyzer.attribution import exclusive_segments
 from profanalyzer.classify import BUCKETS
 from profanalyzer.trace import LINE_SC_OPS, Trace
 
@@ -57,27 +58,48 @@ class TimelineSample:
     coalesced: bool  # spans were merged to stay under MAX_SPANS_PER_LANE
 
 
-def _coalesce(s: np.ndarray, e: np.ndarray, b: list[str], labels: list[str], limit: int) -> tuple[list[Span], bool]:
-    spans: list[Span] = []
-    best: list[int] = []
-    for i in range(len(s)):
-        if spans and spans[-1].bucket == b[i] and spans[-1].end_ps == int(s[i]):
-            prev = spans[-1]
-            label = prev.label if best[-1] >= int(e[i] - s[i]) else labels[i]
-            spans[-1] = Span(prev.start_ps, int(e[i]), b[i], label)
-            best[-1] = max(best[-1], int(e[i] - s[i]))
-        else:
-            spans.append(Span(int(s[i]), int(e[i]), b[i], labels[i]))
-            best.append(int(e[i] - s[i]))
+def _coalesce(s: np.ndarray, e: np.ndarray, b: np.ndarray, labels: list[str], names: tuple[str, ...], step_ps: int, limit: int) -> tuple[list[Span], bool]:
+    """Merge touching spans of one bucket; past `limit` spans, bin the step into
+    `limit` equal bins, each drawn as the bucket holding most of its time.
+
+    s/e are offsets from the step start; b indexes `names`. Vectorised."""
+    n = len(s)
+    if n == 0:
+        return [], False
     merged = False
-    while len(spans) > limit:
-        # Merge the shortest span into its left neighbour (visual only).
+    if n > limit:
         merged = True
-        lens = np.asarray([x.end_ps - x.start_ps for x in spans])
-        k = int(np.argmin(lens[1:])) + 1
-        left = spans[k - 1]
-        spans[k - 1] = Span(left.start_ps, spans[k].end_ps, left.bucket, left.label)
-        del spans[k]
+        width = max(step_ps // limit, 1)
+        # Split time into bins: spans are mostly shorter than a bin; a span
+        # counts in the bin of its midpoint.
+        mid = (s + e) // 2
+        bin_of = np.minimum(mid // width, limit - 1)
+        dur = e - s
+        key = bin_of * len(names) + b
+        tot = np.bincount(key, weights=dur, minlength=limit * len(names)).reshape(limit, len(names))
+        used = tot.sum(axis=1) > 0
+        win = np.argmax(tot, axis=1)
+        # label: the longest span of the winning bucket in the bin
+        order = np.lexsort((-dur, key))
+        first = {}
+        for i in order.tolist():
+            first.setdefault(int(key[i]), i)
+        bins = np.flatnonzero(used)
+        s = bins * width
+        e = np.minimum((bins + 1) * width, step_ps)
+        b = win[bins]
+        labels = [labels[first[int(k)]] for k in (bins * len(names) + b).tolist()]
+        n = len(s)
+    # Merge runs of touching spans with the same bucket.
+    brk = np.ones(n, dtype=bool)
+    brk[1:] = (b[1:] != b[:-1]) | (s[1:] != e[:-1])
+    starts = np.flatnonzero(brk)
+    ends = np.append(starts[1:], n) - 1
+    dur = e - s
+    spans = []
+    for i0, i1 in zip(starts.tolist(), ends.tolist()):
+        j = i0 + int(np.argmax(dur[i0 : i1 + 1]))
+        spans.append(Span(int(s[i0]), int(e[i1]), names[int(b[i0])], labels[j]))
     return spans, merged
 
 
@@ -98,16 +120,19 @@ def build_timeline(trace: Trace, work, kept_steps: set[int], step_table) -> Time
     if not len(idx):
         return None
     a, b = int(steps.start_ps[idx[0]]), int(steps.end_ps[idx[0]])
-    m = (w.seg_end > a) & (w.seg_start < b)
-    s = np.clip(w.seg_start[m], a, b) - a
-    e = np.clip(w.seg_end[m], a, b) - a
-    bk = [BUCKETS[i] for i in w.seg_bucket[m].tolist()]
     ops = plane.line("XLA Ops")
+    lo, hi = w.ops.window(a, b)
+    seg_s, seg_e, owner = exclusive_segments(w.ops.start[lo:hi], w.ops.end[lo:hi])
+    owner = owner + lo
+    m = (seg_e > a) & (seg_s < b)
+    seg_s, seg_e, owner = seg_s[m], seg_e[m], owner[m]
     labels = []
-    for ev_i in w.seg_event[m].tolist():
+    for ev_i in owner.tolist():
         r = int(ops.events.meta[ev_i]) if ops is not None else -1
         labels.append((plane.meta.display_name[r] or plane.meta.name[r][:60]) if r >= 0 else "?")
-    spans, merged = _coalesce(s, e, bk, labels, MAX_SPANS_PER_LANE)
+    spans, merged = _coalesce(
+        np.clip(seg_s, a, b) - a, np.clip(seg_e, a, b) - a, w.ev_bucket[owner], labels, BUCKETS, b - a, MAX_SPANS_PER_LANE
+    )
     lanes = [Lane(f"{plane.name} TensorCore", "TensorCore", tuple(spans))]
     for sc in trace.sparsecores_of(plane):
         ln = sc.line(LINE_SC_OPS)
@@ -119,18 +144,15 @@ def build_timeline(trace: Trace, work, kept_steps: set[int], step_table) -> Time
         ss = np.clip(ev.start_ps[top], a, b) - a
         ee = np.clip(ev.end_ps[top], a, b) - a
         lab = [(sc.meta.display_name[r] or sc.meta.name[r][:60]) if r >= 0 else "?" for r in ev.meta[top].tolist()]
-        sp, mg = _coalesce(ss, ee, ["busy"] * len(ss), lab, MAX_SPANS_PER_LANE)
+        sp, mg = _coalesce(ss, ee, np.zeros(len(ss), dtype=np.int64), lab, ("busy",), b - a, MAX_SPANS_PER_LANE)
         merged |= mg
         lanes.append(Lane(sc.name, "SparseCore", tuple(sp)))
     wins, _ = _windows_for_core(plane, w.classes.frame, {})
     windows = []
     if len(wins):
-        from profanalyzer.overlap import _COMPUTE, _covered_fn
-
-        cov = _covered_fn(w.seg_start, w.seg_end, _COMPUTE[w.seg_bucket] if len(w.seg_bucket) else np.zeros(0, bool))
         sel = wins[(wins["start"] >= a) & (wins["start"] < b)].head(MAX_WINDOWS)
         if len(sel):
-            hs = cov(sel["end"].to_numpy()) - cov(sel["start"].to_numpy())
+            hs = w.compute(sel["end"].to_numpy()) - w.compute(sel["start"].to_numpy())
             for r, h in zip(sel.itertuples(index=False), hs.tolist()):
                 win = int(r.end - r.start)
                 windows.append(

@@ -29,7 +29,9 @@ import numpy as np
 
 from profanalyzer.errors import InputError, NoTpuPlanesError
 from profanalyzer.hardware import TPU7X, Chip, chip_by_key, chip_from_device_type
-from profanalyzer.xspace import reader, xplane_pb2
+from google.protobuf.message import DecodeError
+
+from profanalyzer.xspace import reader, wire, xplane_pb2
 
 # Line names (exact, as the TPU runtime writes them).
 LINE_STEPS = "Steps"
@@ -69,7 +71,7 @@ EVENT_INT_STATS = (
     "tc_offload_start_id",
 )
 #: Per-event string stats kept (sparse: only lines that have them).
-EVENT_STR_STATS = ("hlo_op",)
+EVENT_STR_STATS: tuple[str, ...] = ()  # none is used; the fast decoders skip string stats
 
 
 # ---------------------------------------------------------------------------
@@ -112,6 +114,7 @@ class Events:
     dur_ps: np.ndarray  # int64
     self_ps: np.ndarray  # int64: duration minus directly nested children
     depth: np.ndarray  # int16: nesting depth on the line (0 = top)
+    parent: np.ndarray  # int64: index of the directly enclosing event, -1 at top level
     meta: np.ndarray  # int32 row into the plane's OpMetadata
     ints: Mapping[str, np.ndarray]  # EVENT_INT_STATS present on the line (-1 = missing)
     strs: Mapping[str, tuple[str, ...]]  # EVENT_STR_STATS present on the line
@@ -318,72 +321,143 @@ def _build_metadata(plane: xplane_pb2.XPlane, names: Mapping[int, str]) -> tuple
     return md, row_of
 
 
-def self_times(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Self time and depth of events sorted by (start, -end) on one line.
+#: Deeper nesting than this falls back to a sequential stack walk.
+MAX_VECTOR_DEPTH = 64
 
-    Events on a line never partially overlap but may nest; a child's time is
-    subtracted from its direct parent only. A partial overlap (bad input) is
-    treated as ending the earlier event where the later starts.
+
+def nesting(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Direct parent (-1 at top level), depth, and end clipped to the parent,
+    for the events of one line sorted by (start, -end).
+
+    Events on a line never partially overlap but may nest. Vectorised by
+    levels: an event is at the current level when no other remaining event
+    started before it and ends after its start (running maximum of ends); its
+    parent is the last event of the previous level starting at or before it.
+    A partial overlap (invalid input) makes the later event a child clipped to
+    its parent's end.
     """
     n = len(start)
-    dur = end - start
-    if n == 0 or bool(np.all(start[1:] >= end[:-1])):
-        return dur.copy(), np.zeros(n, dtype=np.int16)
-    selft = dur.copy()
+    parent = np.full(n, -1, dtype=np.int64)
     depth = np.zeros(n, dtype=np.int16)
+    if n == 0 or bool(np.all(start[1:] >= end[:-1])):
+        return parent, depth, end
+    end = end.copy()
+    remaining = np.arange(n)
+    prev = None
+    level = 0
+    while len(remaining):
+        if level > MAX_VECTOR_DEPTH:
+            return _nesting_stack(start, end)
+        s = start[remaining]
+        e = end[remaining]
+        pm = np.empty_like(e)
+        pm[0] = np.iinfo(np.int64).min
+        pm[1:] = np.maximum.accumulate(e)[:-1]
+        top = s >= pm
+        lvl = remaining[top]
+        if prev is not None:
+            j = np.searchsorted(start[prev], start[lvl], side="right") - 1
+            p = prev[np.maximum(j, 0)]
+            parent[lvl] = p
+            depth[lvl] = level
+            np.minimum(end[lvl], end[p], out=e[top])
+            end[lvl] = np.maximum(e[top], start[lvl])
+        remaining = remaining[~top]
+        prev = lvl
+        level += 1
+    return parent, depth, end
+
+
+def _nesting_stack(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    n = len(start)
+    parent = np.full(n, -1, dtype=np.int64)
+    depth = np.zeros(n, dtype=np.int16)
+    end_l = end.tolist()
     stack: list[int] = []
-    s_l = start.tolist()
-    e_l = end.tolist()
-    for i in range(n):
-        s, e = s_l[i], e_l[i]
-        while stack and e_l[stack[-1]] <= s:
+    for i, s in enumerate(start.tolist()):
+        while stack and end_l[stack[-1]] <= s:
             stack.pop()
         if stack:
             p = stack[-1]
-            # Clip a partially overlapping child to its parent.
-            child = min(e, e_l[p]) - s
-            selft[p] -= child
+            parent[i] = p
             depth[i] = len(stack)
+            end_l[i] = max(s, min(end_l[i], end_l[p]))
         stack.append(i)
+    return parent, depth, np.asarray(end_l, dtype=np.int64)
+
+
+def self_times(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Self time (duration minus directly nested children) and depth."""
+    parent, depth, end_c = nesting(start, end)
+    dur = end_c - start
+    selft = dur.copy()
+    child = parent >= 0
+    if child.any():
+        selft -= np.bincount(parent[child], weights=dur[child], minlength=len(start)).astype(np.int64)
     np.maximum(selft, 0, out=selft)
     return selft, depth
 
 
-def _decode_line(line, names_rev: Mapping[str, int], names: Mapping[int, str], row_of: Mapping[int, int], base_ps: int) -> Events:
-    want_int = {names_rev[k]: k for k in EVENT_INT_STATS if k in names_rev}
-    want_str = {names_rev[k]: k for k in EVENT_STR_STATS if k in names_rev}
+def _raw_from_message(line, names: Mapping[int, str], want_int: Mapping[int, str], want_str: Mapping[int, str]) -> tuple[wire.RawEvents, dict[str, list[str]]]:
+    """Slow path: one line decoded by the protobuf runtime (lines with string or
+    double stats, e.g. Async XLA Ops). Only the wanted stats are looked at."""
     evs = line.events
     n = len(evs)
-    mid = np.empty(n, dtype=np.int64)
-    off = np.empty(n, dtype=np.int64)
-    dur = np.empty(n, dtype=np.int64)
-    ints: dict[str, np.ndarray] = {}
+    mid = np.fromiter((e.metadata_id for e in evs), dtype=np.int64, count=n)
+    off = np.fromiter((e.offset_ps for e in evs), dtype=np.int64, count=n)
+    dur = np.fromiter((e.duration_ps for e in evs), dtype=np.int64, count=n)
+    s_ev: list[int] = []
+    s_id: list[int] = []
+    s_val: list[int] = []
     strs: dict[str, list[str]] = {}
     for i, ev in enumerate(evs):
-        mid[i] = ev.metadata_id
-        off[i] = ev.offset_ps
-        dur[i] = ev.duration_ps
-        if ev.stats:
-            for st in ev.stats:
-                k = want_int.get(st.metadata_id)
-                if k is not None:
-                    col = ints.get(k)
-                    if col is None:
-                        col = ints[k] = np.full(n, -1, dtype=np.int64)
-                    which = st.WhichOneof("value")
-                    if which in ("int64_value", "uint64_value"):
-                        v = getattr(st, which)
-                        col[i] = v if v < (1 << 63) else -1
-                    elif which == "double_value":
-                        col[i] = int(st.double_value)
+        for st in ev.stats:
+            sid = st.metadata_id
+            if sid in want_int:
+                which = st.WhichOneof("value")
+                if which in ("int64_value", "uint64_value"):
+                    v = getattr(st, which)
+                elif which == "double_value" and st.double_value == st.double_value:
+                    v = int(st.double_value)
+                else:
                     continue
-                k = want_str.get(st.metadata_id)
-                if k is not None:
-                    col_s = strs.get(k)
-                    if col_s is None:
-                        col_s = strs[k] = [""] * n
-                    v = _stat_value(st, names)
-                    col_s[i] = v if isinstance(v, str) else ""
+                s_ev.append(i)
+                s_id.append(sid)
+                s_val.append(v - (1 << 64) if v >= 1 << 63 else v)
+            elif sid in want_str:
+                k = want_str[sid]
+                col = strs.get(k)
+                if col is None:
+                    col = strs[k] = [""] * n
+                v = _stat_value(st, names)
+                col[i] = v if isinstance(v, str) else ""
+    raw = wire.RawEvents(
+        mid,
+        off,
+        dur,
+        np.asarray(s_ev, dtype=np.int64),
+        np.asarray(s_id, dtype=np.int64),
+        np.asarray(s_val, dtype=np.int64),
+        np.zeros(len(s_ev), dtype=bool),
+    )
+    return raw, strs
+
+
+#: Lines whose events overlap each other freely (no nesting semantics).
+OVERLAPPING_LINES = frozenset({LINE_ASYNC})
+
+
+def _events(raw: wire.RawEvents, strs: dict[str, list[str]], want_int: Mapping[int, str], meta_ids: np.ndarray, base_ps: int, nested: bool = True) -> Events:
+    n = len(raw)
+    ints: dict[str, np.ndarray] = {}
+    if len(raw.stat_id):
+        for sid, k in want_int.items():
+            m = (raw.stat_id == sid) & ~raw.stat_is_ref
+            if m.any():
+                col = np.full(n, -1, dtype=np.int64)
+                col[raw.stat_event[m]] = raw.stat_value[m]
+                ints[k] = col
+    off, dur = raw.offset_ps, raw.duration_ps
     # Device timespan overrides.
     dof = ints.get("device_offset_ps")
     ddu = ints.get("device_duration_ps")
@@ -391,56 +465,105 @@ def _decode_line(line, names_rev: Mapping[str, int], names: Mapping[int, str], r
         has = (dof >= 0) & (ddu >= 0)
         off = np.where(has, dof, off)
         dur = np.where(has, ddu, dur)
-    np.maximum(dur, 0, out=dur)
+    dur = np.maximum(dur, 0)
     start = off + np.int64(base_ps)
     end = start + dur
+    mid = raw.metadata_id
     order = np.lexsort((-end, start))
-    if not np.array_equal(order, np.arange(n)):
+    if not bool(np.all(order[1:] > order[:-1])):
         start, end, dur, mid = start[order], end[order], dur[order], mid[order]
         ints = {k: v[order] for k, v in ints.items()}
         strs = {k: [v[j] for j in order.tolist()] for k, v in strs.items()}
-    selft, depth = self_times(start, end)
-    meta = np.fromiter((row_of.get(m, -1) for m in mid.tolist()), dtype=np.int32, count=n)
+    # Ends are clipped to the enclosing event (only invalid, partially
+    # overlapping input changes), so children always lie inside parents.
+    if nested:
+        parent, depth, end = nesting(start, end)
+    else:
+        parent, depth = np.full(n, -1, dtype=np.int64), np.zeros(n, dtype=np.int16)
+    dur = end - start
+    selft = dur
+    child = parent >= 0
+    if child.any():
+        selft = dur - np.bincount(parent[child], weights=dur[child], minlength=n).astype(np.int64)
+        np.maximum(selft, 0, out=selft)
+    if len(meta_ids):
+        pos = np.clip(np.searchsorted(meta_ids, mid), 0, len(meta_ids) - 1)
+        meta = np.where(meta_ids[pos] == mid, pos, -1).astype(np.int32)
+    else:
+        meta = np.full(n, -1, dtype=np.int32)
     return Events(
         start_ps=start,
         end_ps=end,
         dur_ps=dur,
         self_ps=selft,
         depth=depth,
+        parent=parent,
         meta=meta,
         ints=ints,
         strs={k: tuple(v) for k, v in strs.items()},
     )
 
 
-def _line_origin(plane: xplane_pb2.XPlane) -> int | None:
-    ts = [ln.timestamp_ns for ln in plane.lines if len(ln.events)]
-    return min(ts) if ts else None
+def build_plane(buf, start: int, end: int, host: str, kind: str, device_id: int, sc_index: int | None) -> tuple[Plane, int]:
+    """Build one plane from its wire bytes buf[start:end].
 
-
-def build_plane(plane: xplane_pb2.XPlane, host: str, kind: str, device_id: int, sc_index: int | None, origin_ns: int) -> Plane:
+    Returns the plane with times relative to its own origin (its earliest line
+    timestamp with events) and that origin in ns. Lines are decoded by the
+    vectorised wire decoder when they hold only integer stats, else by the
+    protobuf runtime; everything but the lines is decoded by the runtime.
+    """
+    rest: list[bytes] = []
+    line_spans: list[tuple[int, int]] = []
+    try:
+        for field, wt, _, ps, pe, tag_pos in wire.iter_fields(buf, start, end):
+            if field == 3 and wt == 2:
+                line_spans.append((ps, pe))
+            else:
+                rest.append(bytes(buf[tag_pos:pe]))
+        plane = xplane_pb2.XPlane.FromString(b"".join(rest))
+    except (ValueError, DecodeError) as e:
+        raise InputError(f"plane at byte {start} is corrupt ({e})") from None
     names = {k: v.name for k, v in plane.stat_metadata.items()}
     names_rev: dict[str, int] = {}
     for k in sorted(names):
         names_rev.setdefault(names[k], k)
+    want_int = {names_rev[k]: k for k in EVENT_INT_STATS if k in names_rev}
+    want_str = {names_rev[k]: k for k in EVENT_STR_STATS if k in names_rev}
     pstats = _decode_stats(plane.stats, names)
     if "core_details" in pstats:
         pstats["core_details"] = _core_details(pstats["core_details"])
-    meta, row_of = _build_metadata(plane, names)
-    lines = []
-    for ln in plane.lines:
-        base_ps = (ln.timestamp_ns - origin_ns) * 1000
-        lines.append(Line(ln.id, ln.name or ln.display_name, _decode_line(ln, names_rev, names, row_of, base_ps)))
-    return Plane(
-        host=host,
-        name=plane.name,
-        id=plane.id,
-        kind=kind,
-        device_id=device_id,
-        sc_index=sc_index,
-        stats={k: v for k, v in pstats.items() if not isinstance(v, (bytes, bytearray))},
-        meta=meta,
-        lines=tuple(lines),
+    meta, _ = _build_metadata(plane, names)
+    decoded = []
+    for ps, pe in line_spans:
+        fast = wire.decode_line(buf, ps, pe)
+        if fast is not None:
+            head, raw = fast
+            decoded.append((head.id, head.name or head.display_name, head.timestamp_ns, raw, {}))
+            continue
+        try:
+            msg = xplane_pb2.XLine.FromString(bytes(buf[ps:pe]))
+        except DecodeError as e:
+            raise InputError(f"line at byte {ps} is corrupt ({e})") from None
+        raw, strs = _raw_from_message(msg, names, want_int, want_str)
+        decoded.append((msg.id, msg.name or msg.display_name, msg.timestamp_ns, raw, strs))
+    origin = min((ts for _, _, ts, raw, _ in decoded if len(raw)), default=0)
+    lines = tuple(
+        Line(lid, name, _events(raw, strs, want_int, meta.ids, (ts - origin) * 1000, nested=name not in OVERLAPPING_LINES))
+        for lid, name, ts, raw, strs in decoded
+    )
+    return (
+        Plane(
+            host=host,
+            name=plane.name,
+            id=plane.id,
+            kind=kind,
+            device_id=device_id,
+            sc_index=sc_index,
+            stats={k: v for k, v in pstats.items() if not isinstance(v, (bytes, bytearray))},
+            meta=meta,
+            lines=lines,
+        ),
+        origin,
     )
 
 
@@ -548,10 +671,10 @@ def load_trace(
             raise NoTpuPlanesError(_no_tpu_message(f, index))
         # Stream plane by plane: only one decoded plane message is alive at a time.
         for r in refs:
-            msg = reader.decode_plane(buf, r, f)
-            own = _line_origin(msg) or 0
-            built.append((build_plane(msg, host, r.kind, r.device_id or 0, r.sc_index, own), own))
-            del msg
+            try:
+                built.append(build_plane(buf, r.offset, r.offset + r.length, host, r.kind, r.device_id or 0, r.sc_index))
+            except InputError as e:
+                raise InputError(f"{f}: plane {r.name!r}: {e}") from None
         del buf
     # Common origin: the earliest line timestamp of any decoded plane.
     origin_ns = min((o for p, o in built if p.n_events), default=0)

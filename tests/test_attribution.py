@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from profanalyzer.attribution import BUCKET_INDEX, CoreAttribution, attribute_core, exclusive_segments
+from profanalyzer.attribution import BUCKET_INDEX, CoreAttribution, OpTimeline, attribute_core, exclusive_segments
+from profanalyzer.trace import nesting
 from profanalyzer.classify import BUCKETS
 from profanalyzer.errors import InvariantError
 
@@ -47,7 +48,7 @@ def _attribute(starts, ends, buckets, steps):
     numbers = np.arange(len(steps), dtype=np.int64)
     ss = _arr(*[a for a, _ in steps])
     se = _arr(*[z for _, z in steps])
-    att, _ = attribute_core("core", st[order], en[order], b, remat, phase, numbers, ss, se)
+    att = attribute_core("core", OpTimeline.of(st[order], en[order], nesting(st[order], en[order])[0]), b, remat, phase, numbers, ss, se)
     return att
 
 

@@ -1,0 +1,300 @@
+"""Vectorised decoding of XLine events straight from protobuf wire bytes.
+
+Building one Python object per event is what makes XSpace readers slow (a
+device plane holds millions of events). This module decodes a line's events
+into numpy columns without touching events one by one in Python:
+
+1. Tokenise the bytes of the line's run of events as varints: a varint ends
+   at every byte below 0x80. As long as a region holds no raw bytes (strings,
+   fixed64/fixed32 values), it is a sequence of varint tokens in which tags and
+   values alternate — a length-delimited field is a tag, a length, then its
+   contents, which again alternate. Tags are the even tokens.
+2. Nesting comes from the length-delimited tags with field number 4 (XLine
+   events and XEvent stats share that number): a tag lies inside an earlier
+   one's range exactly when it starts before the running maximum of earlier
+   range ends. Events are the uncontained field-4 tags, stats the contained
+   ones.
+3. Event fields (metadata_id, offset_ps, duration_ps) and stat fields
+   (metadata_id and an integer or ref value) are scattered into columns.
+
+Tokens stay correct up to the first raw-byte field, so the first tag whose
+wire type or field says "raw bytes follow" (a string or double stat, say) is
+detected reliably; such lines return None and the caller decodes them with
+the protobuf runtime instead. Malformed regions also return None, never
+raise: the runtime then reports the corruption.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+# XLine fields
+LINE_ID, LINE_NAME, LINE_TS, LINE_EVENTS, LINE_DUR, LINE_DISPLAY_ID, LINE_DISPLAY_NAME = 1, 2, 3, 4, 9, 10, 11
+
+
+@dataclass(frozen=True, eq=False)
+class RawEvents:
+    """Columns of one line's events as stored (before device-time overrides)."""
+
+    metadata_id: np.ndarray  # int64
+    offset_ps: np.ndarray  # int64
+    duration_ps: np.ndarray  # int64
+    stat_event: np.ndarray  # int64: event index of each integer stat
+    stat_id: np.ndarray  # int64: stat metadata id
+    stat_value: np.ndarray  # int64 (uint64 values >= 2**63 wrap negative)
+    stat_is_ref: np.ndarray  # bool: ref_value (value is a stat-metadata id)
+
+    def __len__(self) -> int:
+        return len(self.metadata_id)
+
+
+def varint(buf, pos: int, end: int) -> tuple[int, int]:
+    result = 0
+    shift = 0
+    while True:
+        if pos >= end:
+            raise ValueError("truncated varint")
+        b = buf[pos]
+        pos += 1
+        result |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return result, pos
+        shift += 7
+        if shift > 63:
+            raise ValueError("varint too long")
+
+
+def iter_fields(buf, start: int, end: int):
+    """Yield (field, wire, value, payload_start, payload_end, tag_pos) for each
+    field in buf[start:end]. value is the varint for wire 0, else None."""
+    pos = start
+    while pos < end:
+        tag_pos = pos
+        key, pos = varint(buf, pos, end)
+        field, wire = key >> 3, key & 7
+        if field == 0:
+            raise ValueError("field number 0")
+        if wire == 0:
+            v, pos = varint(buf, pos, end)
+            yield field, wire, v, pos, pos, tag_pos
+        elif wire == 2:
+            n, pos = varint(buf, pos, end)
+            if pos + n > end:
+                raise ValueError("length-delimited field runs past the end")
+            yield field, wire, None, pos, pos + n, tag_pos
+            pos += n
+        elif wire == 1:
+            if pos + 8 > end:
+                raise ValueError("truncated fixed64")
+            yield field, wire, None, pos, pos + 8, tag_pos
+            pos += 8
+        elif wire == 5:
+            if pos + 4 > end:
+                raise ValueError("truncated fixed32")
+            yield field, wire, None, pos, pos + 4, tag_pos
+            pos += 4
+        else:
+            raise ValueError(f"unsupported wire type {wire}")
+
+
+def _tokens(b: np.ndarray):
+    """Varint tokens of a byte array: (starts, values) or None if it ends mid-varint."""
+    ends = np.flatnonzero(b < 0x80)
+    if len(ends) == 0 or ends[-1] != len(b) - 1:
+        return None
+    starts = np.empty_like(ends)
+    starts[0] = 0
+    starts[1:] = ends[:-1] + 1
+    lengths = ends - starts + 1
+    if lengths.max() > 10:
+        return None
+    vals = (b[starts] & 0x7F).astype(np.uint64)
+    idx = np.flatnonzero(lengths > 1)
+    k = 1
+    while len(idx):
+        vals[idx] |= (b[starts[idx] + k] & 0x7F).astype(np.uint64) << np.uint64(7 * k)
+        k += 1
+        idx = idx[lengths[idx] > k]
+    return starts, vals
+
+
+try:  # the optional C accelerator (setup.py); same contract, one pass
+    from profanalyzer.xspace import _wire as _accel
+except ImportError:  # no compiler at install time: the numpy decoder below
+    _accel = None
+
+
+def decode_event_run(buf, start: int, end: int) -> tuple[RawEvents, int] | None:
+    """Decode the run of XLine.events fields beginning at buf[start] (C
+    accelerator when built, else the numpy decoder)."""
+    if _accel is not None:
+        got = _accel.decode_event_run(buf, start, end)
+        if got is None:
+            return None
+        cols = [np.frombuffer(c, dtype=np.int64) for c in got[:7]]
+        return RawEvents(cols[0], cols[1], cols[2], cols[3], cols[4], cols[5], cols[6].astype(bool)), got[7]
+    return decode_event_run_numpy(buf, start, end)
+
+
+def decode_event_run_numpy(buf, start: int, end: int) -> tuple[RawEvents, int] | None:
+    """Decode the run of XLine.events fields beginning at buf[start].
+
+    Returns (events, stop) where stop is the absolute byte offset where the
+    run of events ends (the next line-level field, or `end`), or None when the
+    run holds raw-byte fields or is malformed (decode that line another way).
+    """
+    size = end - start
+    if size <= 0:
+        return None
+    b = np.frombuffer(buf, dtype=np.uint8, count=size, offset=start)
+    tok = _tokens(b)
+    if tok is None:
+        return None
+    starts, vals = tok
+    npairs = len(starts) // 2
+    if npairs == 0:
+        return None
+    tag_pos = starts[0 : 2 * npairs : 2]
+    tags = vals[0 : 2 * npairs : 2]
+    v = vals[1 : 2 * npairs : 2]
+    val_end = np.empty(npairs, dtype=np.int64)
+    val_end[:-1] = tag_pos[1:]
+    val_end[-1] = starts[2 * npairs] if len(starts) > 2 * npairs else size
+    field = (tags >> np.uint64(3)).astype(np.int64)
+    wire = (tags & np.uint64(7)).astype(np.int64)
+    is4 = (field == LINE_EVENTS) & (wire == 2)
+    vi = v.view(np.int64)
+    rng_end = np.where(is4, val_end + vi, -1)
+    prev_max = np.empty_like(rng_end)
+    prev_max[0] = -1
+    prev_max[1:] = np.maximum.accumulate(rng_end)[:-1]
+    top = tag_pos >= prev_max
+    # The run ends at the first top-level tag that is not an event.
+    non_event_top = np.flatnonzero(top & ~is4)
+    k_stop = int(non_event_top[0]) if len(non_event_top) else npairs
+    run_end = int(tag_pos[k_stop]) if k_stop < npairs else size
+    if k_stop == 0:
+        return None
+    field, wire, vi, tag_pos, is4, top, rng_end = (
+        field[:k_stop], wire[:k_stop], vi[:k_stop], tag_pos[:k_stop], is4[:k_stop], top[:k_stop], rng_end[:k_stop]
+    )
+    ev_tag = np.flatnonzero(top)  # all top-level tags are events now
+    # Events must tile [0, run_end) exactly.
+    ev_start = tag_pos[ev_tag]
+    ev_end = rng_end[ev_tag]
+    if ev_start[0] != 0 or ev_end[-1] != run_end or np.any(ev_start[1:] != ev_end[:-1]) or np.any(vi[ev_tag] < 0):
+        return None
+    # Raw bytes anywhere (wire 1/5, or wire 2 that is not an event/stat) -> not for us.
+    if np.any((wire != 0) & ~is4):
+        return None
+    st_mask = is4 & ~top
+    st_tag = np.flatnonzero(st_mask)
+    st_end = np.where(st_mask, rng_end, -1)
+    st_prev = np.empty_like(st_end)
+    st_prev[0] = -1
+    st_prev[1:] = np.maximum.accumulate(st_end)[:-1]
+    in_stat = tag_pos < st_prev
+    if np.any(is4 & in_stat):  # a message nested in a stat: not an XStat
+        return None
+    # Tags are in stream order: everything after an event tag (and before the
+    # next) belongs to that event; likewise for stats.
+    ev_of_tag = np.cumsum(top) - 1
+    n = len(ev_tag)
+    cols = {}
+    lvl1 = ~top & ~in_stat & ~is4
+    for fnum in (1, 2, 3):
+        col = np.zeros(n, dtype=np.int64)
+        m = lvl1 & (field == fnum)
+        col[ev_of_tag[m]] = vi[m]
+        cols[fnum] = col
+    ns = len(st_tag)
+    stat_of_tag = np.cumsum(st_mask) - 1
+    s_id = np.zeros(ns, dtype=np.int64)
+    s_val = np.zeros(ns, dtype=np.int64)
+    s_ref = np.zeros(ns, dtype=bool)
+    s_has = np.zeros(ns, dtype=bool)
+    if ns:
+        m = in_stat & (field == 1)
+        s_id[stat_of_tag[m]] = vi[m]
+        for fnum in (3, 4, 7):
+            m = in_stat & (field == fnum)
+            s_val[stat_of_tag[m]] = vi[m]
+            s_has[stat_of_tag[m]] = True
+            if fnum == 7:
+                s_ref[stat_of_tag[m]] = True
+    s_event = ev_of_tag[st_tag]
+    return (
+        RawEvents(cols[1], cols[2], cols[3], s_event[s_has], s_id[s_has], s_val[s_has], s_ref[s_has]),
+        start + run_end,
+    )
+
+
+@dataclass(frozen=True)
+class LineHeader:
+    id: int
+    name: str
+    display_name: str
+    timestamp_ns: int
+    duration_ps: int
+
+
+def decode_line(buf, start: int, end: int) -> tuple[LineHeader, RawEvents] | None:
+    """Decode one XLine's header and events; None when the fast path does not apply."""
+    head = {"id": 0, "name": "", "display_name": "", "ts": 0, "dur": 0}
+    parts: list[RawEvents] = []
+    pos = start
+    while pos < end:
+        tag_pos = pos
+        key, pos = varint(buf, pos, end)
+        field, wire = key >> 3, key & 7
+        if field == LINE_EVENTS and wire == 2:
+            got = decode_event_run(buf, tag_pos, end)
+            if got is None:
+                return None
+            ev, pos = got
+            parts.append(ev)
+            continue
+        if wire == 0:
+            val, pos = varint(buf, pos, end)
+            if val >= 1 << 63:
+                val -= 1 << 64
+            if field == LINE_ID:
+                head["id"] = val
+            elif field == LINE_TS:
+                head["ts"] = val
+            elif field == LINE_DUR:
+                head["dur"] = val
+        elif wire == 2:
+            n, pos = varint(buf, pos, end)
+            if pos + n > end:
+                return None
+            if field in (LINE_NAME, LINE_DISPLAY_NAME):
+                text = bytes(buf[pos : pos + n]).decode("utf-8", errors="replace")
+                head["name" if field == LINE_NAME else "display_name"] = text
+            pos += n
+        elif wire == 1:
+            pos += 8
+        elif wire == 5:
+            pos += 4
+        else:
+            return None
+    if pos != end:
+        return None
+    header = LineHeader(head["id"], head["name"], head["display_name"], head["ts"], head["dur"])
+    if not parts:
+        z = np.zeros(0, dtype=np.int64)
+        return header, RawEvents(z, z, z, z, z, z, np.zeros(0, dtype=bool))
+    if len(parts) == 1:
+        return header, parts[0]
+    offs = np.cumsum([0] + [len(p) for p in parts[:-1]])
+    return header, RawEvents(
+        np.concatenate([p.metadata_id for p in parts]),
+        np.concatenate([p.offset_ps for p in parts]),
+        np.concatenate([p.duration_ps for p in parts]),
+        np.concatenate([p.stat_event + o for p, o in zip(parts, offs)]),
+        np.concatenate([p.stat_id for p in parts]),
+        np.concatenate([p.stat_value for p in parts]),
+        np.concatenate([p.stat_is_ref for p in parts]),
+    )
