@@ -86,6 +86,21 @@ class CoreSummary:
 
 
 @dataclass(frozen=True)
+class HostSummary:
+    """One host's TensorCores, means over its cores and the kept steps."""
+
+    host: str
+    cores: int
+    step_ps: float
+    compute_ps: float
+    exposed_comm_ps: float
+    idle_ps: float
+    step_z: float  # modified z-score of step time across hosts
+    compute_z: float  # of compute time
+    straggler: bool
+
+
+@dataclass(frozen=True)
 class TopOp:
     name: str  # instruction name (display name)
     hlo_category: str
@@ -154,6 +169,7 @@ class Analysis:
     remat: BucketShare
     phases: Mapping[str, BucketShare]
     per_core: tuple[CoreSummary, ...]
+    per_host: tuple[HostSummary, ...]
     top_ops: tuple[TopOp, ...]
     remat_ops: tuple[TopOp, ...]  # top recomputed ops
     kernel_ops: tuple[TopOp, ...]  # Pallas / custom kernels
@@ -297,6 +313,8 @@ def select_steps(numbers: np.ndarray, durations: np.ndarray) -> tuple[np.ndarray
 class AnalysisOptions:
     chip: str | None = None
     top_ops: int = 30
+    jobs: int | None = None  # host files decoded in parallel (default: one per core)
+    progress: object = None  # callable(done, total, label) after each host file
 
 
 @dataclass(frozen=True, eq=False)
@@ -312,7 +330,7 @@ class CoreWork:
 
 
 def analyze(path: str | Path, options: AnalysisOptions = AnalysisOptions()) -> Analysis:
-    return analyze_trace(load_trace(path, chip=options.chip), options)
+    return analyze_trace(load_trace(path, chip=options.chip, jobs=options.jobs, progress=options.progress), options)
 
 
 def attribute_trace(trace: Trace) -> list[CoreWork]:
@@ -417,6 +435,7 @@ def analyze_trace(trace: Trace, options: AnalysisOptions = AnalysisOptions()) ->
             )
         )
 
+    per_host = _per_host(per_core)
     ops, util = _ops_and_roofline(trace, work, kept_steps, step_mean, options.top_ops)
     overlap = analyze_overlap(trace, work, kept_steps, step_mean)
     timeline = build_timeline(trace, work, kept_steps, table)
@@ -468,6 +487,7 @@ def analyze_trace(trace: Trace, options: AnalysisOptions = AnalysisOptions()) ->
         remat=remat,
         phases=phases,
         per_core=tuple(per_core),
+        per_host=per_host,
         top_ops=ops.top,
         remat_ops=ops.remat,
         kernel_ops=ops.kernels,
@@ -482,6 +502,25 @@ def analyze_trace(trace: Trace, options: AnalysisOptions = AnalysisOptions()) ->
     )
     analysis.self_check()
     return analysis
+
+
+def _per_host(per_core: list[CoreSummary]) -> tuple[HostSummary, ...]:
+    """Per-host means and straggler hosts (modified z-score > STRAGGLER_Z on
+    step time or on compute time, with at least 3 hosts)."""
+    hosts = sorted({c.host for c in per_core})
+    rows = []
+    for h in hosts:
+        cs = [c for c in per_core if c.host == h]
+        comm = [sum(v for b, v in c.buckets.items() if b in COLLECTIVE_BUCKETS) for c in cs]
+        rows.append((h, len(cs), float(np.mean([c.step_ps for c in cs])), float(np.mean([c.compute_ps for c in cs])),
+                     float(np.mean(comm)), float(np.mean([c.buckets["idle"] for c in cs]))))
+    many = len(rows) >= 3
+    zs = _modified_z(np.asarray([r[2] for r in rows], dtype=float)) if many else np.zeros(len(rows))
+    zc = _modified_z(np.asarray([r[3] for r in rows], dtype=float)) if many else np.zeros(len(rows))
+    return tuple(
+        HostSummary(h, n, st, cp, cm, idle, float(zs[i]), float(zc[i]), bool(many and (zs[i] > STRAGGLER_Z or zc[i] > STRAGGLER_Z)))
+        for i, (h, n, st, cp, cm, idle) in enumerate(rows)
+    )
 
 
 def _modified_z(x: np.ndarray) -> np.ndarray:

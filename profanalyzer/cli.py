@@ -36,6 +36,20 @@ chip_option = click.option(
     help="Chip generation; overrides the trace's device_type_string.",
 )
 trace_argument = click.argument("trace", type=click.Path(dir_okay=True, file_okay=True))
+jobs_option = click.option("-j", "--jobs", type=click.IntRange(1, 512), default=None, help="Host files decoded in parallel (default: one per core).")
+
+
+def _progress(quiet: bool):
+    """A one-line progress indicator on stderr; off when quiet or not a TTY."""
+    if quiet or not sys.stderr.isatty():
+        return None
+
+    def report(done: int, total: int, label: str) -> None:
+        end = "\n" if done == total else ""
+        sys.stderr.write(f"\r\x1b[Kreading host files {done}/{total}: {_CONTROL.sub('?', label)[:60]}{end}")
+        sys.stderr.flush()
+
+    return report
 
 
 @click.group(cls=DefaultGroup, context_settings={"help_option_names": ["-h", "--help"]})
@@ -52,13 +66,15 @@ def cli() -> None:
 @cli.command()
 @trace_argument
 @chip_option
+@jobs_option
 @click.option("--json", "json_out", type=click.Path(dir_okay=False, allow_dash=True), default=None, help="Write the summary as JSON (- for stdout).")
-def info(trace: str, chip: str | None, json_out: str | None) -> None:
+@click.option("-q", "--quiet", is_flag=True, help="No progress indicator.")
+def info(trace: str, chip: str | None, jobs: int | None, json_out: str | None, quiet: bool) -> None:
     """Hosts, planes, chip, lines and event counts, steps, programs, time span."""
     from profanalyzer.info import format_info, trace_info
     from profanalyzer.trace import load_trace
 
-    ti = trace_info(load_trace(trace, chip=chip))
+    ti = trace_info(load_trace(trace, chip=chip, jobs=jobs, progress=_progress(quiet)))
     if json_out:
         _write_json(ti.to_dict(), json_out)
         if json_out == "-":
@@ -69,6 +85,7 @@ def info(trace: str, chip: str | None, json_out: str | None) -> None:
 @cli.command()
 @trace_argument
 @chip_option
+@jobs_option
 @click.option("--json", "json_out", type=click.Path(dir_okay=False, allow_dash=True), default=None, help="Write the analysis + recommendations JSON (- for stdout).")
 @click.option("--top", default=10, show_default=True, type=click.IntRange(0, 1000), help="Top ops shown in the terminal summary.")
 @click.option("--select", default="", help="Only rules whose code starts with one of these comma-separated prefixes (e.g. SC,RM001).")
@@ -78,14 +95,14 @@ def info(trace: str, chip: str | None, json_out: str | None) -> None:
 @click.option("--markdown", "md_out", type=click.Path(dir_okay=False, allow_dash=True), default=None, help="Write a Markdown summary for tickets (- for stdout).")
 @click.option("--timestamp", is_flag=True, help="Stamp the HTML report with the current UTC time (off: reports are byte-identical).")
 @click.option("-q", "--quiet", is_flag=True, help="No terminal summary.")
-def analyze(trace: str, chip: str | None, json_out: str | None, top: int, select: str, ignore: str,
+def analyze(trace: str, chip: str | None, jobs: int | None, json_out: str | None, top: int, select: str, ignore: str,
             output: str | None, no_html: bool, md_out: str | None, timestamp: bool, quiet: bool) -> None:
     """Attribute step time, analyse overlap, rank recommendations, write the HTML report."""
     from profanalyzer.analysis import AnalysisOptions, analyze as run_analysis
     from profanalyzer.findings import run_rules
     from profanalyzer.report.terminal import format_summary
 
-    a = run_analysis(trace, AnalysisOptions(chip=chip))
+    a = run_analysis(trace, AnalysisOptions(chip=chip, jobs=jobs, progress=_progress(quiet)))
     f = run_rules(a, select=_codes(select), ignore=_codes(ignore))
     to_stdout = json_out == "-" or md_out == "-"
     if json_out:
@@ -151,6 +168,16 @@ def synth(scenario: str, output: str, seed: int, hosts: int, steps: int | None) 
         raise click.BadParameter(f"unknown scenario {scenario!r}; known: {', '.join(sorted(SCENARIOS))}", param_hint="SCENARIO")
     write_scenario(scenario, output, seed=seed, hosts=hosts, steps=steps)
     click.echo(output)
+
+
+from profanalyzer.cli_fleet import fleet  # noqa: E402  (imports click only; Dask loads when the command runs)
+cli.add_command(fleet)
+
+
+from profanalyzer.cli_compare import check, compare  # noqa: E402  (deferred imports of this module inside)
+
+cli.add_command(compare)
+cli.add_command(check)
 
 
 def _write_json(obj, dest: str) -> None:

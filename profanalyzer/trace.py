@@ -20,17 +20,18 @@ the dominant program on `XLA Modules` (the program with the most total time);
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Mapping
+from typing import Callable, Iterable, Mapping
 
 import numpy as np
 
-from profanalyzer.errors import InputError, NoTpuPlanesError
-from profanalyzer.hardware import TPU7X, Chip, chip_by_key, chip_from_device_type
 from google.protobuf.message import DecodeError
 
+from profanalyzer.errors import InputError, NoTpuPlanesError
+from profanalyzer.hardware import TPU7X, Chip, chip_by_key, chip_from_device_type
 from profanalyzer.xspace import reader, wire, xplane_pb2
 
 # Line names (exact, as the TPU runtime writes them).
@@ -648,34 +649,67 @@ def _no_tpu_message(path: Path, index: reader.SpaceIndex) -> str:
     return f"{path}: no TPU device planes (/device:TPU:N) in this profile; planes found: {shown}"
 
 
+def _load_host(f: Path, include_sparsecore: bool) -> tuple[HostInfo, list[tuple[Plane, int]]]:
+    """Decode one host file's device planes (each relative to its own origin)."""
+    buf = reader.read_bytes(f)
+    index = reader.scan_space(buf, f)
+    host = reader.host_name(index)
+    kinds: dict[str, int] = {}
+    for r in index.planes:
+        kinds[r.kind] = kinds.get(r.kind, 0) + 1
+    info = HostInfo(host, str(f), index.size, len(index.planes), dict(sorted(kinds.items())), index.errors, index.warnings)
+    refs = _device_refs(index, include_sparsecore)
+    if not any(r.kind == "tensorcore" for r in refs):
+        raise NoTpuPlanesError(_no_tpu_message(f, index))
+    built = []
+    # Plane by plane: only one plane's decoded metadata is alive at a time.
+    for r in refs:
+        try:
+            built.append(build_plane(buf, r.offset, r.offset + r.length, host, r.kind, r.device_id or 0, r.sc_index))
+        except InputError as e:
+            raise InputError(f"{f}: plane {r.name!r}: {e}") from None
+    return info, built
+
+
+def default_jobs(n_files: int) -> int:
+    return max(1, min(n_files, os.cpu_count() or 1))
+
+
 def load_trace(
     path: str | Path,
     *,
     chip: str | None = None,
     include_sparsecore: bool = True,
+    jobs: int | None = None,
+    progress: Callable[[int, int, str], None] | None = None,
 ) -> Trace:
-    """Read an input path into a Trace (only TPU device planes are decoded)."""
+    """Read an input path into a Trace (only TPU device planes are decoded).
+
+    Host files of a run folder are decoded in parallel processes (`jobs`,
+    default: one per core, at most one per file). `progress(done, total,
+    label)` is called after each host file.
+    """
     resolved = reader.resolve_input(path)
-    hosts: list[HostInfo] = []
-    built: list[tuple[Plane, int]] = []  # (plane relative to its own origin, that origin)
-    for f in resolved.files:
-        buf = reader.read_bytes(f)
-        index = reader.scan_space(buf, f)
-        host = reader.host_name(index)
-        kinds: dict[str, int] = {}
-        for r in index.planes:
-            kinds[r.kind] = kinds.get(r.kind, 0) + 1
-        hosts.append(HostInfo(host, str(f), index.size, len(index.planes), dict(sorted(kinds.items())), index.errors, index.warnings))
-        refs = _device_refs(index, include_sparsecore)
-        if not any(r.kind == "tensorcore" for r in refs):
-            raise NoTpuPlanesError(_no_tpu_message(f, index))
-        # Stream plane by plane: only one decoded plane message is alive at a time.
-        for r in refs:
-            try:
-                built.append(build_plane(buf, r.offset, r.offset + r.length, host, r.kind, r.device_id or 0, r.sc_index))
-            except InputError as e:
-                raise InputError(f"{f}: plane {r.name!r}: {e}") from None
-        del buf
+    files = list(resolved.files)
+    jobs = default_jobs(len(files)) if jobs is None else max(1, jobs)
+    results: list[tuple[HostInfo, list[tuple[Plane, int]]]] = []
+    if jobs > 1 and len(files) > 1:
+        from concurrent.futures import ProcessPoolExecutor
+
+        with ProcessPoolExecutor(max_workers=jobs) as pool:
+            futures = [pool.submit(_load_host, f, include_sparsecore) for f in files]
+            for k, fut in enumerate(futures):
+                results.append(fut.result())
+                if progress:
+                    progress(k + 1, len(files), files[k].name)
+    else:
+        for k, f in enumerate(files):
+            results.append(_load_host(f, include_sparsecore))
+            if progress:
+                progress(k + 1, len(files), f.name)
+    hosts = [info for info, _ in results]
+    built = [pb for _, planes in results for pb in planes]
+    del results
     # Common origin: the earliest line timestamp of any decoded plane.
     origin_ns = min((o for p, o in built if p.n_events), default=0)
     planes: list[Plane] = []

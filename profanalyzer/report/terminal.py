@@ -66,6 +66,13 @@ def format_summary(a: Analysis, top: int = 10, findings=None) -> str:
         s = a.breakdown[b]
         out.append(f"{b:<18}{ms(s.ps):>10}{pct(s.fraction):>9}  {_bar(s.fraction)}")
     out.append(f"{'remat (overlaps)':<18}{ms(a.remat.ps):>10}{pct(a.remat.fraction):>9}  {_bar(a.remat.fraction)}")
+    if len(a.per_host) > 1:
+        slow = [h.host for h in a.per_host if h.straggler]
+        steps = ", ".join(f"{h.host} {ms(h.step_ps)}" for h in a.per_host[:8])
+        more = f" (+{len(a.per_host) - 8} more)" if len(a.per_host) > 8 else ""
+        out.append(f"per-host step time (ms): {steps}{more}")
+        if slow:
+            out.append(f"straggler hosts (modified z > 3.5 on step or compute time): {', '.join(slow)}")
     stragglers = [c.core for c in a.per_core if c.straggler]
     if stragglers:
         out.append(f"straggler cores (busy-time modified z > 3.5): {', '.join(stragglers)}")
