@@ -24,6 +24,7 @@ from profanalyzer import __version__
 from profanalyzer.attribution import BUCKET_INDEX, PHASES, CoreAttribution, OpTimeline, attribute_core
 from profanalyzer.classify import BUCKETS, COLLECTIVE_BUCKETS, COMPUTE_BUCKETS, async_pair_key, classify_table
 from profanalyzer.errors import InputError
+from profanalyzer.frames import frame
 from profanalyzer.overlap import CollectiveTypeSummary, CommunicationSummary, SparseCoreSummary, analyze_overlap
 from profanalyzer.timeline import TimelineSample, build_timeline
 from profanalyzer.trace import LINE_OPS, Plane, Trace, load_trace
@@ -236,7 +237,7 @@ class PlaneClasses:
 
 def classify_plane(plane: Plane) -> PlaneClasses:
     md = plane.meta
-    df = pd.DataFrame(
+    df = frame(
         {
             "hlo_text": md.name,
             "display_name": md.display_name,
@@ -557,7 +558,7 @@ def _ops_and_roofline(trace: Trace, work: list[CoreWork], kept_steps: set[int], 
         rows = agg.index.to_numpy()
         cls = w.classes.frame
         frames.append(
-            pd.DataFrame(
+            frame(
                 {
                     "name": [md.display_name[r] or _instr(md.name[r]) for r in rows],
                     "hlo_category": [md.category[r] for r in rows],

@@ -57,7 +57,11 @@ class OpTimeline:
 
     def exclusive(self, labels: np.ndarray, n_labels: int, wa: np.ndarray, wb: np.ndarray) -> np.ndarray:
         """(n_windows, n_labels) time owned by ops of each label inside each window."""
-        out = np.zeros((len(wa), n_labels), dtype=np.int64)
+        return self.exclusive_many([(labels, n_labels)], wa, wb)[0]
+
+    def exclusive_many(self, label_sets, wa: np.ndarray, wb: np.ndarray) -> list[np.ndarray]:
+        """`exclusive` for several labelings at once (windows clipped once)."""
+        outs = [np.zeros((len(wa), n), dtype=np.int64) for _, n in label_sets]
         has_parent = self.parent >= 0
         for k, (a, b) in enumerate(zip(wa.tolist(), wb.tolist())):
             lo, hi = self.window(a, b)
@@ -65,15 +69,16 @@ class OpTimeline:
                 continue
             d = np.minimum(self.end[lo:hi], b) - np.maximum(self.start[lo:hi], a)
             np.maximum(d, 0, out=d)
-            lab = labels[lo:hi]
-            # Weighted bincount sums in float64, exact for integers below 2**53
-            # ps (about 2.5 hours): windows are far shorter.
-            acc = np.bincount(lab, weights=d, minlength=n_labels)
             hp = has_parent[lo:hi]
-            if hp.any():
-                acc -= np.bincount(labels[self.parent[lo:hi][hp]], weights=d[hp], minlength=n_labels)
-            out[k] = np.rint(acc).astype(np.int64)
-        return out
+            par = self.parent[lo:hi][hp] if hp.any() else None
+            for (labels, n), out in zip(label_sets, outs):
+                # Weighted bincount sums in float64, exact for integers below
+                # 2**53 ps (about 2.5 hours): windows are far shorter.
+                acc = np.bincount(labels[lo:hi], weights=d, minlength=n)
+                if par is not None:
+                    acc -= np.bincount(labels[par], weights=d[hp], minlength=n)
+                out[k] = np.rint(acc).astype(np.int64)
+        return outs
 
     def covered(self, weight: np.ndarray):
         """f(t): time before t owned by ops with weight 1 (weights 0/1 per op).
@@ -195,9 +200,13 @@ def attribute_core(
     """
     nb = len(BUCKETS)
     step_ps = (step_end - step_start).astype(np.int64)
-    buckets = ops.exclusive(op_bucket.astype(np.int64), nb, step_start, step_end)
-    remat = ops.exclusive(op_remat.astype(np.int64), 2, step_start, step_end)[:, 1]
-    phase = ops.exclusive(op_phase.astype(np.int64) + 1, len(PHASES) + 1, step_start, step_end)[:, 1:]
+    buckets, remat, phase = ops.exclusive_many(
+        [(op_bucket.astype(np.int64), nb), (op_remat.astype(np.int64), 2), (op_phase.astype(np.int64) + 1, len(PHASES) + 1)],
+        step_start,
+        step_end,
+    )
+    remat = remat[:, 1]
+    phase = phase[:, 1:]
     covered = buckets.sum(axis=1)
     buckets[:, IDLE] += np.maximum(step_ps - covered, 0)
     att = CoreAttribution(label, step_numbers.astype(np.int64), step_ps, buckets, remat, phase)

@@ -1135,9 +1135,8 @@ def classify_table(df):
         if r is None:
             r = cache[key] = classify_op(*key)
         append(r)
-    out = pd.DataFrame(
-        {c: [getattr(r, c) for r in results] for c in _OUT_COLUMNS},
-        index=df.index,
-    )
+    from profanalyzer.frames import frame
+
+    out = frame({c: [getattr(r, c) for r in results] for c in _OUT_COLUMNS}, index=df.index)
     out["remat"] = out["remat"].astype(bool)
     return out

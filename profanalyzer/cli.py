@@ -102,6 +102,7 @@ def analyze(trace: str, chip: str | None, jobs: int | None, json_out: str | None
     from profanalyzer.findings import run_rules
     from profanalyzer.report.terminal import format_summary
 
+    digest = None if no_html else _hash_in_background(trace)
     a = run_analysis(trace, AnalysisOptions(chip=chip, jobs=jobs, progress=_progress(quiet)))
     f = run_rules(a, select=_codes(select), ignore=_codes(ignore))
     to_stdout = json_out == "-" or md_out == "-"
@@ -112,19 +113,44 @@ def analyze(trace: str, chip: str | None, jobs: int | None, json_out: str | None
 
         _write_text(render_markdown(a, f), md_out)
     if not no_html:
-        from profanalyzer.report.html import default_output_path, file_sha256, render_html
+        from profanalyzer.report.html import default_output_path, render_html
 
         stamp = None
         if timestamp:
             from datetime import datetime, timezone
 
             stamp = datetime.now(timezone.utc).isoformat(timespec="seconds")
-        html = render_html(a, f, command_line=_command_line(), input_sha256=file_sha256(trace), timestamp=stamp)
+        html = render_html(a, f, command_line=_command_line(), input_sha256=digest(), timestamp=stamp)
         dest = output or str(default_output_path(trace))
         _write_text(html, dest, announce=False)
         click.echo(f"report: {dest}", err=to_stdout)
     if not quiet and not to_stdout:
         _echo(format_summary(a, top=top, findings=f))
+
+
+def _hash_in_background(trace: str):
+    """Hash the input (for the report footer) on a thread while the analysis
+    runs: hashlib releases the GIL on large buffers. Returns a getter."""
+    import threading
+
+    from profanalyzer.report.html import file_sha256
+
+    box: dict[str, object] = {}
+
+    def work() -> None:
+        try:
+            box["v"] = file_sha256(trace)
+        except OSError as e:  # the analysis reports unreadable input itself
+            box["v"] = f"unavailable ({e.strerror or e})"
+
+    t = threading.Thread(target=work, daemon=True)
+    t.start()
+
+    def get() -> str:
+        t.join()
+        return str(box.get("v", "unavailable"))
+
+    return get
 
 
 def _command_line() -> str:

@@ -32,6 +32,7 @@ import numpy as np
 import pandas as pd
 
 from profanalyzer.attribution import BUCKET_INDEX
+from profanalyzer.frames import frame as objframe
 from profanalyzer.classify import BUCKETS, COLLECTIVE_BUCKETS, async_pair_key, classify_op
 from profanalyzer.trace import LINE_ASYNC, LINE_OPS, LINE_SC_MODULES, LINE_SC_OPS, Plane, Trace
 
@@ -143,8 +144,10 @@ def _windows_for_core(plane: Plane, classes: pd.DataFrame, unmatched: dict[str, 
     source = "paired start/done ops on XLA Ops"
 
     def frame(start, end, rows, types, engine):
-        return pd.DataFrame(
-            {"start": start, "end": end, "type": types, "name": names[rows], "tf_op": tf_ops[rows], "engine": engine, "row": rows}
+        n = len(rows)
+        eng = np.full(n, engine, dtype=object) if isinstance(engine, str) else np.asarray(engine, dtype=object)
+        return objframe(
+            {"start": start, "end": end, "type": np.asarray(types, dtype=object), "name": names[rows], "tf_op": tf_ops[rows], "engine": eng, "row": rows}
         )
 
     # Async XLA Ops windows, when the line has collective windows: every event
@@ -330,30 +333,42 @@ def analyze_overlap(trace: Trace, work, kept_steps: set[int], step_mean_ps: floa
     # Exposed per type from the attribution buckets (same numbers as the breakdown).
     bucket_mean = {b: (float(ps_df[b].sum()) / n_core_steps if len(ps_df) else 0.0) for b in BUCKETS if b in COLLECTIVE_BUCKETS}
     types: dict[str, CollectiveTypeSummary] = {}
-    tc_types = set(allw["type"].unique().tolist()) if len(allw) else set()
+    # Group windows by type once (codes), not by comparing strings per type.
+    if len(allw):
+        tcode, tnames = pd.factorize(allw["type"], sort=True)
+        tnames = [str(x) for x in tnames]
+    else:
+        tcode, tnames = np.zeros(0, dtype=np.int64), []
+    tc_types = set(tnames)
+    win_ps = allw["window_ps"].to_numpy(dtype=np.int64) if len(allw) else np.zeros(0, np.int64)
+    hid_ps = allw["hidden_ps"].to_numpy(dtype=np.int64) if len(allw) else np.zeros(0, np.int64)
+    exp_ps = allw["exposed_ps"].to_numpy(dtype=np.int64) if len(allw) else np.zeros(0, np.int64)
     for t in TYPES:
         bucket = t if t in ("all_gather", "reduce_scatter", "all_reduce", "all_to_all") else "other_collective"
-        sub = allw[allw["type"] == t] if len(allw) else allw
-        if not len(sub) and t not in sc_types and own_time.get(t, 0.0) <= 0:
+        idx = np.flatnonzero(tcode == tnames.index(t)) if t in tnames else np.zeros(0, dtype=np.int64)
+        if not len(idx) and t not in sc_types and own_time.get(t, 0.0) <= 0:
             continue
-        window = float(sub["window_ps"].sum()) / n_core_steps if len(sub) else 0.0
-        hidden = float(sub["hidden_ps"].sum()) / n_core_steps if len(sub) else 0.0
-        engines = set(sub["engine"].unique().tolist()) if len(sub) else set()
+        sub = allw.iloc[idx] if len(idx) else None
+        window = float(win_ps[idx].sum()) / n_core_steps
+        hidden = float(hid_ps[idx].sum()) / n_core_steps
+        engines = set(sub["engine"].unique().tolist()) if sub is not None else set()
         if t in sc_types:
             engines.add("SparseCore")
         engine = engines.pop() if len(engines) == 1 else ("mixed" if engines else "TensorCore")
         exposed = own_time.get(t, 0.0) / n_core_steps
         nbytes = None
-        if len(sub) and sub["bytes"].notna().any():
+        if sub is not None and sub["bytes"].notna().any():
             nbytes = float(sub["bytes"].sum()) / n_core_steps
         scopes: tuple[str, ...] = ()
-        if len(sub):
-            by_scope = sub.groupby("tf_op", sort=False)["exposed_ps"].sum().sort_values(ascending=False, kind="mergesort")
-            scopes = tuple(str(x) for x in by_scope.index[:3] if str(x))
+        if sub is not None:
+            scode, snames = pd.factorize(sub["tf_op"])
+            per_scope = np.bincount(scode[scode >= 0], weights=exp_ps[idx][scode >= 0], minlength=len(snames))
+            order = np.lexsort((np.arange(len(snames)), -per_scope))
+            scopes = tuple(str(snames[i]) for i in order[:3] if str(snames[i]))
         types[t] = CollectiveTypeSummary(
             type=t,
             bucket=bucket,
-            count=len(sub) / n_core_steps,
+            count=len(idx) / n_core_steps,
             window_ps=window,
             exposed_ps=exposed,
             hidden_ps=hidden,
@@ -366,7 +381,11 @@ def analyze_overlap(trace: Trace, work, kept_steps: set[int], step_mean_ps: floa
 
     top = ()
     if len(allw):
-        cand = allw.sort_values(["exposed_ps", "core", "start"], ascending=[False, True, True], kind="mergesort").head(TOP_WINDOWS)
+        # The most exposed windows: a partial selection, then a stable sort of
+        # the candidates (ties by core, then start).
+        k = min(len(allw), TOP_WINDOWS * 4)
+        part = np.argpartition(-exp_ps, k - 1)[:k] if k < len(allw) else np.arange(len(allw))
+        cand = allw.iloc[part].sort_values(["exposed_ps", "core", "start"], ascending=[False, True, True], kind="mergesort").head(TOP_WINDOWS)
         top = tuple(
             WindowRecord(
                 core=r.core,
