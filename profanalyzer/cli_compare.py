@@ -1,0 +1,115 @@
+"""`profanalyze compare` and `profanalyze check` (registered in profanalyzer.cli).
+
+    profanalyze compare BASE NEW [-o diff.html] [--json FILE|-] [--markdown FILE|-]
+    profanalyze check TRACE_OR_JSON [--budget profanalyze.toml] [--baseline PATH] [--junit FILE] [--json FILE|-]
+
+BASE, NEW and TRACE_OR_JSON are traces (file, run folder, log dir) or analysis
+JSON files written by `profanalyze analyze --json`.
+
+Exit codes: 0 pass (compare: always, unless the input is bad), 1 a budget,
+regression or fail_on check failed, 2 usage or input error (bad budget file,
+unknown budget key, unreadable trace).
+
+Imports of profanalyzer.cli are deferred: cli.py imports this module to
+register the commands.
+"""
+
+from __future__ import annotations
+
+import click
+
+from profanalyzer.errors import EXIT_GATE_FAILED, EXIT_OK
+
+_chip_option = click.option(
+    "--chip",
+    type=click.Choice(["tpu7x", "v6e", "v5p"], case_sensitive=False),
+    default=None,
+    help="Chip generation for inputs that are traces; overrides the trace's device_type_string.",
+)
+
+
+@click.command()
+@click.argument("base", type=click.Path(dir_okay=True, file_okay=True))
+@click.argument("new", type=click.Path(dir_okay=True, file_okay=True))
+@_chip_option
+@click.option("-o", "--output", type=click.Path(dir_okay=False), default=None, help="Write the comparison as a self-contained HTML page.")
+@click.option("--json", "json_out", type=click.Path(dir_okay=False, allow_dash=True), default=None, help="Write the comparison JSON (- for stdout).")
+@click.option("--markdown", "md_out", type=click.Path(dir_okay=False, allow_dash=True), default=None, help="Write a Markdown summary (- for stdout).")
+@click.option("-q", "--quiet", is_flag=True, help="No terminal summary.")
+def compare(base: str, new: str, chip: str | None, output: str | None, json_out: str | None, md_out: str | None, quiet: bool) -> int:
+    """Compare two runs: step-time delta with a noise estimate, per-bucket and
+    exposed-communication deltas, remat, new/vanished findings, slower/faster ops.
+
+    BASE and NEW are traces or `profanalyze analyze --json` files."""
+    from profanalyzer.cli import _echo, _write_json, _write_text
+    from profanalyzer.compare import compare as run_compare, load_document
+    from profanalyzer.report.diff import format_text, render_diff_html, render_diff_markdown
+
+    c = run_compare(load_document(base, chip=chip), load_document(new, chip=chip), base_label=base, new_label=new)
+    to_stdout = json_out == "-" or md_out == "-"
+    if json_out:
+        _write_json(c.to_dict(), json_out)
+    if md_out:
+        _write_text(render_diff_markdown(c), md_out)
+    if output:
+        _write_text(render_diff_html(c), output, announce=False)
+        click.echo(f"diff: {output}", err=to_stdout)
+    if not quiet and not to_stdout:
+        _echo(format_text(c))
+    return EXIT_OK
+
+
+@click.command()
+@click.argument("trace", metavar="TRACE_OR_JSON", type=click.Path(dir_okay=True, file_okay=True))
+@click.option("--budget", "budget_path", type=click.Path(dir_okay=False), default=None,
+              help="Budget file: a profanalyze.toml, or a pyproject.toml with [tool.profanalyze] (default: ./profanalyze.toml, else ./pyproject.toml).")
+@click.option("--baseline", type=click.Path(dir_okay=True, file_okay=True), default=None,
+              help="Baseline trace or analysis JSON for [max_regression] (overrides the budget's baseline).")
+@_chip_option
+@click.option("--junit", type=click.Path(dir_okay=False), default=None, help="Write the checks as JUnit XML (one testcase per check).")
+@click.option("--json", "json_out", type=click.Path(dir_okay=False, allow_dash=True), default=None, help="Write the check results as JSON (- for stdout).")
+@click.option("-q", "--quiet", is_flag=True, help="Print only the failing checks and the summary line.")
+def check(trace: str, budget_path: str | None, baseline: str | None, chip: str | None, junit: str | None, json_out: str | None, quiet: bool) -> int:
+    """Gate CI: check a run against a performance budget.
+
+    Exit 0 when every check passes, 1 when a check fails (each failing check
+    is printed on its own line), 2 on a bad budget file or input."""
+    from profanalyzer.budget import BudgetError, evaluate, find_budget, junit_xml, load_budget
+    from profanalyzer.cli import _echo, _write_json, _write_text
+    from profanalyzer.compare import load_document
+
+    if budget_path is None:
+        found = find_budget(".")
+        if found is None:
+            raise click.UsageError("no budget: pass --budget FILE (or add ./profanalyze.toml, or [tool.profanalyze] in ./pyproject.toml)")
+        budget_path = str(found)
+    budget = load_budget(budget_path)
+    base_path = baseline if baseline is not None else (str(budget.baseline) if budget.baseline is not None else None)
+    if budget.regressions and base_path is None:
+        raise BudgetError(f"{budget_path}: [max_regression] needs a baseline (baseline = \"path\" in the budget file, or --baseline)")
+    base_doc = None
+    if base_path is not None:
+        from pathlib import Path
+
+        if not Path(base_path).exists():
+            origin = "--baseline" if baseline is not None else f"baseline = {budget.baseline_text!r} in {budget_path}"
+            raise BudgetError(f"baseline not found: {base_path} ({origin})")
+        base_doc = load_document(base_path, chip=chip)
+    doc = load_document(trace, chip=chip)
+    report = evaluate(budget, doc, base_doc, trace=trace, baseline=base_path)
+
+    to_stdout = json_out == "-"
+    if json_out:
+        _write_json(report.to_dict(), json_out)
+    if junit:
+        _write_text(junit_xml(report), junit)
+    for c in report.checks:
+        if c.passed and quiet:
+            continue
+        _echo(f"{'ok  ' if c.passed else 'FAIL'} {c.message}", err=to_stdout)
+    if report.comparison:
+        _echo(f"vs baseline: {report.comparison}", err=to_stdout)
+    n, bad = len(report.checks), len(report.failed)
+    summary = f"profanalyze check: all {n} checks passed" if not bad else f"profanalyze check: {bad} of {n} checks failed"
+    _echo(f"{summary} ({report.budget})", err=to_stdout)
+    return EXIT_OK if report.passed else EXIT_GATE_FAILED

@@ -1,0 +1,124 @@
+"""`profanalyze fleet`: many hosts and many runs on a Dask cluster.
+
+Registered in profanalyzer.cli with ``cli.add_command(fleet)``. This module
+imports only click at import time: Dask (the optional ``[fleet]`` extra), the
+analysis and the report load when the command runs, so the single-trace
+commands never import Dask.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+
+def _progress_printer(enabled: bool):
+    if not enabled:
+        return None
+
+    def show(done: int, total: int) -> None:
+        click.echo(f"\ranalysed {done}/{total} host files", err=True, nl=done == total)
+
+    return show
+
+
+@click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@click.argument("paths", nargs=-1, required=True)
+@click.option("--scheduler", metavar="ADDRESS", default=None, help="Dask scheduler address (e.g. tcp://10.0.0.5:8786); default: start a local cluster.")
+@click.option("--workers", type=click.IntRange(0, 4096), default=None, help="Worker processes of the local cluster (default: one per core); 0: analyse in this process, without Dask.")
+@click.option("--chip", type=click.Choice(["tpu7x", "v6e", "v5p"], case_sensitive=False), default=None, help="Chip generation; overrides the traces' device_type_string.")
+@click.option("-o", "--output", type=click.Path(dir_okay=False), default="fleet.html", show_default=True, help="Fleet HTML report path.")
+@click.option("--no-html", is_flag=True, help="Do not write the HTML report.")
+@click.option("--json", "json_out", type=click.Path(dir_okay=False, allow_dash=True), default=None, help="Write the fleet result as JSON (- for stdout).")
+@click.option("--no-cache", is_flag=True, help="Analyse every file; do not read or write the per-file cache.")
+@click.option("--cache-dir", type=click.Path(file_okay=False), default=None, help="Per-file cache folder (default: $PROFANALYZER_CACHE_DIR, $XDG_CACHE_HOME/profanalyzer or ~/.cache/profanalyzer).")
+@click.option("--timestamp", is_flag=True, help="Stamp the HTML report with the current UTC time (off: reports are byte-identical).")
+@click.option("-q", "--quiet", is_flag=True, help="No progress and no terminal summary.")
+def fleet(paths: tuple[str, ...], scheduler: str | None, workers: int | None, chip: str | None, output: str, no_html: bool,
+          json_out: str | None, no_cache: bool, cache_dir: str | None, timestamp: bool, quiet: bool) -> int:
+    """Analyse many hosts and many runs on a Dask cluster: pod view per run,
+    straggler hosts, trend and regressions across runs.
+
+    PATHS are run folders (<run>/<host>.xplane.pb), log dirs (every
+    plugins/profile/<run>/ under them), host files or globs; local paths, or
+    fsspec URLs (gs://... needs gcsfs). Each host file is one task; results are
+    cached per file content in the user cache dir.
+    """
+    from profanalyzer import cli as _cli
+    from profanalyzer.errors import EXIT_INPUT
+    from profanalyzer.fleet import FleetOptions, run_fleet
+
+    if scheduler and workers is not None:
+        raise click.UsageError("--scheduler and --workers are exclusive: the scheduler's cluster has its own workers")
+    to_stdout = json_out == "-"
+    progress = _progress_printer(not quiet and sys.stderr.isatty())
+    result = run_fleet(
+        paths,
+        options=FleetOptions(chip=chip.lower() if chip else None),
+        scheduler=scheduler,
+        workers=workers,
+        use_cache=not no_cache,
+        cache_dir=cache_dir,
+        progress=progress,
+    )
+    if json_out:
+        _cli._write_json(result.to_dict(), json_out)
+    if not no_html:
+        from profanalyzer.report.fleet_html import render_fleet_html
+
+        stamp = None
+        if timestamp:
+            from datetime import datetime, timezone
+
+            stamp = datetime.now(timezone.utc).isoformat(timespec="seconds")
+        html = render_fleet_html(result, command_line=_command_line(), timestamp=stamp)
+        _cli._write_text(html, output, announce=False)
+        click.echo(f"report: {output}", err=to_stdout)
+    if not quiet and not to_stdout:
+        _cli._echo(format_fleet_summary(result))
+    elif result.failures:
+        for f in result.failures:
+            _cli._echo(f"profanalyze: failed: {f.error}", err=True)
+    return EXIT_INPUT if result.files_ok == 0 else 0
+
+
+def _command_line() -> str:
+    import shlex
+
+    return "profanalyze " + shlex.join(sys.argv[1:]) if sys.argv else "profanalyze fleet"
+
+
+def format_fleet_summary(result) -> str:
+    """The terminal summary of a FleetResult (plain text)."""
+
+    def ms(ps):
+        return "—" if ps is None else f"{ps / 1e9:.3f} ms"
+
+    lines = [
+        f"fleet: {len(result.runs)} run(s), {result.files} host file(s): {result.files_ok} analysed, "
+        f"{result.files_failed} failed"
+        + (f"; cache {result.cache['hits']} hit(s), {result.cache['analysed']} analysed" if result.cache.get("enabled") else "; cache off")
+    ]
+    for r in result.runs:
+        head = f"  {r.run} [{r.time or 'time unknown'}]: {r.hosts_ok}/{r.hosts_total} hosts"
+        if r.step_ps is None:
+            lines.append(head + ": no host analysed")
+            continue
+        head += f", step {ms(r.step_ps)} mean, slowest {r.slowest_host} {ms(r.step_max_ps)}"
+        lines.append(head)
+        if r.critical:
+            lines.append(f"      critical: {r.critical.reason}")
+        if r.stragglers:
+            lines.append(f"      stragglers: {', '.join(r.stragglers)}")
+    if result.trend.first_regression:
+        lines.append("  first regressions:")
+        for m, g in result.trend.first_regression.items():
+            lines.append(f"      {m}: {g.run} (+{ms(g.delta_ps)} over the median {ms(g.baseline_ps)} of {g.baseline_runs} previous run(s))")
+    elif len(result.runs) > 1:
+        lines.append("  no regression across runs")
+    if result.failures:
+        lines.append("  failures:")
+        for f in result.failures:
+            lines.append(f"      {f.error}")
+    return "\n".join(lines)

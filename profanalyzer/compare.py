@@ -1,0 +1,668 @@
+"""compare(base, new) -> Comparison: what changed between two analyses.
+
+    load_document(path) -> dict      # a trace (analysed now) or a saved `analyze --json`
+    compare(base_doc, new_doc) -> Comparison (frozen; `to_dict()` deterministic)
+
+Both sides are the JSON documents `profanalyze analyze --json` writes
+(`Analysis.to_dict()` + `Findings.to_dict()`), so CI can keep a small JSON of a
+known-good run instead of its trace.
+
+What is compared
+  * step time: mean over kept steps (the buckets sum to it), with a noise
+    estimate from the per-step spread of each side (below); the median too;
+  * every bucket (ps per step and fraction points), remat, exposed
+    communication per collective type (+ its engine and hidden fraction),
+    MFU, the SparseCore offload verdict;
+  * findings by rule code: new, vanished, persisting (saving before/after);
+  * ops that got slower / faster, matched by OP_KEY (below).
+
+Noise estimate (`noise_ps`, one sigma of the delta): the standard error of the
+mean of the kept steps of each side, combined in quadrature,
+    noise = sqrt(s_base^2 / n_base + s_new^2 / n_new),
+with s the sample standard deviation of the per-step values (step time from
+`steps.table`, each bucket from the table's per-step buckets, exposed time per
+collective type from `communication.per_step_exposed`). A delta is a
+regression (or improvement) when |delta| > max(NOISE_K x noise, MIN_EFFECT x
+base step time); otherwise `within noise` (`unchanged` when exactly 0).
+Per-step spread does not see run-to-run effects (another slice, another
+compile), hence the MIN_EFFECT floor.
+
+OP_KEY: instruction numbers change between compiles (`fusion.198` in one build
+is `fusion.311` in the next), so ops are matched by
+    (tf_op, instruction name with its `.N` numbers removed, bucket)
+where the name is the op's `deduplicated_name` when XProf gives one (the
+canonical fusion it duplicates) and its display name otherwise:
+`fusion.325.remat` -> `fusion.remat`, `all-gather-start.3` ->
+`all-gather-start`, kernel names are kept whole. The bucket keeps apart ops
+that share a scope and a name (a matmul fusion and the reduce-scatter fusion
+XLA fused into the same dot's scope). All ops of a side sharing a key are summed. The ops come from the analyses' top/remat/kernel op lists
+(top 30 by self time), so an op listed on one side only `entered` or `left`
+those lists; its time on the other side is below that side's smallest listed op.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import math
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping
+
+from profanalyzer.errors import InputError
+
+#: Comparison JSON schema version.
+COMPARISON_SCHEMA_VERSION = 1
+#: Analysis JSON schema versions this module reads.
+READS_SCHEMA = (1,)
+#: Significance: |delta| > NOISE_K sigma ...
+NOISE_K = 3.0
+#: ... and more than this fraction of the base step time.
+MIN_EFFECT = 0.005
+#: Ops whose time changed by less than this fraction of the base step are not listed.
+OP_MIN_DELTA = 0.001
+#: Ops listed per direction.
+OPS_SHOWN = 15
+
+OP_KEY = "(tf_op, instruction name without its .N numbers (deduplicated_name when present), bucket)"
+
+REQUIRED_KEYS = ("schema_version", "steps", "breakdown", "remat", "collectives", "communication", "utilisation", "top_ops")
+STEPS_KEYS = ("table", "step_time_ps", "kept", "count")
+
+_INSTR_NUM = re.compile(r"\.\d+(?=\.|$)")
+
+
+# ---------------------------------------------------------------------------
+# Inputs
+# ---------------------------------------------------------------------------
+
+
+def _looks_like_json(p: Path) -> bool:
+    name = p.name.lower()
+    if name.endswith(".json") or name.endswith(".json.gz"):
+        return True
+    if name.endswith(".pb") or name.endswith(".pb.gz"):
+        return False
+    try:
+        with open(p, "rb") as fh:
+            head = fh.read(4096)
+        if head[:2] == b"\x1f\x8b":
+            with gzip.open(p, "rb") as gz:
+                head = gz.read(4096)
+    except (OSError, EOFError, gzip.BadGzipFile):
+        return False
+    return head.lstrip()[:1] == b"{"
+
+
+def _read_all(p: Path) -> bytes:
+    with open(p, "rb") as fh:
+        return fh.read()
+
+
+def load_document(path: str | Path, chip: str | None = None) -> dict:
+    """The analysis document of `path`: a saved `profanalyze analyze --json`
+    file (validated), or a trace / run folder / log dir analysed now (with the
+    default rules). Raises InputError with one line when it is neither."""
+    p = Path(path)
+    if not p.exists():
+        raise InputError(f"{path}: no such file or directory")
+    if p.is_file() and _looks_like_json(p):
+        data = _read_all(p)
+        try:
+            if data[:2] == b"\x1f\x8b":
+                data = gzip.decompress(data)
+            doc = json.loads(data.decode("utf-8"))
+        except (OSError, EOFError, UnicodeDecodeError) as e:
+            raise InputError(f"{path}: cannot read the analysis JSON ({e})") from None
+        except json.JSONDecodeError as e:
+            raise InputError(f"{path}: not valid JSON ({e.msg} at line {e.lineno} column {e.colno})") from None
+        validate_document(doc, str(path))
+        return doc
+    from profanalyzer.analysis import AnalysisOptions, analyze
+    from profanalyzer.cli import result_dict
+    from profanalyzer.findings import run_rules
+
+    a = analyze(p, AnalysisOptions(chip=chip))
+    return result_dict(a, run_rules(a))
+
+
+def validate_document(doc: Any, label: str = "analysis") -> None:
+    """Check that `doc` is an analysis document this version reads."""
+    hint = "write one with `profanalyze analyze TRACE --json FILE`"
+    if not isinstance(doc, dict):
+        raise InputError(f"{label}: not a profanalyze analysis JSON (a JSON {type(doc).__name__}, not an object; {hint})")
+    if "schema_version" not in doc:
+        raise InputError(f"{label}: not a profanalyze analysis JSON (no schema_version; {hint})")
+    v = doc["schema_version"]
+    if not isinstance(v, int) or isinstance(v, bool) or v not in READS_SCHEMA:
+        raise InputError(
+            f"{label}: analysis schema_version {v!r}, this profanalyze reads {', '.join(map(str, READS_SCHEMA))}; "
+            f"re-run `profanalyze analyze --json` with this version"
+        )
+    missing = [k for k in REQUIRED_KEYS if k not in doc]
+    if missing:
+        raise InputError(f"{label}: not a complete profanalyze analysis JSON (missing keys: {', '.join(missing)}; {hint})")
+    steps = doc["steps"]
+    if not isinstance(steps, dict) or any(k not in steps for k in STEPS_KEYS):
+        raise InputError(f"{label}: malformed analysis JSON (steps needs {', '.join(STEPS_KEYS)})")
+    if not isinstance(steps["table"], list) or not all(isinstance(r, dict) and "step_ps" in r and "kept" in r for r in steps["table"]):
+        raise InputError(f"{label}: malformed analysis JSON (steps.table must be a list of steps with step_ps and kept)")
+    for key in ("breakdown", "collectives", "utilisation", "remat", "communication"):
+        if not isinstance(doc[key], dict):
+            raise InputError(f"{label}: malformed analysis JSON ({key} must be an object)")
+    for b, s in doc["breakdown"].items():
+        if not isinstance(s, dict) or not _is_num(s.get("ps")) or not _is_num(s.get("fraction")):
+            raise InputError(f"{label}: malformed analysis JSON (breakdown.{b} needs numeric ps and fraction)")
+    if not _is_num(steps["step_time_ps"].get("mean") if isinstance(steps["step_time_ps"], dict) else None):
+        raise InputError(f"{label}: malformed analysis JSON (steps.step_time_ps.mean must be a number)")
+    if not isinstance(doc["top_ops"], list):
+        raise InputError(f"{label}: malformed analysis JSON (top_ops must be a list)")
+
+
+def _is_num(x: Any) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+
+
+# ---------------------------------------------------------------------------
+# Output types
+# ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Side:
+    label: str  # what the user passed (path)
+    source: str
+    tool_version: str
+    chip: str
+    hosts: int
+    tensorcores: int
+    steps_kept: int
+    steps_count: int
+    offload: str  # SparseCore offload verdict
+
+
+@dataclass(frozen=True)
+class StepTimeChange:
+    base_ps: float  # mean over kept steps
+    new_ps: float
+    delta_ps: float
+    relative: float | None  # delta / base
+    base_median_ps: float
+    new_median_ps: float
+    median_delta_ps: float
+    base_sem_ps: float | None  # standard error of the mean of each side
+    new_sem_ps: float | None
+    noise_ps: float | None  # one sigma of the delta
+    noise_relative: float | None
+    z: float | None  # delta / noise
+    threshold_ps: float  # |delta| above this is significant
+    verdict: str  # regression | improvement | within noise | unchanged
+
+
+@dataclass(frozen=True)
+class ShareChange:
+    """A time share (ps per step and fraction of the step) before and after."""
+
+    base_ps: float
+    new_ps: float
+    delta_ps: float
+    base_fraction: float
+    new_fraction: float
+    delta_points: float  # new_fraction - base_fraction (0.01 = one percentage point)
+    noise_ps: float | None
+    verdict: str
+
+
+@dataclass(frozen=True)
+class ExposedChange:
+    type: str
+    exposed: ShareChange
+    base_engine: str
+    new_engine: str
+    base_hidden_fraction: float | None
+    new_hidden_fraction: float | None
+
+
+@dataclass(frozen=True)
+class ValueChange:
+    base: float | None
+    new: float | None
+    delta: float | None
+
+
+@dataclass(frozen=True)
+class FindingChange:
+    code: str
+    lever: str
+    title: str
+    status: str  # new | vanished | persisting
+    base_saving_ps: float | None
+    new_saving_ps: float | None
+    base_saving_fraction: float | None
+    new_saving_fraction: float | None
+    severity: str  # on the side that has it (new side when both)
+
+
+@dataclass(frozen=True)
+class OpChange:
+    match_name: str  # instruction name without numbers (or deduplicated name)
+    tf_op: str
+    bucket: str
+    status: str  # slower | faster | entered | left
+    base_names: tuple[str, ...]
+    new_names: tuple[str, ...]
+    base_ps: float | None  # None: not in that side's op lists
+    new_ps: float | None
+    delta_ps: float | None
+    delta_fraction: float | None  # of the base step time
+
+
+@dataclass(frozen=True)
+class OpsChange:
+    key: str
+    min_delta_fraction: float
+    slower: tuple[OpChange, ...]
+    faster: tuple[OpChange, ...]
+    entered: tuple[OpChange, ...]  # listed on NEW only
+    left: tuple[OpChange, ...]  # listed on BASE only
+    matched: int
+
+
+@dataclass(frozen=True)
+class Comparison:
+    schema_version: int
+    base: Side
+    new: Side
+    step_time: StepTimeChange
+    buckets: Mapping[str, ShareChange]
+    remat: ShareChange
+    exposed: Mapping[str, ExposedChange]  # per collective type + "total"
+    utilisation: Mapping[str, ValueChange]
+    findings: tuple[FindingChange, ...]
+    ops: OpsChange
+    headline: str
+    method: Mapping[str, str]
+    notes: tuple[str, ...]
+
+    @property
+    def new_findings(self) -> tuple[FindingChange, ...]:
+        return tuple(f for f in self.findings if f.status == "new")
+
+    @property
+    def vanished_findings(self) -> tuple[FindingChange, ...]:
+        return tuple(f for f in self.findings if f.status == "vanished")
+
+    def to_dict(self) -> dict:
+        from profanalyzer.analysis import _jsonable
+
+        return _jsonable(self)
+
+
+# ---------------------------------------------------------------------------
+# Statistics
+# ---------------------------------------------------------------------------
+
+
+def _sem(values: list[float]) -> float | None:
+    n = len(values)
+    if n < 2:
+        return None
+    m = math.fsum(values) / n
+    var = math.fsum((v - m) ** 2 for v in values) / (n - 1)
+    return math.sqrt(var / n)
+
+
+def _combine(a: float | None, b: float | None) -> float | None:
+    if a is None or b is None:
+        return None
+    return math.sqrt(a * a + b * b)
+
+
+def significance_threshold(noise_ps: float | None, base_step_ps: float) -> float:
+    return max(NOISE_K * noise_ps if noise_ps is not None else 0.0, MIN_EFFECT * abs(base_step_ps))
+
+
+def verdict_of(delta: float, noise_ps: float | None, base_step_ps: float, higher_is_worse: bool = True) -> str:
+    if delta == 0:
+        return "unchanged"
+    if abs(delta) <= significance_threshold(noise_ps, base_step_ps):
+        return "within noise"
+    worse = delta > 0 if higher_is_worse else delta < 0
+    return "regression" if worse else "improvement"
+
+
+# ---------------------------------------------------------------------------
+# Document accessors
+# ---------------------------------------------------------------------------
+
+
+def _f(x: Any, default: float = 0.0) -> float:
+    return float(x) if _is_num(x) else default
+
+
+def _kept_rows(doc: dict) -> list[dict]:
+    return [r for r in doc["steps"]["table"] if r.get("kept")]
+
+
+def step_mean_ps(doc: dict) -> float:
+    return _f(doc["steps"]["step_time_ps"].get("mean"))
+
+
+def step_median_ps(doc: dict) -> float:
+    t = doc["steps"]["step_time_ps"]
+    return _f(t.get("median"), _f(t.get("mean")))
+
+
+def _side(doc: dict, label: str) -> Side:
+    chip = doc.get("chip") or {}
+    return Side(
+        label=str(label),
+        source=str(doc.get("source", "")),
+        tool_version=str(doc.get("tool_version", "")),
+        chip=str(chip.get("name", "?")) if isinstance(chip, dict) else str(chip),
+        hosts=len(doc.get("hosts") or ()),
+        tensorcores=int(_f(doc.get("tensorcores"))),
+        steps_kept=int(_f(doc["steps"].get("kept"))),
+        steps_count=int(_f(doc["steps"].get("count"))),
+        offload=str((doc.get("sparsecore_offload") or {}).get("verdict", "")),
+    )
+
+
+def _per_step_exposed(doc: dict, types: list[str]) -> dict[str, list[float]]:
+    """Per collective type (and 'total'): exposed ps of each kept step."""
+    per = (doc.get("communication") or {}).get("per_step_exposed") or {}
+    out: dict[str, list[float]] = {t: [] for t in types}
+    out["total"] = []
+    for r in _kept_rows(doc):
+        row = per.get(str(r.get("number"))) or per.get(r.get("number")) or {}
+        if not isinstance(row, dict):
+            row = {}
+        for t in types:
+            out[t].append(_f(row.get(t)))
+        out["total"].append(math.fsum(_f(v) for v in row.values()))
+    return out
+
+
+# ---------------------------------------------------------------------------
+# The comparison
+# ---------------------------------------------------------------------------
+
+
+def compare(base: dict, new: dict, base_label: str = "BASE", new_label: str = "NEW") -> Comparison:
+    """Compare two analysis documents (see the module docstring)."""
+    validate_document(base, base_label)
+    validate_document(new, new_label)
+    notes: list[str] = []
+    b_step, n_step = step_mean_ps(base), step_mean_ps(new)
+    b_rows, n_rows = _kept_rows(base), _kept_rows(new)
+
+    # --- step time --------------------------------------------------------
+    b_sem = _sem([_f(r["step_ps"]) for r in b_rows])
+    n_sem = _sem([_f(r["step_ps"]) for r in n_rows])
+    noise = _combine(b_sem, n_sem)
+    if noise is None:
+        notes.append("fewer than 2 kept steps on a side: no noise estimate; only the minimum effect size separates noise from change")
+    d = n_step - b_step
+    step = StepTimeChange(
+        base_ps=b_step,
+        new_ps=n_step,
+        delta_ps=d,
+        relative=d / b_step if b_step else None,
+        base_median_ps=step_median_ps(base),
+        new_median_ps=step_median_ps(new),
+        median_delta_ps=step_median_ps(new) - step_median_ps(base),
+        base_sem_ps=b_sem,
+        new_sem_ps=n_sem,
+        noise_ps=noise,
+        noise_relative=noise / b_step if noise is not None and b_step else None,
+        z=d / noise if noise else None,
+        threshold_ps=significance_threshold(noise, b_step),
+        verdict=verdict_of(d, noise, b_step),
+    )
+
+    # --- buckets ------------------------------------------------------------
+    buckets = {}
+    from profanalyzer.classify import BUCKETS
+
+    present = set(base["breakdown"]) | set(new["breakdown"])
+    order = [b for b in BUCKETS if b in present] + sorted(present - set(BUCKETS))
+    for b in order:
+        bs, ns = base["breakdown"].get(b) or {}, new["breakdown"].get(b) or {}
+        bn = _combine(_sem([_f((r.get("buckets") or {}).get(b)) for r in b_rows]), _sem([_f((r.get("buckets") or {}).get(b)) for r in n_rows]))
+        buckets[b] = _share(bs, ns, bn, b_step)
+
+    remat = _share(base["remat"], new["remat"], None, b_step)
+
+    # --- exposed communication per collective type -------------------------
+    from profanalyzer.overlap import TYPES
+
+    seen = set(base["collectives"]) | set(new["collectives"])
+    types = [t for t in TYPES if t in seen] + sorted(seen - set(TYPES))
+    b_per, n_per = _per_step_exposed(base, types), _per_step_exposed(new, types)
+    exposed: dict[str, ExposedChange] = {}
+    for t in types:
+        bc, nc = base["collectives"].get(t) or {}, new["collectives"].get(t) or {}
+        share = _share(
+            {"ps": bc.get("exposed_ps"), "fraction": bc.get("fraction_of_step")},
+            {"ps": nc.get("exposed_ps"), "fraction": nc.get("fraction_of_step")},
+            _combine(_sem(b_per[t]), _sem(n_per[t])),
+            b_step,
+        )
+        exposed[t] = ExposedChange(
+            type=t,
+            exposed=share,
+            base_engine=str(bc.get("engine", "")) if bc else "",
+            new_engine=str(nc.get("engine", "")) if nc else "",
+            base_hidden_fraction=_opt(bc.get("hidden_fraction")),
+            new_hidden_fraction=_opt(nc.get("hidden_fraction")),
+        )
+    bcomm, ncomm = base["communication"], new["communication"]
+    exposed["total"] = ExposedChange(
+        type="total",
+        exposed=_share(
+            {"ps": bcomm.get("exposed_total_ps"), "fraction": bcomm.get("exposed_total_fraction")},
+            {"ps": ncomm.get("exposed_total_ps"), "fraction": ncomm.get("exposed_total_fraction")},
+            _combine(_sem(b_per["total"]), _sem(n_per["total"])),
+            b_step,
+        ),
+        base_engine="",
+        new_engine="",
+        base_hidden_fraction=None,
+        new_hidden_fraction=None,
+    )
+
+    # --- utilisation ---------------------------------------------------------
+    util = {}
+    for k in ("mfu", "mxu_matmul"):
+        bv, nv = _opt(base["utilisation"].get(k)), _opt(new["utilisation"].get(k))
+        util[k] = ValueChange(bv, nv, (nv - bv) if bv is not None and nv is not None else None)
+
+    # --- findings, ops -----------------------------------------------------
+    if "recommendations" not in base or "recommendations" not in new:
+        notes.append("findings missing on a side (analysis JSON without recommendations): new/vanished findings not compared")
+        findings: tuple[FindingChange, ...] = ()
+    else:
+        findings = _findings(base, new)
+    ops = _ops(base, new, b_step)
+
+    bs, ns = _side(base, base_label), _side(new, new_label)
+    if bs.chip != ns.chip:
+        notes.append(f"different chips: {bs.chip} vs {ns.chip}")
+    if bs.tensorcores != ns.tensorcores:
+        notes.append(f"different TensorCore counts ({bs.tensorcores} vs {ns.tensorcores}): times are per TensorCore per step on both sides")
+    bw, nw = (base.get("workload") or {}), (new.get("workload") or {})
+    if isinstance(bw, dict) and isinstance(nw, dict) and bw.get("row") and nw.get("row") and bw.get("row") != nw.get("row"):
+        notes.append(f"different workloads ({bw['row']} vs {nw['row']}): are these runs of the same model?")
+    if bs.offload != ns.offload:
+        notes.append(f"SparseCore offload verdict changed: {bs.offload or '-'} -> {ns.offload or '-'}")
+
+    return Comparison(
+        schema_version=COMPARISON_SCHEMA_VERSION,
+        base=bs,
+        new=ns,
+        step_time=step,
+        buckets=buckets,
+        remat=remat,
+        exposed=exposed,
+        utilisation=util,
+        findings=findings,
+        ops=ops,
+        headline=_headline(step, buckets, remat, exposed, findings),
+        method={
+            "step_time": "mean over kept steps (the buckets sum to it); median reported too",
+            "noise": (
+                "one sigma of the delta: sqrt(SEM_base^2 + SEM_new^2), SEM = sample std of the kept steps' values / sqrt(kept steps)"
+            ),
+            "significance": f"|delta| > max({NOISE_K:g} x noise, {MIN_EFFECT:.1%} of the base step time); else within noise",
+            "op_match": OP_KEY,
+            "remat_noise": "remat has no per-step series in the analysis: its verdict uses the minimum effect only",
+        },
+        notes=tuple(notes),
+    )
+
+
+def _opt(x: Any) -> float | None:
+    return float(x) if _is_num(x) else None
+
+
+def _share(b: Mapping, n: Mapping, noise: float | None, base_step: float) -> ShareChange:
+    bp, np_ = _f(b.get("ps")), _f(n.get("ps"))
+    bf, nf = _f(b.get("fraction")), _f(n.get("fraction"))
+    d = np_ - bp
+    return ShareChange(bp, np_, d, bf, nf, nf - bf, noise, verdict_of(d, noise, base_step))
+
+
+def _findings(base: dict, new: dict) -> tuple[FindingChange, ...]:
+    def by_code(doc: dict) -> dict[str, list[dict]]:
+        out: dict[str, list[dict]] = {}
+        for f in doc.get("recommendations") or ():
+            if isinstance(f, dict) and f.get("code"):
+                out.setdefault(str(f["code"]), []).append(f)
+        return out
+
+    bmap, nmap = by_code(base), by_code(new)
+    out = []
+    for code in sorted(set(bmap) | set(nmap)):
+        bl, nl = bmap.get(code), nmap.get(code)
+        ref = (nl or bl)[0]
+        status = "persisting" if bl and nl else ("new" if nl else "vanished")
+        out.append(
+            FindingChange(
+                code=code,
+                lever=str(ref.get("lever", "")),
+                title=str(ref.get("title", "")),
+                status=status,
+                base_saving_ps=math.fsum(_f(f.get("estimated_saving_ps")) for f in bl) if bl else None,
+                new_saving_ps=math.fsum(_f(f.get("estimated_saving_ps")) for f in nl) if nl else None,
+                base_saving_fraction=math.fsum(_f(f.get("estimated_saving_fraction")) for f in bl) if bl else None,
+                new_saving_fraction=math.fsum(_f(f.get("estimated_saving_fraction")) for f in nl) if nl else None,
+                severity=str(ref.get("severity", "")),
+            )
+        )
+    rank = {"new": 0, "vanished": 1, "persisting": 2}
+    out.sort(key=lambda f: (rank[f.status], f.code))
+    return tuple(out)
+
+
+def match_name(op: Mapping) -> str:
+    """The op's name for matching across compiles (see OP_KEY)."""
+    name = str(op.get("deduplicated_name") or "") or str(op.get("name") or "")
+    return _INSTR_NUM.sub("", name)
+
+
+def _op_groups(doc: dict) -> dict[tuple[str, str, str], dict]:
+    seen: set[tuple[str, str, str]] = set()
+    groups: dict[tuple[str, str, str], dict] = {}
+    for lst in ("top_ops", "remat_ops", "kernel_ops"):
+        for op in doc.get(lst) or ():
+            if not isinstance(op, dict):
+                continue
+            ident = (str(op.get("name", "")), str(op.get("hlo_category", "")), str(op.get("bucket", "")))
+            if ident in seen:
+                continue
+            seen.add(ident)
+            key = (str(op.get("tf_op") or ""), match_name(op), ident[2])
+            g = groups.setdefault(key, {"ps": 0.0, "names": []})
+            g["ps"] += _f(op.get("self_ps"))
+            g["names"].append(ident[0])
+    return groups
+
+
+def _ops(base: dict, new: dict, b_step: float) -> OpsChange:
+    bg, ng = _op_groups(base), _op_groups(new)
+    floor = OP_MIN_DELTA * abs(b_step)
+    slower, faster, entered, left = [], [], [], []
+    matched = 0
+    for key in sorted(set(bg) | set(ng)):
+        tf_op, name, bucket = key
+        b, n = bg.get(key), ng.get(key)
+        mk = lambda status, bp, np_: OpChange(  # noqa: E731
+            match_name=name,
+            tf_op=tf_op,
+            bucket=bucket,
+            status=status,
+            base_names=tuple(sorted(b["names"])) if b else (),
+            new_names=tuple(sorted(n["names"])) if n else (),
+            base_ps=bp,
+            new_ps=np_,
+            delta_ps=(np_ - bp) if bp is not None and np_ is not None else None,
+            delta_fraction=((np_ - bp) / b_step) if bp is not None and np_ is not None and b_step else None,
+        )
+        if b and n:
+            matched += 1
+            d = n["ps"] - b["ps"]
+            if d == 0 or abs(d) < floor:
+                continue
+            (slower if d > 0 else faster).append(mk("slower" if d > 0 else "faster", b["ps"], n["ps"]))
+        elif n:
+            if n["ps"] >= floor:
+                entered.append(mk("entered", None, n["ps"]))
+        elif b["ps"] >= floor:
+            left.append(mk("left", b["ps"], None))
+    slower.sort(key=lambda o: (-o.delta_ps, o.tf_op, o.match_name))
+    faster.sort(key=lambda o: (o.delta_ps, o.tf_op, o.match_name))
+    entered.sort(key=lambda o: (-o.new_ps, o.tf_op, o.match_name))
+    left.sort(key=lambda o: (-o.base_ps, o.tf_op, o.match_name))
+    return OpsChange(
+        key=OP_KEY,
+        min_delta_fraction=OP_MIN_DELTA,
+        slower=tuple(slower[:OPS_SHOWN]),
+        faster=tuple(faster[:OPS_SHOWN]),
+        entered=tuple(entered[:OPS_SHOWN]),
+        left=tuple(left[:OPS_SHOWN]),
+        matched=matched,
+    )
+
+
+def _ms(ps: float) -> str:
+    return f"{ps / 1e9:.3f}"
+
+
+def _signed_ms(ps: float) -> str:
+    return f"{ps / 1e9:+.3f}"
+
+
+def _headline(step: StepTimeChange, buckets, remat, exposed, findings) -> str:
+    rel = f" ({step.relative:+.2%})" if step.relative is not None else ""
+    noise = f", noise ±{_ms(step.noise_ps)} ms" if step.noise_ps is not None else ""
+    head = f"Step time {_ms(step.base_ps)} -> {_ms(step.new_ps)} ms{rel}{noise}: {step.verdict}."
+    movers = []
+    for b, s in buckets.items():
+        if s.verdict in ("regression", "improvement"):
+            movers.append((abs(s.delta_ps), f"{b} {_signed_ms(s.delta_ps)} ms ({s.delta_points * 100:+.1f} pts)"))
+    if remat.verdict in ("regression", "improvement"):
+        movers.append((abs(remat.delta_ps), f"remat {_signed_ms(remat.delta_ps)} ms ({remat.delta_points * 100:+.1f} pts)"))
+    tot = exposed.get("total")
+    if tot is not None and tot.exposed.verdict in ("regression", "improvement"):
+        movers.append((abs(tot.exposed.delta_ps), f"exposed communication {_signed_ms(tot.exposed.delta_ps)} ms ({tot.exposed.delta_points * 100:+.1f} pts)"))
+    movers.sort(key=lambda m: (-m[0], m[1]))
+    if movers:
+        head += " Largest changes: " + ", ".join(m[1] for m in movers[:4]) + "."
+    new = [f.code for f in findings if f.status == "new"]
+    gone = [f.code for f in findings if f.status == "vanished"]
+    if new:
+        head += f" New findings: {', '.join(new)}."
+    if gone:
+        head += f" Resolved: {', '.join(gone)}."
+    return head
