@@ -174,10 +174,10 @@ def _codes(text: str) -> tuple[str, ...]:
 
 
 def result_dict(a, f) -> dict:
-    """The JSON document: the analysis plus the findings stage's sections."""
-    d = a.to_dict()
-    d.update(f.to_dict())
-    return d
+    """The JSON document (see profanalyzer.findings.result_document)."""
+    from profanalyzer.findings import result_document
+
+    return result_document(a, f)
 
 
 @cli.command()

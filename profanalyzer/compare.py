@@ -120,11 +120,10 @@ def load_document(path: str | Path, chip: str | None = None) -> dict:
         validate_document(doc, str(path))
         return doc
     from profanalyzer.analysis import AnalysisOptions, analyze
-    from profanalyzer.cli import result_dict
-    from profanalyzer.findings import run_rules
+    from profanalyzer.findings import result_document, run_rules
 
     a = analyze(p, AnalysisOptions(chip=chip))
-    return result_dict(a, run_rules(a))
+    return result_document(a, run_rules(a))
 
 
 def validate_document(doc: Any, label: str = "analysis") -> None:

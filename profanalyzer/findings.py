@@ -234,3 +234,11 @@ def run_rules(analysis: Analysis, select: Iterable[str] = (), ignore: Iterable[s
         rules_run=tuple(r.code for r in rules),
         selection={"select": tuple(select), "ignore": tuple(ignore)},
     )
+
+
+def result_document(analysis: Analysis, findings: Findings) -> dict:
+    """The JSON document `analyze --json` writes: the analysis plus the
+    findings stage's sections (recommendations, workload, rules run)."""
+    d = analysis.to_dict()
+    d.update(findings.to_dict())
+    return d
