@@ -161,7 +161,7 @@ class Analysis:
     input_kind: str
     run: str | None
     hosts: tuple[str, ...]
-    chip: Mapping[str, object]
+    hardware: Mapping[str, object]  # the chip: generation, per-chip and per-core peaks, ridge points
     chip_source: str
     tensorcores: int
     sparsecores: int
@@ -479,7 +479,7 @@ def analyze_trace(trace: Trace, options: AnalysisOptions = AnalysisOptions()) ->
         input_kind=trace.input_kind,
         run=trace.run,
         hosts=tuple(h.name for h in trace.hosts),
-        chip=trace.chip.to_dict(),
+        hardware=trace.chip.to_dict(),
         chip_source=trace.chip_source,
         tensorcores=len(trace.tensorcores),
         sparsecores=len(trace.sparsecores),

@@ -354,7 +354,7 @@ def step_median_ps(doc: dict) -> float:
 
 
 def _side(doc: dict, label: str) -> Side:
-    chip = doc.get("chip") or {}
+    chip = doc.get("hardware") or {}
     return Side(
         label=str(label),
         source=str(doc.get("source", "")),

@@ -479,7 +479,7 @@ def _trace_name(source: str) -> str:
 def _facts(a: Analysis, findings: Findings | None) -> tuple[Fact, ...]:
     st = a.steps
     t = st.step_time_ps
-    chip = a.chip.get("name", "?")
+    chip = a.hardware.get("name", "?")
     hosts = ", ".join(a.hosts) if len(a.hosts) <= 3 else f"{', '.join(a.hosts[:3])}, … (+{len(a.hosts) - 3})"
     facts = [
         Fact("Trace", _trace_name(a.source), "fact-trace", a.source),
@@ -801,7 +801,7 @@ def _attention(a: Analysis) -> AttentionView:
 
 
 def _roofline(a: Analysis) -> RooflineView:
-    chip = a.chip
+    chip = a.hardware
     planes = float(chip.get("planes_per_chip") or 1)
     bf16 = float(chip.get("peak_bf16_tflops_per_chip") or 0) / planes
     fp8 = float(chip.get("peak_fp8_tflops_per_chip") or 0) / planes
