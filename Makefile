@@ -9,7 +9,7 @@ SAMPLE ?= sample_traces/dense_short_fsdp.xplane.pb.gz
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[test,xprof]'
+	$(PY) -m pip install -q -e '.[test,xprof,fleet]'
 	touch $@
 
 venv: $(VENV)/.installed
