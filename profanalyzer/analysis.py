@@ -25,6 +25,7 @@ from profanalyzer.attribution import BUCKET_INDEX, PHASES, CoreAttribution, OpTi
 from profanalyzer.classify import BUCKETS, COLLECTIVE_BUCKETS, COMPUTE_BUCKETS, async_pair_key, classify_table
 from profanalyzer.errors import InputError
 from profanalyzer.frames import frame
+from profanalyzer.stats import STRAGGLER_MIN_MEMBERS, STRAGGLER_MIN_REL_SCALE, STRAGGLER_Z, modified_z
 from profanalyzer.overlap import CollectiveTypeSummary, CommunicationSummary, SparseCoreSummary, analyze_overlap
 from profanalyzer.timeline import TimelineSample, build_timeline
 from profanalyzer.trace import LINE_OPS, Plane, Trace, load_trace
@@ -36,8 +37,6 @@ SCHEMA_VERSION = 1
 OUTLIER_K = 3.0
 MIN_REL_SCALE = 0.005
 MIN_STEPS_FOR_RULE = 3
-#: Straggler cores: modified z-score of per-core busy time above this.
-STRAGGLER_Z = 3.5
 
 
 # ---------------------------------------------------------------------------
@@ -97,7 +96,7 @@ class HostSummary:
     exposed_comm_ps: float
     idle_ps: float
     step_z: float  # modified z-score of step time across hosts
-    compute_z: float  # of compute time
+    wait_z: float  # of waiting time (idle + exposed communication)
     straggler: bool
 
 
@@ -412,7 +411,8 @@ def analyze_trace(trace: Trace, options: AnalysisOptions = AnalysisOptions()) ->
     coll = [b for b in BUCKETS if b in COLLECTIVE_BUCKETS]
     busy = core_means["step_ps"] - core_means["idle"]
     compute = busy - core_means[coll].sum(axis=1)
-    zs = _modified_z(compute.to_numpy(dtype=float))
+    floor = STRAGGLER_MIN_REL_SCALE * float(np.median(core_means["step_ps"])) if len(core_means) else 0.0
+    zs = modified_z(compute.to_numpy(dtype=float), floor)
     per_core = []
     for i, w in enumerate(work):
         lbl = w.plane.label
@@ -431,7 +431,7 @@ def analyze_trace(trace: Trace, options: AnalysisOptions = AnalysisOptions()) ->
                 compute_ps=float(compute[lbl]),
                 buckets={b: float(core_means.at[lbl, b]) for b in BUCKETS},
                 remat_ps=float(core_means.at[lbl, "remat_ps"]),
-                straggler=bool(len(work) >= 3 and z > STRAGGLER_Z),
+                straggler=bool(len(work) >= STRAGGLER_MIN_MEMBERS and z > STRAGGLER_Z),
                 busy_z=z,
             )
         )
@@ -506,8 +506,11 @@ def analyze_trace(trace: Trace, options: AnalysisOptions = AnalysisOptions()) ->
 
 
 def _per_host(per_core: list[CoreSummary]) -> tuple[HostSummary, ...]:
-    """Per-host means and straggler hosts (modified z-score > STRAGGLER_Z on
-    step time or on compute time, with at least 3 hosts)."""
+    """Per-host means and straggler hosts, the fleet view's rule: modified
+    z-score (scale floored at STRAGGLER_MIN_REL_SCALE of the median step)
+    above STRAGGLER_Z on step time, or below -STRAGGLER_Z on waiting time
+    (idle + exposed communication: the slow host waits least), with at least
+    STRAGGLER_MIN_MEMBERS hosts."""
     hosts = sorted({c.host for c in per_core})
     rows = []
     for h in hosts:
@@ -515,23 +518,14 @@ def _per_host(per_core: list[CoreSummary]) -> tuple[HostSummary, ...]:
         comm = [sum(v for b, v in c.buckets.items() if b in COLLECTIVE_BUCKETS) for c in cs]
         rows.append((h, len(cs), float(np.mean([c.step_ps for c in cs])), float(np.mean([c.compute_ps for c in cs])),
                      float(np.mean(comm)), float(np.mean([c.buckets["idle"] for c in cs]))))
-    many = len(rows) >= 3
-    zs = _modified_z(np.asarray([r[2] for r in rows], dtype=float)) if many else np.zeros(len(rows))
-    zc = _modified_z(np.asarray([r[3] for r in rows], dtype=float)) if many else np.zeros(len(rows))
+    many = len(rows) >= STRAGGLER_MIN_MEMBERS
+    floor = STRAGGLER_MIN_REL_SCALE * float(np.median([r[2] for r in rows])) if rows else 0.0
+    zs = modified_z([r[2] for r in rows], floor) if many else [0.0] * len(rows)
+    zw = modified_z([r[4] + r[5] for r in rows], floor) if many else [0.0] * len(rows)
     return tuple(
-        HostSummary(h, n, st, cp, cm, idle, float(zs[i]), float(zc[i]), bool(many and (zs[i] > STRAGGLER_Z or zc[i] > STRAGGLER_Z)))
+        HostSummary(h, n, st, cp, cm, idle, zs[i], zw[i], bool(many and (zs[i] > STRAGGLER_Z or zw[i] < -STRAGGLER_Z)))
         for i, (h, n, st, cp, cm, idle) in enumerate(rows)
     )
-
-
-def _modified_z(x: np.ndarray) -> np.ndarray:
-    if len(x) == 0:
-        return x
-    med = np.median(x)
-    mad = np.median(np.abs(x - med))
-    if mad == 0:
-        return np.zeros_like(x)
-    return 0.6745 * (x - med) / mad
 
 
 def _ops_and_roofline(trace: Trace, work: list[CoreWork], kept_steps: set[int], step_mean: float, top_n: int):

@@ -57,18 +57,18 @@ from typing import Callable, Iterable, Mapping, Sequence
 
 from profanalyzer import __version__
 from profanalyzer.errors import InputError, ProfanalyzerError
+from profanalyzer.stats import STRAGGLER_MIN_MEMBERS, STRAGGLER_MIN_REL_SCALE, STRAGGLER_Z, modified_z
 
 FLEET_SCHEMA_VERSION = 1
 #: Version of the per-file record layout (part of the cache key).
 RECORD_VERSION = 1
 XPLANE_SUFFIXES = (".xplane.pb.gz", ".xplane.pb")
 
-#: Straggler hosts: modified z-score above this (needs >= STRAGGLER_MIN_HOSTS analysed hosts).
-STRAGGLER_Z = 3.5
-STRAGGLER_MIN_HOSTS = 3
-#: Floor of the z-score scale: a fraction of the pod's median step time, so hosts
-#: that agree to the picosecond do not turn noise into stragglers.
-STRAGGLER_MIN_REL_SCALE = 0.005
+#: Straggler hosts: modified z-score above STRAGGLER_Z (needs >= STRAGGLER_MIN_HOSTS analysed hosts).
+STRAGGLER_MIN_HOSTS = STRAGGLER_MIN_MEMBERS
+#: (The z-score scale is floored at STRAGGLER_MIN_REL_SCALE of the pod's median
+#: step time, so hosts that agree to the picosecond do not turn noise into
+#: stragglers; see profanalyzer.stats.)
 #: Regression rule: value - baseline > max(K x noise, MIN_POINTS x baseline step time).
 REGRESSION_K = 3.0
 REGRESSION_MIN_POINTS = 0.01
@@ -1021,18 +1021,6 @@ class FleetResult:
 # ---------------------------------------------------------------------------
 # Aggregation
 # ---------------------------------------------------------------------------
-
-
-def modified_z(values: Sequence[float], floor: float = 0.0) -> list[float]:
-    """0.6745 (x - median) / max(MAD, floor)."""
-    if not values:
-        return []
-    med = statistics.median(values)
-    mad = statistics.median([abs(v - med) for v in values])
-    scale = max(mad, floor)
-    if scale <= 0:
-        return [0.0] * len(values)
-    return [0.6745 * (v - med) / scale for v in values]
 
 
 def _ms(ps: float) -> str:

@@ -72,7 +72,7 @@ def format_summary(a: Analysis, top: int = 10, findings=None) -> str:
         more = f" (+{len(a.per_host) - 8} more)" if len(a.per_host) > 8 else ""
         out.append(f"per-host step time (ms): {steps}{more}")
         if slow:
-            out.append(f"straggler hosts (modified z > 3.5 on step or compute time): {', '.join(slow)}")
+            out.append(f"straggler hosts (modified z > 3.5 on step time or < -3.5 on waiting time): {', '.join(slow)}")
     stragglers = [c.core for c in a.per_core if c.straggler]
     if stragglers:
         out.append(f"straggler cores (busy-time modified z > 3.5): {', '.join(stragglers)}")
