@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 SAMPLE ?= sample_traces/dense_short_fsdp.xplane.pb.gz
 
-.PHONY: test report reports venv proto samples bench clean
+.PHONY: test report reports venv proto samples bench fuzz clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -36,6 +36,13 @@ proto:
 	$(PYTHON) -m venv .venv-proto
 	.venv-proto/bin/pip install -q grpcio-tools==1.71.0
 	.venv-proto/bin/python -m grpc_tools.protoc -I. --python_out=. profanalyzer/xspace/xplane.proto
+
+FUZZ_EXAMPLES ?= 10000
+
+## make fuzz: long fuzz campaign: FUZZ_EXAMPLES mutated XSpace inputs through
+## read -> analyze -> rules -> JSON/terminal/Markdown/HTML (~17 min for 10,000).
+fuzz: venv
+	PROFANALYZE_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(PY) -m pytest tests/test_fuzz.py -q -p no:cacheprovider --hypothesis-show-statistics
 
 bench: venv
 	$(PY) benchmarks/read_bench.py

@@ -10,7 +10,7 @@ import sys
 import click
 
 from profanalyzer import __version__
-from profanalyzer.errors import EXIT_INPUT, EXIT_INTERNAL, ProfanalyzerError
+from profanalyzer.errors import EXIT_INPUT, EXIT_INTERNAL, OutputError, ProfanalyzerError
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
@@ -102,6 +102,7 @@ def analyze(trace: str, chip: str | None, jobs: int | None, json_out: str | None
     from profanalyzer.findings import run_rules
     from profanalyzer.report.terminal import format_summary
 
+    _refuse_overwriting_input(trace, json_out, md_out, None if no_html else output)
     digest = None if no_html else _hash_in_background(trace)
     a = run_analysis(trace, AnalysisOptions(chip=chip, jobs=jobs, progress=_progress(quiet)))
     f = run_rules(a, select=_codes(select), ignore=_codes(ignore))
@@ -163,10 +164,26 @@ def _write_text(text: str, dest: str, announce: bool = True) -> None:
     if dest == "-":
         sys.stdout.write(text)
         return
-    with open(dest, "w", encoding="utf-8") as f:
-        f.write(text)
+    try:
+        with open(dest, "w", encoding="utf-8") as f:
+            f.write(text)
+    except OSError as e:
+        raise OutputError(f"{dest}: cannot write: {e.strerror or e}") from None
     if announce:
         click.echo(f"wrote {dest}", err=True)
+
+
+def _refuse_overwriting_input(trace: str, *outputs: str | None) -> None:
+    """An output path must never be (or be inside) the input."""
+    import os
+
+    src = os.path.realpath(trace)
+    for out in outputs:
+        if not out or out == "-":
+            continue
+        dst = os.path.realpath(out)
+        if dst == src or (os.path.isdir(src) and dst.startswith(src.rstrip(os.sep) + os.sep)):
+            raise OutputError(f"{out}: refusing to write over (or inside) the input {trace}")
 
 
 def _codes(text: str) -> tuple[str, ...]:

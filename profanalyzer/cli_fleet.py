@@ -62,6 +62,11 @@ def fleet(paths: tuple[str, ...], scheduler: str | None, workers: int | None, ch
         cache_dir=cache_dir,
         progress=progress,
     )
+    if not no_cache:
+        # The per-file cache is an output too: say where it lives.
+        from profanalyzer.fleet import default_cache_dir
+
+        click.echo(f"cache: {cache_dir or default_cache_dir()}", err=True)
     if json_out:
         _cli._write_json(result.to_dict(), json_out)
     if not no_html:

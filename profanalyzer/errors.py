@@ -3,7 +3,7 @@
 Exit codes (stable; scripts and CI rely on them):
   0  success
   1  a gate or budget failed (`check`, `--fail-on`)
-  2  usage error or unreadable / unsupported input
+  2  usage error, unreadable / unsupported input, or an unwritable output path
   3  internal invariant violated (a bug: the report would not reconcile)
   4  unexpected internal error (a bug; PROFANALYZE_DEBUG=1 shows the traceback)
 """
@@ -17,10 +17,19 @@ EXIT_INVARIANT = 3
 EXIT_INTERNAL = 4
 
 
+#: Characters that end a line (str.splitlines); messages quote trace-derived
+#: names (files, planes, lines), which may contain any of them.
+_LINE_BREAKS = str.maketrans({c: "\\" + n for c, n in (("\n", "n"), ("\r", "r"))} | {c: " " for c in "\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"})
+
+
 class ProfanalyzerError(Exception):
-    """Base class: carries a one-line, user-facing message."""
+    """Base class: carries a one-line, user-facing message (line breaks in
+    it are escaped, so the CLI's error is always exactly one line)."""
 
     exit_code = EXIT_INPUT
+
+    def __str__(self) -> str:
+        return super().__str__().translate(_LINE_BREAKS)
 
 
 class InputError(ProfanalyzerError):
@@ -29,6 +38,11 @@ class InputError(ProfanalyzerError):
 
 class NoTpuPlanesError(InputError):
     """The profile holds no TPU device planes (CPU-only or GPU capture)."""
+
+
+class OutputError(ProfanalyzerError):
+    """An output path cannot be written (missing folder, permissions, disk
+    full) or would overwrite an input file."""
 
 
 class InvariantError(ProfanalyzerError):

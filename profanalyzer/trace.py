@@ -303,6 +303,15 @@ def _build_metadata(plane: xplane_pb2.XPlane, names: Mapping[int, str]) -> tuple
                 if k in st:
                     nums[k][row] = _num(st[k])
     row_of = {key: row for row, key in enumerate(keys)}
+    # Counts (FLOPs, bytes) and ids are integers: 0, or in [1, 2**64) (what an
+    # integer stat holds); ids must also fit int64. Anything else (negative,
+    # fractional below 1, huge or non-finite doubles) is a corrupt stat and is
+    # treated as missing, so ratios such as FLOP/byte stay finite.
+    for k in META_NUM_STATS:
+        v = nums[k]
+        v[~np.isfinite(v) | (v < 0) | ((v > 0) & (v < 1)) | (v >= 2.0**64)] = np.nan
+    for k in ("program_id", "symbol_id"):
+        nums[k][nums[k] >= 2.0**63] = np.nan
     md = OpMetadata(
         ids=np.asarray(keys, dtype=np.int64),
         name=tuple(name),
@@ -361,8 +370,9 @@ def nesting(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray,
             p = prev[np.maximum(j, 0)]
             parent[lvl] = p
             depth[lvl] = level
-            np.minimum(end[lvl], end[p], out=e[top])
-            end[lvl] = np.maximum(e[top], start[lvl])
+            # Clip to the parent's (already clipped) end; a child starting
+            # after it (partial overlap) becomes zero-length at its start.
+            end[lvl] = np.maximum(np.minimum(end[lvl], end[p]), start[lvl])
         remaining = remaining[~top]
         prev = lvl
         level += 1
@@ -418,7 +428,7 @@ def _raw_from_message(line, names: Mapping[int, str], want_int: Mapping[int, str
                 which = st.WhichOneof("value")
                 if which in ("int64_value", "uint64_value"):
                     v = getattr(st, which)
-                elif which == "double_value" and st.double_value == st.double_value:
+                elif which == "double_value" and -9.2e18 < st.double_value < 9.2e18:  # finite, fits int64
                     v = int(st.double_value)
                 else:
                     continue
@@ -448,7 +458,37 @@ def _raw_from_message(line, names: Mapping[int, str], want_int: Mapping[int, str
 OVERLAPPING_LINES = frozenset({LINE_ASYNC})
 
 
+#: Bound on event times relative to their plane's origin (2**60 ps, about 13
+#: days; real captures last minutes). A time beyond it is corrupt, and keeping
+#: every start and end inside +-2**60 leaves int64 headroom for the shift to
+#: the trace origin, sums and differences (nothing downstream can overflow).
+MAX_TIME_PS = 1 << 60
+
+
+def _check_times(off: np.ndarray, dur: np.ndarray, base_ps: int) -> None:
+    """Reject negative durations and times outside +-MAX_TIME_PS (InputError)."""
+    bad = np.flatnonzero(dur < 0)
+    if len(bad):
+        i = int(bad[0])
+        raise InputError(f"event {i} has a negative duration ({int(dur[i])} ps): corrupt trace")
+    lim = MAX_TIME_PS
+    # Each term is checked first so that the sums below cannot overflow.
+    bad = np.flatnonzero((off > lim) | (off < -lim) | (dur > lim))
+    if not len(bad):
+        start = off + np.int64(base_ps)
+        bad = np.flatnonzero((start < -lim) | (start > lim - dur))
+    if len(bad):
+        i = int(bad[0])
+        raise InputError(
+            f"event {i} lies out of range (offset {int(off[i])} ps, duration {int(dur[i])} ps, "
+            f"{base_ps / 1e12:.6g} s after the plane's first line): corrupt trace "
+            f"(times must lie within {lim / 1e12 / 86400:.0f} days of the capture start)"
+        )
+
+
 def _events(raw: wire.RawEvents, strs: dict[str, list[str]], want_int: Mapping[int, str], meta_ids: np.ndarray, base_ps: int, nested: bool = True) -> Events:
+    """A line's events as columns. Raises InputError on negative durations and
+    out-of-range times; |base_ps| must be <= MAX_TIME_PS (build_plane checks)."""
     n = len(raw)
     ints: dict[str, np.ndarray] = {}
     if len(raw.stat_id):
@@ -466,7 +506,7 @@ def _events(raw: wire.RawEvents, strs: dict[str, list[str]], want_int: Mapping[i
         has = (dof >= 0) & (ddu >= 0)
         off = np.where(has, dof, off)
         dur = np.where(has, ddu, dur)
-    dur = np.maximum(dur, 0)
+    _check_times(off, dur, base_ps)
     start = off + np.int64(base_ps)
     end = start + dur
     mid = raw.metadata_id
@@ -521,9 +561,13 @@ def build_plane(buf, start: int, end: int, host: str, kind: str, device_id: int,
                 line_spans.append((ps, pe))
             else:
                 rest.append(bytes(buf[tag_pos:pe]))
-        plane = xplane_pb2.XPlane.FromString(b"".join(rest))
-    except (ValueError, DecodeError) as e:
+    except ValueError as e:
         raise InputError(f"plane at byte {start} is corrupt ({e})") from None
+    try:
+        plane = xplane_pb2.XPlane.FromString(b"".join(rest))
+    except DecodeError as e:
+        why = wire.explain_decode_error(b"".join(rest), xplane_pb2.XPlane.DESCRIPTOR) or str(e)
+        raise InputError(f"plane at byte {start} is corrupt ({why})") from None
     names = {k: v.name for k, v in plane.stat_metadata.items()}
     names_rev: dict[str, int] = {}
     for k in sorted(names):
@@ -544,14 +588,25 @@ def build_plane(buf, start: int, end: int, host: str, kind: str, device_id: int,
         try:
             msg = xplane_pb2.XLine.FromString(bytes(buf[ps:pe]))
         except DecodeError as e:
-            raise InputError(f"line at byte {ps} is corrupt ({e})") from None
+            why = wire.explain_decode_error(bytes(buf[ps:pe]), xplane_pb2.XLine.DESCRIPTOR) or str(e)
+            raise InputError(f"line at byte {ps} is corrupt ({why})") from None
         raw, strs = _raw_from_message(msg, names, want_int, want_str)
         decoded.append((msg.id, msg.name or msg.display_name, msg.timestamp_ns, raw, strs))
-    origin = min((ts for _, _, ts, raw, _ in decoded if len(raw)), default=0)
-    lines = tuple(
-        Line(lid, name, _events(raw, strs, want_int, meta.ids, (ts - origin) * 1000, nested=name not in OVERLAPPING_LINES))
-        for lid, name, ts, raw, strs in decoded
-    )
+    with_events = [(ts, name) for _, name, ts, raw, _ in decoded if len(raw)]
+    origin, origin_line = min(with_events, default=(0, ""))
+    lines = []
+    for lid, name, ts, raw, strs in decoded:
+        # Lines without events keep no times: their timestamp is irrelevant.
+        base_ps = (ts - origin) * 1000 if len(raw) else 0
+        if base_ps > MAX_TIME_PS:
+            raise InputError(
+                f"line {name!r}: timestamp_ns {ts} is {(ts - origin) / 1e9:.6g} s after line {origin_line!r}'s "
+                f"({origin}): corrupt or mixed-clock line timestamps"
+            )
+        try:
+            lines.append(Line(lid, name, _events(raw, strs, want_int, meta.ids, base_ps, nested=name not in OVERLAPPING_LINES)))
+        except InputError as e:
+            raise InputError(f"line {name!r}: {e}") from None
     return (
         Plane(
             host=host,
@@ -562,7 +617,7 @@ def build_plane(buf, start: int, end: int, host: str, kind: str, device_id: int,
             sc_index=sc_index,
             stats={k: v for k, v in pstats.items() if not isinstance(v, (bytes, bytearray))},
             meta=meta,
-            lines=lines,
+            lines=tuple(lines),
         ),
         origin,
     )
@@ -575,7 +630,17 @@ def build_plane(buf, start: int, end: int, host: str, kind: str, device_id: int,
 _PROGRAM_RE = re.compile(r"^(.*)\((\d+)\)$")
 
 
+_STEP_NUMBER_RE = re.compile(r"^\s*(\d{1,18})\s*$", re.ASCII)
+
+
+def _ignored(n: int) -> str:
+    return f" ({n} zero-length step{'s' if n != 1 else ''} ignored)" if n else ""
+
+
 def derive_steps(plane: Plane) -> Steps:
+    """Step windows of a TensorCore. Zero-length windows (a corrupt or
+    degenerate Steps line) are ignored and counted in `source`; when every
+    window of a source is zero-length the next source is used."""
     ln = plane.line(LINE_STEPS)
     if ln is not None and len(ln.events):
         ev = ln.events
@@ -586,14 +651,17 @@ def derive_steps(plane: Plane) -> Steps:
             rows = ev.meta[top]
             fallback = []
             for i, r in enumerate(rows.tolist()):
-                nm = plane.meta.name[r] if r >= 0 else ""
-                fallback.append(int(nm) if nm.strip().isdigit() else i)
+                m = _STEP_NUMBER_RE.match(plane.meta.name[r] if r >= 0 else "")
+                fallback.append(int(m.group(1)) if m else i)
             numbers = np.where(numbers < 0, np.asarray(fallback, dtype=np.int64), numbers)
-        return Steps("Steps line", numbers.astype(np.int64), ev.start_ps[top], ev.end_ps[top])
+        start, end = ev.start_ps[top], ev.end_ps[top]
+        keep = end > start
+        if keep.any():
+            return Steps("Steps line" + _ignored(int((~keep).sum())), numbers[keep].astype(np.int64), start[keep], end[keep])
     ln = plane.line(LINE_MODULES)
     if ln is not None and len(ln.events):
         ev = ln.events
-        top = np.flatnonzero(ev.depth == 0)
+        top = np.flatnonzero((ev.depth == 0) & (ev.dur_ps > 0))
         # Group runs by program (the metadata name without the "(id)" suffix is
         # kept whole: "jit_train_step(123)" names one compiled program).
         totals: dict[str, int] = {}
@@ -603,23 +671,21 @@ def derive_steps(plane: Plane) -> Steps:
             nm = plane.meta.name[r] if r >= 0 else "?"
             prog_of.append(nm)
             totals[nm] = totals.get(nm, 0) + int(ev.dur_ps[i])
-        dominant = max(sorted(totals), key=lambda k: totals[k])
-        sel = top[np.asarray([p == dominant for p in prog_of], dtype=bool)]
-        return Steps(
-            f"XLA Modules: {dominant}",
-            np.arange(len(sel), dtype=np.int64),
-            ev.start_ps[sel],
-            ev.end_ps[sel],
-        )
+        if totals:
+            dominant = max(sorted(totals), key=lambda k: totals[k])
+            sel = top[np.asarray([p == dominant for p in prog_of], dtype=bool)]
+            return Steps(
+                f"XLA Modules: {dominant}",
+                np.arange(len(sel), dtype=np.int64),
+                ev.start_ps[sel],
+                ev.end_ps[sel],
+            )
     ln = plane.line(LINE_OPS)
     if ln is not None and len(ln.events):
         ev = ln.events
-        return Steps(
-            "whole capture",
-            np.zeros(1, dtype=np.int64),
-            ev.start_ps[:1].copy() if len(ev) else np.zeros(1, np.int64),
-            np.asarray([ev.end_ps.max()], dtype=np.int64),
-        )
+        first, last = int(ev.start_ps.min()), int(ev.end_ps.max())
+        if last > first:
+            return Steps("whole capture", np.zeros(1, dtype=np.int64), np.asarray([first], np.int64), np.asarray([last], np.int64))
     return Steps("none", np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64))
 
 
@@ -640,12 +706,19 @@ def _no_tpu_message(path: Path, index: reader.SpaceIndex) -> str:
     kinds: dict[str, int] = {}
     for r in index.planes:
         kinds[r.kind] = kinds.get(r.kind, 0) + 1
+    names = sorted({r.name for r in index.planes})
+    shown = ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
     if kinds.get("gpu"):
         return (
-            f"{path}: GPU capture ({kinds['gpu']} /device:GPU planes): profanalyzer analyses TPU "
-            "profiles (/device:TPU:N planes); `profanalyze info` still lists its planes"
+            f"{path}: GPU capture ({kinds['gpu']} /device:GPU:N plane(s)): not supported; profanalyzer "
+            "analyses TPU captures only (TensorCore /device:TPU:N and SparseCore planes); for GPU "
+            "profiles use XProf / TensorBoard's profile plugin"
         )
-    shown = ", ".join(sorted({r.name for r in index.planes})[:5])
+    if set(kinds) <= {"host", "metadata", "task_env", "chip"}:
+        return (
+            f"{path}: CPU-only capture: no TPU device planes (/device:TPU:N), only host planes ({shown}); "
+            "capture the profile on the TPU VM while the TPU program runs"
+        )
     return f"{path}: no TPU device planes (/device:TPU:N) in this profile; planes found: {shown}"
 
 
@@ -714,6 +787,9 @@ def load_trace(
     origin_ns = min((o for p, o in built if p.n_events), default=0)
     planes: list[Plane] = []
     for p, own in built:
+        if not p.n_events:  # nothing to shift; an event-less plane's origin is meaningless
+            planes.append(p)
+            continue
         shift_ps = (own - origin_ns) * 1000
         if shift_ps >= 1 << 62:
             raise InputError(

@@ -52,10 +52,25 @@ def test_info_on_every_sample(capsys, name):
     assert rc == 0 and "programs (first TensorCore, XLA Modules):" in text
 
 
-def test_default_command_is_analyze(capsys, basic):
+def test_default_command_is_analyze(capsys, basic, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # the default report path is ./<stem>.report.html
     rc, out, err = run(capsys, str(basic))
     assert rc == 0, err
     assert "bucket" in out and "matmul_bf16" in out and "idle" in out
+    assert (tmp_path / "h0.report.html").exists()
+
+
+def test_outputs_never_overwrite_the_input(capsys, basic):
+    before = basic.read_bytes()
+    for opt in ("--json", "--markdown", "-o"):
+        rc, _, err = run(capsys, "analyze", str(basic), opt, str(basic))
+        assert rc == 2 and "refusing to write over" in err
+    assert basic.read_bytes() == before
+
+
+def test_unwritable_output_is_one_line_exit_2(capsys, basic, tmp_path):
+    rc, _, err = run(capsys, "analyze", str(basic), "-o", str(tmp_path / "no" / "such" / "r.html"))
+    assert rc == 2 and "cannot write" in err and len(err.strip().splitlines()) == 1
 
 
 def test_json_is_deterministic(capsys, basic):

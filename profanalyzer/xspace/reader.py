@@ -27,6 +27,7 @@ from google.protobuf.message import DecodeError
 
 from profanalyzer.errors import InputError
 from profanalyzer.xspace import xplane_pb2
+from profanalyzer.xspace.wire import explain_decode_error
 
 #: Decompressed size cap for .gz inputs (a gzip bomb guard). Real single-host
 #: captures are at most a few GB.
@@ -85,7 +86,32 @@ def _is_xplane(p: Path) -> bool:
 
 
 def resolve_input(path: str | os.PathLike) -> ResolvedInput:
-    p = Path(path)
+    try:
+        return _resolve(Path(path))
+    except (OSError, ValueError) as e:  # permissions, name too long, symlink loops, NUL bytes
+        msg = getattr(e, "strerror", None) or str(e)
+        raise InputError(f"{path}: cannot read: {msg}") from None
+
+
+_OTHER_TRACE_FILES = ("*.trace.json.gz", "*.trace.json", "*.xplane.json")
+
+
+def _other_traces_hint(p: Path) -> str:
+    """'; found h0.trace.json.gz: ...' when a folder holds trace files profanalyzer does not read."""
+    found: list[str] = []
+    for pat in _OTHER_TRACE_FILES:
+        found += sorted(q.name for q in p.glob(pat) if q.is_file())
+        found += sorted(str(q.relative_to(p)) for q in p.glob(f"plugins/profile/*/{pat}") if q.is_file())
+    if not found:
+        return ""
+    shown = ", ".join(found[:3]) + (f" and {len(found) - 3} more" if len(found) > 3 else "")
+    return (
+        f"; found {shown}: that is the trace viewer's JSON, profanalyzer reads the "
+        "<host>.xplane.pb files that XProf writes next to it (jax.profiler / tf.profiler captures)"
+    )
+
+
+def _resolve(p: Path) -> ResolvedInput:
     if not p.exists():
         raise InputError(f"{p}: no such file or directory")
     if p.is_file():
@@ -98,13 +124,15 @@ def resolve_input(path: str | os.PathLike) -> ResolvedInput:
     # A log dir: find run folders holding xplane files under plugins/profile/.
     runs: list[Path] = []
     for prof in sorted(p.glob("**/plugins/profile")):
+        if not prof.is_dir():
+            continue
         for run in sorted(prof.iterdir()):
             if run.is_dir() and any(_is_xplane(q) for q in run.iterdir()):
                 runs.append(run)
     if not runs:
         raise InputError(
             f"{p}: no *.xplane.pb files here or under plugins/profile/<run>/ "
-            "(pass a .xplane.pb[.gz] file, a run folder or a log dir)"
+            "(pass a .xplane.pb[.gz] file, a run folder or a log dir)" + _other_traces_hint(p)
         )
     # Newest run: run folder names are timestamps (YYYY_MM_DD_HH_MM_SS); fall
     # back to modification time when names do not sort as times.
@@ -121,21 +149,76 @@ def resolve_input(path: str | os.PathLike) -> ResolvedInput:
 # ---------------------------------------------------------------------------
 
 
+def _size(n: int) -> str:
+    for unit, k in (("GiB", 1024**3), ("MiB", 1024**2), ("KiB", 1024)):
+        if n >= k:
+            return f"{n / k:.3g} {unit}"
+    return f"{n} bytes"
+
+
+_PASS_XPLANE = (
+    "pass the <host>.xplane.pb (or .xplane.pb.gz) file from the same plugins/profile/<run>/ folder, "
+    "or the folder itself"
+)
+
+
 def _sniff_wrong_type(head: bytes, name: str) -> str | None:
     """A helpful message when the bytes are clearly something else."""
     s = head.lstrip()
     if s[:1] in (b"{", b"["):
-        return (
-            f"{name}: this is JSON (a trace viewer .trace.json?), not an XSpace protobuf; "
-            "pass the <host>.xplane.pb file from the same plugins/profile/<run>/ folder"
-        )
+        what = "a trace viewer .trace.json(.gz)" if ".json" in name.lower() else "a trace viewer .trace.json?"
+        return f"{name}: this is JSON ({what}), not an XSpace protobuf; {_PASS_XPLANE}"
     if s[:5].lower() in (b"<!doc", b"<html"):
-        return f"{name}: this is an HTML page, not an XSpace protobuf (.xplane.pb)"
+        return f"{name}: this is an HTML page, not an XSpace protobuf (.xplane.pb); {_PASS_XPLANE}"
+    if head[:2] == b"\x1f\x8b":
+        return f"{name}: gzip data inside gzip data (compressed twice?): decompress it once and pass the result"
     return None
 
 
-def read_bytes(path: Path) -> bytes | mmap.mmap:
-    """Return the raw XSpace bytes of a file (.gz decompressed, capped)."""
+def _sniff_text_mangled(buf, name: str) -> str | None:
+    """A message when a binary XSpace went through a text pipeline.
+
+    Re-encoding binary bytes as UTF-8 (bytes read as latin-1 / cp1252 and
+    written as UTF-8: a text-mode transfer, an editor, a git text filter)
+    turns every byte >= 0x80 into two bytes; decoding them as UTF-8 with
+    replacement turns them into U+FFFD. Only called once the file failed to
+    parse, so the checks may cost a pass over it.
+    """
+    data = bytes(buf)
+    fix = (
+        f"{name}: this .xplane.pb went through a text conversion (its binary bytes were re-encoded as "
+        "UTF-8, e.g. by a text-mode transfer, an editor or a git text filter), which corrupts it; "
+        "copy the original file in binary mode"
+    )
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    if data.count(b"\xef\xbf\xbd") >= 4:
+        return fix + " (U+FFFD replacement characters: this copy cannot be repaired)"
+    if not any(b >= 0x80 for b in data[:4096]) and data.isascii():
+        return None
+    for codec in ("latin-1", "cp1252"):
+        try:
+            orig = text.encode(codec)
+        except UnicodeEncodeError:
+            continue
+        if orig[:2] == b"\x1f\x8b" and data[:2] != b"\x1f\x8b":  # a mangled .xplane.pb.gz
+            return fix
+        try:
+            index = scan_space(orig, Path(name), _diagnose=False)
+        except InputError:
+            continue
+        if index.planes:
+            return fix
+    return None
+
+
+def read_bytes(path: Path) -> bytes | bytearray | mmap.mmap:
+    """Return the raw XSpace bytes of a file (.gz decompressed, capped).
+
+    Never writes: plain files are mapped read-only, .gz files decompressed in
+    memory (up to MAX_DECOMPRESSED_BYTES, then refused)."""
     try:
         size = path.stat().st_size
         if size == 0:
@@ -148,36 +231,53 @@ def read_bytes(path: Path) -> bytes | mmap.mmap:
             mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
     except OSError as e:
         raise InputError(f"{path}: cannot read: {e.strerror or e}") from None
+    except ValueError as e:  # mmap of a file that shrank to nothing meanwhile
+        raise InputError(f"{path}: cannot read: {e}") from None
     return mm
 
 
-def _gunzip(f, path: Path) -> bytes:
-    d = zlib.decompressobj(16 + zlib.MAX_WBITS)
+_CHUNK = 1 << 20
+
+
+def _gunzip(f, path: Path) -> bytearray:
+    """Decompress a (possibly multi-member) gzip file, refusing more than
+    MAX_DECOMPRESSED_BYTES of output (a gzip bomb guard): the output is
+    produced in bounded steps, so memory never exceeds the cap."""
+    limit = MAX_DECOMPRESSED_BYTES
     out = bytearray()
+    d = zlib.decompressobj(16 + zlib.MAX_WBITS)
+    pending = b""
     try:
         while True:
-            chunk = f.read(1 << 20)
-            if not chunk:
+            data = pending or f.read(_CHUNK)
+            pending = b""
+            if not data:
                 break
-            out += d.decompress(chunk, MAX_DECOMPRESSED_BYTES + 1 - len(out))
-            if len(out) > MAX_DECOMPRESSED_BYTES:
+            if d.eof:  # between members: another member, or NUL padding
+                if not data.strip(b"\0"):
+                    continue
+                if len(data) < 2:
+                    data += f.read(_CHUNK)
+                if data[:2] != b"\x1f\x8b":
+                    raise InputError(f"{path}: corrupt gzip file (unexpected data after the compressed stream)")
+                d = zlib.decompressobj(16 + zlib.MAX_WBITS)
+            out += d.decompress(data, limit + 1 - len(out))
+            if len(out) > limit or d.unconsumed_tail:
                 raise InputError(
-                    f"{path}: decompresses to more than {MAX_DECOMPRESSED_BYTES // 1024**3} GiB; "
-                    "refusing (gzip bomb guard)"
+                    f"{path}: decompresses to more than {_size(limit)}; refusing (gzip bomb guard; "
+                    "a genuine capture this large: decompress it and pass the .xplane.pb)"
                 )
-            if d.unconsumed_tail:
-                raise InputError(
-                    f"{path}: decompresses to more than {MAX_DECOMPRESSED_BYTES // 1024**3} GiB; "
-                    "refusing (gzip bomb guard)"
-                )
-        out += d.flush()
+            if d.eof and d.unused_data:
+                pending = d.unused_data
     except (zlib.error, EOFError, gzip.BadGzipFile) as e:
         raise InputError(f"{path}: corrupt gzip data ({e})") from None
+    except OSError as e:
+        raise InputError(f"{path}: cannot read: {e.strerror or e}") from None
     if not d.eof:
-        raise InputError(f"{path}: truncated gzip file")
+        raise InputError(f"{path}: truncated gzip file (incomplete download or copy?)")
     if not out:
         raise InputError(f"{path}: empty after decompression")
-    return bytes(out)
+    return out
 
 
 # ---------------------------------------------------------------------------
@@ -185,12 +285,16 @@ def _gunzip(f, path: Path) -> bytes:
 # ---------------------------------------------------------------------------
 
 
+class _Truncated(ValueError):
+    """A field that runs past the end of the buffer."""
+
+
 def _varint(buf, pos: int, end: int) -> tuple[int, int]:
     result = 0
     shift = 0
     while True:
         if pos >= end:
-            raise ValueError("truncated varint")
+            raise _Truncated("truncated varint")
         b = buf[pos]
         pos += 1
         result |= (b & 0x7F) << shift
@@ -214,7 +318,7 @@ def _skip(buf, pos: int, end: int, wire: int) -> int:
     else:
         raise ValueError(f"unsupported wire type {wire}")
     if pos > end:
-        raise ValueError("field runs past the end")
+        raise _Truncated("field runs past the end")
     return pos
 
 
@@ -244,6 +348,13 @@ class SpaceIndex:
 
 def _plane_head(buf, start: int, end: int) -> tuple[str, int]:
     """Read a plane's id (field 1) and name (field 2) without decoding it."""
+    try:
+        return _plane_head_fields(buf, start, end)
+    except _Truncated as e:  # inside a plane: corrupt, not a truncated file
+        raise ValueError(f"corrupt plane header ({e})") from None
+
+
+def _plane_head_fields(buf, start: int, end: int) -> tuple[str, int]:
     pos = start
     name = ""
     pid = 0
@@ -266,15 +377,27 @@ def _plane_head(buf, start: int, end: int) -> tuple[str, int]:
     return name, pid
 
 
-def scan_space(buf, path: Path) -> SpaceIndex:
-    """Index the planes of an XSpace buffer by walking its top-level fields."""
+def scan_space(buf, path: Path, _diagnose: bool = True) -> SpaceIndex:
+    """Index the planes of an XSpace buffer by walking its top-level fields.
+
+    Raises InputError with one line that says what the bytes are when they
+    are not an XSpace (JSON, HTML, a text-mangled binary) or where they break.
+    """
     end = len(buf)
     pos = 0
+    tag_pos = 0
     planes: list[PlaneRef] = []
     strings: dict[int, list[str]] = {2: [], 3: [], 4: []}
     head = bytes(buf[:64])
+
+    def diagnose() -> str | None:
+        if not _diagnose:
+            return None
+        return _sniff_wrong_type(head, str(path)) or _sniff_text_mangled(buf, str(path))
+
     try:
         while pos < end:
+            tag_pos = pos
             key, pos = _varint(buf, pos, end)
             field, wire = key >> 3, key & 7
             if field == 0:
@@ -282,7 +405,7 @@ def scan_space(buf, path: Path) -> SpaceIndex:
             if wire == 2:
                 n, pos = _varint(buf, pos, end)
                 if pos + n > end:
-                    raise ValueError("field runs past the end of the file")
+                    raise _Truncated(f"the file ends at byte {end}, inside a field of {n} bytes starting at byte {pos}")
                 if field == 1:
                     name, pid = _plane_head(buf, pos, pos + n)
                     kind, dev, sc = plane_kind(name)
@@ -295,13 +418,20 @@ def scan_space(buf, path: Path) -> SpaceIndex:
             else:
                 pos = _skip(buf, pos, end, wire)
     except ValueError as e:
-        wrong = _sniff_wrong_type(head, str(path))
+        wrong = diagnose()
         if wrong:
             raise InputError(wrong) from None
-        where = "truncated or corrupt" if planes else "not an XSpace protobuf (or corrupt)"
-        raise InputError(f"{path}: {where}: {e} at byte {pos}") from None
+        truncated = isinstance(e, _Truncated)
+        if planes and truncated:
+            raise InputError(
+                f"{path}: truncated or corrupt: {e} ({len(planes)} plane(s) read before it; "
+                "an incomplete download or copy?)"
+            ) from None
+        if planes:
+            raise InputError(f"{path}: truncated or corrupt: {e} at byte {tag_pos} (after {len(planes)} plane(s))") from None
+        raise InputError(f"{path}: not an XSpace profile (.xplane.pb), or truncated/corrupt: {e} at byte {tag_pos}") from None
     if not planes:
-        wrong = _sniff_wrong_type(head, str(path))
+        wrong = diagnose()
         if wrong:
             raise InputError(wrong)
         raise InputError(f"{path}: no planes found: not an XSpace profile (.xplane.pb)")
@@ -317,10 +447,12 @@ def scan_space(buf, path: Path) -> SpaceIndex:
 
 def decode_plane(buf, ref: PlaneRef, path: Path) -> xplane_pb2.XPlane:
     """Decode one plane's bytes into a message (unknown fields are kept, not fatal)."""
+    data = bytes(buf[ref.offset : ref.offset + ref.length])
     try:
-        return xplane_pb2.XPlane.FromString(bytes(buf[ref.offset : ref.offset + ref.length]))
+        return xplane_pb2.XPlane.FromString(data)
     except DecodeError as e:
-        raise InputError(f"{path}: plane {ref.name!r} is corrupt ({e})") from None
+        why = explain_decode_error(data, xplane_pb2.XPlane.DESCRIPTOR) or str(e)
+        raise InputError(f"{path}: plane {ref.name!r} is corrupt ({why})") from None
 
 
 def host_name(index: SpaceIndex) -> str:

@@ -241,7 +241,16 @@ class LineHeader:
 
 
 def decode_line(buf, start: int, end: int) -> tuple[LineHeader, RawEvents] | None:
-    """Decode one XLine's header and events; None when the fast path does not apply."""
+    """Decode one XLine's header and events; None when the fast path does not
+    apply or the bytes are malformed (never raises on bad bytes: the caller
+    then lets the protobuf runtime decode the line and report the corruption)."""
+    try:
+        return _decode_line(buf, start, end)
+    except ValueError:  # a truncated or over-long varint
+        return None
+
+
+def _decode_line(buf, start: int, end: int) -> tuple[LineHeader, RawEvents] | None:
     head = {"id": 0, "name": "", "display_name": "", "ts": 0, "dur": 0}
     parts: list[RawEvents] = []
     pos = start
@@ -249,6 +258,8 @@ def decode_line(buf, start: int, end: int) -> tuple[LineHeader, RawEvents] | Non
         tag_pos = pos
         key, pos = varint(buf, pos, end)
         field, wire = key >> 3, key & 7
+        if field == 0:
+            return None
         if field == LINE_EVENTS and wire == 2:
             got = decode_event_run(buf, tag_pos, end)
             if got is None:
@@ -298,3 +309,47 @@ def decode_line(buf, start: int, end: int) -> tuple[LineHeader, RawEvents] | Non
         np.concatenate([p.stat_value for p in parts]),
         np.concatenate([p.stat_is_ref for p in parts]),
     )
+
+
+# ---------------------------------------------------------------------------
+# Why the protobuf runtime refused some bytes
+# ---------------------------------------------------------------------------
+
+
+def _wire_types():
+    from google.protobuf.descriptor import FieldDescriptor as FD
+
+    wt = {FD.TYPE_DOUBLE: 1, FD.TYPE_FIXED64: 1, FD.TYPE_SFIXED64: 1, FD.TYPE_FLOAT: 5, FD.TYPE_FIXED32: 5, FD.TYPE_SFIXED32: 5}
+    wt.update({t: 2 for t in (FD.TYPE_STRING, FD.TYPE_BYTES, FD.TYPE_MESSAGE)})
+    return wt, FD
+
+
+def explain_decode_error(data: bytes, descriptor, _where: str = "") -> str | None:
+    """One phrase saying why `data` is not a valid `descriptor` message (the
+    protobuf runtime only says "Error parsing message"), or None when no
+    reason is found. Walks the wire format against the schema: framing,
+    wire types, field number 0 and UTF-8 in string fields."""
+    wt_of, FD = _wire_types()
+    where = _where or descriptor.name
+    try:
+        for field, wt, _, ps, pe, _tag in iter_fields(data, 0, len(data)):
+            fd = descriptor.fields_by_number.get(field)
+            if fd is None:
+                continue  # unknown fields are legal
+            name = f"{where}.{fd.name}"
+            want = wt_of.get(fd.type, 0)
+            packed = wt == 2 and want != 2 and fd.label == FD.LABEL_REPEATED
+            if wt != want and not packed:
+                return f"{name} has wire type {wt}, expected {want}"
+            if fd.type == FD.TYPE_STRING:
+                try:
+                    bytes(data[ps:pe]).decode("utf-8")
+                except UnicodeDecodeError:
+                    return f"invalid UTF-8 in {name}"
+            elif fd.type == FD.TYPE_MESSAGE:
+                why = explain_decode_error(bytes(data[ps:pe]), fd.message_type, name)
+                if why:
+                    return why
+    except ValueError as e:
+        return f"{e} in {where}"
+    return None
