@@ -74,8 +74,8 @@ def test_unwritable_output_is_one_line_exit_2(capsys, basic, tmp_path):
 
 
 def test_json_is_deterministic(capsys, basic):
-    rc, a, _ = run(capsys, "analyze", str(basic), "--json", "-")
-    rc2, b, _ = run(capsys, "analyze", str(basic), "--json", "-")
+    rc, a, _ = run(capsys, "analyze", str(basic), "--json", "-", "--no-html")
+    rc2, b, _ = run(capsys, "analyze", str(basic), "--json", "-", "--no-html")
     assert rc == rc2 == 0 and a == b
     d = json.loads(a)
     assert list(d) == sorted(d)
