@@ -53,7 +53,15 @@ def render_sample(path: Path, analysis=None, findings=None) -> tuple[str, str]:
     from profanalyzer.report.html import file_sha256, render_html
     from profanalyzer.report.markdown import render_markdown
 
+    import dataclasses
+    import os
+
     a = analysis if analysis is not None else analyze(path)
+    # Reports name their trace relative to the repository, so they do not
+    # depend on where the checkout lives.
+    src = Path(a.source)
+    if src.is_absolute():
+        a = dataclasses.replace(a, source=os.path.relpath(src, ROOT))
     f = findings if findings is not None else run_rules(a)
     html = render_html(a, f, command_line=command_line_for(path), input_sha256=file_sha256(path))
     md = render_markdown(a, f)
