@@ -26,7 +26,7 @@ from pathlib import Path
 from google.protobuf.message import DecodeError
 
 from profanalyzer.errors import InputError
-from profanalyzer.xspace import xplane_pb2
+from profanalyzer.xspace import wire, xplane_pb2
 from profanalyzer.xspace.wire import explain_decode_error
 
 #: Decompressed size cap for .gz inputs (a gzip bomb guard). Real single-host
@@ -285,41 +285,10 @@ def _gunzip(f, path: Path) -> bytearray:
 # ---------------------------------------------------------------------------
 
 
-class _Truncated(ValueError):
-    """A field that runs past the end of the buffer."""
-
-
-def _varint(buf, pos: int, end: int) -> tuple[int, int]:
-    result = 0
-    shift = 0
-    while True:
-        if pos >= end:
-            raise _Truncated("truncated varint")
-        b = buf[pos]
-        pos += 1
-        result |= (b & 0x7F) << shift
-        if not b & 0x80:
-            return result, pos
-        shift += 7
-        if shift > 63:
-            raise ValueError("varint too long")
-
-
-def _skip(buf, pos: int, end: int, wire: int) -> int:
-    if wire == 0:
-        _, pos = _varint(buf, pos, end)
-    elif wire == 1:
-        pos += 8
-    elif wire == 2:
-        n, pos = _varint(buf, pos, end)
-        pos += n
-    elif wire == 5:
-        pos += 4
-    else:
-        raise ValueError(f"unsupported wire type {wire}")
-    if pos > end:
-        raise _Truncated("field runs past the end")
-    return pos
+# The wire primitives live with the event decoder (one implementation).
+_Truncated = wire.Truncated
+_varint = wire.varint
+_skip = wire.skip
 
 
 @dataclass(frozen=True)

@@ -50,12 +50,17 @@ class RawEvents:
         return len(self.metadata_id)
 
 
+class Truncated(ValueError):
+    """A field that runs past the end of the buffer."""
+
+
 def varint(buf, pos: int, end: int) -> tuple[int, int]:
+    """Read one varint at buf[pos]: (value, next position)."""
     result = 0
     shift = 0
     while True:
         if pos >= end:
-            raise ValueError("truncated varint")
+            raise Truncated("truncated varint")
         b = buf[pos]
         pos += 1
         result |= (b & 0x7F) << shift
@@ -64,6 +69,24 @@ def varint(buf, pos: int, end: int) -> tuple[int, int]:
         shift += 7
         if shift > 63:
             raise ValueError("varint too long")
+
+
+def skip(buf, pos: int, end: int, wire: int) -> int:
+    """Position after a field's payload of the given wire type."""
+    if wire == 0:
+        _, pos = varint(buf, pos, end)
+    elif wire == 1:
+        pos += 8
+    elif wire == 2:
+        n, pos = varint(buf, pos, end)
+        pos += n
+    elif wire == 5:
+        pos += 4
+    else:
+        raise ValueError(f"unsupported wire type {wire}")
+    if pos > end:
+        raise Truncated("field runs past the end")
+    return pos
 
 
 def iter_fields(buf, start: int, end: int):
