@@ -24,29 +24,15 @@ No timing is asserted anywhere; numbers go into benchmarks/README.md.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-
-RUNNER = """
-import json, resource, sys, time
-PATH = sys.argv[1]
-OUT = sys.argv[2]
-t0 = time.perf_counter()
-{body}
-dt = time.perf_counter() - t0
-# Peak RSS of this process image: VmHWM (ru_maxrss would include the parent's
-# peak, which Linux carries across fork+exec).
-hwm = [int(l.split()[1]) for l in open("/proc/self/status") if l.startswith("VmHWM:")][0]
-print(json.dumps({{"seconds": dt, "maxrss_kib": hwm, "note": str(note)}}))
-"""
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _harness import best_of, warm_up  # noqa: E402
 
 TASKS = {
     "bare_parse": (
@@ -84,26 +70,6 @@ TASKS = {
         "note = rc\n"
     ),
 }
-
-
-def _env() -> dict:
-    # Bytecode caching as users have it (some sandboxes disable it, which
-    # would charge every run with compiling the package's sources).
-    env = dict(os.environ)
-    env.pop("PYTHONDONTWRITEBYTECODE", None)
-    return env
-
-
-def run_task(name: str, path: Path, out: Path) -> dict:
-    code = RUNNER.format(body=TASKS[name])
-    t0 = time.perf_counter()
-    p = subprocess.run([sys.executable, "-c", code, str(path), str(out)], cwd=ROOT, capture_output=True, text=True, env=_env())
-    wall = time.perf_counter() - t0
-    if p.returncode != 0:
-        return {"error": (p.stderr.strip().splitlines() or ["?"])[-1], "wall": wall}
-    r = json.loads(p.stdout.strip().splitlines()[-1])
-    r["wall"] = wall  # includes interpreter start and imports
-    return r
 
 
 def _field(num: int, payload: bytes) -> bytes:
@@ -179,17 +145,8 @@ def main() -> None:
         build(path, args.events, args.bulk_mb, args.layers)
         print(f"(build took {time.perf_counter() - t0:.0f} s)")
     out = folder / "e2e.report.html"
-    # Warm-up: import everything once so bytecode caches exist (not timed).
-    subprocess.run([sys.executable, "-c", "import profanalyzer.cli, profanalyzer.analysis, profanalyzer.report.html, heuristics; "
-                    "from heuristics import registry; registry()"], cwd=ROOT, env=_env(), check=False)
-    results = {}
-    for name in args.tasks.split(","):
-        best = None
-        for _ in range(args.repeat):
-            r = run_task(name, path, out)
-            if best is None or ("seconds" in r and r["seconds"] < best.get("seconds", 1e99)):
-                best = r
-        results[name] = best
+    warm_up()
+    results = {name: best_of(TASKS[name], args.repeat, str(path), str(out)) for name in args.tasks.split(",")}
     floor = results.get("touch_floor", {}).get("seconds")
     print(f"\nfile: {path.stat().st_size / 1e6:.0f} MB; python {sys.version.split()[0]}; {os.cpu_count()} CPUs")
     print(f"{'task':<15}{'seconds':>9}{'wall':>8}{'peak RSS MiB':>14}{'x touch floor':>15}  note")

@@ -16,52 +16,33 @@ No timing is asserted anywhere; numbers go into benchmarks/README.md.
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _harness import best_of, warm_up  # noqa: E402
 
 TASKS = {
     "bare_parse": (
         "from profanalyzer.xspace import xplane_pb2 as pb\n"
         "data = open(PATH, 'rb').read()\n"
         "sp = pb.XSpace.FromString(data)\n"
-        "n = sum(len(l.events) for p in sp.planes if p.name.startswith('/device:TPU') for l in p.lines)\n"
+        "note = sum(len(l.events) for p in sp.planes if p.name.startswith('/device:TPU') for l in p.lines)\n"
     ),
     "read": (
         "from profanalyzer.trace import load_trace\n"
         "tr = load_trace(PATH)\n"
-        "n = sum(p.n_events for p in tr.planes)\n"
+        "note = sum(p.n_events for p in tr.planes)\n"
     ),
     "analyze": (
         "from profanalyzer.analysis import analyze\n"
         "a = analyze(PATH)\n"
-        "n = a.steps.kept\n"
+        "note = a.steps.kept\n"
     ),
 }
-
-RUNNER = """
-import resource, sys, time, json
-PATH = sys.argv[1]
-t0 = time.perf_counter()
-{body}
-dt = time.perf_counter() - t0
-print(json.dumps({{"seconds": dt, "maxrss_kib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, "n": n}}))
-"""
-
-
-def run_task(name: str, path: Path) -> dict:
-    code = RUNNER.format(body=TASKS[name])
-    out = subprocess.run(
-        [sys.executable, "-c", code, str(path)], cwd=ROOT, check=True, capture_output=True, text=True
-    )
-    return json.loads(out.stdout.strip().splitlines()[-1])
-
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -83,20 +64,14 @@ def main() -> None:
         write_scenario(args.scenario, path, seed=0, steps=args.steps, layers=args.layers)
         print(f"synthesized {path} in {time.perf_counter() - t0:.1f} s")
     size_mb = path.stat().st_size / 1e6
-    results = {}
-    for name in args.tasks.split(","):
-        best = None
-        for _ in range(args.repeat):
-            r = run_task(name, path)
-            if best is None or r["seconds"] < best["seconds"]:
-                best = r
-        results[name] = best
+    warm_up()
+    results = {name: best_of(TASKS[name], args.repeat, str(path)) for name in args.tasks.split(",")}
     base = results.get("bare_parse")
     print(f"\ntrace: {path.name}, {size_mb:.1f} MB, python {sys.version.split()[0]}, {os.cpu_count()} CPUs")
     print(f"{'task':<12}{'seconds':>10}{'peak RSS MiB':>14}{'events/steps':>14}{'x bare_parse':>14}")
     for name, r in results.items():
         ratio = f"{r['seconds'] / base['seconds']:.2f}" if base else "-"
-        print(f"{name:<12}{r['seconds']:>10.2f}{r['maxrss_kib'] / 1024:>14.0f}{r['n']:>14,}{ratio:>14}")
+        print(f"{name:<12}{r['seconds']:>10.2f}{r['maxrss_kib'] / 1024:>14.0f}{int(r['note']):>14,}{ratio:>14}")
     if args.keep is None:
         path.unlink()
         folder.rmdir()

@@ -12,7 +12,6 @@ the same bytes (no timestamp unless one is passed).
 from __future__ import annotations
 
 import hashlib
-import mmap
 from functools import lru_cache
 from pathlib import Path
 from typing import Mapping
@@ -68,20 +67,23 @@ def file_sha256(path: str | Path) -> str:
     and contents) for a run folder / log dir."""
     p = Path(path)
     h = hashlib.sha256()
+    # Large chunks into one reused buffer: hashlib releases the GIL while it
+    # hashes each chunk, so hashing on a thread barely slows the analysis, and
+    # memory stays at one chunk (a memory map would count the whole file in RSS).
+    buf = bytearray(8 << 20)
+    view = memoryview(buf)
+
+    def add(f: Path) -> None:
+        with open(f, "rb") as fh:
+            while n := fh.readinto(buf):
+                h.update(view[:n])
+
     if p.is_dir():
         for f in sorted(x for x in p.rglob("*") if x.is_file()):
             h.update(str(f.relative_to(p).as_posix()).encode() + b"\0")
-            with open(f, "rb") as fh:
-                for chunk in iter(lambda: fh.read(1 << 20), b""):
-                    h.update(chunk)
-        return h.hexdigest()
-    with open(p, "rb") as fh:
-        if p.stat().st_size == 0:
-            return h.hexdigest()
-        # One update over a memory map: hashlib releases the GIL for the whole
-        # file, so hashing on a thread does not slow the analysis down.
-        with mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mm:
-            h.update(mm)
+            add(f)
+    else:
+        add(p)
     return h.hexdigest()
 
 
