@@ -48,3 +48,24 @@ def findings_of(name: str):
 @pytest.fixture(scope="session")
 def analyses():
     return analysis_of
+
+
+@functools.lru_cache(maxsize=None)
+def _sample_doc_text(name: str) -> str:
+    from profanalyzer.findings import result_document
+
+    return json.dumps(result_document(analysis_of(name), findings_of(name)))
+
+
+def sample_doc(name: str) -> dict:
+    """A fresh copy of a sample's JSON document (as `analyze --json` writes it)."""
+    return json.loads(_sample_doc_text(name))
+
+
+def run_cli(capsys, *args):
+    """Run the CLI in-process: (exit code, stdout, stderr)."""
+    from profanalyzer.cli import main
+
+    rc = main([str(a) for a in args])
+    out = capsys.readouterr()
+    return rc, out.out, out.err

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 import json
 import os
 import shutil
@@ -13,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, analysis_of, findings_of, sample_path
+from conftest import run_cli, sample_doc, ROOT, analysis_of, findings_of, sample_path
 from profanalyzer.budget import (
     METRICS,
     REGRESSION_METRICS,
@@ -25,22 +24,10 @@ from profanalyzer.budget import (
     metric_value,
     parse_budget,
 )
-from profanalyzer.cli import main, result_dict
 
 
-@functools.lru_cache(maxsize=None)
-def _doc(name: str) -> str:
-    return json.dumps(result_dict(analysis_of(name), findings_of(name)))
-
-
-def doc(name: str) -> dict:
-    return json.loads(_doc(name))
-
-
-def run(capsys, *args):
-    rc = main([str(a) for a in args])
-    out = capsys.readouterr()
-    return rc, out.out, out.err
+doc = sample_doc  # a fresh copy of a sample's analysis document
+run = run_cli
 
 
 @pytest.fixture(scope="module")
@@ -49,7 +36,7 @@ def saved(tmp_path_factory):
     out = {}
     for name in ("offload_on", "offload_off", "moe_large_pp"):
         p = d / f"{name}.json"
-        p.write_text(_doc(name))
+        p.write_text(json.dumps(sample_doc(name)))
         out[name] = p
     return out
 

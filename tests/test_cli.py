@@ -8,15 +8,11 @@ import os
 
 import pytest
 
-from conftest import sample_names, sample_path, truth_of
-from profanalyzer.cli import main
+from conftest import run_cli, sample_names, sample_path, truth_of
 from test_reader import _basic_space
 
 
-def run(capsys, *args):
-    rc = main(list(args))
-    out = capsys.readouterr()
-    return rc, out.out, out.err
+run = run_cli
 
 
 @pytest.fixture()

@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 import copy
-import functools
 import json
 import math
 import re
 
 import pytest
 
-from conftest import analysis_of, findings_of, sample_path
-from profanalyzer.cli import main, result_dict
+from conftest import run_cli, sample_doc, analysis_of, findings_of, sample_path
 from profanalyzer.compare import (
     MIN_EFFECT,
     NOISE_K,
@@ -25,20 +23,8 @@ from profanalyzer.errors import InputError
 from profanalyzer.report.diff import format_text, render_diff_html, render_diff_markdown
 
 
-@functools.lru_cache(maxsize=None)
-def _doc(name: str) -> str:
-    return json.dumps(result_dict(analysis_of(name), findings_of(name)))
-
-
-def doc(name: str) -> dict:
-    """A fresh copy of a sample's analysis document (as `analyze --json` writes it)."""
-    return json.loads(_doc(name))
-
-
-def run(capsys, *args):
-    rc = main([str(a) for a in args])
-    out = capsys.readouterr()
-    return rc, out.out, out.err
+doc = sample_doc  # a fresh copy of a sample's analysis document
+run = run_cli
 
 
 @pytest.fixture(scope="module")
@@ -48,7 +34,7 @@ def saved(tmp_path_factory):
     out = {}
     for name in ("dense_short_fsdp", "offload_on", "offload_off", "remat_minimal", "remat_full"):
         p = d / f"{name}.json"
-        p.write_text(_doc(name))
+        p.write_text(json.dumps(sample_doc(name)))
         out[name] = p
     return out
 

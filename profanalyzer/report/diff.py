@@ -17,6 +17,7 @@ import re
 from dataclasses import dataclass
 
 from profanalyzer.compare import MIN_EFFECT, NOISE_K, Comparison, ExposedChange, OpChange, ShareChange
+from profanalyzer.report import context as _context
 from profanalyzer.report import svg
 
 TEMPLATE = "diff.html.j2"
@@ -25,17 +26,7 @@ OPS_SHORT = 5
 NAME_CUT = 70
 TF_OP_CUT = 90
 
-COLLECTIVE_LABELS = {
-    "all_gather": "All-gather",
-    "reduce_scatter": "Reduce-scatter",
-    "all_reduce": "All-reduce",
-    "all_to_all": "All-to-all",
-    "collective_permute": "Collective-permute",
-    "send_recv": "Send/recv",
-    "host_transfer": "Host transfer",
-    "unknown": "Unknown collective",
-    "total": "All collectives",
-}
+COLLECTIVE_LABELS = {**_context.COLLECTIVE_LABELS, "unknown": "Unknown collective", "total": "All collectives"}
 
 
 # ---------------------------------------------------------------------------
