@@ -734,14 +734,28 @@ def _load_host(f: Path, include_sparsecore: bool) -> tuple[HostInfo, list[tuple[
     refs = _device_refs(index, include_sparsecore)
     if not any(r.kind == "tensorcore" for r in refs):
         raise NoTpuPlanesError(_no_tpu_message(f, index))
-    built = []
-    # Plane by plane: only one plane's decoded metadata is alive at a time.
-    for r in refs:
+    def one(r: reader.PlaneRef) -> tuple[Plane, int]:
         try:
-            built.append(build_plane(buf, r.offset, r.offset + r.length, host, r.kind, r.device_id or 0, r.sc_index))
+            return build_plane(buf, r.offset, r.offset + r.length, host, r.kind, r.device_id or 0, r.sc_index)
         except InputError as e:
             raise InputError(f"{f}: plane {r.name!r}: {e}") from None
+
+    # Planes are independent; their event decoding (C decoder, numpy) runs
+    # without the GIL, so a few threads overlap it. Bounded: at most
+    # PLANE_THREADS planes' decoded bytes are alive at a time.
+    threads = min(PLANE_THREADS, os.cpu_count() or 1, len(refs))
+    if threads > 1:
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(max_workers=threads) as pool:
+            built = list(pool.map(one, refs))
+    else:
+        built = [one(r) for r in refs]
     return info, built
+
+
+#: Threads decoding the planes of one host file.
+PLANE_THREADS = 4
 
 
 def default_jobs(n_files: int) -> int:

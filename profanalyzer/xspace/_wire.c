@@ -85,6 +85,9 @@ static PyObject *decode_event_run(PyObject *self, PyObject *args) {
     Py_ssize_t pos = start, stop = end;
     int bad = 0, oom = 0;
     int64_t nev = 0;
+    /* The walk touches only the (pinned) buffer and malloc'd vectors: let
+       other threads run meanwhile. */
+    Py_BEGIN_ALLOW_THREADS
     while (pos < end) {
         Py_ssize_t tag_pos = pos;
         uint64_t key, len;
@@ -137,6 +140,7 @@ static PyObject *decode_event_run(PyObject *self, PyObject *args) {
         if (vec_push(&mid, m) || vec_push(&off, o) || vec_push(&dur, d)) { oom = 1; break; }
         nev++;
     }
+    Py_END_ALLOW_THREADS
     PyBuffer_Release(&view);
     PyObject *res = NULL;
     if (oom) {
