@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from heuristics._util import libtpu_args, ms, op_line
+from heuristics._util import libtpu_args, op_line
 from profanalyzer.findings import rule
 
 #: Kernels with tiles at or under this size and below the roofline share are

@@ -158,7 +158,7 @@ def communication_bound(self, analysis):
             [f"exposed {', '.join(f'{t} {ms(c.exposed_ps)}' for t, c in exposed.items())} per step ({pct(total / step)})",
              _intensity_line(analysis), f"workload: {wl.row} ({'; '.join(wl.reasons)})"],
             actions,
-            [f"halving the sharded-traffic per token (smaller CP degree or twice the per-device batch) halves its exposed time"],
+            ["halving the sharded-traffic per token (smaller CP degree or twice the per-device batch) halves its exposed time"],
             claims={f"bucket:{c.bucket}": c.exposed_ps * FSDP_BATCH_GAIN for c in exposed.values()},
         )
     ]

@@ -13,7 +13,7 @@ picoseconds, fractions rounded to 6 decimals) and is the JSON schema that
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, fields, is_dataclass
+from dataclasses import dataclass, fields, is_dataclass
 from pathlib import Path
 from typing import Mapping
 

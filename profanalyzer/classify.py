@@ -1114,8 +1114,6 @@ def classify_table(df):
     collective, role, remat, phase, kernel, precision, reason on the same index.
     Each distinct input tuple is classified once.
     """
-    import pandas as pd
-
     n = len(df)
     cols = []
     for c in _IN_COLUMNS:

@@ -16,12 +16,9 @@ import pandas as pd
 def frame(cols: Mapping[str, object], index=None) -> pd.DataFrame:
     """A DataFrame whose string-like columns keep object dtype."""
     out = {}
-    n = None
     for k, v in cols.items():
         if isinstance(v, (list, tuple)) or (isinstance(v, np.ndarray) and v.dtype == object):
             out[k] = pd.Series(np.asarray(v, dtype=object), dtype=object, index=index, copy=False)
         else:
             out[k] = v
-            continue
-        n = len(v)
     return pd.DataFrame(out, index=index)

@@ -22,9 +22,9 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterable, Mapping
+from typing import Callable, Mapping
 
 import numpy as np
 
@@ -251,15 +251,6 @@ def _num(v) -> float:
         except ValueError:
             return float("nan")
     return float(v)
-
-
-def _int(v) -> int:
-    if v is None:
-        return -1
-    try:
-        return int(v)
-    except (TypeError, ValueError):
-        return -1
 
 
 def _core_details(raw) -> dict:
@@ -627,7 +618,6 @@ def build_plane(buf, start: int, end: int, host: str, kind: str, device_id: int,
 # Steps
 # ---------------------------------------------------------------------------
 
-_PROGRAM_RE = re.compile(r"^(.*)\((\d+)\)$")
 
 
 _STEP_NUMBER_RE = re.compile(r"^\s*(\d{1,18})\s*$", re.ASCII)

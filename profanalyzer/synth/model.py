@@ -154,7 +154,6 @@ def simulate(plan: Plan, *, seed: int = 0, hosts: int = 1, steps: int | None = N
     remat = np.array([o.remat for o in ops], dtype=bool)
     coll_idx = np.array([COLL_BUCKETS.index(o.coll) if o.coll else -1 for o in ops], dtype=np.int64)
     engine = [o.engine for o in ops]
-    role = [o.role for o in ops]
 
     rng = Rng(seed, _stable_hash(spec.name), hosts, 7)
     core_f = 1.0 + (rng.uniform(C) - 0.5) * 0.006

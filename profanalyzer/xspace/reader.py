@@ -9,8 +9,8 @@ What a user may pass:
 The XSpace is never decoded as a whole. `scan_space` walks only its top-level
 fields (a few hundred bytes of varints for a multi-GB file) and records where
 each plane's bytes lie and what it is called; callers then decode just the
-planes they need (`decode_plane`). Host thread planes and `/host:metadata`
-(HLO protos) are the bulk of real files and are skipped unless asked for.
+planes they need (`profanalyzer.trace.build_plane`). Host thread planes and
+`/host:metadata` (HLO protos) are the bulk of real files and are never decoded.
 """
 
 from __future__ import annotations
@@ -23,11 +23,9 @@ import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
-from google.protobuf.message import DecodeError
 
 from profanalyzer.errors import InputError
 from profanalyzer.xspace import wire, xplane_pb2
-from profanalyzer.xspace.wire import explain_decode_error
 
 #: Decompressed size cap for .gz inputs (a gzip bomb guard). Real single-host
 #: captures are at most a few GB.
@@ -412,16 +410,6 @@ def scan_space(buf, path: Path, _diagnose: bool = True) -> SpaceIndex:
         errors=tuple(strings[2]),
         warnings=tuple(strings[3]),
     )
-
-
-def decode_plane(buf, ref: PlaneRef, path: Path) -> xplane_pb2.XPlane:
-    """Decode one plane's bytes into a message (unknown fields are kept, not fatal)."""
-    data = bytes(buf[ref.offset : ref.offset + ref.length])
-    try:
-        return xplane_pb2.XPlane.FromString(data)
-    except DecodeError as e:
-        why = explain_decode_error(data, xplane_pb2.XPlane.DESCRIPTOR) or str(e)
-        raise InputError(f"{path}: plane {ref.name!r} is corrupt ({why})") from None
 
 
 def host_name(index: SpaceIndex) -> str:
