@@ -253,27 +253,21 @@ def classify_plane(plane: Plane) -> PlaneClasses:
     if unknown.any():
         starts: dict[str, int] = {}
         for row in np.flatnonzero(cls["role"].isin(["start", "offload_start"]).to_numpy()).tolist():
-            key = async_pair_key(md.display_name[row] or _instr(md.name[row]))
+            key = async_pair_key(md.short_name(row))
             if key is not None:
                 starts.setdefault(key[0], row)
         for row in np.flatnonzero(unknown.to_numpy()).tolist():
-            key = async_pair_key(md.display_name[row] or _instr(md.name[row]))
+            key = async_pair_key(md.short_name(row))
             src = starts.get(key[0]) if key else None
             if src is not None and cls.at[src, "collective"] is not None:
                 cls.at[row, "bucket"] = cls.at[src, "bucket"]
                 cls.at[row, "collective"] = cls.at[src, "collective"]
-                cls.at[row, "reason"] = f"{cls.at[row, 'reason']}; kind from its start op {md.display_name[src] or _instr(md.name[src])}"
+                cls.at[row, "reason"] = f"{cls.at[row, 'reason']}; kind from its start op {md.short_name(src)}"
     bucket = np.asarray([BUCKET_INDEX[b] for b in cls["bucket"].tolist()], dtype=np.int64)
     remat = cls["remat"].to_numpy(dtype=bool)
     phase_idx = {p: i for i, p in enumerate(PHASES)}
     phase = np.asarray([phase_idx.get(p, -1) for p in cls["phase"].tolist()], dtype=np.int64)
     return PlaneClasses(bucket, remat, phase, cls)
-
-
-def _instr(hlo_text: str) -> str:
-    """Instruction name from HLO text: `%fusion.1 = ...` -> `fusion.1`."""
-    head = hlo_text.split("=", 1)[0].strip()
-    return head.lstrip("%").strip()
 
 
 # ---------------------------------------------------------------------------
@@ -554,7 +548,7 @@ def _ops_and_roofline(trace: Trace, work: list[CoreWork], kept_steps: set[int], 
         frames.append(
             frame(
                 {
-                    "name": [md.display_name[r] or _instr(md.name[r]) for r in rows],
+                    "name": [md.short_name(r) for r in rows],
                     "hlo_category": [md.category[r] for r in rows],
                     "tf_op": [md.tf_op[r] for r in rows],
                     "dedup": [md.deduplicated_name[r] for r in rows],

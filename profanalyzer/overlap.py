@@ -34,7 +34,7 @@ import pandas as pd
 from profanalyzer.attribution import BUCKET_INDEX
 from profanalyzer.frames import frame as objframe
 from profanalyzer.classify import BUCKETS, COLLECTIVE_BUCKETS, async_pair_key, classify_op
-from profanalyzer.trace import LINE_ASYNC, LINE_OPS, LINE_SC_MODULES, LINE_SC_OPS, Plane, Trace
+from profanalyzer.trace import instruction_name, LINE_ASYNC, LINE_OPS, LINE_SC_MODULES, LINE_SC_OPS, Plane, Trace
 
 #: Window classes by hidden fraction.
 HIDDEN_MIN = 0.9  # >= : hidden
@@ -135,7 +135,7 @@ def _windows_for_core(plane: Plane, classes: pd.DataFrame, unmatched: dict[str, 
     """Collective windows of one TensorCore: columns start, end, type, name, tf_op, engine, row."""
     md = plane.meta
     ops = plane.line(LINE_OPS)
-    names = np.asarray([d or n.split("=", 1)[0].strip().lstrip("%")[:80] for d, n in zip(md.display_name, md.name)], dtype=object)
+    names = np.asarray([d or instruction_name(n)[:80] for d, n in zip(md.display_name, md.name)], dtype=object)
     tf_ops = np.asarray(md.tf_op, dtype=object)
     coll_col = classes["collective"].to_numpy() if len(classes) else np.zeros(0, object)
     types_by_row = np.asarray([_type_of(c if isinstance(c, str) else None) for c in coll_col], dtype=object)

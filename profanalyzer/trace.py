@@ -80,6 +80,11 @@ EVENT_STR_STATS: tuple[str, ...] = ()  # none is used; the fast decoders skip st
 # ---------------------------------------------------------------------------
 
 
+def instruction_name(hlo_text: str) -> str:
+    """Instruction name from HLO text: `%fusion.1 = ...` -> `fusion.1`."""
+    return hlo_text.split("=", 1)[0].strip().lstrip("%").strip()
+
+
 @dataclass(frozen=True, eq=False)
 class OpMetadata:
     """One row per event-metadata entry of a plane (columnar)."""
@@ -103,7 +108,9 @@ class OpMetadata:
         return len(self.ids)
 
     def short_name(self, row: int) -> str:
-        return self.display_name[row] or self.name[row]
+        """The op's instruction name: display name, else the name before `=`
+        in the HLO text (`%fusion.1 = ...` -> `fusion.1`)."""
+        return self.display_name[row] or instruction_name(self.name[row])
 
 
 @dataclass(frozen=True, eq=False)
