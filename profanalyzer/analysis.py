@@ -4,10 +4,10 @@ read (xspace.reader) -> model (trace.load_trace) -> analyze (this module:
 classification, exclusive attribution, steady-state steps, roofline) ->
 findings (heuristics) -> render (report).
 
-Everything crossing the stage boundary is a frozen dataclass; pandas and
-numpy stay inside. `Analysis.to_dict()` is deterministic (sorted keys, integer
-picoseconds, fractions rounded to 6 decimals) and is the JSON schema that
-`--json` writes.
+Everything crossing the stage boundary is a frozen dataclass; numpy stays
+inside (no pandas: its import alone cost ~0.25 s of a 1.9 s end-to-end run).
+`Analysis.to_dict()` is deterministic (sorted keys, integer picoseconds,
+fractions rounded to 6 decimals) and is the JSON schema that `--json` writes.
 """
 
 from __future__ import annotations
@@ -18,13 +18,11 @@ from pathlib import Path
 from typing import Mapping
 
 import numpy as np
-import pandas as pd
 
 from profanalyzer import __version__
 from profanalyzer.attribution import BUCKET_INDEX, PHASES, CoreAttribution, OpTimeline, attribute_core
-from profanalyzer.classify import BUCKETS, COLLECTIVE_BUCKETS, COMPUTE_BUCKETS, async_pair_key, classify_table
+from profanalyzer.classify import BUCKETS, COLLECTIVE_BUCKETS, COMPUTE_BUCKETS, ROLE_CODES, async_pair_key, classify_columns
 from profanalyzer.errors import InputError
-from profanalyzer.frames import frame
 from profanalyzer.stats import STRAGGLER_MIN_MEMBERS, STRAGGLER_MIN_REL_SCALE, STRAGGLER_Z, modified_z
 from profanalyzer.overlap import CollectiveTypeSummary, CommunicationSummary, SparseCoreSummary, analyze_overlap
 from profanalyzer.timeline import TimelineSample, build_timeline
@@ -231,43 +229,49 @@ class PlaneClasses:
     bucket: np.ndarray  # int64 index into BUCKETS
     remat: np.ndarray  # bool
     phase: np.ndarray  # int64 index into PHASES or -1
-    frame: pd.DataFrame  # full classify_table output (bucket, collective, role, ...)
+    role: np.ndarray  # int8 ROLE_CODES (0: not a collective half)
+    columns: Mapping[str, np.ndarray]  # classify_columns output (bucket, collective, role, ... reason)
+
+    def __len__(self) -> int:
+        return len(self.bucket)
 
 
 def classify_plane(plane: Plane) -> PlaneClasses:
     md = plane.meta
-    df = frame(
+    cols = classify_columns(
         {
             "hlo_text": md.name,
             "display_name": md.display_name,
             "category": md.category,
             "tf_op": md.tf_op,
             "shape_with_layout": md.shape_with_layout,
-        }
+        },
+        n=len(md),
     )
-    cls = classify_table(df) if len(df) else pd.DataFrame(columns=["bucket", "collective", "role", "remat", "phase", "kernel", "precision", "reason"])
-    cls = cls.copy()
+    bucket_name, collective, role, reason = cols["bucket"], cols["collective"], cols["role"], cols["reason"]
     # Async done ops whose kind is not visible in their own text inherit it
     # from their start op (matched by instruction number).
-    unknown = (cls["role"].isin(["done", "offload_done"])) & (cls["collective"].isna())
-    if unknown.any():
+    role_list = role.tolist()
+    unknown = [i for i, r in enumerate(role_list) if r in ("done", "offload_done") and collective[i] is None]
+    if unknown:
         starts: dict[str, int] = {}
-        for row in np.flatnonzero(cls["role"].isin(["start", "offload_start"]).to_numpy()).tolist():
-            key = async_pair_key(md.short_name(row))
-            if key is not None:
-                starts.setdefault(key[0], row)
-        for row in np.flatnonzero(unknown.to_numpy()).tolist():
+        for row, r in enumerate(role_list):
+            if r in ("start", "offload_start"):
+                key = async_pair_key(md.short_name(row))
+                if key is not None:
+                    starts.setdefault(key[0], row)
+        for row in unknown:
             key = async_pair_key(md.short_name(row))
             src = starts.get(key[0]) if key else None
-            if src is not None and cls.at[src, "collective"] is not None:
-                cls.at[row, "bucket"] = cls.at[src, "bucket"]
-                cls.at[row, "collective"] = cls.at[src, "collective"]
-                cls.at[row, "reason"] = f"{cls.at[row, 'reason']}; kind from its start op {md.short_name(src)}"
-    bucket = np.asarray([BUCKET_INDEX[b] for b in cls["bucket"].tolist()], dtype=np.int64)
-    remat = cls["remat"].to_numpy(dtype=bool)
+            if src is not None and collective[src] is not None:
+                bucket_name[row] = bucket_name[src]
+                collective[row] = collective[src]
+                reason[row] = f"{reason[row]}; kind from its start op {md.short_name(src)}"
+    bucket = np.asarray([BUCKET_INDEX[b] for b in bucket_name.tolist()], dtype=np.int64)
     phase_idx = {p: i for i, p in enumerate(PHASES)}
-    phase = np.asarray([phase_idx.get(p, -1) for p in cls["phase"].tolist()], dtype=np.int64)
-    return PlaneClasses(bucket, remat, phase, cls)
+    phase = np.asarray([phase_idx.get(p, -1) for p in cols["phase"].tolist()], dtype=np.int64)
+    role_code = np.asarray([ROLE_CODES.get(r, 0) if isinstance(r, str) else 0 for r in role_list], dtype=np.int8)
+    return PlaneClasses(bucket, cols["remat"], phase, role_code, cols)
 
 
 # ---------------------------------------------------------------------------
@@ -366,65 +370,76 @@ def analyze_trace(trace: Trace, options: AnalysisOptions = AnalysisOptions()) ->
         notes.append(trace.note)
 
     # --- consensus step table (by step number, median over cores) ---------
-    rows = []
-    for w in work:
+    # One row per (core, step): step_ps, the buckets, remat_ps, the phases.
+    nums, cores, vals = [], [], []
+    for ci, w in enumerate(work):
         a = w.attribution
-        for k in range(len(a.step_numbers)):
-            rows.append((int(a.step_numbers[k]), w.plane.label, int(a.step_ps[k]), *a.buckets[k].tolist(), int(a.remat_ps[k]), *a.phase_ps[k].tolist()))
-    cols = ["step", "core", "step_ps", *BUCKETS, "remat_ps", *PHASES]
-    df = pd.DataFrame(rows, columns=cols)
-    by_step = df.groupby("step", sort=True)
-    step_numbers = np.asarray(sorted(df["step"].unique()), dtype=np.int64)
-    step_med = by_step["step_ps"].median().reindex(step_numbers).to_numpy(dtype=float)
+        n = len(a.step_numbers)
+        if not n:
+            continue
+        nums.append(np.asarray(a.step_numbers, dtype=np.int64))
+        cores.append(np.full(n, ci, dtype=np.int64))
+        vals.append(
+            np.column_stack([np.asarray(a.step_ps, dtype=np.int64), a.buckets, np.asarray(a.remat_ps, dtype=np.int64), a.phase_ps]).astype(np.float64)
+        )
+    row_step = np.concatenate(nums)
+    row_core = np.concatenate(cores)
+    vals = np.concatenate(vals)
+    col = {c: i for i, c in enumerate(("step_ps", *BUCKETS, "remat_ps", *PHASES))}
+    bcols = [col[b] for b in BUCKETS]
+    step_numbers, row_si = np.unique(row_step, return_inverse=True)
+    step_med = np.empty(len(step_numbers))
+    bucket_mean_by_step = np.empty((len(step_numbers), len(BUCKETS)))
+    for i in range(len(step_numbers)):
+        sel = vals[row_si == i]
+        step_med[i] = np.median(sel[:, col["step_ps"]])
+        bucket_mean_by_step[i] = sel[:, bcols].mean(axis=0)
     kept_mask, reasons = select_steps(step_numbers, step_med)
     kept_steps = set(step_numbers[kept_mask].tolist())
-    bucket_mean_by_step = by_step[list(BUCKETS)].mean().reindex(step_numbers)
     table = tuple(
         StepRow(
             number=int(n),
             step_ps=float(step_med[i]),
             kept=bool(kept_mask[i]),
             reason=reasons[i],
-            buckets={b: float(bucket_mean_by_step.iloc[i][b]) for b in BUCKETS},
+            buckets={b: float(bucket_mean_by_step[i, j]) for j, b in enumerate(BUCKETS)},
         )
         for i, n in enumerate(step_numbers.tolist())
     )
-    kept_df = df[df["step"].isin(kept_steps)]
+    row_kept = kept_mask[row_si]
 
     # --- per core means over kept steps, then averaged over cores ---------
-    core_means = kept_df.groupby("core", sort=False)[["step_ps", *BUCKETS, "remat_ps", *PHASES]].mean()
-    core_counts = kept_df.groupby("core", sort=False)["step"].count()
+    core_ids = [ci for ci in range(len(work)) if (row_kept & (row_core == ci)).any()]
+    core_means = np.asarray([vals[row_kept & (row_core == ci)].mean(axis=0) for ci in core_ids]).reshape(len(core_ids), vals.shape[1])
+    core_counts = [int((row_kept & (row_core == ci)).sum()) for ci in core_ids]
     avg = core_means.mean(axis=0)
-    step_mean = float(avg["step_ps"])
+    step_mean = float(avg[col["step_ps"]])
     denom = step_mean if step_mean > 0 else 1.0
-    breakdown = {b: BucketShare(float(avg[b]), float(avg[b]) / denom) for b in BUCKETS}
-    remat = BucketShare(float(avg["remat_ps"]), float(avg["remat_ps"]) / denom)
-    phases = {p: BucketShare(float(avg[p]), float(avg[p]) / denom) for p in PHASES}
+    breakdown = {b: BucketShare(float(avg[col[b]]), float(avg[col[b]]) / denom) for b in BUCKETS}
+    remat = BucketShare(float(avg[col["remat_ps"]]), float(avg[col["remat_ps"]]) / denom)
+    phases = {p: BucketShare(float(avg[col[p]]), float(avg[col[p]]) / denom) for p in PHASES}
 
     # --- per-core spread, stragglers ---------------------------------------
-    coll = [b for b in BUCKETS if b in COLLECTIVE_BUCKETS]
-    busy = core_means["step_ps"] - core_means["idle"]
-    compute = busy - core_means[coll].sum(axis=1)
-    floor = STRAGGLER_MIN_REL_SCALE * float(np.median(core_means["step_ps"])) if len(core_means) else 0.0
-    zs = modified_z(compute.to_numpy(dtype=float), floor)
+    busy = core_means[:, col["step_ps"]] - core_means[:, col["idle"]]
+    compute = busy - core_means[:, [col[b] for b in BUCKETS if b in COLLECTIVE_BUCKETS]].sum(axis=1)
+    floor = STRAGGLER_MIN_REL_SCALE * float(np.median(core_means[:, col["step_ps"]])) if len(core_ids) else 0.0
+    zs = modified_z(compute, floor)
     per_core = []
-    for i, w in enumerate(work):
-        lbl = w.plane.label
-        if lbl not in core_means.index:
-            continue
-        j = core_means.index.get_loc(lbl)
+    for j, ci in enumerate(core_ids):
+        w = work[ci]
         z = float(zs[j]) if len(work) >= 3 else 0.0
+        m = core_means[j]
         per_core.append(
             CoreSummary(
-                core=lbl,
+                core=w.plane.label,
                 host=w.plane.host,
                 plane=w.plane.name,
-                steps_kept=int(core_counts[lbl]),
-                step_ps=float(core_means.at[lbl, "step_ps"]),
-                busy_ps=float(busy[lbl]),
-                compute_ps=float(compute[lbl]),
-                buckets={b: float(core_means.at[lbl, b]) for b in BUCKETS},
-                remat_ps=float(core_means.at[lbl, "remat_ps"]),
+                steps_kept=core_counts[j],
+                step_ps=float(m[col["step_ps"]]),
+                busy_ps=float(busy[j]),
+                compute_ps=float(compute[j]),
+                buckets={b: float(m[col[b]]) for b in BUCKETS},
+                remat_ps=float(m[col["remat_ps"]]),
                 straggler=bool(len(work) >= STRAGGLER_MIN_MEMBERS and z > STRAGGLER_Z),
                 busy_z=z,
             )
@@ -522,16 +537,44 @@ def _per_host(per_core: list[CoreSummary]) -> tuple[HostSummary, ...]:
     )
 
 
+class _OpGroup:
+    """Accumulator of one (name, HLO category, bucket) op group over the
+    kept steps of every TensorCore (analysis-internal)."""
+
+    __slots__ = ("name", "hlo_category", "bucket", "self_ps", "count", "tot_flops", "tot_model_flops", "mf_known",
+                 "tot_bytes", "flops", "bytes", "tf_op", "dedup", "remat", "phase", "kernel", "precision", "reason")
+
+    def __init__(self, name: str, hlo_category: str, bucket: str) -> None:
+        self.name, self.hlo_category, self.bucket = name, hlo_category, bucket
+        self.self_ps = self.count = self.mf_known = 0
+        self.tot_flops = self.tot_model_flops = self.tot_bytes = 0.0
+        self.flops = self.bytes = math.nan
+        self.tf_op = self.dedup = self.phase = self.kernel = self.precision = self.reason = None
+        self.remat = False
+
+
+MATMUL_BUCKETS = ("matmul_bf16", "matmul_fp8", "matmul_other")
+
+
 def _ops_and_roofline(trace: Trace, work: list[CoreWork], kept_steps: set[int], step_mean: float, top_n: int):
+    """Per-op self time, FLOPs and bytes over the kept steps of every
+    TensorCore, grouped by (name, HLO category, bucket); MFU and MXU use."""
     chip = trace.chip
-    frames = []
+    peak_bf16 = chip.core_peak_bf16_flops
+    kept_list = np.asarray(sorted(kept_steps), dtype=np.int64)
+    groups: dict[tuple[str, str, str], _OpGroup] = {}
+    mf_model = mf_flops = 0.0  # model FLOPs (falling back to FLOPs per op), FLOPs
+    any_model = any_flops = False
+    mm_self, mm_cap, mm_flops = 0, 0.0, 0.0
+    n_core_steps = 0
     for w in work:
+        steps = trace.steps[w.plane.label]
+        kept = np.isin(steps.number, kept_list)
+        n_core_steps += int(kept.sum())
         ln = w.plane.line(LINE_OPS)
         if ln is None or len(ln.events) == 0:
             continue
         ev = ln.events
-        steps = trace.steps[w.plane.label]
-        kept = np.isin(steps.number, list(kept_steps))
         ks, ke = steps.start_ps[kept], steps.end_ps[kept]
         order = np.argsort(ks)
         ks, ke = ks[order], ke[order]
@@ -540,88 +583,73 @@ def _ops_and_roofline(trace: Trace, work: list[CoreWork], kept_steps: set[int], 
         inside &= ev.meta >= 0
         if not inside.any():
             continue
-        g = pd.DataFrame({"row": ev.meta[inside], "self_ps": ev.self_ps[inside]})
-        agg = g.groupby("row").agg(self_ps=("self_ps", "sum"), count=("self_ps", "size"))
         md = w.plane.meta
-        rows = agg.index.to_numpy()
-        cls = w.classes.frame
-        frames.append(
-            frame(
-                {
-                    "name": [md.short_name(r) for r in rows],
-                    "hlo_category": [md.category[r] for r in rows],
-                    "tf_op": [md.tf_op[r] for r in rows],
-                    "dedup": [md.deduplicated_name[r] for r in rows],
-                    "bucket": cls["bucket"].to_numpy()[rows] if len(cls) else "other_compute",
-                    "remat": cls["remat"].to_numpy()[rows],
-                    "phase": cls["phase"].to_numpy()[rows],
-                    "kernel": cls["kernel"].to_numpy()[rows],
-                    "precision": cls["precision"].to_numpy()[rows],
-                    "reason": cls["reason"].to_numpy()[rows],
-                    "flops": md.flops[rows],
-                    "model_flops": md.model_flops[rows],
-                    "bytes": md.bytes_accessed[rows],
-                    "self_ps": agg["self_ps"].to_numpy(),
-                    "count": agg["count"].to_numpy(),
-                }
-            )
-        )
-    n_core_steps = sum(
-        int(np.isin(trace.steps[w.plane.label].number, list(kept_steps)).sum()) for w in work
-    ) or 1
-    if not frames:
+        r_in = ev.meta[inside].astype(np.int64)
+        counts = np.bincount(r_in, minlength=len(md))
+        # Exact: per-row sums stay far below 2**53 ps.
+        self_sum = np.rint(np.bincount(r_in, weights=ev.self_ps[inside], minlength=len(md))).astype(np.int64)
+        rows = np.flatnonzero(counts)
+        cols = w.classes.columns
+        bucket_c, remat_c, phase_c, kernel_c = cols["bucket"], cols["remat"], cols["phase"], cols["kernel"]
+        precision_c, reason_c = cols["precision"], cols["reason"]
+        for r, cnt, sp, f, mf, by in zip(rows.tolist(), counts[rows].tolist(), self_sum[rows].tolist(),
+                                         md.flops[rows].tolist(), md.model_flops[rows].tolist(), md.bytes_accessed[rows].tolist()):
+            bucket = bucket_c[r] if r < len(bucket_c) else "other_compute"
+            tot_f = (0.0 if f != f else f) * cnt
+            tot_b = (0.0 if by != by else by) * cnt
+            if mf == mf:
+                any_model = True
+                mf_model += mf * cnt
+            else:
+                mf_model += tot_f
+            if f == f:
+                any_flops = True
+                mf_flops += tot_f
+                if bucket in MATMUL_BUCKETS:
+                    mm_self += sp
+                    mm_cap += sp * 1e-12 * (chip.core_peak_fp8_flops if bucket == "matmul_fp8" else peak_bf16)
+                    mm_flops += tot_f
+            name, cat = md.short_name(r), md.category[r]
+            g = groups.get((name, cat, bucket))
+            if g is None:
+                g = groups[(name, cat, bucket)] = _OpGroup(name, cat, bucket)
+            g.self_ps += sp
+            g.count += cnt
+            g.tot_flops += tot_f
+            g.tot_bytes += tot_b
+            if mf == mf:
+                g.tot_model_flops += mf * cnt
+                g.mf_known += 1
+            if f == f and not (f <= g.flops):
+                g.flops = f
+            if by == by and not (by <= g.bytes):
+                g.bytes = by
+            if r < len(bucket_c):
+                g.remat = g.remat or bool(remat_c[r])
+                for attr, v in (("phase", phase_c[r]), ("kernel", kernel_c[r]), ("precision", precision_c[r]), ("reason", reason_c[r])):
+                    if getattr(g, attr) is None and v is not None:
+                        setattr(g, attr, v)
+            if g.tf_op is None:
+                g.tf_op = md.tf_op[r]
+            if g.dedup is None:
+                g.dedup = md.deduplicated_name[r]
+    n_core_steps = n_core_steps or 1
+    if not groups:
         return OpsResult((), (), (), {}), Utilisation(None, "none", None)
-    allops = pd.concat(frames, ignore_index=True)
-    allops["tot_flops"] = allops["flops"].fillna(0) * allops["count"]
-    allops["tot_model_flops"] = allops["model_flops"] * allops["count"]
-    allops["tot_bytes"] = allops["bytes"].fillna(0) * allops["count"]
 
     # Utilisation over all kept steps and cores.
-    peak_bf16 = chip.core_peak_bf16_flops
     total_time_s = step_mean * 1e-12 * n_core_steps
-    if allops["model_flops"].notna().any():
-        mf = float(allops["tot_model_flops"].fillna(allops["tot_flops"]).sum())
-        src = "model_flops"
-    elif allops["flops"].notna().any():
-        mf = float(allops["tot_flops"].sum())
-        src = "flops"
-    else:
-        mf, src = 0.0, "none"
+    mf, src = (mf_model, "model_flops") if any_model else ((mf_flops, "flops") if any_flops else (0.0, "none"))
     mfu = mf / (total_time_s * peak_bf16) if src != "none" and total_time_s > 0 else None
-    mm = allops[allops["bucket"].isin(["matmul_bf16", "matmul_fp8", "matmul_other"]) & allops["flops"].notna()]
-    mxu = None
-    if len(mm) and mm["self_ps"].sum() > 0:
-        peak = np.where(mm["bucket"] == "matmul_fp8", chip.core_peak_fp8_flops, peak_bf16)
-        cap = float((mm["self_ps"].to_numpy() * 1e-12 * peak).sum())
-        mxu = float(mm["tot_flops"].sum()) / cap if cap > 0 else None
+    mxu = (mm_flops / mm_cap if mm_cap > 0 else None) if mm_self > 0 else None
     util = Utilisation(mfu, src, mxu)
 
-    key = ["name", "hlo_category", "bucket"]
-    grp = allops.groupby(key, sort=False, dropna=False)
-    agg = grp.agg(
-        self_ps=("self_ps", "sum"),
-        count=("count", "sum"),
-        tot_flops=("tot_flops", "sum"),
-        tot_model_flops=("tot_model_flops", "sum"),
-        mf_known=("model_flops", "count"),
-        tot_bytes=("tot_bytes", "sum"),
-        flops=("flops", "max"),
-        bytes=("bytes", "max"),
-        tf_op=("tf_op", "first"),
-        dedup=("dedup", "first"),
-        remat=("remat", "max"),
-        phase=("phase", "first"),
-        kernel=("kernel", "first"),
-        precision=("precision", "first"),
-        reason=("reason", "first"),
-    ).reset_index()
-    agg = agg.sort_values(["self_ps", "name"], ascending=[False, True], kind="mergesort").reset_index(drop=True)
+    agg = sorted(groups.values(), key=lambda g: (-g.self_ps, g.name))
     denom = step_mean if step_mean > 0 else 1.0
     ctx = (chip, n_core_steps, denom)
-    top = tuple(_top_op(r, *ctx) for r in agg.head(top_n).itertuples(index=False))
-    remat_ops = tuple(_top_op(r, *ctx) for r in agg[agg["remat"].astype(bool)].head(REMAT_TOP).itertuples(index=False))
-    kernel_rows = agg[agg["kernel"].notna() & (agg["kernel"].astype(str) != "")]
-    kernels = tuple(_top_op(r, *ctx) for r in kernel_rows.head(KERNELS_TOP).itertuples(index=False))
+    top = tuple(_top_op(g, *ctx) for g in agg[:top_n])
+    remat_ops = tuple(_top_op(g, *ctx) for g in [g for g in agg if g.remat][:REMAT_TOP])
+    kernels = tuple(_top_op(g, *ctx) for g in [g for g in agg if g.kernel is not None and str(g.kernel) != ""][:KERNELS_TOP])
     summaries = _bucket_summaries(agg, n_core_steps, denom, chip)
     return OpsResult(top, remat_ops, kernels, summaries), util
 
@@ -679,30 +707,53 @@ def _top_op(r, chip, n_core_steps: int, denom: float) -> "TopOp":
     )
 
 
-def _bucket_summaries(agg: pd.DataFrame, n_core_steps: int, denom: float, chip) -> dict:
+def _intensity(flops: float, nbytes: float) -> float:
+    """FLOPs per byte; nan when either is unknown (or 0/0)."""
+    if flops != flops or nbytes != nbytes or (nbytes == 0 and flops == 0):
+        return math.nan
+    if nbytes == 0:
+        return math.copysign(math.inf, flops)
+    return flops / nbytes
+
+
+def _bucket_summaries(agg: list[_OpGroup], n_core_steps: int, denom: float, chip) -> dict:
     """Per bucket (and attention split by kernel/unfused): time, FLOPs, bytes,
     compute- vs HBM-bound time, per step per TensorCore."""
+    names = [b for b in BUCKETS if b != "idle"] + ["attention_kernel", "attention_unfused"]
+    acc = {n: [0, 0, 0.0, 0.0, 0.0, 0, 0, 0] for n in names}  # ps, ops, flops, model, bytes, compute, hbm, remat
+    for g in agg:
+        inten = _intensity(g.flops, g.bytes)
+        peak = chip.core_peak_fp8_flops if g.bucket == "matmul_fp8" else chip.core_peak_bf16_flops
+        compute_bound = inten >= peak / chip.core_hbm_bytes_per_s
+        targets = [g.bucket] if g.bucket in acc else []
+        if g.bucket == "attention":
+            targets.append("attention_kernel" if g.kernel is not None and str(g.kernel) != "" else "attention_unfused")
+        for t in targets:
+            a = acc[t]
+            a[0] += g.self_ps
+            a[1] += 1
+            a[2] += g.tot_flops
+            a[3] += g.tot_model_flops if g.mf_known > 0 else g.tot_flops
+            a[4] += g.tot_bytes
+            if compute_bound:
+                a[5] += g.self_ps
+            elif inten == inten:
+                a[6] += g.self_ps
+            if g.remat:
+                a[7] += g.self_ps
     out = {}
-    df = agg.copy()
-    df["intensity"] = df["flops"] / df["bytes"]
-    peak = np.where(df["bucket"] == "matmul_fp8", chip.core_peak_fp8_flops, chip.core_peak_bf16_flops)
-    ridge = peak / chip.core_hbm_bytes_per_s
-    df["compute_bound"] = df["intensity"] >= ridge
-    df["is_kernel"] = df["kernel"].notna() & (df["kernel"].astype(str) != "")
-    groups = {b: df[df["bucket"] == b] for b in BUCKETS if b != "idle"}
-    groups["attention_kernel"] = df[(df["bucket"] == "attention") & df["is_kernel"]]
-    groups["attention_unfused"] = df[(df["bucket"] == "attention") & ~df["is_kernel"]]
-    for name, g in groups.items():
-        ps = float(g["self_ps"].sum()) / n_core_steps
+    for name in names:
+        ps_, ops, flops, model, nbytes, cb, hb, rm = acc[name]
+        ps = float(ps_) / n_core_steps
         out[name] = BucketOps(
             ps=ps,
             fraction=ps / denom,
-            ops=int(len(g)),
-            flops=float(g["tot_flops"].sum()) / n_core_steps,
-            model_flops=float(np.where(g["mf_known"] > 0, g["tot_model_flops"], g["tot_flops"]).sum()) / n_core_steps,
-            bytes=float(g["tot_bytes"].sum()) / n_core_steps,
-            compute_bound_ps=float(g.loc[g["compute_bound"], "self_ps"].sum()) / n_core_steps,
-            hbm_bound_ps=float(g.loc[~g["compute_bound"] & g["intensity"].notna(), "self_ps"].sum()) / n_core_steps,
-            remat_ps=float(g.loc[g["remat"].astype(bool), "self_ps"].sum()) / n_core_steps,
+            ops=int(ops),
+            flops=float(flops) / n_core_steps,
+            model_flops=float(model) / n_core_steps,
+            bytes=float(nbytes) / n_core_steps,
+            compute_bound_ps=float(cb) / n_core_steps,
+            hbm_bound_ps=float(hb) / n_core_steps,
+            remat_ps=float(rm) / n_core_steps,
         )
     return out

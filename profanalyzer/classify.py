@@ -98,7 +98,9 @@ import math
 import re
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any, Callable, NamedTuple
+from typing import Any, Callable, Mapping, NamedTuple, Sequence
+
+import numpy as np
 
 __all__ = [
     "BUCKETS",
@@ -114,6 +116,8 @@ __all__ = [
     "OpClass",
     "Rule",
     "classify_op",
+    "classify_columns",
+    "ROLE_CODES",
     "classify_table",
     "async_pair_key",
     "async_done_operand",
@@ -1102,29 +1106,29 @@ def async_done_operand(hlo_text: str) -> str | None:
     return m.group(1) if m else None
 
 
+#: Integer codes of the async roles (0: none / not a collective half).
+ROLE_CODES = {"start": 1, "done": 2, "sync": 3, "offload_start": 4, "offload_done": 5}
+
 _OUT_COLUMNS = ("bucket", "collective", "role", "remat", "phase", "kernel", "precision", "reason")
 _IN_COLUMNS = ("hlo_text", "display_name", "category", "tf_op", "shape_with_layout")
 
 
-def classify_table(df):
-    """Vectorised ``classify_op`` over a DataFrame (one row per op metadata).
+def classify_columns(cols: Mapping[str, Sequence], n: int | None = None) -> dict[str, np.ndarray]:
+    """Vectorised ``classify_op`` over columns (one row per op metadata).
 
     Input columns: hlo_text, display_name, category, tf_op, shape_with_layout
-    (missing columns read as ""). Returns a DataFrame with columns bucket,
-    collective, role, remat, phase, kernel, precision, reason on the same index.
-    Each distinct input tuple is classified once.
+    (missing columns read as ""). Returns numpy arrays bucket, collective,
+    role, remat (bool), phase, kernel, precision, reason (object arrays with
+    None where classify_op says None). Each distinct input tuple is
+    classified once.
     """
-    n = len(df)
-    cols = []
-    for c in _IN_COLUMNS:
-        if c in df.columns:
-            cols.append(df[c].tolist())
-        else:
-            cols.append([""] * n)
+    if n is None:
+        n = max((len(v) for v in cols.values()), default=0)
+    inputs = [list(cols[c]) if c in cols else [""] * n for c in _IN_COLUMNS]
     cache: dict[tuple, OpClass] = {}
     results: list[OpClass] = []
     append = results.append
-    for key in zip(*cols):
+    for key in zip(*inputs):
         try:
             r = cache.get(key)
         except TypeError:  # an unhashable cell (list, dict): use the str forms
@@ -1133,8 +1137,19 @@ def classify_table(df):
         if r is None:
             r = cache[key] = classify_op(*key)
         append(r)
-    from profanalyzer.frames import frame
-
-    out = frame({c: [getattr(r, c) for r in results] for c in _OUT_COLUMNS}, index=df.index)
+    out: dict[str, np.ndarray] = {}
+    for c in _OUT_COLUMNS:
+        col = np.empty(len(results), dtype=object)
+        col[:] = [getattr(r, c) for r in results]
+        out[c] = col
     out["remat"] = out["remat"].astype(bool)
     return out
+
+
+def classify_table(df):
+    """``classify_columns`` over a pandas DataFrame, returning a DataFrame
+    with the same index (for notebooks; the analysis uses classify_columns)."""
+    import pandas as pd
+
+    out = classify_columns({c: df[c].tolist() for c in _IN_COLUMNS if c in df.columns}, n=len(df))
+    return pd.DataFrame({c: pd.Series(v, dtype=bool if c == "remat" else object, index=df.index) for c, v in out.items()}, index=df.index)

@@ -29,11 +29,9 @@ from dataclasses import dataclass
 from typing import Mapping
 
 import numpy as np
-import pandas as pd
 
 from profanalyzer.attribution import BUCKET_INDEX
-from profanalyzer.frames import frame as objframe
-from profanalyzer.classify import BUCKETS, COLLECTIVE_BUCKETS, async_pair_key, classify_op
+from profanalyzer.classify import BUCKETS, COLLECTIVE_BUCKETS, ROLE_CODES, async_pair_key, classify_op
 from profanalyzer.trace import instruction_name, LINE_ASYNC, LINE_OPS, LINE_SC_MODULES, LINE_SC_OPS, Plane, Trace
 
 #: Window classes by hidden fraction.
@@ -122,33 +120,63 @@ def _type_of(collective: str | None) -> str:
     return collective if collective else "unknown"
 
 
-ROLE_CODES = {"start": 1, "done": 2, "sync": 3, "offload_start": 4, "offload_done": 5}
+@dataclass(frozen=True, eq=False)
+class Windows:
+    """Collective windows of one TensorCore (analysis-internal columns)."""
+
+    start: np.ndarray  # int64 ps
+    end: np.ndarray  # int64 ps
+    type: np.ndarray  # object: collective type
+    name: np.ndarray  # object: op name
+    tf_op: np.ndarray  # object
+    engine: np.ndarray  # object: TensorCore | SparseCore
+    row: np.ndarray  # int64 metadata row of the (start) op
+
+    def __len__(self) -> int:
+        return len(self.start)
+
+    def take(self, idx) -> "Windows":
+        return Windows(*(getattr(self, f)[idx] for f in _WINDOW_FIELDS))
+
+    @staticmethod
+    def concat(parts: list["Windows"]) -> "Windows":
+        if not parts:
+            return Windows.empty()
+        return Windows(*(np.concatenate([getattr(p, f) for p in parts]) for f in _WINDOW_FIELDS))
+
+    @staticmethod
+    def empty() -> "Windows":
+        z, o = np.zeros(0, dtype=np.int64), np.zeros(0, dtype=object)
+        return Windows(z, z, o, o, o, o, z)
 
 
-def _role_codes(classes: pd.DataFrame) -> np.ndarray:
-    if not len(classes):
-        return np.zeros(0, dtype=np.int8)
-    return np.asarray([ROLE_CODES.get(r, 0) if isinstance(r, str) else 0 for r in classes["role"].tolist()], dtype=np.int8)
+_WINDOW_FIELDS = ("start", "end", "type", "name", "tf_op", "engine", "row")
 
 
-def _windows_for_core(plane: Plane, classes: pd.DataFrame, unmatched: dict[str, int]) -> tuple[pd.DataFrame, str]:
-    """Collective windows of one TensorCore: columns start, end, type, name, tf_op, engine, row."""
+def _objects(values) -> np.ndarray:
+    out = np.empty(len(values), dtype=object)
+    out[:] = list(values)
+    return out
+
+
+def _windows_for_core(plane: Plane, classes, unmatched: dict[str, int]) -> tuple[Windows, str]:
+    """Collective windows of one TensorCore, sorted by (start, end).
+    `classes` is analysis.classify_plane's result."""
     md = plane.meta
     ops = plane.line(LINE_OPS)
-    names = np.asarray([d or instruction_name(n)[:80] for d, n in zip(md.display_name, md.name)], dtype=object)
-    tf_ops = np.asarray(md.tf_op, dtype=object)
-    coll_col = classes["collective"].to_numpy() if len(classes) else np.zeros(0, object)
-    types_by_row = np.asarray([_type_of(c if isinstance(c, str) else None) for c in coll_col], dtype=object)
-    role_by_row = _role_codes(classes)
-    frames: list[pd.DataFrame] = []
+    names = _objects([d or instruction_name(n)[:80] for d, n in zip(md.display_name, md.name)])
+    tf_ops = _objects(md.tf_op)
+    coll_col = classes.columns["collective"] if len(classes) else np.zeros(0, object)
+    types_by_row = _objects([_type_of(c if isinstance(c, str) else None) for c in coll_col])
+    role_by_row = classes.role
+    parts: list[Windows] = []
     source = "paired start/done ops on XLA Ops"
 
-    def frame(start, end, rows, types, engine):
+    def windows(start, end, rows, types, engine) -> Windows:
         n = len(rows)
         eng = np.full(n, engine, dtype=object) if isinstance(engine, str) else np.asarray(engine, dtype=object)
-        return objframe(
-            {"start": start, "end": end, "type": np.asarray(types, dtype=object), "name": names[rows], "tf_op": tf_ops[rows], "engine": eng, "row": rows}
-        )
+        return Windows(np.asarray(start, dtype=np.int64), np.asarray(end, dtype=np.int64), np.asarray(types, dtype=object),
+                       names[rows], tf_ops[rows], eng, np.asarray(rows, dtype=np.int64))
 
     # Async XLA Ops windows, when the line has collective windows: every event
     # is a window (windows overlap each other freely). Each distinct op is
@@ -171,7 +199,7 @@ def _windows_for_core(plane: Plane, classes: pd.DataFrame, unmatched: dict[str, 
         m = (rows >= 0) & is_coll[np.maximum(rows, 0)]
         if m.any():
             r = rows[m].astype(np.int64)
-            frames.append(frame(ev.start_ps[m], ev.end_ps[m], r, typ[r], np.where(sc[r], "SparseCore", "TensorCore")))
+            parts.append(windows(ev.start_ps[m], ev.end_ps[m], r, typ[r], np.where(sc[r], "SparseCore", "TensorCore")))
             async_used = True
             source = "Async XLA Ops line"
 
@@ -182,17 +210,14 @@ def _windows_for_core(plane: Plane, classes: pd.DataFrame, unmatched: dict[str, 
         sync = np.flatnonzero(role == ROLE_CODES["sync"])
         if len(sync):
             r = rows[sync]
-            frames.append(frame(ev.start_ps[sync], ev.end_ps[sync], r, types_by_row[r], "TensorCore"))
+            parts.append(windows(ev.start_ps[sync], ev.end_ps[sync], r, types_by_row[r], "TensorCore"))
         if not async_used:
-            frames.append(_pair_windows(ev, rows, role, names, tf_ops, coll_col, unmatched, frame))
-    if not frames:
-        df = pd.DataFrame(columns=["start", "end", "type", "name", "tf_op", "engine", "row"])
-    else:
-        df = pd.concat(frames, ignore_index=True)
-    return df.sort_values(["start", "end"], kind="mergesort").reset_index(drop=True), source
+            parts.append(_pair_windows(ev, rows, role, names, coll_col, unmatched, windows))
+    wins = Windows.concat(parts)
+    return wins.take(np.lexsort((wins.end, wins.start))), source
 
 
-def _pair_windows(ev, rows, role, names, tf_ops, coll_col, unmatched, frame) -> pd.DataFrame:
+def _pair_windows(ev, rows, role, names, coll_col, unmatched, windows) -> Windows:
     """Pair start/done halves on XLA Ops (same pair key, first in first out)."""
     pending: dict[str, list[int]] = {}
     st, en, rs_, ty, eng = [], [], [], [], []
@@ -226,63 +251,63 @@ def _pair_windows(ev, rows, role, names, tf_ops, coll_col, unmatched, frame) -> 
     left = sum(len(lst) for lst in pending.values())
     if left:
         unmatched["start"] = unmatched.get("start", 0) + left
-    r = np.asarray(rs_, dtype=np.int64)
-    return frame(np.asarray(st, dtype=np.int64), np.asarray(en, dtype=np.int64), r, np.asarray(ty, dtype=object), np.asarray(eng, dtype=object))
+    return windows(st, en, np.asarray(rs_, dtype=np.int64), _objects(ty), _objects(eng))
 
 
 def analyze_overlap(trace: Trace, work, kept_steps: set[int], step_mean_ps: float) -> OverlapResult:
-    """`work` is analysis.attribute_trace()'s list (plane, classes, attribution, segments)."""
+    """`work` is analysis.attribute_trace()'s list (plane, classes, attribution, compute)."""
     unmatched: dict[str, int] = {}
     own_time: dict[str, float] = {}  # collective type -> time its own ops occupy the TensorCore (kept steps)
-    win_frames = []
+    cols: dict[str, list[np.ndarray]] = {}  # kept windows of every core, column by column
     sources = set()
-    per_step_rows = []
+    coll_buckets = [b for b in BUCKETS if b in COLLECTIVE_BUCKETS]
+    coll_idx = [BUCKET_INDEX[b] for b in coll_buckets]
+    per_step_sum: dict[int, np.ndarray] = {}  # step -> collective bucket totals over cores
+    per_step_n: dict[int, int] = {}
     n_core_steps = 0
     sc_busy, sc_conc_num, sc_conc_den, sc_queue = [], 0.0, 0.0, 0.0
     sc_types: set[str] = set()
     sc_planes = trace.sparsecores
     sc_active = 0
+    kept_list = np.asarray(sorted(kept_steps), dtype=np.int64)
     for w in work:
         plane = w.plane
         steps = trace.steps[plane.label]
-        kept = np.isin(steps.number, list(kept_steps))
+        kept = np.isin(steps.number, kept_list)
         n_core_steps += int(kept.sum())
         covered = w.compute
-        wins, src = _windows_for_core(plane, w.classes.frame, unmatched)
+        wins, src = _windows_for_core(plane, w.classes, unmatched)
         sources.add(src)
         ks, ke, kn = steps.start_ps[kept], steps.end_ps[kept], steps.number[kept]
         _add_type_time(own_time, plane, w, ks, ke)
         a = w.attribution
-        for k in range(len(a.step_numbers)):
-            if int(a.step_numbers[k]) in kept_steps:
-                per_step_rows.append(
-                    {"step": int(a.step_numbers[k]), **{b: int(a.buckets[k, BUCKET_INDEX[b]]) for b in BUCKETS if b in COLLECTIVE_BUCKETS}}
-                )
+        for k in np.flatnonzero(np.isin(a.step_numbers, kept_list)).tolist():
+            n = int(a.step_numbers[k])
+            v = a.buckets[k, coll_idx]
+            per_step_sum[n] = per_step_sum[n] + v if n in per_step_sum else v.copy()
+            per_step_n[n] = per_step_n.get(n, 0) + 1
+        order = np.argsort(ks)
+        ks, ke, kn = ks[order], ke[order], kn[order]
         if len(wins) and len(ks):
-            order = np.argsort(ks)
-            ks, ke, kn = ks[order], ke[order], kn[order]
-            pos = np.searchsorted(ks, wins["start"].to_numpy(), side="right") - 1
-            inside = (pos >= 0) & (wins["start"].to_numpy() < ke[np.clip(pos, 0, len(ke) - 1)])
-            wins = wins[inside].copy()
+            pos = np.searchsorted(ks, wins.start, side="right") - 1
+            inside = (pos >= 0) & (wins.start < ke[np.clip(pos, 0, len(ke) - 1)])
+            wins = wins.take(inside)
             pos = pos[inside]
-            wins["step"] = kn[pos]
-            wins["step_start"] = ks[pos]
-            wins["step_ps"] = (ke - ks)[pos]
-            s = wins["start"].to_numpy()
-            e = wins["end"].to_numpy()
+            s, e = wins.start, wins.end
             hidden = covered(e) - covered(s)
-            wins["window_ps"] = e - s
-            wins["hidden_ps"] = hidden
-            wins["exposed_ps"] = (e - s) - hidden
-            # Before the step's first compute, a window cannot be hidden: the
-            # core has computed nothing since the step began.
-            ss_ = wins["step_start"].to_numpy()
-            wins["before_first_compute"] = (covered(wins["end"].to_numpy()) - covered(ss_)) == 0
-            wins["core"] = plane.label
             ba = plane.meta.bytes_accessed
-            r = wins["row"].to_numpy()
-            wins["bytes"] = np.where((r >= 0) & (r < len(ba)), ba[np.clip(r, 0, max(len(ba) - 1, 0))], np.nan) if len(ba) else np.nan
-            win_frames.append(wins)
+            r = wins.row
+            nbytes = np.where((r >= 0) & (r < len(ba)), ba[np.clip(r, 0, max(len(ba) - 1, 0))], np.nan) if len(ba) else np.full(len(r), np.nan)
+            for k, v in (
+                ("start", s), ("end", e), ("type", wins.type), ("name", wins.name), ("tf_op", wins.tf_op), ("engine", wins.engine),
+                ("step", kn[pos]), ("step_start", ks[pos]), ("step_ps", (ke - ks)[pos]),
+                ("window_ps", e - s), ("hidden_ps", hidden), ("exposed_ps", (e - s) - hidden),
+                # Before the step's first compute, a window cannot be hidden: the
+                # core has computed nothing since the step began.
+                ("before_first_compute", (covered(e) - covered(ks[pos])) == 0),
+                ("core", np.full(len(s), plane.label, dtype=object)), ("bytes", nbytes),
+            ):
+                cols.setdefault(k, []).append(v)
         # SparseCores of this TensorCore.
         for sc in trace.sparsecores_of(plane):
             ln = sc.line(LINE_SC_OPS)
@@ -296,16 +321,10 @@ def analyze_overlap(trace: Trace, work, kept_steps: set[int], step_mean_ps: floa
                     c = classify_op(sc.meta.name[r], sc.meta.display_name[r], sc.meta.category[r], sc.meta.tf_op[r])
                     if c.collective:
                         sc_types.add(c.collective)
-            s_all, e_all = ev.start_ps[top], ev.end_ps[top]
-            for a_, b_ in zip(ks.tolist(), ke.tolist()):
-                m = (s_all < b_) & (e_all > a_)
-                ss = np.clip(s_all[m], a_, b_)
-                ee = np.clip(e_all[m], a_, b_)
-                busy = int((ee - ss).sum())
-                sc_busy.append(busy / max(b_ - a_, 1))
-                if busy:
-                    sc_conc_num += float((covered(ee) - covered(ss)).sum())
-                    sc_conc_den += busy
+            busy, conc = _sc_busy(ev.start_ps[top], ev.end_ps[top], ks, ke, covered)
+            sc_busy.extend((busy / np.maximum(ke - ks, 1)).tolist())
+            sc_conc_num += conc
+            sc_conc_den += float(busy.sum())
             # Queueing: offloaded work linked to its TensorCore op that starts
             # only after the SparseCore finished earlier work (back to back).
             mods = sc.line(LINE_SC_MODULES)
@@ -314,57 +333,57 @@ def analyze_overlap(trace: Trace, work, kept_steps: set[int], step_mean_ps: floa
                 link = mods.events.int_stat("tc_offload_start_id")
                 # Time each module waited after its previous one ended while
                 # its TensorCore start op had already issued it.
-                starts_tc = _offload_start_times(plane, w.classes.frame, link)
+                starts_tc = _offload_start_times(plane, w.classes, link)
                 if starts_tc is not None:
                     prev_end = np.concatenate([[np.iinfo(np.int64).min], me[:-1]])
                     wait = np.where((starts_tc >= 0) & (prev_end > starts_tc), np.minimum(ms, prev_end) - starts_tc, 0)
                     in_kept = np.zeros(len(ms), bool)
-                    for a_, b_ in zip(ks.tolist(), ke.tolist()):
-                        in_kept |= (ms >= a_) & (ms < b_)
+                    if len(ks):
+                        p = np.searchsorted(ks, ms, side="right") - 1
+                        in_kept = (p >= 0) & (ms < ke[np.clip(p, 0, len(ke) - 1)])
                     sc_queue += float(np.clip(wait[in_kept], 0, None).sum())
 
     n_core_steps = max(n_core_steps, 1)
-    allw = pd.concat(win_frames, ignore_index=True) if win_frames else pd.DataFrame(
-        columns=["start", "end", "type", "name", "tf_op", "engine", "row", "step", "step_start", "step_ps", "window_ps", "hidden_ps", "exposed_ps", "before_first_compute", "core", "bytes"]
-    )
-    ps_df = pd.DataFrame(per_step_rows)
+    allw = {k: np.concatenate(v) for k, v in cols.items()}
+    n_win = len(allw["start"]) if allw else 0
     denom = step_mean_ps if step_mean_ps > 0 else 1.0
 
     # Exposed per type from the attribution buckets (same numbers as the breakdown).
-    bucket_mean = {b: (float(ps_df[b].sum()) / n_core_steps if len(ps_df) else 0.0) for b in BUCKETS if b in COLLECTIVE_BUCKETS}
+    total = sum(per_step_sum.values()) if per_step_sum else np.zeros(len(coll_buckets), dtype=np.int64)
+    bucket_mean = {b: float(total[i]) / n_core_steps for i, b in enumerate(coll_buckets)} if per_step_sum else {b: 0.0 for b in coll_buckets}
     types: dict[str, CollectiveTypeSummary] = {}
     # Group windows by type once (codes), not by comparing strings per type.
-    if len(allw):
-        tcode, tnames = pd.factorize(allw["type"], sort=True)
-        tnames = [str(x) for x in tnames]
-    else:
-        tcode, tnames = np.zeros(0, dtype=np.int64), []
-    tc_types = set(tnames)
-    win_ps = allw["window_ps"].to_numpy(dtype=np.int64) if len(allw) else np.zeros(0, np.int64)
-    hid_ps = allw["hidden_ps"].to_numpy(dtype=np.int64) if len(allw) else np.zeros(0, np.int64)
-    exp_ps = allw["exposed_ps"].to_numpy(dtype=np.int64) if len(allw) else np.zeros(0, np.int64)
-    for t in TYPES:
+    type_code = {t: i for i, t in enumerate(TYPES)}
+    w_type = allw["type"].tolist() if n_win else []
+    tcode = np.asarray([type_code.get(t, -1) for t in w_type], dtype=np.int64)
+    tc_types = set(w_type)
+    win_ps = allw["window_ps"] if n_win else np.zeros(0, np.int64)
+    hid_ps = allw["hidden_ps"] if n_win else np.zeros(0, np.int64)
+    exp_ps = allw["exposed_ps"] if n_win else np.zeros(0, np.int64)
+    for ti, t in enumerate(TYPES):
         bucket = t if t in ("all_gather", "reduce_scatter", "all_reduce", "all_to_all") else "other_collective"
-        idx = np.flatnonzero(tcode == tnames.index(t)) if t in tnames else np.zeros(0, dtype=np.int64)
+        idx = np.flatnonzero(tcode == ti)
         if not len(idx) and t not in sc_types and own_time.get(t, 0.0) <= 0:
             continue
-        sub = allw.iloc[idx] if len(idx) else None
         window = float(win_ps[idx].sum()) / n_core_steps
         hidden = float(hid_ps[idx].sum()) / n_core_steps
-        engines = set(sub["engine"].unique().tolist()) if sub is not None else set()
+        engines = set(allw["engine"][idx].tolist()) if len(idx) else set()
         if t in sc_types:
             engines.add("SparseCore")
         engine = engines.pop() if len(engines) == 1 else ("mixed" if engines else "TensorCore")
         exposed = own_time.get(t, 0.0) / n_core_steps
         nbytes = None
-        if sub is not None and sub["bytes"].notna().any():
-            nbytes = float(sub["bytes"].sum()) / n_core_steps
         scopes: tuple[str, ...] = ()
-        if sub is not None:
-            scode, snames = pd.factorize(sub["tf_op"])
-            per_scope = np.bincount(scode[scode >= 0], weights=exp_ps[idx][scode >= 0], minlength=len(snames))
-            order = np.lexsort((np.arange(len(snames)), -per_scope))
-            scopes = tuple(str(snames[i]) for i in order[:3] if str(snames[i]))
+        if len(idx):
+            b_ = allw["bytes"][idx]
+            if (~np.isnan(b_)).any():
+                nbytes = float(np.nansum(b_)) / n_core_steps
+            per_scope: dict[str, int] = {}  # first-appearance order breaks ties
+            for scope, x in zip(allw["tf_op"][idx].tolist(), exp_ps[idx].tolist()):
+                if scope is not None:
+                    per_scope[scope] = per_scope.get(scope, 0) + x
+            ranked = sorted(per_scope.items(), key=lambda kv: -kv[1])
+            scopes = tuple(str(k) for k, _ in ranked[:3] if str(k))
         types[t] = CollectiveTypeSummary(
             type=t,
             bucket=bucket,
@@ -380,47 +399,27 @@ def analyze_overlap(trace: Trace, work, kept_steps: set[int], step_mean_ps: floa
         )
 
     top = ()
-    if len(allw):
+    if n_win:
         # The most exposed windows: a partial selection, then a stable sort of
         # the candidates (ties by core, then start).
-        k = min(len(allw), TOP_WINDOWS * 4)
-        part = np.argpartition(-exp_ps, k - 1)[:k] if k < len(allw) else np.arange(len(allw))
-        cand = allw.iloc[part].sort_values(["exposed_ps", "core", "start"], ascending=[False, True, True], kind="mergesort").head(TOP_WINDOWS)
-        top = tuple(
-            WindowRecord(
-                core=r.core,
-                step=int(r.step),
-                type=r.type,
-                name=r.name,
-                tf_op=r.tf_op,
-                engine=r.engine,
-                offset_ps=int(r.start - r.step_start),
-                offset_fraction=float((r.start - r.step_start) / max(r.step_ps, 1)),
-                window_ps=int(r.window_ps),
-                hidden_ps=int(r.hidden_ps),
-                exposed_ps=int(r.exposed_ps),
-                hidden_fraction=float(r.hidden_ps / r.window_ps) if r.window_ps > 0 else 0.0,
-                klass=_klass(r.hidden_ps, r.window_ps),
-                before_first_compute=bool(r.before_first_compute),
-            )
-            for r in cand.itertuples(index=False)
-            if r.exposed_ps > 0
-        )
-    per_step: dict[int, dict[str, float]] = {}
-    if len(ps_df):
-        g = ps_df.groupby("step").mean()
-        for step, row in g.iterrows():
-            per_step[int(step)] = {b: float(row[b]) for b in g.columns}
+        k = min(n_win, TOP_WINDOWS * 4)
+        part = np.argpartition(-exp_ps, k - 1)[:k] if k < n_win else np.arange(n_win)
+        cand = sorted(part.tolist(), key=lambda i: (-int(exp_ps[i]), allw["core"][i], int(allw["start"][i])))[:TOP_WINDOWS]
+        top = tuple(_window_record({c: v[i] for c, v in allw.items()}) for i in cand if exp_ps[i] > 0)
+    per_step = {
+        n: {b: float(per_step_sum[n][i]) / per_step_n[n] for i, b in enumerate(coll_buckets)} for n in sorted(per_step_sum)
+    }
     exposed_total = sum(bucket_mean.values())
     a2a_share = bucket_mean.get("all_to_all", 0.0) / exposed_total if exposed_total > 0 else 0.0
 
     # --- SparseCore verdict -----------------------------------------------
-    offload_types = set(allw.loc[allw["engine"] == "SparseCore", "type"].unique().tolist()) if len(allw) else set()
+    on_sc = allw["engine"] == "SparseCore" if n_win else np.zeros(0, dtype=bool)
+    offload_types = set(allw["type"][on_sc].tolist()) if n_win else set()
     offload_types |= {t for t in sc_types if t in OFFLOADABLE}
     present = {t for t in (tc_types | sc_types) if t in OFFLOADABLE}
     offloaded = {t: (t in offload_types) for t in sorted(present)}
     detected = sc_active > 0
-    wrappers = bool(len(allw)) and bool((allw["engine"] == "SparseCore").any())
+    wrappers = bool(on_sc.any())
     if not present and not tc_types:
         verdict, reason = "none", "no collectives in the kept steps"
     elif wrappers and not detected:
@@ -467,17 +466,58 @@ def analyze_overlap(trace: Trace, work, kept_steps: set[int], step_mean_ps: floa
     return OverlapResult(types=types, communication=comm, sparsecore=sc)
 
 
+def _window_record(r: Mapping[str, object]) -> WindowRecord:
+    start, step_start, step_ps = int(r["start"]), int(r["step_start"]), int(r["step_ps"])
+    window, hidden = int(r["window_ps"]), int(r["hidden_ps"])
+    return WindowRecord(
+        core=r["core"],
+        step=int(r["step"]),
+        type=r["type"],
+        name=r["name"],
+        tf_op=r["tf_op"],
+        engine=r["engine"],
+        offset_ps=start - step_start,
+        offset_fraction=float((start - step_start) / max(step_ps, 1)),
+        window_ps=window,
+        hidden_ps=hidden,
+        exposed_ps=int(r["exposed_ps"]),
+        hidden_fraction=float(hidden / window) if window > 0 else 0.0,
+        klass=_klass(hidden, window),
+        before_first_compute=bool(r["before_first_compute"]),
+    )
+
+
+def _sc_busy(s: np.ndarray, e: np.ndarray, ks: np.ndarray, ke: np.ndarray, covered) -> tuple[np.ndarray, float]:
+    """SparseCore busy time inside each step window (ks, ke sorted, disjoint)
+    from its top-level ops (s, e: sorted, non-overlapping), and the part of it
+    with the TensorCore computing. Returns (busy per step, concurrent total)."""
+    if not len(ks):
+        return np.zeros(0, dtype=np.int64), 0.0
+    # First op ending after the step starts (running max: robust to partly
+    # overlapping top-level ops, which then add zero after clipping).
+    lo = np.searchsorted(np.maximum.accumulate(e), ks, side="right")
+    hi = np.searchsorted(s, ke, side="left")  # ops starting before the step ends
+    n = np.maximum(hi - lo, 0)
+    step_of = np.repeat(np.arange(len(ks)), n)
+    idx = np.repeat(lo - np.concatenate([[0], np.cumsum(n)[:-1]]), n) + np.arange(int(n.sum()))
+    ss = np.clip(s[idx], ks[step_of], ke[step_of])
+    ee = np.clip(e[idx], ks[step_of], ke[step_of])
+    busy = np.bincount(step_of, weights=ee - ss, minlength=len(ks)).astype(np.int64)
+    conc = float((covered(ee) - covered(ss)).sum()) if len(ss) else 0.0
+    return busy, conc
+
+
 def _add_type_time(acc: dict[str, float], plane: Plane, w, ks: np.ndarray, ke: np.ndarray) -> None:
     """Add, per collective type, the time its own ops occupy the core inside the
     given step windows (the same exclusive time the attribution buckets hold)."""
     ops = plane.line(LINE_OPS)
-    cls = w.classes.frame
+    cls = w.classes
     if ops is None or not len(ops.events) or not len(ks) or not len(cls):
         return
     names = ("none",) + TYPES
     code = {t: i for i, t in enumerate(names)}
-    coll = cls["collective"].to_numpy()
-    role = cls["role"].to_numpy()
+    coll = cls.columns["collective"]
+    role = cls.columns["role"]
     row_label = np.asarray(
         [code[_type_of(c)] if isinstance(r, str) and r else 0 for c, r in zip(coll, role)], dtype=np.int64
     )
@@ -496,7 +536,7 @@ def _klass(hidden: float, window: float) -> str:
     return "hidden" if f >= HIDDEN_MIN else ("exposed" if f <= EXPOSED_MAX else "partial")
 
 
-def _offload_start_times(plane: Plane, classes: pd.DataFrame, link: np.ndarray) -> np.ndarray | None:
+def _offload_start_times(plane: Plane, classes, link: np.ndarray) -> np.ndarray | None:
     """Start time of the TensorCore offload_start op each SparseCore module links to.
 
     `tc_offload_start_id` is matched against the TensorCore op's
@@ -508,7 +548,7 @@ def _offload_start_times(plane: Plane, classes: pd.DataFrame, link: np.ndarray) 
         return None
     ev = ops.events
     rows = ev.meta.astype(np.int64)
-    role = np.where(rows >= 0, _role_codes(classes)[np.maximum(rows, 0)], 0)
+    role = np.where(rows >= 0, classes.role[np.maximum(rows, 0)], 0)
     is_start = role == ROLE_CODES["offload_start"]
     if not is_start.any():
         return None

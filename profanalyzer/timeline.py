@@ -147,15 +147,13 @@ def build_timeline(trace: Trace, work, kept_steps: set[int], step_table) -> Time
         sp, mg = _coalesce(ss, ee, np.zeros(len(ss), dtype=np.int64), lab, ("busy",), b - a, MAX_SPANS_PER_LANE)
         merged |= mg
         lanes.append(Lane(sc.name, "SparseCore", tuple(sp)))
-    wins, _ = _windows_for_core(plane, w.classes.frame, {})
+    wins, _ = _windows_for_core(plane, w.classes, {})
     windows = []
-    if len(wins):
-        sel = wins[(wins["start"] >= a) & (wins["start"] < b)].head(MAX_WINDOWS)
-        if len(sel):
-            hs = w.compute(sel["end"].to_numpy()) - w.compute(sel["start"].to_numpy())
-            for r, h in zip(sel.itertuples(index=False), hs.tolist()):
-                win = int(r.end - r.start)
-                windows.append(
-                    WindowSpan(int(r.start - a), int(min(r.end, b) - a), r.type, r.name, (h / win) if win > 0 else 0.0, _klass(h, win))
-                )
+    sel = np.flatnonzero((wins.start >= a) & (wins.start < b))[:MAX_WINDOWS]
+    if len(sel):
+        ws, we = wins.start[sel], wins.end[sel]
+        hs = w.compute(we) - w.compute(ws)
+        for s0, e0, typ, name, h in zip(ws.tolist(), we.tolist(), wins.type[sel].tolist(), wins.name[sel].tolist(), hs.tolist()):
+            win = e0 - s0
+            windows.append(WindowSpan(s0 - a, min(e0, b) - a, typ, name, (h / win) if win > 0 else 0.0, _klass(h, win)))
     return TimelineSample(plane.label, int(rep), b - a, tuple(lanes), tuple(windows), merged)

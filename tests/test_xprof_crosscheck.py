@@ -370,10 +370,11 @@ def _our_windows(path: Path) -> tuple[pd.DataFrame, set[str], int, int]:
     frames, sources, unmatched = [], set(), {}
     for plane in trace.tensorcores:
         classes = classify_plane(plane)
-        wins, source = _windows_for_core(plane, classes.frame, unmatched)
+        w, source = _windows_for_core(plane, classes, unmatched)
+        wins = pd.DataFrame({f: getattr(w, f) for f in ("start", "end", "type", "name", "tf_op", "engine", "row")})
         sources.add(source)
         md = plane.meta
-        role = classes.frame["role"].to_numpy()
+        role = classes.columns["role"]
         ev = plane.line(LINE_OPS).events
         rows = ev.meta.astype(np.int64)
         ok = (rows >= 0) & (rows < len(classes.bucket))
