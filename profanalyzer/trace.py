@@ -508,8 +508,12 @@ def _events(raw: wire.RawEvents, strs: dict[str, list[str]], want_int: Mapping[i
     start = off + np.int64(base_ps)
     end = start + dur
     mid = raw.metadata_id
-    order = np.lexsort((-end, start))
-    if not bool(np.all(order[1:] > order[:-1])):
+    # Order: by start, longer first on ties (parents before children).
+    # Captures are almost always in that order already: check in O(n) first.
+    ds = np.diff(start)
+    in_order = bool(np.all(ds >= 0)) and bool(np.all(np.diff(end)[ds == 0] <= 0))
+    if not in_order:
+        order = np.lexsort((-end, start))
         start, end, dur, mid = start[order], end[order], dur[order], mid[order]
         ints = {k: v[order] for k, v in ints.items()}
         strs = {k: [v[j] for j in order.tolist()] for k, v in strs.items()}
@@ -578,7 +582,7 @@ def build_plane(buf, start: int, end: int, host: str, kind: str, device_id: int,
     meta, _ = _build_metadata(plane, names)
     decoded = []
     for ps, pe in line_spans:
-        fast = wire.decode_line(buf, ps, pe)
+        fast = wire.decode_line(buf, ps, pe, want=tuple(want_int))
         if fast is not None:
             head, raw = fast
             decoded.append((head.id, head.name or head.display_name, head.timestamp_ns, raw, {}))

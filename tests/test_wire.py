@@ -66,6 +66,27 @@ def test_decoders_match_protobuf_runtime(name):
     assert checked_numpy > 0
 
 
+@pytest.mark.parametrize("name", ["dense_short_fsdp", "offload_on"])
+def test_stat_filter_keeps_exactly_the_wanted_ids_in_both_decoders(name):
+    checked = 0
+    for plane, ln, raw in _lines(name):
+        ref = _reference(ln)
+        ids = sorted({s[1] for s in ref[3]})
+        if len(ids) < 2:
+            continue
+        want = ids[::2]  # every other stat id present on the line
+        expect = (*ref[:3], [s for s in ref[3] if s[1] in want])
+        run = _first_event_run(raw)
+        for fn in (wire.decode_event_run, wire.decode_event_run_numpy):
+            got = fn(raw, run, len(raw), want=want)
+            if got is None:  # numpy refuses lines with raw-byte stats (tested above)
+                continue
+            assert _got(got[0]) == expect, f"{plane} {ln.name} {fn.__name__}"
+            checked += 1
+        assert _got(wire.decode_line(raw, 0, len(raw), want=[])[1])[3] == []
+    assert checked > 0
+
+
 def _first_event_run(raw: bytes) -> int:
     for field, wt, _, ps, pe, tag_pos in wire.iter_fields(raw, 0, len(raw)):
         if field == 4 and wt == 2:

@@ -6,6 +6,8 @@
  * of consecutive XLine.events fields (field 4, length-delimited) and returns
  * columns: metadata_id, offset_ps, duration_ps per event, and per integer
  * stat (XEvent.stats): event index, stat metadata id, value, is-ref flag.
+ * An optional buffer of int64 stat metadata ids keeps only those stats (the
+ * others cost memory and time: real events carry many).
  * String/bytes stat values are skipped; double values are truncated to
  * integers. Any malformed byte makes it return None (the caller then lets
  * the protobuf runtime decode the line and report the corruption).
@@ -24,20 +26,26 @@ typedef struct {
     Py_ssize_t len, cap;
 } vec;
 
-static int vec_push(vec *v, int64_t x) {
-    if (v->len == v->cap) {
+static int vec_grow(vec *v) {
+    {
         Py_ssize_t cap = v->cap ? v->cap * 2 : 1024;
         int64_t *d = (int64_t *)realloc(v->data, (size_t)cap * sizeof(int64_t));
         if (!d) return -1;
         v->data = d;
         v->cap = cap;
     }
+    return 0;
+}
+
+static inline int vec_push(vec *v, int64_t x) {
+    if (__builtin_expect(v->len == v->cap, 0) && vec_grow(v)) return -1;
     v->data[v->len++] = x;
     return 0;
 }
 
 /* Read a varint; returns 0 on success, -1 when truncated or too long. */
 static inline int rd(const uint8_t *b, Py_ssize_t *pos, Py_ssize_t end, uint64_t *out) {
+    if (__builtin_expect(*pos < end && b[*pos] < 0x80, 1)) { *out = b[(*pos)++]; return 0; }
     uint64_t r = 0;
     int shift = 0;
     Py_ssize_t p = *pos;
@@ -73,11 +81,14 @@ static PyObject *as_bytearray(vec *v) {
 }
 
 static PyObject *decode_event_run(PyObject *self, PyObject *args) {
-    Py_buffer view;
+    Py_buffer view, wview = {0};
     Py_ssize_t start, end;
-    if (!PyArg_ParseTuple(args, "y*nn", &view, &start, &end)) return NULL;
+    if (!PyArg_ParseTuple(args, "y*nn|y*", &view, &start, &end, &wview)) return NULL;
+    const int64_t *want = (const int64_t *)wview.buf;
+    Py_ssize_t nwant = wview.buf ? wview.len / (Py_ssize_t)sizeof(int64_t) : -1;
     if (start < 0 || end > view.len || start > end) {
         PyBuffer_Release(&view);
+        if (wview.buf) PyBuffer_Release(&wview);
         Py_RETURN_NONE;
     }
     const uint8_t *b = (const uint8_t *)view.buf;
@@ -131,6 +142,11 @@ static PyObject *decode_event_run(PyObject *self, PyObject *args) {
                     } else if (skip(b, &pos, s_end, sw)) { bad = 1; break; }
                 }
                 if (bad || pos != s_end) { bad = 1; break; }
+                if (has && nwant >= 0) {
+                    Py_ssize_t i = 0;
+                    while (i < nwant && want[i] != sid) i++;
+                    has = i < nwant;
+                }
                 if (has) {
                     if (vec_push(&s_ev, nev) || vec_push(&s_id, sid) || vec_push(&s_val, sval) || vec_push(&s_ref, ref)) { oom = 1; break; }
                 }
@@ -142,6 +158,7 @@ static PyObject *decode_event_run(PyObject *self, PyObject *args) {
     }
     Py_END_ALLOW_THREADS
     PyBuffer_Release(&view);
+    if (wview.buf) PyBuffer_Release(&wview);
     PyObject *res = NULL;
     if (oom) {
         PyErr_NoMemory();
@@ -159,7 +176,8 @@ static PyObject *decode_event_run(PyObject *self, PyObject *args) {
 
 static PyMethodDef methods[] = {
     {"decode_event_run", decode_event_run, METH_VARARGS,
-     "decode_event_run(buf, start, end) -> (mid, off, dur, stat_event, stat_id, stat_value, stat_is_ref, stop) "
+     "decode_event_run(buf, start, end[, want]) -> (mid, off, dur, stat_event, stat_id, stat_value, stat_is_ref, stop) "
+     "(want: int64 stat metadata ids to keep; default all) "
      "as int64 bytearrays, or None when the bytes are not a well-formed run of XLine events."},
     {NULL, NULL, 0, NULL}};
 

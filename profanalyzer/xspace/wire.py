@@ -149,19 +149,24 @@ except ImportError:  # no compiler at install time: the numpy decoder below
     _accel = None
 
 
-def decode_event_run(buf, start: int, end: int) -> tuple[RawEvents, int] | None:
+def _want_bytes(want) -> bytes | None:
+    return None if want is None else np.asarray(sorted(want), dtype=np.int64).tobytes()
+
+
+def decode_event_run(buf, start: int, end: int, want=None) -> tuple[RawEvents, int] | None:
     """Decode the run of XLine.events fields beginning at buf[start] (C
-    accelerator when built, else the numpy decoder)."""
+    accelerator when built, else the numpy decoder). `want`: the stat
+    metadata ids to keep (default: every integer stat)."""
     if _accel is not None:
-        got = _accel.decode_event_run(buf, start, end)
+        got = _accel.decode_event_run(buf, start, end) if want is None else _accel.decode_event_run(buf, start, end, _want_bytes(want))
         if got is None:
             return None
         cols = [np.frombuffer(c, dtype=np.int64) for c in got[:7]]
         return RawEvents(cols[0], cols[1], cols[2], cols[3], cols[4], cols[5], cols[6].astype(bool)), got[7]
-    return decode_event_run_numpy(buf, start, end)
+    return decode_event_run_numpy(buf, start, end, want)
 
 
-def decode_event_run_numpy(buf, start: int, end: int) -> tuple[RawEvents, int] | None:
+def decode_event_run_numpy(buf, start: int, end: int, want=None) -> tuple[RawEvents, int] | None:
     """Decode the run of XLine.events fields beginning at buf[start].
 
     Returns (events, stop) where stop is the absolute byte offset where the
@@ -248,6 +253,8 @@ def decode_event_run_numpy(buf, start: int, end: int) -> tuple[RawEvents, int] |
             if fnum == 7:
                 s_ref[stat_of_tag[m]] = True
     s_event = ev_of_tag[st_tag]
+    if want is not None:
+        s_has &= np.isin(s_id, np.asarray(sorted(want), dtype=np.int64))
     return (
         RawEvents(cols[1], cols[2], cols[3], s_event[s_has], s_id[s_has], s_val[s_has], s_ref[s_has]),
         start + run_end,
@@ -263,17 +270,17 @@ class LineHeader:
     duration_ps: int
 
 
-def decode_line(buf, start: int, end: int) -> tuple[LineHeader, RawEvents] | None:
+def decode_line(buf, start: int, end: int, want=None) -> tuple[LineHeader, RawEvents] | None:
     """Decode one XLine's header and events; None when the fast path does not
     apply or the bytes are malformed (never raises on bad bytes: the caller
     then lets the protobuf runtime decode the line and report the corruption)."""
     try:
-        return _decode_line(buf, start, end)
+        return _decode_line(buf, start, end, want)
     except ValueError:  # a truncated or over-long varint
         return None
 
 
-def _decode_line(buf, start: int, end: int) -> tuple[LineHeader, RawEvents] | None:
+def _decode_line(buf, start: int, end: int, want=None) -> tuple[LineHeader, RawEvents] | None:
     head = {"id": 0, "name": "", "display_name": "", "ts": 0, "dur": 0}
     parts: list[RawEvents] = []
     pos = start
@@ -284,7 +291,7 @@ def _decode_line(buf, start: int, end: int) -> tuple[LineHeader, RawEvents] | No
         if field == 0:
             return None
         if field == LINE_EVENTS and wire == 2:
-            got = decode_event_run(buf, tag_pos, end)
+            got = decode_event_run(buf, tag_pos, end, want)
             if got is None:
                 return None
             ev, pos = got
