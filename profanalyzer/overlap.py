@@ -25,6 +25,7 @@ collectives their `Sparse Core Ops` ran, and the TensorCore `call-start` /
 
 from __future__ import annotations
 
+from collections import deque
 from dataclasses import dataclass
 from typing import Mapping
 
@@ -126,10 +127,8 @@ class Windows:
 
     start: np.ndarray  # int64 ps
     end: np.ndarray  # int64 ps
-    type: np.ndarray  # object: collective type
-    name: np.ndarray  # object: op name
-    tf_op: np.ndarray  # object
-    engine: np.ndarray  # object: TensorCore | SparseCore
+    type: np.ndarray  # int8 index into TYPES
+    on_sc: np.ndarray  # bool: handed to a SparseCore (engine), else TensorCore
     row: np.ndarray  # int64 metadata row of the (start) op
 
     def __len__(self) -> int:
@@ -138,25 +137,31 @@ class Windows:
     def take(self, idx) -> "Windows":
         return Windows(*(getattr(self, f)[idx] for f in _WINDOW_FIELDS))
 
+    def type_names(self) -> list[str]:
+        return [TYPES[t] for t in self.type.tolist()]
+
+    def engines(self) -> list[str]:
+        return ["SparseCore" if x else "TensorCore" for x in self.on_sc.tolist()]
+
     @staticmethod
     def concat(parts: list["Windows"]) -> "Windows":
         if not parts:
-            return Windows.empty()
+            z = np.zeros(0, dtype=np.int64)
+            return Windows(z, z, np.zeros(0, dtype=np.int8), np.zeros(0, dtype=bool), z)
         return Windows(*(np.concatenate([getattr(p, f) for p in parts]) for f in _WINDOW_FIELDS))
 
-    @staticmethod
-    def empty() -> "Windows":
-        z, o = np.zeros(0, dtype=np.int64), np.zeros(0, dtype=object)
-        return Windows(z, z, o, o, o, o, z)
+
+_WINDOW_FIELDS = ("start", "end", "type", "on_sc", "row")
+_TYPE_CODE = {t: i for i, t in enumerate(TYPES)}
 
 
-_WINDOW_FIELDS = ("start", "end", "type", "name", "tf_op", "engine", "row")
+def _type_code(collective: str | None) -> int:
+    return _TYPE_CODE.get(_type_of(collective), _TYPE_CODE["unknown"])
 
 
-def _objects(values) -> np.ndarray:
-    out = np.empty(len(values), dtype=object)
-    out[:] = list(values)
-    return out
+def window_name(md, row: int) -> str:
+    """A window's op name: its display name, else the HLO instruction name."""
+    return md.display_name[row] or instruction_name(md.name[row])[:80]
 
 
 def _windows_for_core(plane: Plane, classes, unmatched: dict[str, int]) -> tuple[Windows, str]:
@@ -164,19 +169,15 @@ def _windows_for_core(plane: Plane, classes, unmatched: dict[str, int]) -> tuple
     `classes` is analysis.classify_plane's result."""
     md = plane.meta
     ops = plane.line(LINE_OPS)
-    names = _objects([d or instruction_name(n)[:80] for d, n in zip(md.display_name, md.name)])
-    tf_ops = _objects(md.tf_op)
     coll_col = classes.columns["collective"] if len(classes) else np.zeros(0, object)
-    types_by_row = _objects([_type_of(c if isinstance(c, str) else None) for c in coll_col])
     role_by_row = classes.role
     parts: list[Windows] = []
     source = "paired start/done ops on XLA Ops"
 
-    def windows(start, end, rows, types, engine) -> Windows:
+    def windows(start, end, rows, types, on_sc) -> Windows:
         n = len(rows)
-        eng = np.full(n, engine, dtype=object) if isinstance(engine, str) else np.asarray(engine, dtype=object)
-        return Windows(np.asarray(start, dtype=np.int64), np.asarray(end, dtype=np.int64), np.asarray(types, dtype=object),
-                       names[rows], tf_ops[rows], eng, np.asarray(rows, dtype=np.int64))
+        return Windows(np.asarray(start, dtype=np.int64), np.asarray(end, dtype=np.int64), np.asarray(types, dtype=np.int8),
+                       np.broadcast_to(np.asarray(on_sc, dtype=bool), (n,)).copy(), np.asarray(rows, dtype=np.int64))
 
     # Async XLA Ops windows, when the line has collective windows: every event
     # is a window (windows overlap each other freely). Each distinct op is
@@ -188,18 +189,18 @@ def _windows_for_core(plane: Plane, classes, unmatched: dict[str, int]) -> tuple
         rows = ev.meta
         uniq = np.unique(rows[rows >= 0])
         is_coll = np.zeros(len(md), dtype=bool)
-        typ = np.full(len(md), "unknown", dtype=object)
+        typ = np.zeros(len(md), dtype=np.int8)
         sc = np.zeros(len(md), dtype=bool)
         for r in uniq.tolist():
             c = classify_op(md.name[r], md.display_name[r], md.category[r], md.tf_op[r], md.shape_with_layout[r])
             if c.bucket in COLLECTIVE_BUCKETS:
                 is_coll[r] = True
-                typ[r] = _type_of(c.collective)
+                typ[r] = _type_code(c.collective)
                 sc[r] = (c.role or "").startswith("offload")
         m = (rows >= 0) & is_coll[np.maximum(rows, 0)]
         if m.any():
             r = rows[m].astype(np.int64)
-            parts.append(windows(ev.start_ps[m], ev.end_ps[m], r, typ[r], np.where(sc[r], "SparseCore", "TensorCore")))
+            parts.append(windows(ev.start_ps[m], ev.end_ps[m], r, typ[r], sc[r]))
             async_used = True
             source = "Async XLA Ops line"
 
@@ -210,48 +211,49 @@ def _windows_for_core(plane: Plane, classes, unmatched: dict[str, int]) -> tuple
         sync = np.flatnonzero(role == ROLE_CODES["sync"])
         if len(sync):
             r = rows[sync]
-            parts.append(windows(ev.start_ps[sync], ev.end_ps[sync], r, types_by_row[r], "TensorCore"))
+            types_by_row = np.asarray([_type_code(c if isinstance(c, str) else None) for c in coll_col], dtype=np.int8)
+            parts.append(windows(ev.start_ps[sync], ev.end_ps[sync], r, types_by_row[r], False))
         if not async_used:
-            parts.append(_pair_windows(ev, rows, role, names, coll_col, unmatched, windows))
+            parts.append(_pair_windows(md, ev, rows, role, coll_col, unmatched, windows))
     wins = Windows.concat(parts)
     return wins.take(np.lexsort((wins.end, wins.start))), source
 
 
-def _pair_windows(ev, rows, role, names, coll_col, unmatched, windows) -> Windows:
+def _pair_windows(md, ev, rows, role, coll_col, unmatched, windows) -> Windows:
     """Pair start/done halves on XLA Ops (same pair key, first in first out)."""
-    pending: dict[str, list[int]] = {}
+    pending: dict[str, deque[int]] = {}
     st, en, rs_, ty, eng = [], [], [], [], []
     halves = np.flatnonzero((role == 1) | (role == 2) | (role == 4) | (role == 5))
     key_cache: dict[int, tuple[str, str] | None] = {}
-    for i in halves.tolist():
-        r = int(rows[i])
+    for i, r, ro in zip(halves.tolist(), rows[halves].tolist(), role[halves].tolist()):
         if r not in key_cache:
-            key_cache[r] = async_pair_key(names[r])
+            key_cache[r] = async_pair_key(window_name(md, r))
         key = key_cache[r]
-        is_start = role[i] in (1, 4)
+        is_start = ro in (1, 4)
         if key is None:
             k = "start" if is_start else "done"
             unmatched[k] = unmatched.get(k, 0) + 1
             continue
         if is_start:
-            pending.setdefault(key[0], []).append(i)
+            pending.setdefault(key[0], deque()).append(i)
             continue
         lst = pending.get(key[0])
         if not lst:
             unmatched["done"] = unmatched.get("done", 0) + 1
             continue
-        j = lst.pop(0)
+        j = lst.popleft()
         rs = int(rows[j])
         c = coll_col[rs] if isinstance(coll_col[rs], str) else (coll_col[r] if isinstance(coll_col[r], str) else None)
-        st.append(int(ev.start_ps[j]))
-        en.append(int(ev.end_ps[i]))
+        st.append(j)
+        en.append(i)
         rs_.append(rs)
-        ty.append(_type_of(c))
-        eng.append("SparseCore" if role[i] == 5 else "TensorCore")
+        ty.append(_type_code(c))
+        eng.append(ro == 5)
     left = sum(len(lst) for lst in pending.values())
     if left:
         unmatched["start"] = unmatched.get("start", 0) + left
-    return windows(st, en, np.asarray(rs_, dtype=np.int64), _objects(ty), _objects(eng))
+    st_i, en_i = np.asarray(st, dtype=np.int64), np.asarray(en, dtype=np.int64)
+    return windows(ev.start_ps[st_i], ev.end_ps[en_i], np.asarray(rs_, dtype=np.int64), ty, np.asarray(eng, dtype=bool))
 
 
 def analyze_overlap(trace: Trace, work, kept_steps: set[int], step_mean_ps: float) -> OverlapResult:
@@ -270,7 +272,8 @@ def analyze_overlap(trace: Trace, work, kept_steps: set[int], step_mean_ps: floa
     sc_planes = trace.sparsecores
     sc_active = 0
     kept_list = np.asarray(sorted(kept_steps), dtype=np.int64)
-    for w in work:
+    scope_ids: dict[str, int] = {}
+    for ci, w in enumerate(work):
         plane = w.plane
         steps = trace.steps[plane.label]
         kept = np.isin(steps.number, kept_list)
@@ -298,17 +301,21 @@ def analyze_overlap(trace: Trace, work, kept_steps: set[int], step_mean_ps: floa
             ba = plane.meta.bytes_accessed
             r = wins.row
             nbytes = np.where((r >= 0) & (r < len(ba)), ba[np.clip(r, 0, max(len(ba) - 1, 0))], np.nan) if len(ba) else np.full(len(r), np.nan)
+            # Framework scope of each window as a global id (first seen first).
+            urows, inv = np.unique(r, return_inverse=True)
+            sid = np.asarray([scope_ids.setdefault(plane.meta.tf_op[u], len(scope_ids)) for u in urows.tolist()], dtype=np.int64)
             for k, v in (
-                ("start", s), ("end", e), ("type", wins.type), ("name", wins.name), ("tf_op", wins.tf_op), ("engine", wins.engine),
+                ("start", s), ("end", e), ("type", wins.type), ("on_sc", wins.on_sc), ("row", r), ("scope", sid[inv.reshape(-1)]),
                 ("step", kn[pos]), ("step_start", ks[pos]), ("step_ps", (ke - ks)[pos]),
                 ("window_ps", e - s), ("hidden_ps", hidden), ("exposed_ps", (e - s) - hidden),
                 # Before the step's first compute, a window cannot be hidden: the
                 # core has computed nothing since the step began.
                 ("before_first_compute", (covered(e) - covered(ks[pos])) == 0),
-                ("core", np.full(len(s), plane.label, dtype=object)), ("bytes", nbytes),
+                ("core", np.full(len(s), ci, dtype=np.int64)), ("bytes", nbytes),
             ):
                 cols.setdefault(k, []).append(v)
         # SparseCores of this TensorCore.
+        start_index = False  # built on first use
         for sc in trace.sparsecores_of(plane):
             ln = sc.line(LINE_SC_OPS)
             if ln is None or len(ln.events) == 0:
@@ -333,7 +340,9 @@ def analyze_overlap(trace: Trace, work, kept_steps: set[int], step_mean_ps: floa
                 link = mods.events.int_stat("tc_offload_start_id")
                 # Time each module waited after its previous one ended while
                 # its TensorCore start op had already issued it.
-                starts_tc = _offload_start_times(plane, w.classes, link)
+                if start_index is False:
+                    start_index = _offload_start_index(plane, w.classes)
+                starts_tc = _offload_start_times(start_index, link)
                 if starts_tc is not None:
                     prev_end = np.concatenate([[np.iinfo(np.int64).min], me[:-1]])
                     wait = np.where((starts_tc >= 0) & (prev_end > starts_tc), np.minimum(ms, prev_end) - starts_tc, 0)
@@ -352,22 +361,20 @@ def analyze_overlap(trace: Trace, work, kept_steps: set[int], step_mean_ps: floa
     total = sum(per_step_sum.values()) if per_step_sum else np.zeros(len(coll_buckets), dtype=np.int64)
     bucket_mean = {b: float(total[i]) / n_core_steps for i, b in enumerate(coll_buckets)} if per_step_sum else {b: 0.0 for b in coll_buckets}
     types: dict[str, CollectiveTypeSummary] = {}
-    # Group windows by type once (codes), not by comparing strings per type.
-    type_code = {t: i for i, t in enumerate(TYPES)}
-    w_type = allw["type"].tolist() if n_win else []
-    tcode = np.asarray([type_code.get(t, -1) for t in w_type], dtype=np.int64)
-    tc_types = set(w_type)
+    w_type = allw["type"] if n_win else np.zeros(0, dtype=np.int8)
+    tc_types = {TYPES[t] for t in np.unique(w_type).tolist()}
     win_ps = allw["window_ps"] if n_win else np.zeros(0, np.int64)
     hid_ps = allw["hidden_ps"] if n_win else np.zeros(0, np.int64)
     exp_ps = allw["exposed_ps"] if n_win else np.zeros(0, np.int64)
+    scope_names = list(scope_ids)
     for ti, t in enumerate(TYPES):
         bucket = t if t in ("all_gather", "reduce_scatter", "all_reduce", "all_to_all") else "other_collective"
-        idx = np.flatnonzero(tcode == ti)
+        idx = np.flatnonzero(w_type == ti)
         if not len(idx) and t not in sc_types and own_time.get(t, 0.0) <= 0:
             continue
         window = float(win_ps[idx].sum()) / n_core_steps
         hidden = float(hid_ps[idx].sum()) / n_core_steps
-        engines = set(allw["engine"][idx].tolist()) if len(idx) else set()
+        engines = {"SparseCore" if x else "TensorCore" for x in np.unique(allw["on_sc"][idx]).tolist()} if len(idx) else set()
         if t in sc_types:
             engines.add("SparseCore")
         engine = engines.pop() if len(engines) == 1 else ("mixed" if engines else "TensorCore")
@@ -378,12 +385,14 @@ def analyze_overlap(trace: Trace, work, kept_steps: set[int], step_mean_ps: floa
             b_ = allw["bytes"][idx]
             if (~np.isnan(b_)).any():
                 nbytes = float(np.nansum(b_)) / n_core_steps
-            per_scope: dict[str, int] = {}  # first-appearance order breaks ties
-            for scope, x in zip(allw["tf_op"][idx].tolist(), exp_ps[idx].tolist()):
-                if scope is not None:
-                    per_scope[scope] = per_scope.get(scope, 0) + x
-            ranked = sorted(per_scope.items(), key=lambda kv: -kv[1])
-            scopes = tuple(str(k) for k, _ in ranked[:3] if str(k))
+            # Scopes by exposed time, ties in order of first appearance.
+            sc_ = allw["scope"][idx]
+            per_scope = np.bincount(sc_, weights=exp_ps[idx], minlength=len(scope_names))
+            first = np.full(len(scope_names), len(idx), dtype=np.int64)
+            np.minimum.at(first, sc_, np.arange(len(idx)))
+            present_ = np.flatnonzero(first < len(idx))
+            ranked = present_[np.lexsort((first[present_], -per_scope[present_]))]
+            scopes = tuple(scope_names[i] for i in ranked[:3].tolist() if scope_names[i])
         types[t] = CollectiveTypeSummary(
             type=t,
             bucket=bucket,
@@ -404,8 +413,9 @@ def analyze_overlap(trace: Trace, work, kept_steps: set[int], step_mean_ps: floa
         # the candidates (ties by core, then start).
         k = min(n_win, TOP_WINDOWS * 4)
         part = np.argpartition(-exp_ps, k - 1)[:k] if k < n_win else np.arange(n_win)
-        cand = sorted(part.tolist(), key=lambda i: (-int(exp_ps[i]), allw["core"][i], int(allw["start"][i])))[:TOP_WINDOWS]
-        top = tuple(_window_record({c: v[i] for c, v in allw.items()}) for i in cand if exp_ps[i] > 0)
+        label = [w.plane.label for w in work]
+        cand = sorted(part.tolist(), key=lambda i: (-int(exp_ps[i]), label[allw["core"][i]], int(allw["start"][i])))[:TOP_WINDOWS]
+        top = tuple(_window_record({c: v[i] for c, v in allw.items()}, work[allw["core"][i]].plane) for i in cand if exp_ps[i] > 0)
     per_step = {
         n: {b: float(per_step_sum[n][i]) / per_step_n[n] for i, b in enumerate(coll_buckets)} for n in sorted(per_step_sum)
     }
@@ -413,8 +423,8 @@ def analyze_overlap(trace: Trace, work, kept_steps: set[int], step_mean_ps: floa
     a2a_share = bucket_mean.get("all_to_all", 0.0) / exposed_total if exposed_total > 0 else 0.0
 
     # --- SparseCore verdict -----------------------------------------------
-    on_sc = allw["engine"] == "SparseCore" if n_win else np.zeros(0, dtype=bool)
-    offload_types = set(allw["type"][on_sc].tolist()) if n_win else set()
+    on_sc = allw["on_sc"] if n_win else np.zeros(0, dtype=bool)
+    offload_types = {TYPES[t] for t in np.unique(w_type[on_sc]).tolist()}
     offload_types |= {t for t in sc_types if t in OFFLOADABLE}
     present = {t for t in (tc_types | sc_types) if t in OFFLOADABLE}
     offloaded = {t: (t in offload_types) for t in sorted(present)}
@@ -466,16 +476,17 @@ def analyze_overlap(trace: Trace, work, kept_steps: set[int], step_mean_ps: floa
     return OverlapResult(types=types, communication=comm, sparsecore=sc)
 
 
-def _window_record(r: Mapping[str, object]) -> WindowRecord:
+def _window_record(r: Mapping[str, object], plane: Plane) -> WindowRecord:
     start, step_start, step_ps = int(r["start"]), int(r["step_start"]), int(r["step_ps"])
     window, hidden = int(r["window_ps"]), int(r["hidden_ps"])
+    row = int(r["row"])
     return WindowRecord(
-        core=r["core"],
+        core=plane.label,
         step=int(r["step"]),
-        type=r["type"],
-        name=r["name"],
-        tf_op=r["tf_op"],
-        engine=r["engine"],
+        type=TYPES[int(r["type"])],
+        name=window_name(plane.meta, row),
+        tf_op=plane.meta.tf_op[row],
+        engine="SparseCore" if r["on_sc"] else "TensorCore",
         offset_ps=start - step_start,
         offset_fraction=float((start - step_start) / max(step_ps, 1)),
         window_ps=window,
@@ -536,15 +547,12 @@ def _klass(hidden: float, window: float) -> str:
     return "hidden" if f >= HIDDEN_MIN else ("exposed" if f <= EXPOSED_MAX else "partial")
 
 
-def _offload_start_times(plane: Plane, classes, link: np.ndarray) -> np.ndarray | None:
-    """Start time of the TensorCore offload_start op each SparseCore module links to.
-
-    `tc_offload_start_id` is matched against the TensorCore op's
-    `all_reduce_unique_id` event stat, else its metadata id; the k-th module
-    with an id links to the k-th start with that id. -1 when unknown.
-    """
+def _offload_start_index(plane: Plane, classes) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
+    """The TensorCore's offload_start ops by link id: (ids, first index, count,
+    start times sorted by id then time), or None when it has none. The link id
+    is the op's `all_reduce_unique_id` event stat, else its metadata id."""
     ops = plane.line(LINE_OPS)
-    if ops is None or not len(classes) or np.all(link < 0):
+    if ops is None or not len(classes):
         return None
     ev = ops.events
     rows = ev.meta.astype(np.int64)
@@ -558,6 +566,16 @@ def _offload_start_times(plane: Plane, classes, link: np.ndarray) -> np.ndarray 
     order = np.lexsort((times, ids))
     ids, times = ids[order], times[order]
     keys, first, counts = np.unique(ids, return_index=True, return_counts=True)
+    return keys, first, counts, times
+
+
+def _offload_start_times(index, link: np.ndarray) -> np.ndarray | None:
+    """Start time of the TensorCore offload_start op each SparseCore module
+    links to (`tc_offload_start_id`; the k-th module with an id links to the
+    k-th start with that id), -1 when unknown. `index`: _offload_start_index."""
+    if index is None or np.all(link < 0):
+        return None
+    keys, first, counts, times = index
     # occurrence number of each link value, in module order
     lo = np.argsort(link, kind="stable")
     sl = link[lo]

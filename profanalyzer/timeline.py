@@ -104,7 +104,7 @@ def _coalesce(s: np.ndarray, e: np.ndarray, b: np.ndarray, labels: list[str], na
 
 
 def build_timeline(trace: Trace, work, kept_steps: set[int], step_table) -> TimelineSample | None:
-    from profanalyzer.overlap import _klass, _windows_for_core
+    from profanalyzer.overlap import _klass, _windows_for_core, window_name
 
     if not work:
         return None
@@ -153,7 +153,9 @@ def build_timeline(trace: Trace, work, kept_steps: set[int], step_table) -> Time
     if len(sel):
         ws, we = wins.start[sel], wins.end[sel]
         hs = w.compute(we) - w.compute(ws)
-        for s0, e0, typ, name, h in zip(ws.tolist(), we.tolist(), wins.type[sel].tolist(), wins.name[sel].tolist(), hs.tolist()):
+        sub = wins.take(sel)
+        names = [window_name(plane.meta, r) for r in sub.row.tolist()]
+        for s0, e0, typ, name, h in zip(ws.tolist(), we.tolist(), sub.type_names(), names, hs.tolist()):
             win = e0 - s0
             windows.append(WindowSpan(s0 - a, min(e0, b) - a, typ, name, (h / win) if win > 0 else 0.0, _klass(h, win)))
     return TimelineSample(plane.label, int(rep), b - a, tuple(lanes), tuple(windows), merged)

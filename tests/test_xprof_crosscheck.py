@@ -127,7 +127,7 @@ from conftest import SAMPLES as SAMPLE_DIR  # noqa: E402
 from conftest import analysis_of, sample_path  # noqa: E402
 from profanalyzer.analysis import analyze, classify_plane  # noqa: E402
 from profanalyzer.classify import BUCKETS, COLLECTIVE_BUCKETS  # noqa: E402
-from profanalyzer.overlap import _windows_for_core  # noqa: E402
+from profanalyzer.overlap import _windows_for_core, window_name  # noqa: E402
 from profanalyzer.trace import LINE_ASYNC, LINE_OPS, load_trace  # noqa: E402
 from profanalyzer.xspace import xplane_pb2  # noqa: E402
 
@@ -371,7 +371,10 @@ def _our_windows(path: Path) -> tuple[pd.DataFrame, set[str], int, int]:
     for plane in trace.tensorcores:
         classes = classify_plane(plane)
         w, source = _windows_for_core(plane, classes, unmatched)
-        wins = pd.DataFrame({f: getattr(w, f) for f in ("start", "end", "type", "name", "tf_op", "engine", "row")})
+        wins = pd.DataFrame({
+            "start": w.start, "end": w.end, "type": w.type_names(), "engine": w.engines(), "row": w.row,
+            "name": [window_name(plane.meta, r) for r in w.row.tolist()], "tf_op": [plane.meta.tf_op[r] for r in w.row.tolist()],
+        })
         sources.add(source)
         md = plane.meta
         role = classes.columns["role"]
