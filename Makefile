@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 SAMPLE ?= sample_traces/dense_short_fsdp.xplane.pb.gz
 
-.PHONY: test report reports venv proto samples bench fuzz clean
+.PHONY: test report reports venv proto samples templates bench fuzz clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -30,6 +30,11 @@ reports: venv
 ## make samples: regenerate sample_traces/ (deterministic: fixed seeds).
 samples: venv
 	$(PY) -m profanalyzer.synth.samples sample_traces
+
+## make templates: recompile the report templates into
+## profanalyzer/report/templates_compiled/ (after editing any template).
+templates: venv
+	$(PY) tools/compile_templates.py
 
 ## make proto: regenerate profanalyzer/xspace/xplane_pb2.py from xplane.proto.
 proto:

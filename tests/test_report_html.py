@@ -491,3 +491,53 @@ def test_output_path_and_input_hash(tmp_path):
     assert len(h) == 64 and h == file_sha256(run)
     (run / "h0.xplane.pb").write_bytes(b"c")
     assert file_sha256(run) != h
+
+
+def test_compiled_templates_match_the_sources(tmp_path):
+    """templates_compiled/ is what `make templates` produces from today's
+    templates with the installed jinja2, and the report loads it; with another
+    jinja2 (or an edited template) the report compiles the sources instead."""
+    import jinja2
+
+    from profanalyzer.report import html as H
+
+    manifest = json.loads((H.COMPILED_DIR / H.MANIFEST).read_text())
+    assert manifest["templates"] == H.template_digests(), "templates changed: run `make templates`"
+    if manifest["jinja2"] != jinja2.__version__:
+        # Compiled by another jinja2: never loaded; the sources are compiled at run time.
+        assert not H.compiled_templates_current()
+        H.environment.cache_clear()
+        assert isinstance(H.environment().loader, jinja2.FileSystemLoader)
+        return
+    H.compile_templates(tmp_path)
+    fresh = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+    shipped = {p.name: p.read_bytes() for p in H.COMPILED_DIR.iterdir() if p.is_file()}
+    assert fresh == shipped, "compiled templates are stale: run `make templates`"
+    assert H.compiled_templates_current()
+    H.environment.cache_clear()
+    assert isinstance(H.environment().loader, jinja2.ModuleLoader)
+
+
+def test_stale_compiled_templates_are_not_used(tmp_path, monkeypatch):
+    # A template edited after compiling: its digest no longer matches, so the
+    # report renders from the sources (same bytes as from the compiled modules).
+    import shutil
+
+    import jinja2
+
+    from profanalyzer.report import html as H
+
+    a = analysis_of("dense_short_fsdp")
+    f = findings_of("dense_short_fsdp")
+    want = render_html(a, f, command_line="x", input_sha256="y")
+    src = tmp_path / "templates"
+    shutil.copytree(H.TEMPLATE_DIR, src)
+    (src / H.TEMPLATE).write_text((src / H.TEMPLATE).read_text() + "{# edited #}")
+    monkeypatch.setattr(H, "TEMPLATE_DIR", src)
+    H.environment.cache_clear()
+    try:
+        assert not H.compiled_templates_current()
+        assert isinstance(H.environment().loader, jinja2.FileSystemLoader)
+        assert render_html(a, f, command_line="x", input_sha256="y") == want
+    finally:
+        H.environment.cache_clear()

@@ -1,0 +1,14 @@
+from jinja2.runtime import LoopContext, Macro, Markup, Namespace, TemplateNotFound, TemplateReference, TemplateRuntimeError, Undefined, escape, identity, internalcode, markup_join, missing, str_join
+name = '_script.html.j2'
+
+def root(context, missing=missing):
+    resolve = context.resolve_or_missing
+    undefined = environment.undefined
+    concat = environment.concat
+    cond_expr_undefined = Undefined
+    if 0: yield None
+    pass
+    yield '(function () {\n  "use strict";\n  function key(td, numeric) {\n    if (!td) return numeric ? -Infinity : "";\n    var v = td.getAttribute("data-v");\n    if (numeric) {\n      var x = parseFloat(v !== null ? v : td.textContent.replace(/[^0-9eE.+-]/g, ""));\n      return isNaN(x) ? -Infinity : x;\n    }\n    return (v !== null ? v : td.textContent).trim().toLowerCase();\n  }\n  document.querySelectorAll("table.sortable").forEach(function (table) {\n    var heads = table.querySelectorAll("thead th[data-sort]");\n    heads.forEach(function (th, col) {\n      var btn = th.querySelector("button");\n      if (!btn) return;\n      btn.addEventListener("click", function () {\n        var numeric = th.getAttribute("data-sort") === "n";\n        var asc = th.getAttribute("aria-sort") === "descending" || (th.getAttribute("aria-sort") !== "ascending" && !numeric);\n        heads.forEach(function (h) { h.removeAttribute("aria-sort"); });\n        th.setAttribute("aria-sort", asc ? "ascending" : "descending");\n        var body = table.tBodies[0];\n        var rows = Array.prototype.slice.call(body.rows);\n        rows.sort(function (a, b) {\n          var x = key(a.cells[col], numeric), y = key(b.cells[col], numeric);\n          var c = x < y ? -1 : x > y ? 1 : 0;\n          return asc ? c : -c;\n        });\n        rows.forEach(function (r) { body.appendChild(r); });\n      });\n    });\n  });\n  document.querySelectorAll("button.copy").forEach(function (btn) {\n    btn.addEventListener("click", function () {\n      var code = btn.parentNode.querySelector("code");\n      var done = function (msg) { btn.textContent = msg; setTimeout(function () { btn.textContent = "Copy"; }, 1500); };\n      var select = function () {\n        var range = document.createRange();\n        range.selectNodeContents(code);\n        var sel = window.getSelection();\n        sel.removeAllRanges();\n        sel.addRange(range);\n        done("Selected");\n      };\n      if (navigator.clipboard && window.isSecureContext) {\n        navigator.clipboard.writeText(code.textContent).then(function () { done("Copied"); }, select);\n      } else {\n        select();\n      }\n    });\n  });\n  window.addEventListener("beforeprint", function () {\n    document.querySelectorAll("details").forEach(function (d) { d.open = true; });\n  });\n})();\n'
+
+blocks = {}
+debug_info = ''
