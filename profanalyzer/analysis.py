@@ -26,7 +26,7 @@ from profanalyzer.errors import InputError
 from profanalyzer.stats import STRAGGLER_MIN_MEMBERS, STRAGGLER_MIN_REL_SCALE, STRAGGLER_Z, modified_z
 from profanalyzer.overlap import CollectiveTypeSummary, CommunicationSummary, SparseCoreSummary, analyze_overlap
 from profanalyzer.timeline import TimelineSample, build_timeline
-from profanalyzer.trace import LINE_OPS, Plane, Trace, load_trace
+from profanalyzer.trace import ANALYSIS_LINES, LINE_OPS, Plane, Trace, load_trace
 
 SCHEMA_VERSION = 1
 
@@ -328,7 +328,8 @@ class CoreWork:
 
 
 def analyze(path: str | Path, options: AnalysisOptions = AnalysisOptions()) -> Analysis:
-    return analyze_trace(load_trace(path, chip=options.chip, jobs=options.jobs, progress=options.progress), options)
+    trace = load_trace(path, chip=options.chip, jobs=options.jobs, progress=options.progress, lines=ANALYSIS_LINES)
+    return analyze_trace(trace, options)
 
 
 def attribute_trace(trace: Trace) -> list[CoreWork]:

@@ -24,7 +24,7 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Mapping
+from typing import Callable, Collection, Mapping
 
 import numpy as np
 
@@ -44,6 +44,9 @@ LINE_SC_STEPS = "Sparse Core Steps"
 LINE_SC_MODULES = "Sparse Core Modules"
 LINE_SC_OPS = "Sparse Core Ops"
 LINE_SC_SYNCS = "Sparse Core Syncs"
+#: The lines the analysis reads (load_trace(lines=...)); others are skipped
+#: unread (their headers still count for the plane's time origin).
+ANALYSIS_LINES = frozenset({LINE_STEPS, LINE_MODULES, LINE_OPS, LINE_ASYNC, LINE_SC_MODULES, LINE_SC_OPS})
 
 #: Metadata stats kept as strings / numbers in the op-metadata table.
 META_STR_STATS = (
@@ -547,7 +550,8 @@ def _events(raw: wire.RawEvents, strs: dict[str, list[str]], want_int: Mapping[i
     )
 
 
-def build_plane(buf, start: int, end: int, host: str, kind: str, device_id: int, sc_index: int | None) -> tuple[Plane, int]:
+def build_plane(buf, start: int, end: int, host: str, kind: str, device_id: int, sc_index: int | None,
+                lines: Collection[str] | None = None) -> tuple[Plane, int]:
     """Build one plane from its wire bytes buf[start:end].
 
     Returns the plane with times relative to its own origin (its earliest line
@@ -581,7 +585,14 @@ def build_plane(buf, start: int, end: int, host: str, kind: str, device_id: int,
         pstats["core_details"] = _core_details(pstats["core_details"])
     meta, _ = _build_metadata(plane, names)
     decoded = []
+    skipped: list[tuple[int, str]] = []  # (timestamp, name) of skipped lines with events
     for ps, pe in line_spans:
+        if lines is not None:
+            head = wire.peek_line(buf, ps, pe)
+            if head is not None and head[0] not in lines:
+                if head[2]:
+                    skipped.append((head[1], head[0]))
+                continue
         fast = wire.decode_line(buf, ps, pe, want=tuple(want_int))
         if fast is not None:
             head, raw = fast
@@ -594,7 +605,8 @@ def build_plane(buf, start: int, end: int, host: str, kind: str, device_id: int,
             raise InputError(f"line at byte {ps} is corrupt ({why})") from None
         raw, strs = _raw_from_message(msg, names, want_int, want_str)
         decoded.append((msg.id, msg.name or msg.display_name, msg.timestamp_ns, raw, strs))
-    with_events = [(ts, name) for _, name, ts, raw, _ in decoded if len(raw)]
+    # Skipped lines count for the origin: times do not depend on the selection.
+    with_events = [(ts, name) for _, name, ts, raw, _ in decoded if len(raw)] + skipped
     origin, origin_line = min(with_events, default=(0, ""))
     lines = []
     for lid, name, ts, raw, strs in decoded:
@@ -723,7 +735,7 @@ def _no_tpu_message(path: Path, index: reader.SpaceIndex) -> str:
     return f"{path}: no TPU device planes (/device:TPU:N) in this profile; planes found: {shown}"
 
 
-def _load_host(f: Path, include_sparsecore: bool) -> tuple[HostInfo, list[tuple[Plane, int]]]:
+def _load_host(f: Path, include_sparsecore: bool, lines: Collection[str] | None = None) -> tuple[HostInfo, list[tuple[Plane, int]]]:
     """Decode one host file's device planes (each relative to its own origin)."""
     buf = reader.read_bytes(f)
     index = reader.scan_space(buf, f)
@@ -737,7 +749,7 @@ def _load_host(f: Path, include_sparsecore: bool) -> tuple[HostInfo, list[tuple[
         raise NoTpuPlanesError(_no_tpu_message(f, index))
     def one(r: reader.PlaneRef) -> tuple[Plane, int]:
         try:
-            return build_plane(buf, r.offset, r.offset + r.length, host, r.kind, r.device_id or 0, r.sc_index)
+            return build_plane(buf, r.offset, r.offset + r.length, host, r.kind, r.device_id or 0, r.sc_index, lines)
         except InputError as e:
             raise InputError(f"{f}: plane {r.name!r}: {e}") from None
 
@@ -770,8 +782,12 @@ def load_trace(
     include_sparsecore: bool = True,
     jobs: int | None = None,
     progress: Callable[[int, int, str], None] | None = None,
+    lines: Collection[str] | None = None,
 ) -> Trace:
     """Read an input path into a Trace (only TPU device planes are decoded).
+
+    `lines`: the line names to decode (default: every line); the analysis
+    asks for ANALYSIS_LINES only, so e.g. `Sparse Core Syncs` costs nothing.
 
     Host files of a run folder are decoded in parallel processes (`jobs`,
     default: one per core, at most one per file). `progress(done, total,
@@ -785,14 +801,14 @@ def load_trace(
         from concurrent.futures import ProcessPoolExecutor
 
         with ProcessPoolExecutor(max_workers=jobs) as pool:
-            futures = [pool.submit(_load_host, f, include_sparsecore) for f in files]
+            futures = [pool.submit(_load_host, f, include_sparsecore, lines) for f in files]
             for k, fut in enumerate(futures):
                 results.append(fut.result())
                 if progress:
                     progress(k + 1, len(files), files[k].name)
     else:
         for k, f in enumerate(files):
-            results.append(_load_host(f, include_sparsecore))
+            results.append(_load_host(f, include_sparsecore, lines))
             if progress:
                 progress(k + 1, len(files), f.name)
     hosts = [info for info, _ in results]

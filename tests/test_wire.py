@@ -115,3 +115,56 @@ def test_accelerator_is_built_here():
     if wire._accel is None:
         pytest.skip("C accelerator not built (no compiler at install time)")
     assert wire._accel.decode_event_run(b"", 0, 0) is None
+
+
+def _line_bytes(*fields: tuple[int, object]) -> bytes:
+    out = bytearray()
+
+    def varint(v: int) -> None:
+        while True:
+            b = v & 0x7F
+            v >>= 7
+            out.append(b | (0x80 if v else 0))
+            if not v:
+                return
+
+    for num, val in fields:
+        if isinstance(val, int):
+            varint(num << 3)
+            varint(val)
+        else:
+            data = val.encode() if isinstance(val, str) else val
+            varint((num << 3) | 2)
+            varint(len(data))
+            out += data
+    return bytes(out)
+
+
+def test_peek_line_reads_the_header_before_the_events_only():
+    ev = _line_bytes((1, 7), (2, 100), (3, 5000))  # an XEvent: metadata_id, offset, duration
+    assert wire.peek_line(*_span(_line_bytes((1, 3), (2, "XLA Ops"), (3, 123), (4, ev), (4, ev)))) == ("XLA Ops", 123, True)
+    # No name before the events: display_name may follow them, so undecided.
+    assert wire.peek_line(*_span(_line_bytes((1, 3), (3, 9), (4, ev), (11, "Steps")))) is None
+    # No events at all: every field was seen.
+    assert wire.peek_line(*_span(_line_bytes((1, 3), (11, "Steps"), (3, 9)))) == ("Steps", 9, False)
+    assert wire.peek_line(*_span(b"\x12\x50abc")) is None  # a name that runs past the end
+
+
+def _span(b: bytes) -> tuple[bytes, int, int]:
+    return b, 0, len(b)
+
+
+@pytest.mark.parametrize("name", ["offload_on", "moe_large_pp", "zero_timestamps"])
+def test_skipping_lines_the_analysis_does_not_read_changes_nothing(name):
+    # analyze() decodes ANALYSIS_LINES only (Sparse Core Syncs, XLA TraceMe, ...
+    # are skipped unread); the result equals the analysis of every line.
+    from profanalyzer.analysis import analyze, analyze_trace
+    from profanalyzer.trace import ANALYSIS_LINES, load_trace
+
+    full = load_trace(sample_path(name))
+    part = load_trace(sample_path(name), lines=ANALYSIS_LINES)
+    skipped = {ln.name for p in full.tensorcores + full.sparsecores for ln in p.lines} - ANALYSIS_LINES
+    assert skipped, "the sample has no line the analysis skips"
+    assert not {ln.name for p in part.tensorcores + part.sparsecores for ln in p.lines} & skipped
+    assert part.origin_ns == full.origin_ns
+    assert analyze(sample_path(name)).to_dict() == analyze_trace(full).to_dict()

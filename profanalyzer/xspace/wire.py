@@ -270,6 +270,27 @@ class LineHeader:
     duration_ps: int
 
 
+def peek_line(buf, start: int, end: int) -> tuple[str, int, bool] | None:
+    """(name, timestamp_ns, has_events) of one XLine from the fields before its
+    first event, without decoding events; None when that does not settle the
+    name (no `name` before the events: `display_name` may follow them) or the
+    bytes are malformed (the caller then decodes the whole line)."""
+    head = {LINE_NAME: "", LINE_DISPLAY_NAME: ""}
+    ts = 0
+    try:
+        for field, wt, val, ps, pe, _ in iter_fields(buf, start, end):
+            if field == LINE_EVENTS and wt == 2:
+                name = head[LINE_NAME]
+                return (name, ts, True) if name else None
+            if field in head and wt == 2:
+                head[field] = bytes(buf[ps:pe]).decode("utf-8", errors="replace")
+            elif field == LINE_TS and wt == 0:
+                ts = val - (1 << 64) if val >= 1 << 63 else val
+    except ValueError:
+        return None
+    return head[LINE_NAME] or head[LINE_DISPLAY_NAME], ts, False
+
+
 def decode_line(buf, start: int, end: int, want=None) -> tuple[LineHeader, RawEvents] | None:
     """Decode one XLine's header and events; None when the fast path does not
     apply or the bytes are malformed (never raises on bad bytes: the caller
