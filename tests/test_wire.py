@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from conftest import sample_path
+from profanalyzer.synth.pbenc import f_bytes, f_varint
 from profanalyzer.xspace import wire, xplane_pb2
 
 SAMPLES = ["dense_short_fsdp", "moe_large_pp", "xss_names", "zero_timestamps"]
@@ -118,26 +119,7 @@ def test_accelerator_is_built_here():
 
 
 def _line_bytes(*fields: tuple[int, object]) -> bytes:
-    out = bytearray()
-
-    def varint(v: int) -> None:
-        while True:
-            b = v & 0x7F
-            v >>= 7
-            out.append(b | (0x80 if v else 0))
-            if not v:
-                return
-
-    for num, val in fields:
-        if isinstance(val, int):
-            varint(num << 3)
-            varint(val)
-        else:
-            data = val.encode() if isinstance(val, str) else val
-            varint((num << 3) | 2)
-            varint(len(data))
-            out += data
-    return bytes(out)
+    return b"".join(f_varint(num, val) if isinstance(val, int) else f_bytes(num, val) for num, val in fields)
 
 
 def test_peek_line_reads_the_header_before_the_events_only():
