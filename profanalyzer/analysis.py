@@ -21,7 +21,7 @@ import numpy as np
 
 from profanalyzer import __version__
 from profanalyzer.attribution import BUCKET_INDEX, PHASES, CoreAttribution, OpTimeline, attribute_core
-from profanalyzer.classify import BUCKETS, COLLECTIVE_BUCKETS, COMPUTE_BUCKETS, ROLE_CODES, async_pair_key, classify_columns
+from profanalyzer.classify import BUCKETS, COLLECTIVE_BUCKETS, COMPUTE_BUCKETS, MATMUL_BUCKETS, ROLE_CODES, async_pair_key, classify_columns
 from profanalyzer.errors import InputError
 from profanalyzer.stats import STRAGGLER_MIN_MEMBERS, STRAGGLER_MIN_REL_SCALE, STRAGGLER_Z, modified_z
 from profanalyzer.overlap import CollectiveTypeSummary, CommunicationSummary, SparseCoreSummary, analyze_overlap
@@ -552,9 +552,6 @@ class _OpGroup:
         self.flops = self.bytes = math.nan
         self.tf_op = self.dedup = self.phase = self.kernel = self.precision = self.reason = None
         self.remat = False
-
-
-MATMUL_BUCKETS = ("matmul_bf16", "matmul_fp8", "matmul_other")
 
 
 def _ops_and_roofline(trace: Trace, work: list[CoreWork], kept_steps: set[int], step_mean: float, top_n: int):
