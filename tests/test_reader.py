@@ -206,3 +206,22 @@ def test_self_times_flat_and_nested():
     e2 = np.array([10, 30], dtype=np.int64)
     st2, d2 = self_times(s2, e2)
     assert st2.tolist() == [10, 20] and d2.tolist() == [0, 0]
+
+
+@pytest.mark.parametrize("ids", [
+    np.arange(1, 50, dtype=np.int64),  # dense: table lookup
+    np.asarray([3, 7, 1 << 40, 1 << 62], dtype=np.int64),  # sparse and huge: binary search
+    np.asarray([-5, 0, 2, 9], dtype=np.int64),  # a negative id: binary search
+    np.zeros(0, dtype=np.int64),
+])
+def test_meta_index_maps_ids_to_rows_and_unknown_to_minus_one(ids):
+    from profanalyzer.trace import MetaIndex
+
+    rng = np.random.default_rng(1)
+    pool = np.concatenate([ids, [-1, -(1 << 63), 10_000, (1 << 63) - 1, 48, 8]]).astype(np.int64)
+    mid = rng.choice(pool, 500)
+    want = np.asarray([int(np.flatnonzero(ids == m)[0]) if m in ids else -1 for m in mid.tolist()], dtype=np.int32)
+    got = MetaIndex(ids).rows(mid)
+    assert got.dtype == np.int32 and (got == want).all()
+    inside = mid[np.isin(mid, ids)]  # only known ids: the direct-gather path
+    assert (MetaIndex(ids).rows(inside) == want[np.isin(mid, ids)]).all()
