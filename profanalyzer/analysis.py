@@ -327,9 +327,13 @@ class CoreWork:
     compute: "object"  # f(t): TensorCore compute time before t (matmul, attention, other compute)
 
 
+def read_trace(path: str | Path, options: AnalysisOptions = AnalysisOptions()) -> Trace:
+    """The read stage as `analyze` runs it: only the lines the analysis uses."""
+    return load_trace(path, chip=options.chip, jobs=options.jobs, progress=options.progress, lines=ANALYSIS_LINES)
+
+
 def analyze(path: str | Path, options: AnalysisOptions = AnalysisOptions()) -> Analysis:
-    trace = load_trace(path, chip=options.chip, jobs=options.jobs, progress=options.progress, lines=ANALYSIS_LINES)
-    return analyze_trace(trace, options)
+    return analyze_trace(read_trace(path, options), options)
 
 
 def attribute_trace(trace: Trace) -> list[CoreWork]:

@@ -99,14 +99,19 @@ def info(trace: str, chip: str | None, jobs: int | None, json_out: str | None, q
 def analyze(trace: str, chip: str | None, jobs: int | None, json_out: str | None, top: int, select: str, ignore: str,
             output: str | None, no_html: bool, md_out: str | None, timestamp: bool, quiet: bool) -> None:
     """Attribute step time, analyse overlap, rank recommendations, write the HTML report."""
-    from profanalyzer.analysis import AnalysisOptions, analyze as run_analysis
+    from profanalyzer.analysis import AnalysisOptions, analyze_trace, read_trace
     from profanalyzer.findings import run_rules
     from profanalyzer.report.terminal import format_summary
 
     _refuse_overwriting_input(trace, json_out, md_out, None if no_html else output)
-    digest = None if no_html else _hash_in_background(trace)
+    options = AnalysisOptions(chip=chip, jobs=jobs, progress=_progress(quiet))
     with _no_cyclic_gc():
-        a = run_analysis(trace, AnalysisOptions(chip=chip, jobs=jobs, progress=_progress(quiet)))
+        model = read_trace(trace, options)
+        # The input's hash (report footer) runs on a second core during the
+        # single-threaded analysis; during the read both cores decode.
+        digest = None if no_html else _hash_in_background(trace)
+        a = analyze_trace(model, options)
+        del model
     f = run_rules(a, select=_codes(select), ignore=_codes(ignore))
     to_stdout = json_out == "-" or md_out == "-"
     if json_out:
@@ -148,8 +153,8 @@ def _no_cyclic_gc():
 
 
 def _hash_in_background(trace: str):
-    """Hash the input (for the report footer) on a thread while the analysis
-    runs: hashlib releases the GIL on large buffers. Returns a getter."""
+    """Hash the input (for the report footer) on a thread: hashlib releases
+    the GIL on large buffers. Returns a getter."""
     import threading
 
     from profanalyzer.report.html import file_sha256
