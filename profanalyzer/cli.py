@@ -83,6 +83,22 @@ def info(trace: str, chip: str | None, jobs: int | None, json_out: str | None, q
     _echo(format_info(ti))
 
 
+@contextlib.contextmanager
+def _no_cyclic_gc():
+    """One analysis per command, its data in numpy arrays and frozen records:
+    cyclic garbage-collection passes find nothing to free and cost ~5% of the
+    time. Reference counting still frees everything."""
+    import gc
+
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+
+
 @cli.command()
 @trace_argument
 @chip_option
@@ -96,6 +112,7 @@ def info(trace: str, chip: str | None, jobs: int | None, json_out: str | None, q
 @click.option("--markdown", "md_out", type=click.Path(dir_okay=False, allow_dash=True), default=None, help="Write a Markdown summary for tickets (- for stdout).")
 @click.option("--timestamp", is_flag=True, help="Stamp the HTML report with the current UTC time (off: reports are byte-identical).")
 @click.option("-q", "--quiet", is_flag=True, help="No terminal summary.")
+@_no_cyclic_gc()
 def analyze(trace: str, chip: str | None, jobs: int | None, json_out: str | None, top: int, select: str, ignore: str,
             output: str | None, no_html: bool, md_out: str | None, timestamp: bool, quiet: bool) -> None:
     """Attribute step time, analyse overlap, rank recommendations, write the HTML report."""
@@ -105,13 +122,12 @@ def analyze(trace: str, chip: str | None, jobs: int | None, json_out: str | None
 
     _refuse_overwriting_input(trace, json_out, md_out, None if no_html else output)
     options = AnalysisOptions(chip=chip, jobs=jobs, progress=_progress(quiet))
-    with _no_cyclic_gc():
-        model = read_trace(trace, options)
-        # The input's hash (report footer) runs on a second core during the
-        # single-threaded analysis; during the read both cores decode.
-        digest = None if no_html else _hash_in_background(trace)
-        a = analyze_trace(model, options)
-        del model
+    model = read_trace(trace, options)
+    # The input's hash (report footer) runs on a second core during the
+    # single-threaded analysis; during the read both cores decode.
+    digest = None if no_html else _hash_in_background(trace)
+    a = analyze_trace(model, options)
+    del model
     f = run_rules(a, select=_codes(select), ignore=_codes(ignore))
     to_stdout = json_out == "-" or md_out == "-"
     if json_out:
@@ -134,22 +150,6 @@ def analyze(trace: str, chip: str | None, jobs: int | None, json_out: str | None
         click.echo(f"report: {dest}", err=to_stdout)
     if not quiet and not to_stdout:
         _echo(format_summary(a, top=top, findings=f))
-
-
-@contextlib.contextmanager
-def _no_cyclic_gc():
-    """The analysis keeps its data in numpy arrays and frozen records: cyclic
-    garbage-collection passes during it find nothing to free and cost ~5% of
-    its time. Reference counting still frees everything."""
-    import gc
-
-    was = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was:
-            gc.enable()
 
 
 def _hash_in_background(trace: str):

@@ -115,3 +115,23 @@ def test_missing_file_exit_2(capsys, tmp_path):
 def test_unknown_scenario_is_usage_error(capsys, tmp_path):
     rc, _, err = run(capsys, "synth", "nope", "-o", str(tmp_path / "x.xplane.pb"))
     assert rc == 2 and "unknown scenario" in err
+
+
+def test_analyze_leaves_the_garbage_collector_as_it_found_it(capsys, tmp_path):
+    # The analyze command runs without cyclic GC passes; an in-process caller
+    # (a notebook, this suite) gets its collector back, also after an error.
+    import gc
+
+    assert gc.isenabled()
+    rc, _, _ = run_cli(capsys, sample_path("dense_short_fsdp"), "--no-html", "-q")
+    assert rc == 0 and gc.isenabled()
+    bad = tmp_path / "bad.xplane.pb"
+    bad.write_bytes(b"\x0a\xff\xff")
+    rc, _, err = run_cli(capsys, bad, "--no-html", "-q")
+    assert rc == 2 and "error" in err and gc.isenabled()
+    gc.disable()
+    try:
+        run_cli(capsys, sample_path("dense_short_fsdp"), "--no-html", "-q")
+        assert not gc.isenabled()  # a caller that had it off keeps it off
+    finally:
+        gc.enable()
