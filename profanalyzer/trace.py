@@ -632,7 +632,7 @@ def build_plane(buf, start: int, end: int, host: str, kind: str, device_id: int,
     # Skipped lines count for the origin: times do not depend on the selection.
     with_events = [(ts, name) for _, name, ts, raw, _ in decoded if len(raw)] + skipped
     origin, origin_line = min(with_events, default=(0, ""))
-    lines = []
+    built: list[Line] = []
     for lid, name, ts, raw, strs in decoded:
         # Lines without events keep no times: their timestamp is irrelevant.
         base_ps = (ts - origin) * 1000 if len(raw) else 0
@@ -642,7 +642,7 @@ def build_plane(buf, start: int, end: int, host: str, kind: str, device_id: int,
                 f"({origin}): corrupt or mixed-clock line timestamps"
             )
         try:
-            lines.append(Line(lid, name, _events(raw, strs, want_int, meta_index, base_ps, nested=name not in OVERLAPPING_LINES)))
+            built.append(Line(lid, name, _events(raw, strs, want_int, meta_index, base_ps, nested=name not in OVERLAPPING_LINES)))
         except InputError as e:
             raise InputError(f"line {name!r}: {e}") from None
     return (
@@ -655,7 +655,7 @@ def build_plane(buf, start: int, end: int, host: str, kind: str, device_id: int,
             sc_index=sc_index,
             stats={k: v for k, v in pstats.items() if not isinstance(v, (bytes, bytearray))},
             meta=meta,
-            lines=tuple(lines),
+            lines=tuple(built),
         ),
         origin,
     )
