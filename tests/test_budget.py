@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import run_cli, sample_doc, ROOT, analysis_of, findings_of, sample_path
+from conftest import run_cli, sample_doc, ROOT, sample_path
 from profanalyzer.budget import (
     METRICS,
     REGRESSION_METRICS,

@@ -197,7 +197,7 @@ def test_attention_kernel_named_only_in_tf_op_or_backend_config():
 
 def test_attention_core_scope_helpers_are_attention_but_not_kernels():
     # layout copies XLA inserts around the splash call carry its tf_op
-    r = classify_op(f"%copy.482 = bf16[16,2048,128]{{2,1,0}} copy(bf16[16,2048,128]{{1,2,0}} %gte.1)", "copy.482",
+    r = classify_op("%copy.482 = bf16[16,2048,128]{2,1,0} copy(bf16[16,2048,128]{1,2,0} %gte.1)", "copy.482",
                     "data formatting", REMAT + SPLASH_SCOPE + "pallas_call:")
     assert (r.bucket, r.kernel, r.remat) == ("attention", None, True)
     assert r.reason.startswith("[attention.scope]")

@@ -9,7 +9,7 @@ import re
 
 import pytest
 
-from conftest import run_cli, sample_doc, analysis_of, findings_of, sample_path
+from conftest import run_cli, sample_doc, sample_path
 from profanalyzer.compare import (
     MIN_EFFECT,
     NOISE_K,

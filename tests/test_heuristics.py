@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from conftest import analysis_of, findings_of, sample_names, truth_of
+from conftest import analysis_of, findings_of, sample_names
 from heuristics import LEVER_MODULES, registry
 from profanalyzer.findings import LEVERS, Finding, merge, run_rules
 from profanalyzer.synth import SCENARIOS

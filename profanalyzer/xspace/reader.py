@@ -25,7 +25,7 @@ from pathlib import Path
 
 
 from profanalyzer.errors import InputError
-from profanalyzer.xspace import wire, xplane_pb2
+from profanalyzer.xspace import wire
 
 #: Decompressed size cap for .gz inputs (a gzip bomb guard). Real single-host
 #: captures are at most a few GB.
