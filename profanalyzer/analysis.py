@@ -20,7 +20,7 @@ from typing import Mapping
 import numpy as np
 
 from profanalyzer import __version__
-from profanalyzer.attribution import BUCKET_INDEX, PHASES, CoreAttribution, OpTimeline, attribute_core
+from profanalyzer.attribution import BUCKET_INDEX, PHASES, CoreAttribution, OpTimeline, attribute_core, locate
 from profanalyzer.classify import BUCKETS, COLLECTIVE_BUCKETS, COMPUTE_BUCKETS, MATMUL_BUCKETS, ROLE_CODES, async_pair_key, classify_columns
 from profanalyzer.errors import InputError
 from profanalyzer.stats import STRAGGLER_MIN_MEMBERS, STRAGGLER_MIN_REL_SCALE, STRAGGLER_Z, modified_z
@@ -580,9 +580,7 @@ def _ops_and_roofline(trace: Trace, work: list[CoreWork], kept_steps: set[int], 
         ks, ke = steps.start_ps[kept], steps.end_ps[kept]
         order = np.argsort(ks)
         ks, ke = ks[order], ke[order]
-        pos = np.searchsorted(ks, ev.start_ps, side="right") - 1
-        inside = (pos >= 0) & (ev.start_ps < ke[np.clip(pos, 0, len(ke) - 1)]) if len(ks) else np.zeros(len(ev), bool)
-        inside &= ev.meta >= 0
+        inside = locate(ks, ke, ev.start_ps)[1] & (ev.meta >= 0)
         if not inside.any():
             continue
         md = w.plane.meta

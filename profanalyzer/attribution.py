@@ -120,6 +120,17 @@ class OpTimeline:
         return f
 
 
+def locate(ws: np.ndarray, we: np.ndarray, t: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """For each time t, the window [ws, we) holding it: (index, inside mask).
+    Windows sorted by start and disjoint (step windows); index is only
+    meaningful where inside is True."""
+    t = np.asarray(t)
+    if not len(ws):
+        return np.zeros(len(t), dtype=np.int64), np.zeros(len(t), dtype=bool)
+    pos = np.searchsorted(ws, t, side="right") - 1
+    return pos, (pos >= 0) & (t < we[np.clip(pos, 0, len(we) - 1)])
+
+
 def exclusive_segments(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Non-overlapping segments of a line's events, each owned by the deepest event.
 

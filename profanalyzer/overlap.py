@@ -31,7 +31,7 @@ from typing import Mapping
 
 import numpy as np
 
-from profanalyzer.attribution import BUCKET_INDEX
+from profanalyzer.attribution import BUCKET_INDEX, locate
 from profanalyzer.classify import BUCKETS, COLLECTIVE_BUCKETS, ROLE_CODES, async_pair_key, classify_op
 from profanalyzer.trace import instruction_name, LINE_ASYNC, LINE_OPS, LINE_SC_MODULES, LINE_SC_OPS, Plane, Trace
 
@@ -292,8 +292,7 @@ def analyze_overlap(trace: Trace, work, kept_steps: set[int], step_mean_ps: floa
         order = np.argsort(ks)
         ks, ke, kn = ks[order], ke[order], kn[order]
         if len(wins) and len(ks):
-            pos = np.searchsorted(ks, wins.start, side="right") - 1
-            inside = (pos >= 0) & (wins.start < ke[np.clip(pos, 0, len(ke) - 1)])
+            pos, inside = locate(ks, ke, wins.start)
             wins = wins.take(inside)
             pos = pos[inside]
             s, e = wins.start, wins.end
@@ -346,10 +345,7 @@ def analyze_overlap(trace: Trace, work, kept_steps: set[int], step_mean_ps: floa
                 if starts_tc is not None:
                     prev_end = np.concatenate([[np.iinfo(np.int64).min], me[:-1]])
                     wait = np.where((starts_tc >= 0) & (prev_end > starts_tc), np.minimum(ms, prev_end) - starts_tc, 0)
-                    in_kept = np.zeros(len(ms), bool)
-                    if len(ks):
-                        p = np.searchsorted(ks, ms, side="right") - 1
-                        in_kept = (p >= 0) & (ms < ke[np.clip(p, 0, len(ke) - 1)])
+                    in_kept = locate(ks, ke, ms)[1]
                     sc_queue += float(np.clip(wait[in_kept], 0, None).sum())
 
     n_core_steps = max(n_core_steps, 1)

@@ -86,3 +86,16 @@ def test_self_check_raises_on_mismatch():
 def test_empty_step_is_all_idle():
     att = _attribute([5000], [5100], ["matmul_bf16"], [(0, 1000)])
     assert att.buckets[0, I["idle"]] == 1000
+
+
+def test_locate_finds_the_window_holding_each_time():
+    from profanalyzer.attribution import locate
+
+    ws = np.asarray([10, 30, 50], dtype=np.int64)
+    we = np.asarray([20, 40, 60], dtype=np.int64)
+    t = np.asarray([5, 10, 19, 20, 35, 45, 59, 60, 100], dtype=np.int64)
+    pos, inside = locate(ws, we, t)
+    assert inside.tolist() == [False, True, True, False, True, False, True, False, False]
+    assert pos[inside].tolist() == [0, 0, 1, 2]
+    pos, inside = locate(ws[:0], we[:0], t)  # no windows: nothing inside
+    assert not inside.any() and len(pos) == len(t)
