@@ -129,6 +129,7 @@ __all__ = [
 BUCKETS: tuple[str, ...] = (
     "matmul_bf16",
     "matmul_fp8",
+    "matmul_int8",
     "matmul_other",
     "attention",
     "all_gather",
@@ -136,11 +137,12 @@ BUCKETS: tuple[str, ...] = (
     "all_reduce",
     "all_to_all",
     "other_collective",
+    "host_offload",
     "other_compute",
     "idle",
 )
 COLLECTIVE_BUCKETS = frozenset({"all_gather", "reduce_scatter", "all_reduce", "all_to_all", "other_collective"})
-MATMUL_BUCKETS = frozenset({"matmul_bf16", "matmul_fp8", "matmul_other"})
+MATMUL_BUCKETS = frozenset({"matmul_bf16", "matmul_fp8", "matmul_int8", "matmul_other"})
 COMPUTE_BUCKETS = frozenset(MATMUL_BUCKETS | {"attention", "other_compute"})
 COLLECTIVES: tuple[str, ...] = (
     "all_gather",
@@ -152,8 +154,15 @@ COLLECTIVES: tuple[str, ...] = (
     "host_transfer",
 )
 ROLES: tuple[str, ...] = ("start", "done", "sync", "offload_start", "offload_done")
-KERNELS: tuple[str, ...] = ("splash", "flash", "ragged_paged_attention", "megablox_gmm", "pallas")
-PRECISIONS: tuple[str, ...] = ("bf16", "fp8", "f32", "int8")
+KERNELS: tuple[str, ...] = ("splash", "flash", "ragged_paged_attention", "paged_attention", "megablox_gmm",
+                            "quantized_matmul", "pallas")
+#: Matmul precision: the MXU's input type (bf16, fp8, f32, int8); weight-only
+#: quantized kernels say their weight and activation widths (w4a16: 4-bit
+#: weights, bf16 activations, computed on the MXU in bf16).
+PRECISIONS: tuple[str, ...] = ("bf16", "fp8", "f32", "int8", "w8a16", "w4a16", "w4a8", "w8a8")
+#: Parts of the attention bucket: the fused kernel itself, the layout ops that
+#: feed it (under the kernel's scope), and attention computed from separate ops.
+ATTENTION_PARTS: tuple[str, ...] = ("kernel", "layout", "unfused")
 PHASES: tuple[str, ...] = ("forward", "backward", "optimizer")
 
 # collective kind -> bucket
@@ -179,6 +188,8 @@ class OpClass:
     kernel: str | None  # one of KERNELS or None
     precision: str | None  # one of PRECISIONS or None (matmuls / attention)
     reason: str  # "[rule.name] why"
+    attention_part: str | None = None  # one of ATTENTION_PARTS (attention bucket only)
+    shape_flops: float | None = None  # 2*M*N*K from a matmul kernel's operand shapes
 
 
 # --------------------------------------------------------------------------
@@ -228,6 +239,13 @@ COLLECTIVE_FUSION_CATEGORIES: tuple[tuple[str, re.Pattern[str]], ...] = (
 
 # Async memory copies: not collectives.
 _ASYNC_COPY = re.compile(r"^copy-(?:start|done)(?![a-z])")
+# Host memory space in an HLO layout (`{3,2,1,0:T(8,128)S(5)}`): a copy that
+# reads or writes such a buffer moves data between host memory and HBM.
+_HOST_MEMORY_SPACE = re.compile(r":[^{}]*S\(5\)\}")
+# Non-collective async pairs named by what they wrap (`slice-start`,
+# `copy-done.3`, `dynamic-slice-start`, `fusion-start`).
+_COMPUTE_ASYNC_NAME = re.compile(r"^(?:dynamic-)?(?:slice|copy|fusion|custom-call|call|update-slice|dynamic-update-slice)"
+                                 r"-(?:start|done|update)(?![a-z])")
 # SparseCore collective offload wrapper on the TensorCore:
 # `reduce-scatter.543.cloned.1.call-start` / `...call-done`.
 _OFFLOAD_CALL = re.compile(r"\.call-(start|done)$")
@@ -255,6 +273,19 @@ ATTENTION_KERNELS: tuple[tuple[str, re.Pattern[str]], ...] = (
 )
 # Any other kernel *named* like attention (paged_attention, mla_attention...)
 _OTHER_ATTENTION_KERNEL_NAME = re.compile(r"attention|(?<![a-z])attn(?![a-z])")
+# Quantized / low-bit matmul kernels (int8, int4, fp8, fp4 weights or
+# activations): names, tf_op tokens or custom-call attributes.
+_QUANT_MATMUL = re.compile(
+    r"quantized_matmul|quant(?:ized)?_(?:dot|gemm|mm|linear)|(?<![a-z0-9])q(?:mm|gemm|matmul)(?![a-z])"
+    r"|(?<![a-z0-9])w(?:4|8)a(?:4|8|16)(?![0-9])|(?:int8|int4|fp8|fp4)_(?:matmul|gemm|mm|dot)"
+)
+# A kernel whose name says it multiplies matrices (for the operand-type path).
+_MATMUL_NAME = re.compile(r"matmul|gemm|(?<![a-z])(?:mm|dot)(?![a-z])")
+# Element types of quantized weights / activations (narrow ints, fp8, fp4).
+_LOWBIT_ARRAY = re.compile(r"(?<![A-Za-z0-9_])(s8|u8|s4|u4|f8e[0-9a-z]+|f4e[0-9a-z]+)\[([0-9,\s]*)\]")
+_FLOAT_ARRAY = re.compile(r"(?<![A-Za-z0-9_])(bf16|f16|f32|f8e[0-9a-z]+|s8|u8)\[([0-9,\s]*)\]")
+_BITS = {"s8": 8, "u8": 8, "s4": 4, "u4": 4}
+
 # Megablox grouped matmul kernel names / scopes: `gmm`, `tgmm`, `gmm_v2-...`,
 # `jit(gmm)`; "gmm" must be a whole token (letters/digits not adjacent).
 _GMM = re.compile(r"(?<![a-z0-9])t?gmm(?:_v\d+)?(?![a-z0-9])")
@@ -640,6 +671,20 @@ class _Op:
         return self.text[self.op_end:] if self.op_end >= 0 else ""
 
     @property
+    def operands(self) -> str:
+        """The operand list alone (up to the ``)`` that closes ``opcode(``)."""
+        t = self.operand_text
+        depth = 1
+        for i, ch in enumerate(t):
+            if ch == "(":
+                depth += 1
+            elif ch == ")":
+                depth -= 1
+                if depth == 0:
+                    return t[:i]
+        return t
+
+    @property
     def output_text(self) -> str:
         """The output shape(s): from the HLO text, else shape_with_layout."""
         if self.head_end >= 0:
@@ -725,6 +770,8 @@ def _matmul_bucket(precision: str | None) -> str:
         return "matmul_fp8"
     if precision == "bf16":
         return "matmul_bf16"
+    if precision == "int8":
+        return "matmul_int8"
     return "matmul_other"
 
 
@@ -761,6 +808,49 @@ class _V(NamedTuple):
     kernel: str | None = None
     precision: str | None = None
     reason: str = ""
+    attention_part: str | None = None
+    shape_flops: float | None = None
+
+
+def _shape_dims(dims: str) -> tuple[int, ...]:
+    return tuple(int(d) for d in (x.strip() for x in dims.split(",")) if d.isdigit())
+
+
+def matmul_kernel_flops(operand_text: str, output_text: str) -> float | None:
+    """2*M*N*K of a matmul kernel from its operand and output shapes.
+
+    The activation is the largest float (bf16/f16/f32/fp8/int8) operand, the
+    weight the largest other matrix operand (any element type, incl. 4-bit);
+    with a 2-D weight [N, K] or [K, N] and the output [.., M, N]:
+    activation elements x weight elements / output elements = K^2. Returns
+    None unless K is a whole number that is one of the weight's dimensions
+    and divides the activation (so scale tensors and odd layouts give None).
+    """
+    out = [_shape_dims(d) for _, d in _ARRAY.findall(output_text or "")]
+    out = [o for o in out if o and math.prod(o) > 1]
+    if len(out) != 1:
+        return None
+    arrays = [(t, _shape_dims(d)) for t, d in _ARRAY.findall(operand_text or "")]
+    mats = [(t, d) for t, d in arrays if sum(x > 1 for x in d) >= 2]
+    if len(mats) < 2:
+        return None
+    mats.sort(key=lambda a: -math.prod(a[1]))
+    x_elems = o_elems = w = None
+    o_elems = math.prod(out[0])
+    for i, (t, d) in enumerate(mats):
+        if t in ("bf16", "f16", "f32", "s8", "u8") or t.startswith("f8e"):
+            x_elems = math.prod(d)
+            rest = mats[:i] + mats[i + 1:]
+            w = next((d2 for _, d2 in rest if len([x for x in d2 if x > 1]) == 2), None)
+            break
+    if x_elems is None or w is None or o_elems <= 0:
+        return None
+    w_dims = [x for x in w if x > 1]
+    k2 = x_elems * math.prod(w_dims) / o_elems
+    k = round(math.sqrt(k2))
+    if k <= 0 or k * k != k2 or k not in w_dims or x_elems % k:
+        return None
+    return 2.0 * o_elems * k
 
 
 def _collective(kind: str | None, role: str, reason: str) -> _V:
@@ -783,10 +873,21 @@ def _r_empty(op: _Op) -> _V | None:
     return None
 
 
+def _r_host_offload(op: _Op) -> _V | None:
+    copy = op.opc.async_copy or op.cat.async_copy or any(ni.async_copy for ni in op.nis) or op.opcode == "copy"
+    if not copy:
+        generic = op.opc.generic_async or op.cat.generic_async
+        copy = bool(generic) and (op.calls.startswith("copy") or any(_COMPUTE_ASYNC_NAME.match(n.lower()) for n in op.names))
+    if copy and "S(5)" in op.text and _HOST_MEMORY_SPACE.search(op.text):
+        what = op.opcode or op.cat.norm or op.name
+        return _V("host_offload", reason=f"'{_clip(what)}' moves a host-memory buffer (memory space S(5)) to or from HBM")
+    return None
+
+
 def _r_async_copy(op: _Op) -> _V | None:
     if op.opc.async_copy or op.cat.async_copy or any(ni.async_copy for ni in op.nis):
         what = op.opcode if op.opc.async_copy else (op.cat.norm if op.cat.async_copy else op.name)
-        return _V("other_compute", reason=f"async copy '{_clip(what)}' (HBM/host/VMEM DMA, not a collective)")
+        return _V("other_compute", reason=f"async copy '{_clip(what)}' (HBM/VMEM DMA, not a collective)")
     return None
 
 
@@ -857,6 +958,12 @@ def _r_generic_async(op: _Op) -> _V | None:
         if m:
             kind = _kind_in(m.group(1).lower())
             how = f"operand %{_clip(m.group(1), 32)}"
+            if kind is None and _COMPUTE_ASYNC_NAME.match(m.group(1).lower()):
+                return _V("other_compute", reason=f"async wrapper '{_clip(src)}' around compute ({how})")
+    if kind is None:
+        for n in op.names:
+            if _COMPUTE_ASYNC_NAME.match(n.lower()):
+                return _V("other_compute", reason=f"async wrapper '{_clip(src)}' around compute (name '{_clip(n)}')")
     if kind:
         return _collective(kind, role, f"async wrapper '{_clip(src)}', {how} -> {kind}")
     return _collective(None, role, f"async wrapper '{_clip(src)}', wrapped kind unknown")
@@ -905,7 +1012,7 @@ def _r_attention_kernel(op: _Op) -> _V | None:
     kernel, src = hit
     p, where = _matmul_precision(op, allow_int=False)
     return _V("attention", None, None, kernel, _public_precision(p),
-              f"attention kernel ({kernel}) by {src}, {p or 'unknown'} from {where}")
+              f"attention kernel ({kernel}) by {src}, {p or 'unknown'} from {where}", "kernel")
 
 
 def _r_megablox(op: _Op) -> _V | None:
@@ -927,6 +1034,58 @@ def _r_megablox(op: _Op) -> _V | None:
               f"Megablox grouped matmul by {by}, {p or 'unknown'} from {where} -> {bucket}")
 
 
+def _quant_precision(op: _Op) -> tuple[str, str]:
+    """(precision, bucket) of a quantized matmul kernel from its operands:
+    the activation (the widest float or int8 matrix) sets the MXU precision,
+    the narrowest matrix the weight width (w4a16: 4-bit weights, bf16 in)."""
+    seg = op.operands or op.text
+    arrays = [(t, d) for t, d in _ARRAY.findall(seg) if sum(x > 1 for x in _shape_dims(d)) >= 2]
+    types = [t for t, _ in arrays]
+    if "bf16" in types or "f16" in types:
+        act: str | None = "bf16"
+    elif any(t.startswith("f8e") for t in types):
+        act = "fp8"
+    elif any(t in _INT8 for t in types):
+        act = "int8"
+    else:
+        act = "f32" if "f32" in types else None
+    # f32 matrices next to narrower ones are scales, not weights.
+    bits = [4 if t.startswith("f4e") else _BITS.get(t, 8 if t.startswith("f8e") else 16) for t in types if t != "f32"]
+    wbits = min(bits) if bits else 16
+    if act in ("bf16", "f32") and wbits < 16:
+        prec, bucket = f"w{wbits}a16", "matmul_bf16"
+    elif act == "fp8":
+        prec, bucket = ("fp8" if wbits >= 8 else "w4a8"), "matmul_fp8"
+    elif act == "int8":
+        prec, bucket = ("w8a8" if wbits >= 8 else "w4a8"), "matmul_int8"
+    else:
+        prec, bucket = (act or "unknown"), _matmul_bucket(act)
+    return prec, bucket
+
+
+def _r_quantized_matmul(op: _Op) -> _V | None:
+    if not op.is_kernel_op:
+        return None
+    by = ""
+    for n in op.names:
+        if _QUANT_MATMUL.search(n.lower()):
+            by = f"name '{_clip(n)}'"
+            break
+    if not by and any(_QUANT_MATMUL.search(t.lower()) for t in op.tf.tokens):
+        by = "tf_op scope"
+    if not by and op.attrs and _QUANT_MATMUL.search(op.attrs):
+        by = "custom-call attributes"
+    if not by and any(_MATMUL_NAME.search(n.lower()) for n in op.names) and _LOWBIT_ARRAY.search(op.operand_text):
+        by = "matmul kernel with low-bit operands"
+    if not by:
+        return None
+    prec, bucket = _quant_precision(op)
+    flops = matmul_kernel_flops(op.operands, op.output_text)
+    how = "FLOPs 2*M*N*K from operand shapes" if flops else "FLOPs not derivable from the shapes"
+    return _V(bucket, None, None, "quantized_matmul", prec,
+              f"quantized matmul kernel by {by}, {prec} -> {bucket}; {how}", None, flops)
+
+
 def _matmul_evidence(op: _Op) -> str:
     if op.cat.matmul:
         return f"hlo_category '{op.cat.norm}'"
@@ -939,10 +1098,15 @@ def _matmul_evidence(op: _Op) -> str:
 
 def _r_attention_scope(op: _Op) -> _V | None:
     tf = op.tf
+    if tf.attn_kernel and not op.is_kernel_op:
+        # Under a fused kernel's own scope (`jit(ragged_paged_attention)/transpose`):
+        # the transposes, reshapes, copies and masks that feed the kernel.
+        return _V("attention", None, None, None, None,
+                  f"layout/helper op feeding the fused {tf.attn_kernel} kernel (under its tf_op scope)", "layout")
     if tf.attn_core:
         p, _ = _matmul_precision(op, allow_int=False)
         return _V("attention", None, None, None, _public_precision(p),
-                  f"tf_op inside attention core scope '{_clip(tf.attn_core, 40)}'")
+                  f"tf_op inside attention core scope '{_clip(tf.attn_core, 40)}'", "unfused")
     if not tf.attn_generic or tf.attn_excluded:
         return None
     mm = _matmul_evidence(op)
@@ -951,7 +1115,7 @@ def _r_attention_scope(op: _Op) -> _V | None:
     p, _ = _matmul_precision(op, allow_int=False)
     what = f"matmul ({mm})" if mm else f"softmax-like '{_clip(tf.attn_softmax, 24)}'"
     return _V("attention", None, None, None, _public_precision(p),
-              f"{what} under attention scope '{_clip(tf.attn_generic, 40)}' (not a projection)")
+              f"{what} under attention scope '{_clip(tf.attn_generic, 40)}' (not a projection)", "unfused")
 
 
 def _r_matmul(op: _Op) -> _V | None:
@@ -960,6 +1124,8 @@ def _r_matmul(op: _Op) -> _V | None:
         return None
     p, where = _matmul_precision(op)
     bucket = _matmul_bucket(p)
+    if p == "int8" and where == "operands":  # int8 weights: bf16 activations make it w8a16 on a bf16 MXU
+        p, bucket = _quant_precision(op)
     return _V(bucket, None, None, None, _public_precision(p), f"{why} + {p or 'unknown'} from {where} -> {bucket}")
 
 
@@ -977,6 +1143,8 @@ def _r_default(op: _Op) -> _V | None:
 
 RULES: tuple[Rule, ...] = (
     Rule("empty", "No identity at all -> other_compute.", _r_empty),
+    Rule("host_offload", "copy / copy-start / copy-done (or an async wrapper around a copy) of a host-memory "
+         "buffer (layout memory space S(5)) -> host_offload.", _r_host_offload),
     Rule("async_copy", "copy-start/copy-done (opcode, category or name) -> other_compute.", _r_async_copy),
     Rule("collective.offload", "SparseCore offload wrapper `<kind>....call-start/-done` -> kind, offload role.",
          _r_offload),
@@ -993,6 +1161,8 @@ RULES: tuple[Rule, ...] = (
     Rule("attention.kernel", "Pallas attention kernel (splash/flash/ragged paged) -> attention.",
          _r_attention_kernel),
     Rule("matmul.megablox", "Megablox gmm/tgmm kernel -> matmul by precision.", _r_megablox),
+    Rule("matmul.quantized", "Quantized / low-bit matmul kernel (quantized_matmul, qmm, w8a8, w4a16, int8/fp8/fp4 "
+         "operands) -> matmul bucket of its activation precision; FLOPs from operand shapes.", _r_quantized_matmul),
     Rule("attention.scope", "Op under an attention-core tf_op scope, or matmul/softmax under an attention "
          "scope outside projections -> attention.", _r_attention_scope),
     Rule("matmul", "convolution/output fusion category, dot/convolution opcode or kOutput fusion -> matmul "
@@ -1058,6 +1228,8 @@ def _classify(text: str, display: str, category: str, tf_op: str, swl: str) -> O
         kernel=verdict.kernel,
         precision=verdict.precision,
         reason=f"[{rule_name}] {verdict.reason}",
+        attention_part=verdict.attention_part,
+        shape_flops=verdict.shape_flops,
     )
 
 
@@ -1109,7 +1281,8 @@ def async_done_operand(hlo_text: str) -> str | None:
 #: Integer codes of the async roles (0: none / not a collective half).
 ROLE_CODES = {"start": 1, "done": 2, "sync": 3, "offload_start": 4, "offload_done": 5}
 
-_OUT_COLUMNS = ("bucket", "collective", "role", "remat", "phase", "kernel", "precision", "reason")
+_OUT_COLUMNS = ("bucket", "collective", "role", "remat", "phase", "kernel", "precision", "reason", "attention_part",
+                "shape_flops")
 _IN_COLUMNS = ("hlo_text", "display_name", "category", "tf_op", "shape_with_layout")
 
 

@@ -380,6 +380,39 @@ def nesting(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray,
     return parent, depth, end
 
 
+#: Rounds of `sequential_overlaps` before the rest is left to `nesting`.
+MAX_OVERLAP_ROUNDS = 8
+
+
+def sequential_overlaps(start: np.ndarray, end: np.ndarray) -> tuple[int, np.ndarray, np.ndarray]:
+    """Partial overlaps on one line made sequential, for events sorted by
+    (start, -end): an event that starts before the running maximum of the
+    earlier ends and ends after it starts at that maximum instead (it loses
+    exactly the overlap). Returns (number of events moved, starts, the order
+    that re-sorts the line; identity when nothing moved). Containment is
+    untouched: a child that ends inside its parent is not an overlap.
+    """
+    n = len(start)
+    order = np.arange(n)
+    if n < 2:
+        return 0, start, order
+    moved_total = 0
+    for _ in range(MAX_OVERLAP_ROUNDS):
+        e = end[order]
+        prev_max = np.empty(n, dtype=np.int64)
+        prev_max[0] = np.iinfo(np.int64).min
+        prev_max[1:] = np.maximum.accumulate(e)[:-1]
+        partial = (start < prev_max) & (e > prev_max)
+        k = int(partial.sum())
+        if not k:
+            break
+        moved_total += k
+        start = np.where(partial, prev_max, start)
+        resort = np.lexsort((-e, start))
+        start, order = start[resort], order[resort]
+    return moved_total, start, order
+
+
 def _nesting_stack(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     n = len(start)
     parent = np.full(n, -1, dtype=np.int64)
@@ -547,9 +580,17 @@ def _events(raw: wire.RawEvents, strs: dict[str, list[str]], want_int: Mapping[i
         start, end, dur, mid = start[order], end[order], dur[order], mid[order]
         ints = {k: v[order] for k, v in ints.items()}
         strs = {k: [v[j] for j in order.tolist()] for k, v in strs.items()}
-    # Ends are clipped to the enclosing event (only invalid, partially
-    # overlapping input changes), so children always lie inside parents.
+    # Nest only on real containment: an event that starts inside an earlier
+    # one and ends after it (device timestamp rounding leaves 1 ps overlaps
+    # between consecutive ops) is sequential; it starts where the earlier one
+    # ends, so it loses the overlap and nothing more. What still overlaps after
+    # that (hostile input) is clipped to its parent by `nesting`.
     if nested:
+        moved, start, order = sequential_overlaps(start, end)
+        if moved:
+            end, mid = end[order], mid[order]
+            ints = {k: v[order] for k, v in ints.items()}
+            strs = {k: [v[j] for j in order.tolist()] for k, v in strs.items()}
         parent, depth, end = nesting(start, end)
     else:
         parent, depth = np.full(n, -1, dtype=np.int64), np.zeros(n, dtype=np.int16)

@@ -57,12 +57,14 @@ def conv_fusion(name: str, out: str, *operands: str) -> str:
 # contract
 # --------------------------------------------------------------------------
 def test_contract_constants():
-    assert BUCKETS == ("matmul_bf16", "matmul_fp8", "matmul_other", "attention", "all_gather", "reduce_scatter",
-                       "all_reduce", "all_to_all", "other_collective", "other_compute", "idle")
+    assert BUCKETS == ("matmul_bf16", "matmul_fp8", "matmul_int8", "matmul_other", "attention", "all_gather",
+                       "reduce_scatter", "all_reduce", "all_to_all", "other_collective", "host_offload",
+                       "other_compute", "idle")
     assert COLLECTIVE_BUCKETS == frozenset({"all_gather", "reduce_scatter", "all_reduce", "all_to_all",
                                             "other_collective"})
     fields = [f.name for f in dataclasses.fields(OpClass)]
-    assert fields == ["bucket", "collective", "role", "remat", "phase", "kernel", "precision", "reason"]
+    assert fields == ["bucket", "collective", "role", "remat", "phase", "kernel", "precision", "reason",
+                      "attention_part", "shape_flops"]
     r = classify_op("")
     with pytest.raises(dataclasses.FrozenInstanceError):
         r.bucket = "idle"  # type: ignore[misc]
@@ -123,9 +125,14 @@ def test_precision_ignores_vectors_scalars_and_sync_flags():
 
 
 def test_int8_and_f16_and_unknown_matmuls_are_matmul_other():
+    # int8 weights with bf16 activations run on the MXU in bf16 (weight-only quantization)
     text = conv_fusion("fusion.7", "bf16[64,4096]{1,0}", "s8[4096,4096]{1,0}", "bf16[64,4096]{1,0}", "f32[4096]{0}")
     r = classify_op(text, "fusion.7", "convolution fusion")
-    assert (r.bucket, r.precision) == ("matmul_other", "int8")
+    assert (r.bucket, r.precision) == ("matmul_bf16", "w8a16")
+    # int8 x int8 is an int8 matmul
+    text = conv_fusion("fusion.6", "s32[64,4096]{1,0}", "s8[4096,4096]{1,0}", "s8[64,4096]{1,0}", "f32[4096]{0}")
+    r = classify_op(text, "fusion.6", "convolution fusion")
+    assert (r.bucket, r.precision) == ("matmul_int8", "w8a8")
     r = classify_op(conv_fusion("fusion.8", "f16[64,64]{1,0}", "f16[64,64]{1,0}", "f16[64,64]{1,0}"), "fusion.8",
                     "convolution fusion")
     assert (r.bucket, r.precision) == ("matmul_other", None)
@@ -589,7 +596,8 @@ def test_classify_table_matches_classify_op_and_keeps_index():
     ]
     df = pd.DataFrame(rows * 3, index=[f"op{i}" for i in range(12)])
     out = classify_table(df)
-    assert list(out.columns) == ["bucket", "collective", "role", "remat", "phase", "kernel", "precision", "reason"]
+    assert list(out.columns) == ["bucket", "collective", "role", "remat", "phase", "kernel", "precision", "reason",
+                                 "attention_part", "shape_flops"]
     assert list(out.index) == list(df.index)
     assert out["remat"].dtype == bool
     assert list(out["bucket"][:4]) == ["all_gather", "matmul_fp8", "other_compute", "other_compute"]
