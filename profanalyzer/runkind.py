@@ -1,0 +1,96 @@
+"""Run kind: is the captured step a training step or a serving (inference)
+step? An analysis fact, decided from the trace alone, with its reasons.
+
+Evidence, each measured as TensorCore self time of the kept steps:
+  * training: ops under a backward scope (``transpose(jvp(...))``), an
+    optimizer scope, recomputed (remat) ops, and a program named like a
+    training step (``train_step``, ``train``);
+  * inference: ops or programs named for serving (decode, prefill, generate,
+    sampling, logits, KV cache, paged / ragged-paged attention kernels,
+    vLLM-style ``step_fun``), and a forward pass with JAX name stacks but no
+    backward or optimizer scope at all.
+Training evidence wins when it covers at least TRAINING_MIN_SHARE of the
+step (a serving step has no backward pass); forward-only with name stacks is
+inference; without name stacks the kind is ``unknown``.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+
+RUN_KINDS = ("training", "inference", "unknown")
+
+#: Share of the step that training-only scopes must cover to call it training.
+TRAINING_MIN_SHARE = 0.01
+#: Share of the step that ops with a JAX name stack must cover before the
+#: absence of backward scopes means anything.
+SCOPED_MIN_SHARE = 0.5
+
+_INFERENCE = re.compile(
+    r"(?<![a-z])(?:decode|decoding|prefill|generate|generation|sampl(?:e|er|ing)|compute_logits|logits"
+    r"|kv_?cache|kv_?pages?|paged_attention|ragged_paged_attention|vllm|serving|speculative)(?![a-z])"
+)
+_TRAINING_PROGRAM = re.compile(r"(?<![a-z])(?:train_step|train|training|grad(?:ient)?s?_step)(?![a-z])")
+
+
+@lru_cache(maxsize=65536)
+def inference_marker(text: str) -> str | None:
+    """The serving marker a tf_op / op name / program name carries, if any."""
+    m = _INFERENCE.search(text.lower().replace("-", "_"))
+    return m.group(0) if m else None
+
+
+def training_program(name: str) -> bool:
+    return bool(_TRAINING_PROGRAM.search(name.lower()))
+
+
+@dataclass(frozen=True)
+class RunKindEvidence:
+    """Per kept step and TensorCore (picoseconds), and the programs seen."""
+
+    step_ps: float
+    scoped_ps: float  # ops with a JAX name stack (tf_op)
+    forward_ps: float
+    backward_ps: float
+    optimizer_ps: float
+    remat_ps: float
+    inference_ps: float  # ops carrying a serving marker
+    inference_markers: tuple[str, ...]  # the markers, most time first
+    programs: tuple[str, ...]
+
+
+def decide_run_kind(ev: RunKindEvidence) -> tuple[str, tuple[str, ...]]:
+    """(run kind, reasons) from the evidence; see the module docstring."""
+    step = ev.step_ps if ev.step_ps > 0 else 1.0
+    reasons: list[str] = []
+    train_ps = ev.backward_ps + ev.optimizer_ps + ev.remat_ps
+    train_programs = [p for p in ev.programs if training_program(p)]
+    serve_programs = [p for p in ev.programs if inference_marker(p)]
+    if ev.backward_ps > 0:
+        reasons.append(f"backward-pass scopes (transpose(jvp)) cover {ev.backward_ps / step:.1%} of the step")
+    if ev.optimizer_ps > 0:
+        reasons.append(f"optimizer scopes cover {ev.optimizer_ps / step:.1%} of the step")
+    if ev.remat_ps > 0:
+        reasons.append(f"recomputed (remat) ops cover {ev.remat_ps / step:.1%} of the step")
+    if train_programs:
+        reasons.append(f"program named like a training step: {train_programs[0]}")
+    if train_ps / step >= TRAINING_MIN_SHARE or (train_programs and train_ps > 0):
+        return "training", tuple(reasons)
+    reasons = []
+    if ev.inference_markers:
+        reasons.append(f"serving markers in op scopes ({', '.join(ev.inference_markers[:4])}) cover "
+                       f"{ev.inference_ps / step:.1%} of the step")
+    if serve_programs:
+        reasons.append(f"program named like a serving step: {serve_programs[0]}")
+    scoped = ev.scoped_ps / step
+    if scoped >= SCOPED_MIN_SHARE:
+        reasons.append(f"no backward, optimizer or remat scope in ops with JAX name stacks ({scoped:.0%} of the step): "
+                       "forward only")
+        return "inference", tuple(reasons)
+    if ev.inference_markers or serve_programs:
+        return "inference", tuple(reasons)
+    reasons.append(f"ops with JAX name stacks cover only {scoped:.0%} of the step and carry no serving or training "
+                   "marker: run kind not decidable")
+    return "unknown", tuple(reasons)
