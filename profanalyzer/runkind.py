@@ -6,8 +6,8 @@ Evidence, each measured as TensorCore self time of the kept steps:
     optimizer scope, recomputed (remat) ops, and a program named like a
     training step (``train_step``, ``train``);
   * inference: ops or programs named for serving (decode, prefill, generate,
-    sampling, logits, KV cache, paged / ragged-paged attention kernels,
-    vLLM-style ``step_fun``), and a forward pass with JAX name stacks but no
+    sampling, logits, KV cache, paged / ragged-paged attention kernels, vLLM
+    scopes), and a forward pass with JAX name stacks but no
     backward or optimizer scope at all.
 Training evidence wins when it covers at least TRAINING_MIN_SHARE of the
 step (a serving step has no backward pass); forward-only with name stacks is
