@@ -24,8 +24,9 @@ RUN_KINDS = ("training", "inference", "unknown")
 
 #: Share of the step that training-only scopes must cover to call it training.
 TRAINING_MIN_SHARE = 0.01
-#: Share of the step that ops with a JAX name stack must cover before the
-#: absence of backward scopes means anything.
+#: Share of the compute time (matmul, attention, other compute) that ops with
+#: a JAX name stack must cover before the absence of backward scopes means
+#: anything (XLA-inserted copies and waits never carry one).
 SCOPED_MIN_SHARE = 0.5
 
 _INFERENCE = re.compile(
@@ -51,7 +52,8 @@ class RunKindEvidence:
     """Per kept step and TensorCore (picoseconds), and the programs seen."""
 
     step_ps: float
-    scoped_ps: float  # ops with a JAX name stack (tf_op)
+    compute_ps: float  # matmul, attention and other compute (not waits, not collectives)
+    scoped_ps: float  # compute ops with a JAX name stack (tf_op)
     forward_ps: float
     backward_ps: float
     optimizer_ps: float
@@ -84,13 +86,13 @@ def decide_run_kind(ev: RunKindEvidence) -> tuple[str, tuple[str, ...]]:
                        f"{ev.inference_ps / step:.1%} of the step")
     if serve_programs:
         reasons.append(f"program named like a serving step: {serve_programs[0]}")
-    scoped = ev.scoped_ps / step
+    scoped = ev.scoped_ps / ev.compute_ps if ev.compute_ps > 0 else 0.0
     if scoped >= SCOPED_MIN_SHARE:
-        reasons.append(f"no backward, optimizer or remat scope in ops with JAX name stacks ({scoped:.0%} of the step): "
-                       "forward only")
+        reasons.append(f"no backward, optimizer or remat scope although {scoped:.0%} of the compute carries JAX name "
+                       "stacks: forward only")
         return "inference", tuple(reasons)
     if ev.inference_markers or serve_programs:
         return "inference", tuple(reasons)
-    reasons.append(f"ops with JAX name stacks cover only {scoped:.0%} of the step and carry no serving or training "
-                   "marker: run kind not decidable")
+    reasons.append(f"only {scoped:.0%} of the compute carries JAX name stacks, with no serving or training marker: "
+                   "run kind not decidable")
     return "unknown", tuple(reasons)
