@@ -3,13 +3,17 @@ PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 SAMPLE ?= sample_traces/dense_short_fsdp.xplane.pb.gz
+#: The modules mypy checks (`make lint`); add a core module once it passes.
+TYPED  ?= profanalyzer/errors.py profanalyzer/hardware.py profanalyzer/stats.py profanalyzer/attribution.py
+#: What ruff checks (`make lint`; rules in pyproject.toml).
+LINTED ?= profanalyzer heuristics tests tools benchmarks setup.py
 
-.PHONY: test report reports venv proto samples templates bench fuzz clean
+.PHONY: test lint report reports venv proto samples bench fuzz clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[test,xprof,fleet]'
+	$(PY) -m pip install -q -e '.[test,xprof,fleet,lint]'
 	touch $@
 
 venv: $(VENV)/.installed
@@ -17,6 +21,12 @@ venv: $(VENV)/.installed
 ## make test: create the venv, install with test extras, run the whole suite.
 test: venv
 	$(PY) -m pytest
+
+## make lint: ruff over the code (pyflakes + pycodestyle errors/warnings, see
+## pyproject.toml) and mypy over the core modules in TYPED; pinned versions.
+lint: venv
+	$(VENV)/bin/ruff check $(LINTED)
+	$(VENV)/bin/mypy $(TYPED)
 
 ## make report: set up and run the main job on the default bundled sample trace
 ## (terminal summary + ./dense_short_fsdp.report.html).
@@ -30,11 +40,6 @@ reports: venv
 ## make samples: regenerate sample_traces/ (deterministic: fixed seeds).
 samples: venv
 	$(PY) -m profanalyzer.synth.samples sample_traces
-
-## make templates: recompile the report templates into
-## profanalyzer/report/templates_compiled/ (after editing any template).
-templates: venv
-	$(PY) tools/compile_templates.py
 
 ## make proto: regenerate profanalyzer/xspace/xplane_pb2.py from xplane.proto.
 proto:
@@ -53,4 +58,4 @@ bench: venv
 	$(PY) benchmarks/read_bench.py
 
 clean:
-	rm -rf $(VENV) .venv-proto .pytest_cache build *.egg-info
+	rm -rf $(VENV) .venv-proto .pytest_cache .mypy_cache .ruff_cache build *.egg-info

@@ -2,7 +2,7 @@
 
 Exit codes (stable; scripts and CI rely on them):
   0  success
-  1  a gate or budget failed (`check`, `--fail-on`)
+  1  a gate failed: a budget, regression or fail_on check of `check`
   2  usage error, unreadable / unsupported input, or an unwritable output path
   3  internal invariant violated (a bug: the report would not reconcile)
   4  unexpected internal error (a bug; PROFANALYZE_DEBUG=1 shows the traceback)

@@ -101,7 +101,7 @@ def test_bad_input_is_one_line_and_exit_2(capsys, tmp_path, content, needle):
     for cmd in (["info"], ["analyze"], []):
         rc, out, err = run(capsys, *cmd, str(p))
         assert rc == 2
-        lines = [l for l in err.splitlines() if l.strip()]
+        lines = [line for line in err.splitlines() if line.strip()]
         assert len(lines) == 1 and needle in lines[0] and "Traceback" not in err
     assert p.read_bytes() == before, "input must not be modified"
     assert sorted(os.listdir(tmp_path)) == ["bad.xplane.pb"], "nothing written next to the input"

@@ -241,7 +241,7 @@ def test_cache_counts_analyses(fleet_dir, tmp_path, monkeypatch):
     # a changed file is a new key; options are part of the key
     key = fl.RecordCache.key("0" * 64, fl.FleetOptions())
     assert key != fl.RecordCache.key("1" * 64, fl.FleetOptions()) != fl.RecordCache.key("0" * 64, fl.FleetOptions(chip="v6e"))
-    monkeypatch.setattr(fl, "code_fingerprint", lambda: "edited checkout")
+    monkeypatch.setattr(fl.cache, "code_fingerprint", lambda: "edited checkout")
     assert fl.RecordCache.key("0" * 64, fl.FleetOptions()) != key  # the code is part of the key
     monkeypatch.undo()
     monkeypatch.setattr(analysis, "analyze", lambda *a, **k: calls.append(a[0]) or real(*a, **k))
@@ -262,6 +262,15 @@ def test_cache_counts_analyses(fleet_dir, tmp_path, monkeypatch):
     assert (one.cache["hits"], two.cache["hits"]) == (0, 1)
     assert two.failures[0].error == one.failures[0].error.replace(str(tmp_path / "a"), str(tmp_path / "b"))
     assert two.failures[0].error.startswith(str(tmp_path / "b" / "h.xplane.pb") + ": truncated or corrupt")
+
+
+def test_code_fingerprint_covers_the_package_and_the_rules():
+    # The cache key must change when any analysis or rule source changes: the
+    # fingerprint hashes all of profanalyzer (not only the fleet package) and heuristics.
+    labels = [label for label, _ in fl.cache.fingerprint_sources()]
+    assert "profanalyzer/analysis.py" in labels and "profanalyzer/fleet/records.py" in labels
+    assert any(label.startswith("heuristics/") for label in labels)
+    assert len(labels) == len(set(labels))
 
 
 def test_default_cache_dir(monkeypatch, tmp_path):
@@ -320,7 +329,7 @@ def test_missing_dask_is_a_clear_error(monkeypatch):
 
 
 def _out(step_ms: float, wait_ms: float = 1.0, matmul_extra_ms: float = 0.0) -> dict:
-    buckets = {b: 0.0 for b in fl._buckets()}
+    buckets = {b: 0.0 for b in fl.bucket_names()}
     buckets["idle"] = wait_ms * 1e9
     buckets["matmul_bf16"] = (step_ms - wait_ms) * 1e9
     rec = {
@@ -334,7 +343,7 @@ def _out(step_ms: float, wait_ms: float = 1.0, matmul_extra_ms: float = 0.0) -> 
 def _run(name: str, outs: list[dict]) -> fl.RunResult:
     files = tuple(f"/x/{name}/h{i}.xplane.pb" for i in range(len(outs)))
     t, src, key = fl.run_time(name, None)
-    return fl.pod_view(fl.RunInput(name, f"/x/{name}", name, t, src, key, files), outs, fl._buckets())
+    return fl.pod_view(fl.RunInput(name, f"/x/{name}", name, t, src, key, files), outs, fl.bucket_names())
 
 
 def test_straggler_rule():
@@ -351,7 +360,7 @@ def test_straggler_rule():
 def test_regression_rule():
     steps = [100, 101, 99, 100.4, 100.6, 100.2, 104, 104.5]  # run 6 (+4%) is the first regression
     runs = [_run(f"2026_01_{i + 1:02d}_00_00_00", [_out(s)] * 3) for i, s in enumerate(steps)]
-    t = fl.trend(runs, fl._buckets())
+    t = fl.trend(runs, fl.bucket_names())
     first = t.first_regression["step_time"]
     assert first.run == "2026_01_07_00_00_00"
     assert first.noise_ps > 0 and first.baseline_runs == 6
@@ -360,7 +369,7 @@ def test_regression_rule():
     assert "step_time" in t.rows[7].regressed  # still regressed against the older baseline
     # the 1-point floor: +0.8% is not a regression even with no noise
     flat = [_run(f"2026_02_{i + 1:02d}_00_00_00", [_out(s)] * 3) for i, s in enumerate([100, 100, 100, 100.8])]
-    assert fl.trend(flat, fl._buckets()).first_regression == {}
+    assert fl.trend(flat, fl.bucket_names()).first_regression == {}
 
 
 # ---------------------------------------------------------------------------
@@ -388,8 +397,8 @@ def test_cli_fleet(fleet_dir, sequential, tmp_path, monkeypatch, capsys):
     assert fleet_dir["straggler"] in page and 'class="straggler-row"' in page and "<svg" in page
     assert sorted(p.name for p in tmp_path.iterdir()) == ["c", "out"]  # no Dask scratch space in the cwd
     # an unchanged local fleet: every record from the cache, checked here, no cluster started
-    monkeypatch.setattr(fl, "analyse_dask", lambda files, *a, **k: pytest.fail(f"cluster started for {len(files)} files"))
-    monkeypatch.setattr(fl, "analyse_sequential", lambda files, *a, **k: [fl.analyse_host_file(f, use_cache=False) for f in files])
+    monkeypatch.setattr(fl.execute, "analyse_dask", lambda files, *a, **k: pytest.fail(f"cluster started for {len(files)} files"))
+    monkeypatch.setattr(fl.execute, "analyse_sequential", lambda files, *a, **k: [fl.analyse_host_file(f, use_cache=False) for f in files])
     assert main([*args, "--no-html", "--json", str(out / "again.json")]) == 0
     again = json.loads((out / "again.json").read_text())
     assert again.pop("cache") == {"enabled": True, "hits": 15, "analysed": 0}

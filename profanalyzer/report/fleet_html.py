@@ -19,7 +19,7 @@ from typing import Sequence
 
 from markupsafe import Markup
 
-from profanalyzer.fleet import FleetResult, HostResult, RunResult
+from profanalyzer.fleet.records import FleetResult, HostResult, RunResult
 from profanalyzer.report import svg
 from profanalyzer.report.context import Fact, Kpi, LegendItem, NavItem
 from profanalyzer.report.svg import _n, _short, _svg_open, _tick_label, colour, esc, fmt_ms, nice_ticks

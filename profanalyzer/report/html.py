@@ -12,7 +12,6 @@ the same bytes (no timestamp unless one is passed).
 from __future__ import annotations
 
 import hashlib
-import json
 from functools import lru_cache
 from pathlib import Path
 from typing import Mapping
@@ -25,12 +24,6 @@ from profanalyzer.report.context import ReportContext, build_context
 
 TEMPLATE = "report.html.j2"
 TEMPLATE_DIR = Path(__file__).with_name("templates")
-#: The templates compiled to Python modules (`make templates`): loading them
-#: skips jinja2's lexer, parser and code generator on every run (~70 ms).
-#: Used only while its manifest matches the installed jinja2 and the template
-#: sources byte for byte; otherwise the templates compile at run time.
-COMPILED_DIR = Path(__file__).with_name("templates_compiled")
-MANIFEST = "manifest.json"
 
 _OPTIONS = dict(
     # Autoescape every template, whatever its extension (.html.j2 is not
@@ -43,38 +36,11 @@ _OPTIONS = dict(
 )
 
 
-def template_digests() -> dict[str, str]:
-    """SHA-256 of every template source, by file name."""
-    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(TEMPLATE_DIR.iterdir()) if p.is_file()}
-
-
-def _manifest() -> dict:
-    return {"jinja2": jinja2.__version__, "options": sorted(f"{k}={v!r}" for k, v in _OPTIONS.items()), "templates": template_digests()}
-
-
-def compiled_templates_current() -> bool:
-    """True when COMPILED_DIR was compiled from these sources by this jinja2."""
-    try:
-        return json.loads((COMPILED_DIR / MANIFEST).read_text(encoding="utf-8")) == _manifest()
-    except (OSError, ValueError):
-        return False
-
-
 @lru_cache(maxsize=1)
 def environment() -> jinja2.Environment:
-    if compiled_templates_current():
-        return jinja2.Environment(loader=jinja2.ModuleLoader(str(COMPILED_DIR)), **_OPTIONS)
+    """The environment of every report template (HTML report, diff, fleet);
+    each template is compiled from its source on first use (~50 ms)."""
     return jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATE_DIR)), **_OPTIONS)
-
-
-def compile_templates(target: Path) -> None:
-    """Compile every template into `target` (modules + manifest); `make templates`."""
-    target.mkdir(parents=True, exist_ok=True)
-    for old in target.glob("tmpl_*.py"):
-        old.unlink()
-    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATE_DIR)), **_OPTIONS)
-    env.compile_templates(str(target), zip=None, ignore_errors=False)
-    (target / MANIFEST).write_text(json.dumps(_manifest(), indent=2, sort_keys=True) + "\n", encoding="utf-8")
 
 
 def render_context(ctx: ReportContext) -> str:

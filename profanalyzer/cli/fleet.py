@@ -1,7 +1,7 @@
 """`profanalyze fleet`: many hosts and many runs on a Dask cluster.
 
 Registered in profanalyzer.cli with ``cli.add_command(fleet)``. This module
-imports only click at import time: Dask (the optional ``[fleet]`` extra), the
+imports only click (and profanalyzer.cli._common) at import time: Dask (the optional ``[fleet]`` extra), the
 analysis and the report load when the command runs, so the single-trace
 commands never import Dask.
 """
@@ -11,6 +11,8 @@ from __future__ import annotations
 import sys
 
 import click
+
+from profanalyzer.cli._common import CONTEXT_SETTINGS, chip_option, command_line, echo, utc_timestamp, write_json, write_text
 
 
 def _progress_printer(enabled: bool):
@@ -23,11 +25,11 @@ def _progress_printer(enabled: bool):
     return show
 
 
-@click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@click.command(context_settings=CONTEXT_SETTINGS)
 @click.argument("paths", nargs=-1, required=True)
 @click.option("--scheduler", metavar="ADDRESS", default=None, help="Dask scheduler address (e.g. tcp://10.0.0.5:8786); default: start a local cluster.")
 @click.option("--workers", type=click.IntRange(0, 4096), default=None, help="Worker processes of the local cluster (default: one per core); 0: analyse in this process, without Dask.")
-@click.option("--chip", type=click.Choice(["tpu7x", "v6e", "v5p"], case_sensitive=False), default=None, help="Chip generation; overrides the traces' device_type_string.")
+@chip_option("Chip generation; overrides the traces' device_type_string.")
 @click.option("-o", "--output", type=click.Path(dir_okay=False), default="fleet.html", show_default=True, help="Fleet HTML report path.")
 @click.option("--no-html", is_flag=True, help="Do not write the HTML report.")
 @click.option("--json", "json_out", type=click.Path(dir_okay=False, allow_dash=True), default=None, help="Write the fleet result as JSON (- for stdout).")
@@ -45,7 +47,6 @@ def fleet(paths: tuple[str, ...], scheduler: str | None, workers: int | None, ch
     fsspec URLs (gs://... needs gcsfs). Each host file is one task; results are
     cached per file content in the user cache dir.
     """
-    from profanalyzer import cli as _cli
     from profanalyzer.errors import EXIT_INPUT
     from profanalyzer.fleet import FleetOptions, run_fleet
 
@@ -68,30 +69,20 @@ def fleet(paths: tuple[str, ...], scheduler: str | None, workers: int | None, ch
 
         click.echo(f"cache: {cache_dir or default_cache_dir()}", err=True)
     if json_out:
-        _cli._write_json(result.to_dict(), json_out)
+        write_json(result.to_dict(), json_out)
     if not no_html:
         from profanalyzer.report.fleet_html import render_fleet_html
 
-        stamp = None
-        if timestamp:
-            from datetime import datetime, timezone
-
-            stamp = datetime.now(timezone.utc).isoformat(timespec="seconds")
-        html = render_fleet_html(result, command_line=_command_line(), timestamp=stamp)
-        _cli._write_text(html, output, announce=False)
+        stamp = utc_timestamp() if timestamp else None
+        html = render_fleet_html(result, command_line=command_line("profanalyze fleet"), timestamp=stamp)
+        write_text(html, output, announce=False)
         click.echo(f"report: {output}", err=to_stdout)
     if not quiet and not to_stdout:
-        _cli._echo(format_fleet_summary(result))
+        echo(format_fleet_summary(result))
     elif result.failures:
         for f in result.failures:
-            _cli._echo(f"profanalyze: failed: {f.error}", err=True)
+            echo(f"profanalyze: failed: {f.error}", err=True)
     return EXIT_INPUT if result.files_ok == 0 else 0
-
-
-def _command_line() -> str:
-    import shlex
-
-    return "profanalyze " + shlex.join(sys.argv[1:]) if sys.argv else "profanalyze fleet"
 
 
 def format_fleet_summary(result) -> str:

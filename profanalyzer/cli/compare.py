@@ -10,22 +10,17 @@ Exit codes: 0 pass (compare: always, unless the input is bad), 1 a budget,
 regression or fail_on check failed, 2 usage or input error (bad budget file,
 unknown budget key, unreadable trace).
 
-Imports of profanalyzer.cli are deferred: cli.py imports this module to
-register the commands.
+The comparison, the budget and the renderers are imported when a command runs.
 """
 
 from __future__ import annotations
 
 import click
 
+from profanalyzer.cli._common import chip_option, echo, write_json, write_text
 from profanalyzer.errors import EXIT_GATE_FAILED, EXIT_OK
 
-_chip_option = click.option(
-    "--chip",
-    type=click.Choice(["tpu7x", "v6e", "v5p"], case_sensitive=False),
-    default=None,
-    help="Chip generation for inputs that are traces; overrides the trace's device_type_string.",
-)
+_chip_option = chip_option("Chip generation for inputs that are traces; overrides the trace's device_type_string.")
 
 
 @click.command()
@@ -41,21 +36,20 @@ def compare(base: str, new: str, chip: str | None, output: str | None, json_out:
     exposed-communication deltas, remat, new/vanished findings, slower/faster ops.
 
     BASE and NEW are traces or `profanalyze analyze --json` files."""
-    from profanalyzer.cli import _echo, _write_json, _write_text
     from profanalyzer.compare import compare as run_compare, load_document
     from profanalyzer.report.diff import format_text, render_diff_html, render_diff_markdown
 
     c = run_compare(load_document(base, chip=chip), load_document(new, chip=chip), base_label=base, new_label=new)
     to_stdout = json_out == "-" or md_out == "-"
     if json_out:
-        _write_json(c.to_dict(), json_out)
+        write_json(c.to_dict(), json_out)
     if md_out:
-        _write_text(render_diff_markdown(c), md_out)
+        write_text(render_diff_markdown(c), md_out)
     if output:
-        _write_text(render_diff_html(c), output, announce=False)
+        write_text(render_diff_html(c), output, announce=False)
         click.echo(f"diff: {output}", err=to_stdout)
     if not quiet and not to_stdout:
-        _echo(format_text(c))
+        echo(format_text(c))
     return EXIT_OK
 
 
@@ -75,7 +69,6 @@ def check(trace: str, budget_path: str | None, baseline: str | None, chip: str |
     Exit 0 when every check passes, 1 when a check fails (each failing check
     is printed on its own line), 2 on a bad budget file or input."""
     from profanalyzer.budget import BudgetError, evaluate, find_budget, junit_xml, load_budget
-    from profanalyzer.cli import _echo, _write_json, _write_text
     from profanalyzer.compare import load_document
 
     if budget_path is None:
@@ -100,16 +93,16 @@ def check(trace: str, budget_path: str | None, baseline: str | None, chip: str |
 
     to_stdout = json_out == "-"
     if json_out:
-        _write_json(report.to_dict(), json_out)
+        write_json(report.to_dict(), json_out)
     if junit:
-        _write_text(junit_xml(report), junit)
+        write_text(junit_xml(report), junit)
     for c in report.checks:
         if c.passed and quiet:
             continue
-        _echo(f"{'ok  ' if c.passed else 'FAIL'} {c.message}", err=to_stdout)
+        echo(f"{'ok  ' if c.passed else 'FAIL'} {c.message}", err=to_stdout)
     if report.comparison:
-        _echo(f"vs baseline: {report.comparison}", err=to_stdout)
+        echo(f"vs baseline: {report.comparison}", err=to_stdout)
     n, bad = len(report.checks), len(report.failed)
     summary = f"profanalyze check: all {n} checks passed" if not bad else f"profanalyze check: {bad} of {n} checks failed"
-    _echo(f"{summary} ({report.budget})", err=to_stdout)
+    echo(f"{summary} ({report.budget})", err=to_stdout)
     return EXIT_OK if report.passed else EXIT_GATE_FAILED

@@ -1,0 +1,222 @@
+"""The fleet's records and result types (JSON types, frozen dataclasses).
+
+* :func:`host_record`: the small per-file record a task sends back (the only
+  code that reads the single-trace analysis document);
+* :class:`Failure`: a host file or PATH that could not be analysed;
+* :class:`HostResult`, :class:`RunResult`, :class:`Trend`, :class:`FleetResult`:
+  what :mod:`profanalyzer.fleet.aggregate` builds from the records.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Mapping
+
+from profanalyzer.errors import ProfanalyzerError
+
+FLEET_SCHEMA_VERSION = 1
+#: Version of the per-file record layout (part of the cache key).
+RECORD_VERSION = 1
+
+
+@dataclass(frozen=True)
+class FleetOptions:
+    """Options of the per-file analysis; all of them are part of the cache key."""
+
+    chip: str | None = None
+
+    def to_dict(self) -> dict:
+        return {"chip": self.chip.lower() if self.chip else None}
+
+
+@dataclass(frozen=True)
+class Failure:
+    """A host file (or a PATH) that could not be analysed, with its one-line error."""
+
+    path: str
+    run: str | None
+    host: str | None
+    error: str
+    error_type: str
+
+
+def failure_from(path: str, err: BaseException, run: str | None = None, host: str | None = None) -> Failure:
+    if isinstance(err, ProfanalyzerError):
+        msg = str(err)
+    else:
+        msg = f"internal error: {type(err).__name__}: {err}"
+    return Failure(path=path, run=run, host=host, error=one_line(msg), error_type=type(err).__name__)
+
+
+def one_line(text: str, limit: int = 500) -> str:
+    s = " ".join(str(text).split())
+    return s if len(s) <= limit else s[: limit - 1] + "…"
+
+
+def host_record(analysis, findings) -> dict:
+    """The small per-file record (JSON types only) the fleet aggregates."""
+    d = analysis.to_dict()
+    fd = findings.to_dict() if findings is not None else {"recommendations": [], "workload": None}
+    buckets = {b: v["ps"] for b, v in d["breakdown"].items()}
+    st = d["steps"]["step_time_ps"]
+    hw = d.get("hardware") or d.get("chip") or {}
+    rec = {
+        "record_version": RECORD_VERSION,
+        "tool_version": d["tool_version"],
+        "hostnames": d["hosts"],
+        "chip": hw.get("name"),
+        "chip_source": d["chip_source"],
+        "tensorcores": d["tensorcores"],
+        "sparsecores": d["sparsecores"],
+        "steps": {
+            "count": d["steps"]["count"],
+            "kept": d["steps"]["kept"],
+            "source": d["steps"]["source"],
+            "mean_ps": st["mean"],
+            "median_ps": st["median"],
+            "min_ps": st["min"],
+            "max_ps": st["max"],
+        },
+        "buckets": buckets,
+        "idle_ps": buckets.get("idle", 0.0),
+        "exposed_comm_ps": d["communication"].get("exposed_total_ps") or 0.0,
+        "remat_ps": d["remat"]["ps"],
+        "mfu": d["utilisation"].get("mfu"),
+        "straggler_cores": [c["core"] for c in d["per_core"] if c.get("straggler")],
+        "workload": (fd.get("workload") or {}).get("row"),
+        "recommendations": [
+            {
+                "code": r["code"],
+                "lever": r["lever"],
+                "title": r["title"],
+                "severity": r["severity"],
+                "saving_fraction": r["estimated_saving_fraction"],
+            }
+            for r in fd.get("recommendations", [])[:3]
+        ],
+        "notes": d["notes"],
+    }
+    # JSON round trip: a fresh record and a cached one are the same objects.
+    return json.loads(json.dumps(rec, sort_keys=True))
+
+
+@dataclass(frozen=True)
+class HostResult:
+    host: str  # file stem (XProf names host files <host>.xplane.pb)
+    path: str
+    ok: bool
+    error: str | None
+    hostnames: tuple[str, ...]  # host name(s) inside the file
+    sha256: str | None
+    tensorcores: int | None
+    steps_kept: int | None
+    step_ps: float | None  # mean per kept step, averaged over the host's TensorCores
+    step_median_ps: float | None
+    buckets: Mapping[str, float]  # ps per step
+    idle_ps: float | None
+    exposed_comm_ps: float | None
+    wait_ps: float | None  # idle + exposed communication
+    remat_ps: float | None
+    mfu: float | None
+    step_z: float | None
+    wait_z: float | None
+    straggler: bool
+    straggler_reasons: tuple[str, ...]
+    straggler_cores: tuple[str, ...]  # straggler TensorCores inside this host (single-file rule)
+    top_recommendation: str | None
+    workload: str | None
+
+
+@dataclass(frozen=True)
+class CriticalBucket:
+    host: str  # the slowest host
+    bucket: str
+    host_ps: float
+    pod_median_ps: float
+    excess_ps: float  # host - pod median, for this bucket
+    step_excess_ps: float  # host step - pod median step
+    reason: str
+
+
+@dataclass(frozen=True)
+class RunResult:
+    run: str
+    path: str
+    time: str | None
+    time_source: str
+    hosts_total: int
+    hosts_ok: int
+    hosts_failed: int
+    step_ps: float | None  # mean over analysed hosts
+    step_median_ps: float | None  # median over analysed hosts
+    step_max_ps: float | None
+    buckets: Mapping[str, float]  # mean over analysed hosts, ps per step
+    wait_ps: float | None
+    slowest_host: str | None
+    critical: CriticalBucket | None
+    stragglers: tuple[str, ...]
+    straggler_check: str
+    workload: str | None
+    chip: str | None
+    hosts: tuple[HostResult, ...]
+
+
+@dataclass(frozen=True)
+class Regression:
+    metric: str  # step_time or a bucket
+    run: str
+    value_ps: float
+    baseline_ps: float  # median over the previous runs (window)
+    delta_ps: float
+    threshold_ps: float
+    noise_ps: float
+    baseline_runs: int
+
+
+@dataclass(frozen=True)
+class TrendRow:
+    run: str
+    time: str | None
+    hosts_ok: int
+    values: Mapping[str, float | None]  # metric -> ps per step (None: no analysed host)
+    regressed: tuple[str, ...]  # metrics that regressed at this run
+
+
+@dataclass(frozen=True)
+class Trend:
+    metrics: tuple[str, ...]
+    rows: tuple[TrendRow, ...]  # sorted by run time
+    regressions: tuple[Regression, ...]
+    first_regression: Mapping[str, Regression]  # metric -> first run where it regressed
+    rule: str
+
+
+@dataclass(frozen=True)
+class FleetResult:
+    schema_version: int
+    tool_version: str
+    inputs: tuple[str, ...]
+    options: Mapping[str, object]
+    files: int
+    files_ok: int
+    files_failed: int
+    runs: tuple[RunResult, ...]  # sorted by run time
+    trend: Trend
+    failures: tuple[Failure, ...]
+    cache: Mapping[str, object]
+    definitions: Mapping[str, str]
+
+    def to_dict(self) -> dict:
+        from profanalyzer.analysis import _jsonable
+
+        return _jsonable(self)
+
+    @property
+    def stragglers(self) -> tuple[tuple[str, str], ...]:
+        return tuple((r.run, h) for r in self.runs for h in r.stragglers)
+
+
+# ---------------------------------------------------------------------------
+# Aggregation
+# ---------------------------------------------------------------------------

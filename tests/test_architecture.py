@@ -1,0 +1,338 @@
+"""The import structure of profanalyzer and heuristics, read from the source (AST):
+
+* no import cycle among their modules through the imports executed when a
+  module loads (module level, class bodies, ``if``/``try`` blocks; not those
+  inside functions, not ``if TYPE_CHECKING:``);
+* no cycle either once the deferred imports inside functions count too (a
+  deferred import that points back up hides a circle, it does not remove it);
+* no module uses another module's private name (``from m import _x``,
+  ``m._x`` on an imported module, or a ``_private`` module imported from
+  outside its package), at module level or inside functions.
+
+The allowlists name today's exceptions, each with why; they should only shrink.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = ("profanalyzer", "heuristics")
+
+#: Cycles through deferred (function-level) imports that exist today, each a
+#: sorted tuple of the modules of one strongly connected component. Empty it;
+#: never add to it. (Load-time cycles have no allowlist: there are none.)
+ALLOWED_DEFERRED_CYCLES: set[tuple[str, ...]] = {
+    # findings imports heuristics.workload.classify_workload inside a function, and
+    # heuristics.workload imports findings.WorkloadClass: workload classification
+    # moves into the core (profanalyzer/workload.py, issue 13).
+    ("heuristics.workload", "profanalyzer.findings"),
+}
+
+#: (importing module, imported module, private name) in use today. Empty it;
+#: never add to it: make the name public where it is defined instead.
+ALLOWED_PRIVATE: set[tuple[str, str, str]] = {
+    # The dataclass -> JSON converter: public once the core's model.py owns to_dict (issue 13).
+    ("profanalyzer.budget", "profanalyzer.analysis", "_jsonable"),
+    ("profanalyzer.compare", "profanalyzer.analysis", "_jsonable"),
+    ("profanalyzer.findings", "profanalyzer.analysis", "_jsonable"),
+    ("profanalyzer.fleet.records", "profanalyzer.analysis", "_jsonable"),
+    # The diff's Markdown renderer quotes code as the single-trace Markdown does.
+    ("profanalyzer.report.diff", "profanalyzer.report.markdown", "_code_span"),
+    # The fleet page draws with the single-trace report's SVG helpers.
+    ("profanalyzer.report.fleet_html", "profanalyzer.report.svg", "_n"),
+    ("profanalyzer.report.fleet_html", "profanalyzer.report.svg", "_short"),
+    ("profanalyzer.report.fleet_html", "profanalyzer.report.svg", "_svg_open"),
+    ("profanalyzer.report.fleet_html", "profanalyzer.report.svg", "_tick_label"),
+    # The synthesizer's stable hash (seeds, ids), shared by its model and writer.
+    ("profanalyzer.synth.model", "profanalyzer.synth.program", "_stable_hash"),
+    ("profanalyzer.synth.writer", "profanalyzer.synth.program", "_stable_hash"),
+    # timeline rebuilds overlap's collective windows (issue 13: overlap hands them over, typed).
+    ("profanalyzer.timeline", "profanalyzer.overlap", "_klass"),
+    ("profanalyzer.timeline", "profanalyzer.overlap", "_windows_for_core"),
+}
+
+
+@dataclass(frozen=True)
+class Import:
+    importer: str
+    module: str  # the imported module (resolved, absolute)
+    name: str | None  # the name taken from it (`from module import name`), None for `import module`
+    line: int
+    load_time: bool  # executed when the importer loads (not inside a function)
+
+
+def module_files() -> dict[str, Path]:
+    """Module name -> source file, for every module of PACKAGES."""
+    out = {}
+    for pkg in PACKAGES:
+        for f in sorted((ROOT / pkg).rglob("*.py")):
+            parts = list(f.relative_to(ROOT).with_suffix("").parts)
+            if parts[-1] == "__init__":
+                parts.pop()
+            out[".".join(parts)] = f
+    return out
+
+
+def _is_package(name: str, files: dict[str, Path]) -> bool:
+    return files[name].name == "__init__.py"
+
+
+def _resolve(importer: str, node: ast.ImportFrom, files: dict[str, Path]) -> str:
+    if not node.level:
+        return node.module or ""
+    base = importer.split(".")
+    if not _is_package(importer, files):
+        base = base[:-1]
+    base = base[: len(base) - (node.level - 1)]
+    return ".".join(base + ([node.module] if node.module else []))
+
+
+def _is_type_checking(test: ast.expr) -> bool:
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
+
+
+class _Collector(ast.NodeVisitor):
+    def __init__(self, importer: str, files: dict[str, Path]):
+        self.importer, self.files = importer, files
+        self.imports: list[Import] = []
+        self.aliases: dict[str, str] = {}  # local name -> one of our modules
+        self.attr_uses: list[tuple[str, str, int]] = []  # (module, attribute, line)
+        self.depth = 0  # function nesting
+
+    def _func(self, node):
+        self.depth += 1
+        self.generic_visit(node)
+        self.depth -= 1
+
+    visit_FunctionDef = visit_AsyncFunctionDef = visit_Lambda = _func
+
+    def visit_If(self, node: ast.If) -> None:
+        if _is_type_checking(node.test):
+            for stmt in node.orelse:
+                self.visit(stmt)
+            return
+        self.generic_visit(node)
+
+    def visit_Import(self, node: ast.Import) -> None:
+        for a in node.names:
+            self.imports.append(Import(self.importer, a.name, None, node.lineno, self.depth == 0))
+            if a.asname and a.name in self.files:
+                self.aliases[a.asname] = a.name
+            elif not a.asname:
+                self.aliases[a.name.split(".")[0]] = a.name.split(".")[0]
+
+    def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
+        mod = _resolve(self.importer, node, self.files)
+        for a in node.names:
+            sub = f"{mod}.{a.name}"
+            if sub in self.files:  # `from package import module`
+                self.imports.append(Import(self.importer, sub, None, node.lineno, self.depth == 0))
+                self.aliases[a.asname or a.name] = sub
+            else:
+                self.imports.append(Import(self.importer, mod, a.name, node.lineno, self.depth == 0))
+
+    def visit_Attribute(self, node: ast.Attribute) -> None:
+        # `mod._x` or `pkg.mod._x` on a module imported here
+        chain, v = [node.attr], node.value
+        while isinstance(v, ast.Attribute):
+            chain.append(v.attr)
+            v = v.value
+        if isinstance(v, ast.Name) and v.id in self.aliases:
+            mod = self.aliases[v.id]
+            for attr in reversed(chain[1:]):
+                if f"{mod}.{attr}" not in self.files:
+                    break
+                mod = f"{mod}.{attr}"
+            else:
+                self.attr_uses.append((mod, node.attr, node.lineno))
+        self.generic_visit(node)
+
+
+def collect() -> tuple[dict[str, Path], list[Import], list[tuple[str, str, str, int]]]:
+    files = module_files()
+    imports: list[Import] = []
+    attrs: list[tuple[str, str, str, int]] = []
+    for name, f in files.items():
+        c = _Collector(name, files)
+        c.visit(ast.parse(f.read_text(encoding="utf-8"), filename=str(f)))
+        imports += c.imports
+        attrs += [(name, m, a, line) for m, a, line in c.attr_uses]
+    return files, imports, attrs
+
+
+def _private(name: str) -> bool:
+    return name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
+
+
+def _ours(module: str) -> bool:
+    return module.split(".")[0] in PACKAGES
+
+
+def import_graph(files: dict[str, Path], imports: list[Import], deferred: bool = False) -> dict[str, set[str]]:
+    """importer -> imported modules (load-time imports; with `deferred`, all)."""
+    graph: dict[str, set[str]] = {m: set() for m in files}
+    for i in imports:
+        if (i.load_time or deferred) and i.module in files and i.module != i.importer:
+            graph[i.importer].add(i.module)
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> set[tuple[str, ...]]:
+    """Strongly connected components with more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on: set[str] = set()
+    out: set[tuple[str, ...]] = set()
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in sorted(graph[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.add(tuple(sorted(comp)))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return out
+
+
+def private_uses(files: dict[str, Path], imports: list[Import], attrs) -> dict[tuple[str, str, str], list[str]]:
+    """(importer, module, private name) -> where; a `_private` module counts
+    as a private name of its parent package, allowed inside that package."""
+    found: dict[tuple[str, str, str], list[str]] = {}
+
+    def add(importer: str, module: str, name: str, line: int) -> None:
+        found.setdefault((importer, module, name), []).append(f"{files[importer].relative_to(ROOT)}:{line}")
+
+    def check_module_path(importer: str, module: str, line: int) -> None:
+        parts = module.split(".")
+        for k, part in enumerate(parts[1:], 1):
+            parent = ".".join(parts[:k])
+            if _private(part) and not (importer == parent or importer.startswith(parent + ".")):
+                add(importer, parent, part, line)
+
+    def own_private_module(importer: str, package: str, name: str) -> bool:
+        # `from package import _mod` inside the package: a private submodule
+        # (Python or compiled, e.g. profanalyzer.xspace._wire) shared within it.
+        if package not in files or not _is_package(package, files) or not importer.startswith(package + "."):
+            return False
+        return any(p.name.split(".")[0] == name for p in files[package].parent.iterdir())
+
+    for i in imports:
+        if not _ours(i.module):
+            continue
+        check_module_path(i.importer, i.module, i.line)
+        if i.name is not None and _private(i.name) and i.module != i.importer and not own_private_module(i.importer, i.module, i.name):
+            add(i.importer, i.module, i.name, i.line)
+    for importer, module, attr, line in attrs:
+        if _private(attr) and module != importer and _ours(module):
+            add(importer, module, attr, line)
+    return found
+
+
+@pytest.fixture(scope="module")
+def collected():
+    return collect()
+
+
+def test_the_scan_sees_the_code(collected):
+    files, imports, _ = collected
+    assert {"profanalyzer.cli", "profanalyzer.cli._common", "profanalyzer.fleet.execute", "heuristics"} <= set(files)
+    graph = import_graph(files, imports)
+    assert "profanalyzer.cli._common" in graph["profanalyzer.cli.analyze"]
+    assert "profanalyzer.fleet.records" in graph["profanalyzer.fleet.aggregate"]
+
+
+def test_no_import_cycles(collected):
+    files, imports, _ = collected
+    found = cycles(import_graph(files, imports))
+    assert not found, "import cycles (load-time imports): " + "; ".join(" <-> ".join(c) for c in sorted(found))
+
+
+def test_no_cycles_through_deferred_imports(collected):
+    files, imports, _ = collected
+    found = cycles(import_graph(files, imports, deferred=True))
+    new = sorted(found - ALLOWED_DEFERRED_CYCLES)
+    assert not new, "import cycles (counting imports inside functions): " + "; ".join(" <-> ".join(c) for c in new)
+    gone = sorted(ALLOWED_DEFERRED_CYCLES - found)
+    assert not gone, f"fixed, remove from ALLOWED_DEFERRED_CYCLES: {gone}"
+
+
+def test_no_private_names_across_modules(collected):
+    found = private_uses(*collected)
+    new = {k: v for k, v in found.items() if k not in ALLOWED_PRIVATE}
+    assert not new, "private names used across modules (make them public): " + "; ".join(
+        f"{imp} uses {mod}.{name} ({', '.join(where)})" for (imp, mod, name), where in sorted(new.items())
+    )
+    gone = sorted(ALLOWED_PRIVATE - set(found))
+    assert not gone, f"fixed, remove from ALLOWED_PRIVATE: {gone}"
+
+
+def test_the_checks_catch_what_they_claim(tmp_path):
+    # A made-up package: a cycle through module-level imports (a function-level
+    # import and a TYPE_CHECKING block do not count) and each kind of private use.
+    pkg = {
+        "profanalyzer/__init__.py": "",
+        "profanalyzer/a.py": "from profanalyzer import b\nfrom profanalyzer.c import _hidden\n",
+        "profanalyzer/b.py": "import profanalyzer.a\n",
+        "profanalyzer/c.py": (
+            "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from profanalyzer import a\n_hidden = 1\n"
+            "def g():\n    from profanalyzer import d\n"
+        ),
+        "profanalyzer/d.py": "import profanalyzer.c as c\nx = c._hidden\ndef f():\n    from profanalyzer import c\n",
+        "profanalyzer/e/__init__.py": "from profanalyzer.e import _impl\n",
+        "profanalyzer/e/g.py": "from profanalyzer.e import _impl\n",
+        "profanalyzer/e/_impl.py": "",
+        "profanalyzer/f.py": "from profanalyzer.e._impl import thing\n",
+    }
+    files = {}
+    for rel, text in pkg.items():
+        p = tmp_path / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(text)
+        parts = list(Path(rel).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts.pop()
+        files[".".join(parts)] = p
+    imports, attrs = [], []
+    for name, f in files.items():
+        c = _Collector(name, files)
+        c.visit(ast.parse(f.read_text()))
+        imports += c.imports
+        attrs += [(name, m, a, line) for m, a, line in c.attr_uses]
+    assert cycles(import_graph(files, imports)) == {("profanalyzer.a", "profanalyzer.b")}
+    assert cycles(import_graph(files, imports, deferred=True)) == {("profanalyzer.a", "profanalyzer.b"), ("profanalyzer.c", "profanalyzer.d")}
+    global ROOT
+    saved, ROOT = ROOT, tmp_path
+    try:
+        uses = set(private_uses(files, imports, attrs))
+    finally:
+        ROOT = saved
+    assert uses == {
+        ("profanalyzer.a", "profanalyzer.c", "_hidden"),
+        ("profanalyzer.d", "profanalyzer.c", "_hidden"),
+        ("profanalyzer.f", "profanalyzer.e", "_impl"),
+    }
