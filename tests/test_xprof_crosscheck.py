@@ -99,13 +99,10 @@ under a second per sample; the whole file runs in ~12 s.
 
 from __future__ import annotations
 
-import contextlib
 import functools
-import getpass
 import gzip
 import inspect
 import json
-import os
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -130,6 +127,9 @@ from profanalyzer.classify import BUCKETS, COLLECTIVE_BUCKETS  # noqa: E402
 from profanalyzer.overlap import _windows_for_core, window_name  # noqa: E402
 from profanalyzer.trace import LINE_ASYNC, LINE_OPS, load_trace  # noqa: E402
 from profanalyzer.xspace import xplane_pb2  # noqa: E402
+from xprof_util import listing as _listing  # noqa: E402
+from xprof_util import real_cli_cache  # noqa: E402
+from xprof_util import sandbox as _sandbox  # noqa: E402
 
 SAMPLES = (
     "offload_off",  # continuation-fusion all-gathers (async-collective), sync RS/AR, no SparseCore
@@ -189,10 +189,6 @@ def _kept_steps(name: str) -> tuple[set[int], int]:
     return {r.number for r in a.steps.table if r.kept}, sum(pc.steps_kept for pc in a.per_core)
 
 
-def _listing(folder: Path) -> dict[str, tuple[int, int]]:
-    return {str(p.relative_to(folder)): (p.stat().st_size, p.stat().st_mtime_ns) for p in sorted(folder.rglob("*"))}
-
-
 def _copy_trace(name: str, dest: Path, paired: bool) -> Path:
     """Decompressed copy of the sample under `dest`; returns what XProf and we read
     (the file, or the run folder of a multi-host sample)."""
@@ -230,27 +226,6 @@ def _strip_async_line(data: bytes) -> bytes:
 # ---------------------------------------------------------------------------
 
 
-@contextlib.contextmanager
-def _sandbox(tmp: Path):
-    """HOME, TMPDIR, XDG_CACHE_HOME and tempfile.tempdir inside `tmp`, restored after."""
-    dirs = {k: tmp / k.lower() for k in ("HOME", "TMPDIR", "XDG_CACHE_HOME")}
-    for d in dirs.values():
-        d.mkdir()
-    saved_env = {k: os.environ.get(k) for k in dirs}
-    saved_tempdir = tempfile.tempdir
-    try:
-        os.environ.update({k: str(v) for k, v in dirs.items()})
-        tempfile.tempdir = str(dirs["TMPDIR"])
-        yield
-    finally:
-        tempfile.tempdir = saved_tempdir
-        for k, v in saved_env.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
-
-
 @dataclass(frozen=True, eq=False)
 class Case:
     name: str
@@ -268,7 +243,7 @@ class Case:
 def case(name: str, paired: bool) -> Case:
     src = _source(name)
     listed = src if src.is_dir() else src.parent
-    real_cache = Path(tempfile.gettempdir()) / f"xprof_cli_cache_{getpass.getuser()}"
+    real_cache = real_cli_cache()
     real_cache_before = real_cache.exists()
     before = _listing(listed)
     with tempfile.TemporaryDirectory(prefix="xprof-crosscheck-") as tmp_s:
