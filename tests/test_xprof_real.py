@@ -335,7 +335,6 @@ def test_op_times_per_xprof_category_match(pattern):
     assert ((d["ours"] - d["xprof"]).abs() <= POINT).all(), f"op time per XProf bucket:\n{d}"
 
 
-@pytest.mark.xfail(strict=False, reason="needs #14 host_offload bucket")
 @pytest.mark.parametrize("pattern", CAPTURES)
 def test_host_offload_split_matches_xprof(pattern):
     """Issue 14's split: host<->HBM copies (S(5)) in `host_offload`, the rest of
@@ -347,7 +346,6 @@ def test_host_offload_split_matches_xprof(pattern):
     assert (d["diff"].abs() <= POINT).all(), f"host_offload / other_compute vs XProf:\n{d}"
 
 
-@pytest.mark.xfail(strict=False, reason="needs #14 host_offload bucket")
 @pytest.mark.parametrize("pattern", CAPTURES)
 def test_op_buckets_follow_xprof_categories(pattern):
     """Each top op's bucket is the one its XProf category (and memory space) maps to."""
