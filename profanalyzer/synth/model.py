@@ -32,6 +32,7 @@ import numpy as np
 from .program import (
     BUCKET_INDEX,
     BUCKETS,
+    PRODUCT_BUCKETS,
     COLL_BUCKETS,
     DONE,
     GAP,
@@ -130,6 +131,7 @@ class Timeline:
     end_ps: int
     core_factor: np.ndarray
     step_factor: np.ndarray
+    occ_trim: np.ndarray | None = None  # ps each occurrence lost to the next op's overlap (issue #14)
 
 
 def _step_factors(n: int, rng: Rng) -> np.ndarray:
@@ -146,7 +148,8 @@ def _step_factors(n: int, rng: Rng) -> np.ndarray:
 def simulate(plan: Plan, *, seed: int = 0, hosts: int = 1, steps: int | None = None) -> Timeline:
     spec = plan.spec
     S = int(steps or spec.steps)
-    C = CORES_PER_HOST * hosts
+    cph = spec.cores_per_host
+    C = cph * hosts
     ops = plan.ops
     base = np.array([o.base_ps for o in ops], dtype=np.float64)
     transfer = np.array([o.transfer_ps for o in ops], dtype=np.float64)
@@ -159,13 +162,16 @@ def simulate(plan: Plan, *, seed: int = 0, hosts: int = 1, steps: int | None = N
     core_f = 1.0 + (rng.uniform(C) - 0.5) * 0.006
     if spec.straggler_core is not None:
         for h in range(hosts):
-            core_f[h * CORES_PER_HOST + spec.straggler_core] *= spec.straggler_factor
+            core_f[h * cph + spec.straggler_core] *= spec.straggler_factor
     step_f = _step_factors(S, rng)
 
     t = np.zeros(C, dtype=np.int64) + 5_000 * US  # 5 ms into the capture
     ici_free = np.zeros(C, dtype=np.int64)
     dcn_free = np.zeros(C, dtype=np.int64)
     dma_free = np.zeros(C, dtype=np.int64)
+    host_free = np.zeros(C, dtype=np.int64)
+    ov_ps = int(spec.overlap_ps)
+    occ_trim: list[int] = []  # rows of the ops whose end the next op overlaps
     sc_free = np.zeros((C, SC_PER_CORE), dtype=np.int64)
     ar = np.arange(C)
 
@@ -203,6 +209,8 @@ def simulate(plan: Plan, *, seed: int = 0, hosts: int = 1, steps: int | None = N
         for prog_i, prog in enumerate(plan.programs):
             in_train = prog.is_train
             buckets_acc = acc.buckets_train if in_train else acc.buckets_other
+            # collective truth counts what the step window holds (programs outside it: a scratch acc)
+            cacc = acc if (in_train or spec.steps_line) else StepAcc.zeros(C)
             remat_acc = acc.remat_train if in_train else acc.remat_other
             if in_train and s == 0:
                 wait = int(plan.est_step_ps * 0.8)
@@ -211,7 +219,7 @@ def simulate(plan: Plan, *, seed: int = 0, hosts: int = 1, steps: int | None = N
             stack: list[list] = []  # open while frames: [row, start, childsum]
             pending: dict[int, tuple] = {}
             mod_start = None
-            for code, k in prog.items:
+            for j, (code, k) in enumerate(prog.items):
                 g = gaps[it]
                 nz = noise[it]
                 if code == OP:
@@ -226,6 +234,14 @@ def simulate(plan: Plan, *, seed: int = 0, hosts: int = 1, steps: int | None = N
                         remat_acc += d
                     if stack:
                         stack[-1][2] += d
+                    if ov_ps and not stack and _overlaps_next(prog.items, j, s, spec.overlap_every):
+                        # device timestamp rounding: the next op starts ov_ps before this one ends;
+                        # sequential truth: this op keeps its duration minus the overlap
+                        g = np.full(C, -ov_ps, dtype=np.int64)
+                        buckets_acc[bucket[k]] -= ov_ps
+                        if remat[k]:
+                            remat_acc -= ov_ps
+                        occ_trim.append(len(occ_tid) - 1)
                     t = t + d + g
                 elif code == START:
                     d = np.rint(base[k] * scale * nz).astype(np.int64)
@@ -246,6 +262,10 @@ def simulate(plan: Plan, *, seed: int = 0, hosts: int = 1, steps: int | None = N
                         t0v = np.maximum(issue, dma_free)
                         t1v = t0v + T
                         dma_free = t1v
+                    elif eng == "host":
+                        t0v = np.maximum(issue, host_free)
+                        t1v = t0v + T
+                        host_free = t1v
                     else:
                         free = dcn_free if eng == "dcn" else ici_free
                         t0 = int(max(issue.max(), free.max()))
@@ -263,7 +283,7 @@ def simulate(plan: Plan, *, seed: int = 0, hosts: int = 1, steps: int | None = N
                     pending[ops[k].peer] = (t, t1v, row, uid_counter)
                     buckets_acc[bucket[k]] += d
                     if ci >= 0:
-                        acc.coll_exposed[ci] += d
+                        cacc.coll_exposed[ci] += d
                     if stack:
                         stack[-1][2] += d
                     t = t + d + g
@@ -282,13 +302,13 @@ def simulate(plan: Plan, *, seed: int = 0, hosts: int = 1, steps: int | None = N
                     win_d.append(row)
                     buckets_acc[bucket[k]] += d
                     if ci >= 0:
-                        acc.coll_exposed[ci] += d
-                        acc.coll_count[ci] += 1
-                        acc.coll_window[ci] += t + d - begin
+                        cacc.coll_exposed[ci] += d
+                        cacc.coll_count[ci] += 1
+                        cacc.coll_window[ci] += t + d - begin
                         if engine[k] == "sc":
-                            acc.coll_sc[ci] += 1
+                            cacc.coll_sc[ci] += 1
                         else:
-                            acc.coll_tc[ci] += 1
+                            cacc.coll_tc[ci] += 1
                     if stack:
                         stack[-1][2] += d
                     t = t + d + g
@@ -311,10 +331,10 @@ def simulate(plan: Plan, *, seed: int = 0, hosts: int = 1, steps: int | None = N
                     occ_uid.append(uid_counter)
                     ci = coll_idx[k]
                     buckets_acc[bucket[k]] += d
-                    acc.coll_exposed[ci] += d
-                    acc.coll_count[ci] += 1
-                    acc.coll_window[ci] += d
-                    acc.coll_tc[ci] += 1
+                    cacc.coll_exposed[ci] += d
+                    cacc.coll_count[ci] += 1
+                    cacc.coll_window[ci] += d
+                    cacc.coll_tc[ci] += 1
                     if stack:
                         stack[-1][2] += d
                     t = t + d + g
@@ -385,7 +405,18 @@ def simulate(plan: Plan, *, seed: int = 0, hosts: int = 1, steps: int | None = N
         core_factor=core_f,
         step_factor=step_f,
     )
+    if ov_ps:
+        trim = np.zeros(n, dtype=np.int64)
+        trim[np.array(occ_trim, dtype=np.int64)] = ov_ps
+        tl.occ_trim = trim
     return tl
+
+
+def _overlaps_next(items: list, j: int, step: int, every: int) -> bool:
+    """Whether the op at item j overlaps the next op (deterministic: 1 in ``every`` eligible pairs)."""
+    if j + 1 >= len(items) or items[j + 1][0] not in (OP, START, DONE, SYNC):
+        return False
+    return (j * 7 + step * 3) % max(1, every) == 0
 
 
 # ---------------------------------------------------------------------------
@@ -402,12 +433,12 @@ def robust_outliers(values: list[int], k: float = 3.0) -> list[int]:
     return [i for i, x in enumerate(v) if x > med + k * mad]
 
 
-def tensorcore_planes(hosts: int) -> list[tuple[int, str, str]]:
+def tensorcore_planes(hosts: int, cores_per_host: int = CORES_PER_HOST) -> list[tuple[int, str, str]]:
     """(global core index, hostname-qualified key, plane name) for every TensorCore."""
     out = []
     for h in range(hosts):
-        for c in range(CORES_PER_HOST):
-            out.append((h * CORES_PER_HOST + c, h, f"/device:TPU:{c}"))
+        for c in range(cores_per_host):
+            out.append((h * cores_per_host + c, h, f"/device:TPU:{c}"))
     return out
 
 
@@ -417,6 +448,9 @@ def build_truth(tl: Timeline, hostnames: list[str], plane_names: dict) -> dict:
     S, C = tl.steps, tl.C
     steps_line = spec.steps_line
     train_prog = next(i for i, p in enumerate(plan.programs) if p.is_train)
+    # bucket keys: the product's, plus the #14 buckets it may not have yet when this plan uses them
+    used = {o.bucket for o in plan.ops}
+    keys = {b_ for b_ in BUCKETS if b_ in PRODUCT_BUCKETS or b_ in used}
     # step windows
     if steps_line:
         win0, win1 = tl.step_start, tl.step_end
@@ -441,7 +475,7 @@ def build_truth(tl: Timeline, hostnames: list[str], plane_names: dict) -> dict:
     tot_count = np.zeros(5)
     any_sc = np.zeros(5, dtype=bool)
     any_tc = np.zeros(5, dtype=bool)
-    for gi, h, plane in tensorcore_planes(tl.hosts):
+    for gi, h, plane in tensorcore_planes(tl.hosts, spec.cores_per_host):
         key = plane if tl.hosts == 1 else f"{hostnames[h]}:{plane}"
         rows = {}
         for s in range(S):
@@ -475,7 +509,7 @@ def build_truth(tl: Timeline, hostnames: list[str], plane_names: dict) -> dict:
             rows[str(s)] = {
                 "step_ps": int(step_ps[s, gi]),
                 "start_offset_ps": int(win0[s, gi] - win0[0, 0]),
-                "buckets": {BUCKETS[i]: int(b[i]) for i in range(N_BUCKETS)},
+                "buckets": {BUCKETS[i]: int(b[i]) for i in range(N_BUCKETS) if BUCKETS[i] in keys},
                 "remat_ps": rm,
                 "collectives": colls,
             }
@@ -489,7 +523,7 @@ def build_truth(tl: Timeline, hostnames: list[str], plane_names: dict) -> dict:
                     tot_count[ci] += acc.coll_count[ci, gi]
         per_core[key] = rows
 
-    frac = {BUCKETS[i]: float(sums_b[i] / tot_step) for i in range(N_BUCKETS)}
+    frac = {BUCKETS[i]: float(sums_b[i] / tot_step) for i in range(N_BUCKETS) if BUCKETS[i] in keys}
     offloadable = ("all_gather", "reduce_scatter", "all_reduce")
     offloaded_types = [ct for ci, ct in enumerate(COLL_BUCKETS) if any_sc[ci]]
     present = [ct for ci, ct in enumerate(COLL_BUCKETS) if ct in offloadable and (any_sc[ci] or any_tc[ci])]
@@ -526,7 +560,7 @@ def build_truth(tl: Timeline, hostnames: list[str], plane_names: dict) -> dict:
     }
     # per-core means over kept steps (straggler visibility)
     core_mean = {}
-    for gi, h, plane in tensorcore_planes(tl.hosts):
+    for gi, h, plane in tensorcore_planes(tl.hosts, spec.cores_per_host):
         key = plane if tl.hosts == 1 else f"{hostnames[h]}:{plane}"
         busy = [sum(v for b_, v in per_core[key][str(s)]["buckets"].items() if b_ != "idle") for s in kept]
         core_mean[key] = int(sum(busy) // max(1, len(busy)))
@@ -571,16 +605,107 @@ def build_truth(tl: Timeline, hostnames: list[str], plane_names: dict) -> dict:
         "summary": summary,
         "op_classes": op_classes(plan),
     }
+    if spec.extended_truth:
+        _extend_truth(truth, tl, hostnames, kept, step_ps, train_prog)
     return truth
 
 
-def _model_flops_per_step(plan: Plan) -> float:
+def _extend_truth(truth: dict, tl: Timeline, hostnames: list[str], kept: list[int], step_ps: np.ndarray,
+                  train_prog: int) -> None:
+    """Issue #14 truth: run kind, host offload bytes, attention layout time, matmul precision, overlaps.
+
+    Computed from the simulated occurrences (never from the written bytes): an occurrence counts
+    for step s when it ran in step s inside the step window (any program with a Steps line, the
+    step program otherwise); its self time is its duration minus what the next op's overlap took
+    (these ops are never nested). Host bytes count once per copy pair, on the copy-done.
+    """
+    plan = tl.plan
+    spec = plan.spec
+    ops = plan.ops
+    n = len(tl.occ_tid)
+    trim = tl.occ_trim if tl.occ_trim is not None else np.zeros(n, dtype=np.int64)
+    tid = tl.occ_tid
+    in_win = np.array([spec.steps_line or ops[k].program == train_prog for k in tid], dtype=bool)
+    layout = np.array([o.layout for o in ops], dtype=bool)[tid] & in_win
+    hbytes = np.array([o.host_bytes for o in ops], dtype=np.int64)[tid] * in_win
+    to_host = np.array([o.host_dir == "to_host" for o in ops], dtype=bool)[tid]
+    tags = sorted({o.precision for o in ops if o.precision})
+    prec = np.array([o.precision for o in ops], dtype=object)[tid] if n else np.zeros(0, dtype=object)
+    trimmed = (trim > 0) & in_win
+    self_ps = tl.occ_dur - trim[:, None]
+    S, C = tl.steps, tl.C
+    tot = {"layout": 0, "bytes": 0, "to": 0, "from": 0, "ov": 0, "host_ps": 0, "step": 0}
+    tot_prec = dict.fromkeys(tags, 0)
+    hb = truth["per_core"]
+    for gi, h, plane in tensorcore_planes(tl.hosts, spec.cores_per_host):
+        key = plane if tl.hosts == 1 else f"{hostnames[h]}:{plane}"
+        for s in range(S):
+            m = tl.occ_step == s
+            row = hb[key][str(s)]
+            lay = int(self_ps[m & layout, gi].sum())
+            byt = int(hbytes[m].sum())
+            prec_ps = {t: int(self_ps[m & in_win & (prec == t), gi].sum()) for t in tags}
+            row["attention_layout_ps"] = lay
+            row["host_offload_bytes"] = byt
+            row["host_offload_bytes_to_host"] = int(hbytes[m & to_host].sum())
+            row["matmul_precision_ps"] = prec_ps
+            row["overlaps"] = int((m & trimmed).sum())
+            assert lay <= row["buckets"]["attention"], (spec.name, key, s)
+            if s in kept:
+                tot["layout"] += lay
+                tot["bytes"] += byt
+                tot["to"] += row["host_offload_bytes_to_host"]
+                tot["from"] += byt - row["host_offload_bytes_to_host"]
+                tot["ov"] += row["overlaps"]
+                tot["host_ps"] += row["buckets"].get("host_offload", 0)
+                tot["step"] += int(step_ps[s, gi])
+                for t in tags:
+                    tot_prec[t] += prec_ps[t]
+    nk = max(1, len(kept) * C)
+    st = max(1, tot["step"])
+    sm = truth["summary"]
+    sm["host_offload"] = {
+        "fraction": tot["host_ps"] / st,
+        "bytes_per_step_per_core": tot["bytes"] // nk,
+        "to_host_bytes_per_step_per_core": tot["to"] // nk,
+        "from_host_bytes_per_step_per_core": tot["from"] // nk,
+        # bytes moved per second of step time (what a per-step GB/s reads)
+        "gbytes_per_s_over_step": (tot["bytes"] / (st / 1e12)) / 1e9,
+    }
+    sm["attention_layout_fraction"] = tot["layout"] / st
+    sm["matmul_precision_fraction"] = {t: v / st for t, v in tot_prec.items()}
+    sm["overlaps"] = {"overlap_ps": int(spec.overlap_ps), "count_per_step_per_core": tot["ov"] / nk}
+    sm["model_flops_without_stat_per_step_per_core"] = int(_model_flops_per_step(plan, stat=False))
+    truth["run_kind"] = spec.run_kind
+    truth["device_type_string"] = spec.device_type
+    truth["config"].update({
+        "program": spec.program,
+        "run_kind": spec.run_kind,
+        "cores_per_host": spec.cores_per_host,
+        "tp": spec.tp,
+        "weight_dtype": spec.weight_dtype if spec.program == "vllm" else None,
+        "act_dtype": spec.act_dtype if spec.program == "vllm" else None,
+        "host_offload": spec.host_offload,
+        "host_gbps": spec.host_gbps,
+        "overlap_ps": spec.overlap_ps,
+        "overlap_every": spec.overlap_every,
+        "device_type_string": spec.device_type,
+    })
+    for o in ops:
+        oc = truth["op_classes"][o.name]
+        oc.update({"precision": o.precision or None, "layout": o.layout, "host_bytes": o.host_bytes,
+                   "host_dir": o.host_dir or None, "flops_stat": o.stat_flops})
+
+
+def _model_flops_per_step(plan: Plan, stat: bool | None = None) -> float:
+    """Model FLOPs of one step (all programs); ``stat=False``: only ops that carry no flops stat."""
     cnt: dict[int, int] = {}
     for prog in plan.programs:
         for code, k in prog.items:
             if code in (OP, START, DONE, SYNC):
                 cnt[k] = cnt.get(k, 0) + 1
-    return float(sum(plan.ops[k].model_flops * n for k, n in cnt.items()))
+    return float(sum(plan.ops[k].model_flops * n for k, n in cnt.items()
+                     if stat is None or plan.ops[k].stat_flops == stat))
 
 
 def op_classes(plan: Plan) -> dict:

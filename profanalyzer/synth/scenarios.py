@@ -101,6 +101,26 @@ class Scenario:
     intern_category: bool = False  # hlo_category as ref_value stats
     device_stats_every: int = 3  # 1 in N op templates lack device_offset_ps/device_duration_ps
 
+    # -- issue #14: shapes seen in real captures (defaults keep the old bytes) --
+    program: str = "maxtext"  # maxtext (training step) | vllm (serving step) | offload_loop (host offload loop)
+    run_kind: str = "training"  # training | inference (ground truth of the run kind)
+    cores_per_host: int = 8  # TensorCore planes per host file
+    device_type: str | None = "TPU v7x"  # device_type_string plane stat (None: absent, as in converted captures)
+    tp: int = 1  # tensor parallel degree (vllm)
+    weight_dtype: str = "f4e2m1fn"  # vllm quantized linears: weight element type (f4e2m1fn | s4 | s8)
+    act_dtype: str = "bf16"  # vllm quantized linears: activation (MXU input) element type (bf16 | s8 | f8e4m3fn)
+    host_offload: bool = False  # maxtext: remat_policy=offload activation offload to host memory (S(5))
+    host_gbps: float = 24.0  # host<->HBM DMA bandwidth per TensorCore (GB/s)
+    overlap_ps: int = 0  # consecutive XLA Ops overlap by this much (device timestamp rounding) ...
+    overlap_every: int = 3  # ... on 1 in N consecutive op pairs
+    async_line: bool = True  # write the Async XLA Ops line
+
+    @property
+    def extended_truth(self) -> bool:
+        """Truth carries the #14 fields (run kind, host offload, layout, precision, overlaps)."""
+        return (self.program != "maxtext" or self.host_offload or self.run_kind != "training"
+                or self.overlap_ps > 0)
+
     def coll(self, ctype: str) -> tuple[str, str]:
         for t, form, overlap in self.collectives:
             if t == ctype:
@@ -491,6 +511,103 @@ _CATALOG: list[Scenario] = [
         xss=True,
         intern_category=True,
     ),
+    # ---- shapes of real captures (issue #14) -----------------------------------
+    Scenario(
+        name="serving_tp2_w4",
+        finding=(
+            "Inference (vLLM serving step, TP=2): W4A16 quantized Pallas matmuls (no FLOPs stat: FLOPs "
+            "from operand shapes) and the fused ragged-paged-attention kernel dominate; layout ops under "
+            "jit(ragged_paged_attention) are attention layout time, not unfused attention; each TP psum "
+            "consumes the matmul before it (critical path, nothing to hide it behind); 1 ps overlaps "
+            "between consecutive ops are not idle; slice-start/done and copy-start/done are not collectives."
+        ),
+        description=(
+            "vLLM-style serving step (jit_step_fun, 1,024 tokens, Qwen3-32B-like shapes, 2 TensorCores "
+            "with tensor parallelism 2): per layer QKV/out/gate-up/down quantized_matmul_kernel Pallas "
+            "custom calls (f4e2m1fn weights, bf16 activations, f32 scales, no flops stat), the ragged "
+            "paged attention kernel (RPA-bq_32-bkvp_32-p_128-) with its transpose/reshape/copy layout "
+            "ops, norm and elementwise fusions, a synchronous psum all-reduce after each row-parallel "
+            "linear, an all-to-all of the QKV scales, async slice-start/done and VMEM copy-start/done "
+            "pairs. No Steps line (steps are jit_step_fun runs), no SparseCore planes, no "
+            "device_type_string, every op with device_offset_ps/device_duration_ps and consecutive ops "
+            "overlapping by 1 ps."
+        ),
+        program="vllm",
+        run_kind="inference",
+        cores_per_host=2,
+        device_type=None,
+        tp=2,
+        layers=4,
+        steps=4,
+        d_model=5120,
+        d_ff=25600,
+        n_heads=64,
+        n_kv_heads=8,
+        head_dim=128,
+        seq_len=1024,
+        batch_per_core=1,
+        vocab=151936,
+        fsdp=1,
+        remat="minimal",
+        attention="ragged_paged",
+        kernel_eff=0.45,
+        matmul_eff=0.6,
+        collectives=_colls(all_reduce=("sync", "short"), all_to_all=("sync", "short")),
+        sc_traced=False,
+        steps_line=False,
+        device_stats_every=0,
+        overlap_ps=1,
+        overlap_every=3,
+        async_line=False,
+        expect_quiet=("remat", "sc_offload"),
+    ),
+    _DENSE.with_(
+        name="host_offload_train",
+        finding=(
+            "Training step with remat_policy=offload: the TensorCore waits in copy-done for host<->HBM "
+            "DMA (memory space S(5)) for a large share of the step; that is host_offload time with its "
+            "bytes per step, not compute. Recommend keeping activations on device where HBM allows "
+            "(remat_policy=custom with device), or fewer bytes (quantized activations)."
+        ),
+        description=(
+            "dense_short_fsdp with activation offload (remat_policy=offload): every forward layer "
+            "copies two activations (the layer input and the MLP hidden activation) to host memory "
+            "(copy-start/copy-done to S(5)) and every backward layer copies them back; host DMA at ~40 GB/s per TensorCore is slower than the layer's "
+            "compute, so the TensorCore waits in copy-done."
+        ),
+        stresses=None,
+        remat="minimal",
+        host_offload=True,
+        host_gbps=40.0,
+        expect_fire=(),
+        expect_quiet=("sc_offload",),
+    ),
+    Scenario(
+        name="host_offload_loop",
+        finding=(
+            "Not a training step and no matmul: a jitted loop (jit_f) whose TensorCore waits in copy-done "
+            "for host->HBM prefetches of three host-resident arrays (S(5)) for most of every step; "
+            "host_offload dominates."
+        ),
+        description=(
+            "A jitted loop like the v6e host-offload capture: three f32 arrays live in host memory "
+            "(S(5)) and are prefetched to HBM with copy-start/copy-done, three elementwise fusions use "
+            "them and one result is copied back to host; separate jit__psum all-reduce programs run "
+            "outside the loop. No Steps line (steps are jit_f runs), no SparseCore planes."
+        ),
+        program="offload_loop",
+        run_kind="inference",
+        cores_per_host=4,
+        layers=3,
+        steps=5,
+        fsdp=4,
+        collectives=_colls(all_reduce=("sync", "short")),
+        sc_traced=False,
+        steps_line=False,
+        device_stats_every=0,
+        host_gbps=20.0,
+        expect_quiet=("remat", "sc_offload", "fp8"),
+    ),
 ]
 
 SCENARIOS: dict[str, Scenario] = {s.name: s for s in _CATALOG}
@@ -515,6 +632,7 @@ def _check_catalog() -> None:
             raise AssertionError(f"{s.name}: lever {s.stresses} unknown")
         if s.workload is not None and s.workload not in WORKLOADS:
             raise AssertionError(f"{s.name}: workload {s.workload} unknown")
+        assert s.program in ("maxtext", "vllm", "offload_loop") and s.run_kind in ("training", "inference"), s.name
         for t, f, o in s.collectives:
             assert t in COLLECTIVE_TYPES and f in FORMS and o in ("long", "short"), s.name
 

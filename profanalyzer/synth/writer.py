@@ -26,7 +26,7 @@ import numpy as np
 from ..hardware import TPU7X
 from ..xspace import xplane_pb2 as pb
 from . import pbenc as P
-from .model import CORES_PER_HOST, SC_PER_CORE, Rng, Timeline
+from .model import SC_PER_CORE, Rng, Timeline
 from .program import _stable_hash
 
 US = 1_000_000
@@ -150,15 +150,17 @@ def write_host(tl: Timeline, h: int, hostname: str, seed: int, counts: dict) -> 
     pid += 1
 
     # ---------------------------------------------------------- TensorCores
-    for c in range(CORES_PER_HOST):
-        gi = h * CORES_PER_HOST + c
+    cph = spec.cores_per_host
+    for c in range(cph):
+        gi = h * cph + c
         st = _Stats()
         ev = _Events()
         # plane stats
         cd = pb.CoreDetails(hostname=hostname, device_ordinal=c, core_num=c % 2, local_chip_id=c // 2,
-                            global_chip_id=h * 4 + c // 2, global_core_id=gi, is_sparse_core=False)
-        pstats = [
-            st.bytes("device_type_string", P.V_STR, "TPU v7x"),
+                            global_chip_id=h * max(1, cph // 2) + c // 2, global_core_id=gi, is_sparse_core=False)
+        # converted captures carry no device_type_string (spec.device_type None)
+        pstats = [st.bytes("device_type_string", P.V_STR, spec.device_type)] if spec.device_type is not None else []
+        pstats += [
             st.bytes("peak_teraflops_per_second", P.V_DOUBLE, TPU7X.core_peak_bf16_flops / 1e12),
             st.bytes("peak_hbm_bw_gigabytes_per_second", P.V_DOUBLE, TPU7X.core_hbm_bytes_per_s / 1e9),
             st.bytes("peak_vmem_rd_bw_gigabytes_per_second", P.V_DOUBLE, 24_000.0),
@@ -185,10 +187,14 @@ def write_host(tl: Timeline, h: int, hostname: str, seed: int, counts: dict) -> 
             mstats.append(st.xstat("symbol_id", P.V_INT64, o.symbol_id))
             if o.tf_op:
                 mstats.append(st.xstat("tf_op", P.V_STR, o.tf_op))
-            mstats.append(st.xstat("flops", P.V_UINT64, o.flops))
-            mstats.append(st.xstat("model_flops", P.V_UINT64, o.model_flops))
-            mstats.append(st.xstat("bytes_accessed", P.V_UINT64, o.bytes_accessed))
-            mstats.append(st.xstat("raw_bytes_accessed", P.V_UINT64, o.raw_bytes))
+            if o.stat_flops:
+                mstats.append(st.xstat("flops", P.V_UINT64, o.flops))
+                mstats.append(st.xstat("model_flops", P.V_UINT64, o.model_flops))
+                mstats.append(st.xstat("bytes_accessed", P.V_UINT64, o.bytes_accessed))
+                mstats.append(st.xstat("raw_bytes_accessed", P.V_UINT64, o.raw_bytes))
+            else:  # Pallas kernels in real captures: no flops stat, model_flops/bytes_accessed 0
+                mstats.append(st.xstat("model_flops", P.V_UINT64, 0))
+                mstats.append(st.xstat("bytes_accessed", P.V_UINT64, 0))
             if o.dedup:
                 mstats.append(st.xstat("deduplicated_name", P.V_STR, o.dedup))
             if o.source:
@@ -276,8 +282,9 @@ def write_host(tl: Timeline, h: int, hostname: str, seed: int, counts: dict) -> 
                 (st.id("group_id"), P.V_INT64, a_step, None),
             ], table_stats=[(table, idx)] if len(a_start) else [])
 
-        lines.append(_line(4, "Async XLA Ops", clock, a_start, a_end - a_start, enc_async))
-        n_dev += len(ws)
+        if spec.async_line:
+            lines.append(_line(4, "Async XLA Ops", clock, a_start, a_end - a_start, enc_async))
+            n_dev += len(ws)
 
         # XLA TraceMe
         tm_meta = np.array([ev.get(("tm", name), name) for name, _, _, _ in tl.traceme], dtype=np.int64)
@@ -314,12 +321,12 @@ def write_host(tl: Timeline, h: int, hostname: str, seed: int, counts: dict) -> 
 def _sparsecore_plane(tl: Timeline, h: int, c: int, k: int, hostname: str, clock: _Clock, pid: int):
     plan = tl.plan
     ops = plan.ops
-    gi = h * CORES_PER_HOST + c
+    gi = h * plan.spec.cores_per_host + c
     st = _Stats()
     ev = _Events()
     cd = pb.CoreDetails(hostname=hostname, device_ordinal=c, core_num=k, local_chip_id=c // 2,
                         global_chip_id=h * 4 + c // 2, global_core_id=gi, is_sparse_core=True)
-    pstats = [st.bytes("device_type_string", P.V_STR, "TPU v7x"),
+    pstats = [st.bytes("device_type_string", P.V_STR, plan.spec.device_type or "TPU v7x"),
               st.bytes("core_details", P.V_BYTES, cd.SerializeToString())]
     for nm in ("group_id", "offload_core_id", "tc_offload_start_id", "hlo_category", "bytes_accessed"):
         st.id(nm)
@@ -381,7 +388,7 @@ def _host_cpu_plane(tl: Timeline, h: int, clock: _Clock, rng: random.Random, pid
                                                         "tpu::System::Enqueue"]),
         (rng.randrange(1000, 60000), "tf_data_worker", ["Iterator::GetNext", "MapAndBatch::Produce"]),
     ]
-    gi = h * CORES_PER_HOST
+    gi = h * tl.plan.spec.cores_per_host
     for tid, tname, names in threads:
         starts, durs, metas, steps = [], [], [], []
         for s in range(tl.steps):
@@ -425,8 +432,9 @@ def _task_env_plane(tl: Timeline, clock: _Clock, pid: int) -> bytes:
 
 def plane_names(tl: Timeline) -> dict:
     spec = tl.plan.spec
-    tcs = [f"/device:TPU:{c}" for c in range(CORES_PER_HOST)]
+    cph = spec.cores_per_host
+    tcs = [f"/device:TPU:{c}" for c in range(cph)]
     scs = []
     if len(tl.sc_tid) and spec.sc_traced:
-        scs = [f"/device:TPU:{c} SparseCore {k}" for c in range(CORES_PER_HOST) for k in range(SC_PER_CORE)]
+        scs = [f"/device:TPU:{c} SparseCore {k}" for c in range(cph) for k in range(SC_PER_CORE)]
     return {"tensorcore": tcs, "sparsecore": scs, "host": ["/host:CPU", "/host:metadata", "Task Environment"]}
