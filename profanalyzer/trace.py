@@ -715,6 +715,39 @@ def _ignored(n: int) -> str:
     return f" ({n} zero-length step{'s' if n != 1 else ''} ignored)" if n else ""
 
 
+def _runs_with_their_ops(plane: Plane, all_start: np.ndarray, all_end: np.ndarray, start: np.ndarray,
+                         end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Program runs widened to the ops they ran. The device clock of `XLA Ops`
+    and the `XLA Modules` events can disagree by a fraction of a millisecond
+    (a real v6e capture starts every run's first DMA wait ~0.25 ms before its
+    module event), which would cut the first op out of its step. A run starts
+    at the first op after the previous program run (any program) ended, and
+    ends at the end of the last op that starts inside it, but never reaches
+    into the next program run."""
+    ln = plane.line(LINE_OPS)
+    if ln is None or not len(ln.events) or not len(start):
+        return start, end
+    top = ln.events.depth == 0
+    os_, oe = ln.events.start_ps[top], ln.events.end_ps[top]
+    order = np.argsort(all_start, kind="stable")
+    ms, me = all_start[order], all_end[order]
+    prev_end = np.maximum.accumulate(me)
+    new_s, new_e = start.copy(), end.copy()
+    for i, (s, e) in enumerate(zip(start.tolist(), end.tolist())):
+        j = int(np.searchsorted(ms, s, side="left"))  # module events before this run
+        lo = int(prev_end[j - 1]) if j > 0 else np.iinfo(np.int64).min
+        lo = max(lo, int(new_e[i - 1]) if i else lo)
+        k = int(np.searchsorted(os_, lo, side="left"))
+        if k < len(os_) and os_[k] < s:
+            new_s[i] = os_[k]
+        nxt = int(np.searchsorted(ms, s, side="right"))
+        hi = int(ms[nxt]) if nxt < len(ms) else np.iinfo(np.int64).max
+        a, b = np.searchsorted(os_, new_s[i], side="left"), np.searchsorted(os_, e, side="left")
+        if b > a:
+            new_e[i] = max(e, min(int(oe[a:b].max()), hi))
+    return new_s, new_e
+
+
 def derive_steps(plane: Plane) -> Steps:
     """Step windows of a TensorCore. Zero-length windows (a corrupt or
     degenerate Steps line) are ignored and counted in `source`; when every
@@ -752,12 +785,8 @@ def derive_steps(plane: Plane) -> Steps:
         if totals:
             dominant = max(sorted(totals), key=lambda k: totals[k])
             sel = top[np.asarray([p == dominant for p in prog_of], dtype=bool)]
-            return Steps(
-                f"XLA Modules: {dominant}",
-                np.arange(len(sel), dtype=np.int64),
-                ev.start_ps[sel],
-                ev.end_ps[sel],
-            )
+            start, end = _runs_with_their_ops(plane, ev.start_ps[top], ev.end_ps[top], ev.start_ps[sel], ev.end_ps[sel])
+            return Steps(f"XLA Modules: {dominant}", np.arange(len(sel), dtype=np.int64), start, end)
     ln = plane.line(LINE_OPS)
     if ln is not None and len(ln.events):
         ev = ln.events

@@ -407,7 +407,7 @@ def test_gzip_bytes_deterministic():
 SAMPLE_FILES = sorted(SAMPLES.glob("*.xplane.pb.gz"))
 #: Scenarios added for issue #14 whose samples the lead writes when merging (`make samples`);
 #: until then sample_traces/ may lack them. Empty this once sample_traces/ is regenerated.
-PENDING_SAMPLES = frozenset({"serving_tp2_w4", "host_offload_train", "host_offload_loop"})
+PENDING_SAMPLES: frozenset[str] = frozenset()
 
 
 @pytest.mark.skipif(not SAMPLE_FILES, reason="sample_traces not generated")

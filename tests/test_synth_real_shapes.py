@@ -236,8 +236,9 @@ def test_host_copies_use_memory_space_5(name, gen):
 
 def test_truth_buckets_of_old_scenarios_unchanged():
     _, truth = synthesize("dense_short_fsdp", steps=2, layers=1)
-    assert "run_kind" not in truth  # extended truth only on the #14 scenarios (until samples are regenerated)
-    assert "host_offload" not in truth["summary"]["breakdown_fraction"]
+    assert "run_kind" not in truth  # extended truth only on the #14 scenarios
+    fr = truth["summary"]["breakdown_fraction"]
+    assert fr["host_offload"] == 0.0 and fr["matmul_int8"] == 0.0
 
 
 @pytest.mark.parametrize("name", NEW)
@@ -294,7 +295,6 @@ def analysed(tmp_path_factory):
     return get
 
 
-@NEEDS_14
 @pytest.mark.parametrize("name", NEW)
 def test_analysis_buckets_match_truth(name, analysed):
     a, _, truth = analysed(name)
@@ -305,7 +305,6 @@ def test_analysis_buckets_match_truth(name, analysed):
     assert a.breakdown["idle"].fraction < 0.01 or name == "host_offload_loop"
 
 
-@NEEDS_14
 @pytest.mark.parametrize("name", NEW)
 def test_analysis_host_offload_and_precision(name, analysed):
     a, _, truth = analysed(name)

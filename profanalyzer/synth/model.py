@@ -527,7 +527,9 @@ def build_truth(tl: Timeline, hostnames: list[str], plane_names: dict) -> dict:
     offloadable = ("all_gather", "reduce_scatter", "all_reduce")
     offloaded_types = [ct for ci, ct in enumerate(COLL_BUCKETS) if any_sc[ci]]
     present = [ct for ci, ct in enumerate(COLL_BUCKETS) if ct in offloadable and (any_sc[ci] or any_tc[ci])]
-    if not offloaded_types:
+    if not offloaded_types and not any(tot_count):
+        verdict = "none"  # no collective in the kept steps (as the analysis defines it)
+    elif not offloaded_types:
         verdict = "off"
     elif not spec.sc_traced:
         verdict = "not_visible"
