@@ -13,7 +13,7 @@ fractions rounded to 6 decimals) and is the JSON schema that `--json` writes.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, fields, is_dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping
 
@@ -24,197 +24,45 @@ from profanalyzer.attribution import BUCKET_INDEX, PHASES, CoreAttribution, OpTi
 from profanalyzer.classify import BUCKETS, COLLECTIVE_BUCKETS, COMPUTE_BUCKETS, MATMUL_BUCKETS, ROLE_CODES, async_pair_key, classify_columns
 from profanalyzer.errors import InputError
 from profanalyzer.stats import STRAGGLER_MIN_MEMBERS, STRAGGLER_MIN_REL_SCALE, STRAGGLER_Z, modified_z
-from profanalyzer.overlap import CollectiveTypeSummary, CommunicationSummary, SparseCoreSummary, analyze_overlap
-from profanalyzer.timeline import TimelineSample, build_timeline
+from profanalyzer.model import (  # noqa: F401 - the records' old import path
+    SCHEMA_VERSION,
+    Analysis,
+    BucketOps,
+    BucketShare,
+    CoreSummary,
+    HostSummary,
+    StepRow,
+    StepsSummary,
+    TopOp,
+    Utilisation,
+    to_jsonable,
+)
+from profanalyzer.overlap import analyze_overlap
+from profanalyzer.timeline import build_timeline
 from profanalyzer.trace import ANALYSIS_LINES, LINE_OPS, Plane, Trace, load_trace
 
-SCHEMA_VERSION = 1
 
 #: Steady-state rule: a step is an outlier when |d - median| > K * scale, with
 #: scale = max(1.4826 * MAD, MIN_REL_SCALE * median). Needs >= MIN_STEPS steps.
+#: Old name of model.to_jsonable, for callers not moved yet (fleet).
+_jsonable = to_jsonable
+
 OUTLIER_K = 3.0
 MIN_REL_SCALE = 0.005
 MIN_STEPS_FOR_RULE = 3
 
 
 # ---------------------------------------------------------------------------
-# Frozen output types
+# Analysis-internal results
 # ---------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
-class BucketShare:
-    ps: float  # mean per kept step, averaged over TensorCores
-    fraction: float  # of step time
-
-
-@dataclass(frozen=True)
-class StepRow:
-    number: int
-    step_ps: float  # median over TensorCores
-    kept: bool
-    reason: str  # why dropped ('' when kept)
-    buckets: Mapping[str, float]  # mean over TensorCores
-
-
-@dataclass(frozen=True)
-class StepsSummary:
-    count: int  # steps seen
-    kept: int
-    source: str
-    step_time_ps: Mapping[str, float]  # median/min/max/mean over kept steps
-    dropped: tuple[StepRow, ...]
-    rule: str
-    table: tuple[StepRow, ...]
-
-
-@dataclass(frozen=True)
-class CoreSummary:
-    core: str  # host:plane
-    host: str
-    plane: str
-    steps_kept: int
-    step_ps: float  # mean over kept steps
-    busy_ps: float  # step minus idle
-    compute_ps: float  # step minus idle minus collectives
-    buckets: Mapping[str, float]
-    remat_ps: float
-    straggler: bool
-    busy_z: float
-
-
-@dataclass(frozen=True)
-class HostSummary:
-    """One host's TensorCores, means over its cores and the kept steps."""
-
-    host: str
-    cores: int
-    step_ps: float
-    compute_ps: float
-    exposed_comm_ps: float
-    idle_ps: float
-    step_z: float  # modified z-score of step time across hosts
-    wait_z: float  # of waiting time (idle + exposed communication)
-    straggler: bool
-
-
-@dataclass(frozen=True)
-class TopOp:
-    name: str  # instruction name (display name)
-    hlo_category: str
-    bucket: str
-    tags: tuple[str, ...]
-    tf_op: str
-    reason: str
-    self_ps: float  # per kept step, averaged over TensorCores
-    fraction: float  # of step time
-    count: float  # occurrences per step per core
-    flops: float | None  # per occurrence
-    bytes: float | None  # per occurrence
-    intensity: float | None  # FLOP/byte
-    tflops_per_s: float | None  # achieved
-    gbps: float | None  # achieved HBM GB/s
-    bound_by: str  # compute | hbm | unknown
-    roofline_fraction: float | None  # achieved / attainable at its intensity
-    deduplicated_name: str
-    model_flops_ratio: float | None = None  # model FLOPs / executed FLOPs (< 1: padding or recompute)
-
-
-@dataclass(frozen=True)
-class BucketOps:
-    """What the ops of one bucket did, per kept step per TensorCore."""
-
-    ps: float
-    fraction: float
-    ops: int  # distinct ops
-    flops: float
-    model_flops: float
-    bytes: float
-    compute_bound_ps: float
-    hbm_bound_ps: float
-    remat_ps: float
-
-
-@dataclass(frozen=True)
 class OpsResult:
-    top: tuple["TopOp", ...]
-    remat: tuple["TopOp", ...]
-    kernels: tuple["TopOp", ...]
+    top: tuple[TopOp, ...]
+    remat: tuple[TopOp, ...]
+    kernels: tuple[TopOp, ...]
     buckets: Mapping[str, BucketOps]
-
-
-@dataclass(frozen=True)
-class Utilisation:
-    mfu: float | None  # model FLOPs / (step time x BF16 peak), per core
-    mfu_flops_source: str  # 'model_flops' | 'flops' | 'none'
-    mxu_matmul: float | None  # matmul FLOPs / (matmul time x peak of its precision)
-
-
-@dataclass(frozen=True)
-class Analysis:
-    schema_version: int
-    tool_version: str
-    source: str
-    input_kind: str
-    run: str | None
-    hosts: tuple[str, ...]
-    hardware: Mapping[str, object]  # the chip: generation, per-chip and per-core peaks, ridge points
-    chip_source: str
-    tensorcores: int
-    sparsecores: int
-    steps: StepsSummary
-    breakdown: Mapping[str, BucketShare]
-    remat: BucketShare
-    phases: Mapping[str, BucketShare]
-    per_core: tuple[CoreSummary, ...]
-    per_host: tuple[HostSummary, ...]
-    top_ops: tuple[TopOp, ...]
-    remat_ops: tuple[TopOp, ...]  # top recomputed ops
-    kernel_ops: tuple[TopOp, ...]  # Pallas / custom kernels
-    bucket_ops: Mapping[str, BucketOps]  # per bucket (+ attention_kernel / attention_unfused)
-    utilisation: Utilisation
-    collectives: Mapping[str, "CollectiveTypeSummary"]
-    communication: "CommunicationSummary"
-    sparsecore_offload: "SparseCoreSummary"
-    timeline: "TimelineSample | None"
-    definitions: Mapping[str, str]
-    notes: tuple[str, ...]
-
-    def to_dict(self) -> dict:
-        return _jsonable(self)
-
-    def self_check(self) -> None:
-        total = sum(b.fraction for b in self.breakdown.values())
-        if self.breakdown and abs(total - 1.0) > 1e-3:
-            from profanalyzer.errors import InvariantError
-
-            raise InvariantError(f"breakdown fractions sum to {total}, not 1")
-
-
-def _round(x: float):
-    """Stable JSON numbers: large values (picoseconds, bytes) as integers,
-    others to 6 significant digits, small ones (fractions) to 6 decimals."""
-    if x is None or (isinstance(x, float) and not math.isfinite(x)):
-        return None
-    if abs(x) >= 1e6:
-        return int(round(x))
-    return float(f"{x:.6g}") if abs(x) >= 1 else round(x, 6)
-
-
-def _jsonable(obj):
-    if is_dataclass(obj):
-        return {f.name: _jsonable(getattr(obj, f.name)) for f in fields(obj)}
-    if isinstance(obj, Mapping):
-        return {str(k): _jsonable(v) for k, v in sorted(obj.items(), key=lambda kv: str(kv[0]))}
-    if isinstance(obj, (list, tuple)):
-        return [_jsonable(v) for v in obj]
-    if isinstance(obj, (bool, np.bool_)):
-        return bool(obj)
-    if isinstance(obj, (int, np.integer)):
-        return int(obj)
-    if isinstance(obj, (float, np.floating)):
-        return _round(float(obj))
-    return obj
 
 
 # ---------------------------------------------------------------------------

@@ -17,10 +17,10 @@ from __future__ import annotations
 
 import inspect
 import re
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Callable, Iterable, Mapping
 
-from profanalyzer.analysis import Analysis, _jsonable
+from profanalyzer.model import Analysis, Finding, Findings, RuleDoc, WorkloadClass  # noqa: F401 - old import path
 
 #: Severity by estimated saving (fraction of step time).
 SEVERITY = (("high", 0.10), ("medium", 0.03), ("low", 0.0))
@@ -34,15 +34,6 @@ GUIDE_SECTIONS = {
     "tokamax": "L6 — Tokamax kernels (tokamax)",
 }
 LEVERS = tuple(GUIDE_SECTIONS)
-
-
-@dataclass(frozen=True)
-class RuleDoc:
-    """The three fixed sections of a rule's docstring (shown verbatim)."""
-
-    detects: str
-    why: str
-    change: str
 
 
 def parse_doc(doc: str | None) -> RuleDoc:
@@ -62,23 +53,6 @@ def parse_doc(doc: str | None) -> RuleDoc:
         end = pos[i + 1] if i + 1 < len(heads) else len(text)
         parts.append(re.sub(r"\s+", " ", text[start:end]).strip())
     return RuleDoc(*parts)
-
-
-@dataclass(frozen=True)
-class Finding:
-    code: str
-    lever: str
-    title: str
-    severity: str
-    estimated_saving_ps: float
-    estimated_saving_fraction: float
-    evidence: tuple[str, ...]
-    actions: tuple[str, ...]  # exact flags / config lines
-    assumptions: tuple[str, ...]
-    guide_section: str
-    claims: tuple[tuple[str, float], ...] = ()  # (pool key, ps) this saving comes out of
-
-    merged_note: str = ""
 
 
 @dataclass(frozen=True)
@@ -142,28 +116,6 @@ def severity_of(fraction: float) -> str:
         if fraction >= floor:
             return name
     return "low"
-
-
-@dataclass(frozen=True)
-class WorkloadClass:
-    kind: str  # dense | moe
-    sequence: str  # short | long
-    row: str  # the guide table row
-    primary_sharding: str
-    secondary_sharding: str
-    main_bottleneck: str
-    reasons: tuple[str, ...]
-
-
-@dataclass(frozen=True)
-class Findings:
-    recommendations: tuple[Finding, ...]
-    workload: WorkloadClass | None
-    rules_run: tuple[str, ...]
-    selection: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
-
-    def to_dict(self) -> dict:
-        return _jsonable(self)
 
 
 def all_rules() -> tuple[Rule, ...]:

@@ -31,6 +31,7 @@ from typing import Mapping
 
 import numpy as np
 
+from profanalyzer.model import CollectiveTypeSummary, CommunicationSummary, SparseCoreSummary, WindowRecord  # noqa: F401 - old import path
 from profanalyzer.attribution import BUCKET_INDEX, locate
 from profanalyzer.classify import BUCKETS, COLLECTIVE_BUCKETS, ROLE_CODES, async_pair_key, classify_op
 from profanalyzer.trace import instruction_name, LINE_ASYNC, LINE_OPS, LINE_SC_MODULES, LINE_SC_OPS, Plane, Trace
@@ -50,64 +51,6 @@ CAPTURE_HINT = (
     "and capture device traces of all planes"
 )
 
-
-
-@dataclass(frozen=True)
-class CollectiveTypeSummary:
-    type: str
-    bucket: str
-    count: float  # windows per step per TensorCore
-    window_ps: float  # per step per TensorCore
-    exposed_ps: float  # attribution bucket share of this type (per step per core)
-    hidden_ps: float  # compute inside its windows
-    hidden_fraction: float | None
-    engine: str  # TensorCore | SparseCore | mixed
-    bytes: float | None  # per step per core, when known
-    fraction_of_step: float  # exposed / step
-    tf_ops: tuple[str, ...] = ()  # framework scopes of its most exposed windows (up to 3)
-
-
-@dataclass(frozen=True)
-class WindowRecord:
-    core: str
-    step: int
-    type: str
-    name: str
-    tf_op: str
-    engine: str
-    offset_ps: int  # from step start
-    offset_fraction: float  # of the step
-    window_ps: int
-    hidden_ps: int
-    exposed_ps: int
-    hidden_fraction: float
-    klass: str  # hidden | partial | exposed
-    before_first_compute: bool
-
-
-@dataclass(frozen=True)
-class SparseCoreSummary:
-    detected: bool  # SparseCore planes with events in this capture
-    planes: int
-    planes_with_activity: int
-    offloaded: Mapping[str, bool]  # per offloadable type present
-    sc_types: tuple[str, ...]  # collective types seen on SparseCore ops
-    busy_fraction: float | None  # mean SparseCore busy time / step
-    concurrency: float | None  # share of SparseCore busy time with the TensorCore computing
-    queueing_ps: float | None  # per step per TensorCore: offloaded work waiting for a busy SparseCore
-    verdict: str
-    reason: str
-
-
-@dataclass(frozen=True)
-class CommunicationSummary:
-    top_exposed: tuple[WindowRecord, ...]
-    per_step_exposed: Mapping[int, Mapping[str, float]]  # step -> type -> ps (mean over cores)
-    unmatched: Mapping[str, int]  # 'start'/'done' halves without a partner (all cores)
-    window_source: str
-    all_to_all_share: float  # all-to-all exposed / all exposed collective time
-    exposed_total_ps: float
-    exposed_total_fraction: float
 
 
 @dataclass(frozen=True)

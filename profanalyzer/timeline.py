@@ -11,51 +11,15 @@ listed separately with their hidden fraction and class.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 
+from profanalyzer.model import Lane, Span, TimelineSample, WindowSpan  # noqa: F401 - old import path
 from profanalyzer.attribution import exclusive_segments
 from profanalyzer.classify import BUCKETS
 from profanalyzer.trace import LINE_SC_OPS, Trace
 
 MAX_SPANS_PER_LANE = 1500
 MAX_WINDOWS = 400
-
-
-@dataclass(frozen=True)
-class Span:
-    start_ps: int  # from step start
-    end_ps: int
-    bucket: str  # a BUCKETS name, or 'busy' on SparseCore lanes
-    label: str  # op name of the longest piece
-
-
-@dataclass(frozen=True)
-class Lane:
-    name: str
-    engine: str  # TensorCore | SparseCore
-    spans: tuple[Span, ...]
-
-
-@dataclass(frozen=True)
-class WindowSpan:
-    start_ps: int
-    end_ps: int
-    type: str
-    name: str
-    hidden_fraction: float
-    klass: str
-
-
-@dataclass(frozen=True)
-class TimelineSample:
-    core: str
-    step: int
-    step_ps: int
-    lanes: tuple[Lane, ...]
-    windows: tuple[WindowSpan, ...]
-    coalesced: bool  # spans were merged to stay under MAX_SPANS_PER_LANE
 
 
 def _coalesce(s: np.ndarray, e: np.ndarray, b: np.ndarray, labels: list[str], names: tuple[str, ...], step_ps: int, limit: int) -> tuple[list[Span], bool]:
