@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from heuristics._util import ms, op_line, pct
-from profanalyzer.findings import rule
+from profanalyzer.rules import rule
 
 #: BF16 matmul share of the step worth converting.
 BF16_MIN_FRACTION = 0.08

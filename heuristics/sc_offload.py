@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from heuristics._util import libtpu_args, ms, pct
-from profanalyzer.findings import rule
+from profanalyzer.rules import rule
 from profanalyzer.overlap import CAPTURE_HINT, OFFLOADABLE
 
 #: Exposed time of a collective type (share of step) worth acting on.

@@ -20,8 +20,8 @@ from typing import Mapping
 import numpy as np
 
 from profanalyzer import __version__
-from profanalyzer.attribution import BUCKET_INDEX, PHASES, CoreAttribution, OpTimeline, attribute_core, locate
-from profanalyzer.classify import BUCKETS, COLLECTIVE_BUCKETS, COMPUTE_BUCKETS, MATMUL_BUCKETS, ROLE_CODES, async_pair_key, classify_columns
+from profanalyzer.attribution import BUCKET_INDEX, CoreAttribution, OpTimeline, attribute_core, locate
+from profanalyzer.classify import ROLE_CODES, async_pair_key, classify_columns
 from profanalyzer.errors import InputError
 from profanalyzer.stats import STRAGGLER_MIN_MEMBERS, STRAGGLER_MIN_REL_SCALE, STRAGGLER_Z, modified_z
 from profanalyzer.model import (  # noqa: F401 - the records' old import path
@@ -39,6 +39,7 @@ from profanalyzer.model import (  # noqa: F401 - the records' old import path
 )
 from profanalyzer.overlap import analyze_overlap
 from profanalyzer.timeline import build_timeline
+from profanalyzer.vocab import BUCKETS, COLLECTIVE_BUCKETS, COMPUTE_BUCKETS, MATMUL_BUCKETS, PHASES
 from profanalyzer.trace import ANALYSIS_LINES, LINE_OPS, Plane, Trace, load_trace
 
 

@@ -23,12 +23,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from profanalyzer.classify import BUCKETS
+from profanalyzer.vocab import BUCKETS, PHASES
 from profanalyzer.errors import InvariantError
 
 BUCKET_INDEX = {b: i for i, b in enumerate(BUCKETS)}
 IDLE = BUCKET_INDEX["idle"]
-PHASES = ("forward", "backward", "optimizer")
 
 #: Relative tolerance of the conservation check (the brief asks for 0.1%;
 #: integer arithmetic makes the sums exact, so any mismatch is a bug).

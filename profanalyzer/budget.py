@@ -45,6 +45,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from profanalyzer.errors import InputError
+from profanalyzer.model import to_jsonable
 
 TOP_KEYS = ("baseline", "fail_on", "budget", "max_regression")
 BOUND_KEYS = ("max", "min")
@@ -378,9 +379,7 @@ class CheckReport:
     comparison: str | None  # compare headline against the baseline
 
     def to_dict(self) -> dict:
-        from profanalyzer.analysis import _jsonable
-
-        return _jsonable(self)
+        return to_jsonable(self)
 
 
 def _fmt(v: float | None, unit: str) -> str:

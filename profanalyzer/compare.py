@@ -42,8 +42,6 @@ those lists; its time on the other side is below that side's smallest listed op.
 
 from __future__ import annotations
 
-import gzip
-import json
 import math
 import re
 from dataclasses import dataclass
@@ -51,11 +49,11 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from profanalyzer.errors import InputError
+from profanalyzer.model import is_json_document, read_json, to_jsonable, validate_document
 
 #: Comparison JSON schema version.
 COMPARISON_SCHEMA_VERSION = 1
 #: Analysis JSON schema versions this module reads.
-READS_SCHEMA = (1,)
 #: Significance: |delta| > NOISE_K sigma ...
 NOISE_K = 3.0
 #: ... and more than this fraction of the base step time.
@@ -67,8 +65,6 @@ OPS_SHOWN = 15
 
 OP_KEY = "(tf_op, instruction name without its .N numbers (deduplicated_name when present), bucket)"
 
-REQUIRED_KEYS = ("schema_version", "steps", "breakdown", "remat", "collectives", "communication", "utilisation", "top_ops")
-STEPS_KEYS = ("table", "step_time_ps", "kept", "count")
 
 _INSTR_NUM = re.compile(r"\.\d+(?=\.|$)")
 
@@ -84,20 +80,7 @@ def _looks_like_json(p: Path) -> bool:
         return True
     if name.endswith(".pb") or name.endswith(".pb.gz"):
         return False
-    try:
-        with open(p, "rb") as fh:
-            head = fh.read(4096)
-        if head[:2] == b"\x1f\x8b":
-            with gzip.open(p, "rb") as gz:
-                head = gz.read(4096)
-    except (OSError, EOFError, gzip.BadGzipFile):
-        return False
-    return head.lstrip()[:1] == b"{"
-
-
-def _read_all(p: Path) -> bytes:
-    with open(p, "rb") as fh:
-        return fh.read()
+    return is_json_document(p)
 
 
 def load_document(path: str | Path, chip: str | None = None) -> dict:
@@ -108,15 +91,7 @@ def load_document(path: str | Path, chip: str | None = None) -> dict:
     if not p.exists():
         raise InputError(f"{path}: no such file or directory")
     if p.is_file() and _looks_like_json(p):
-        data = _read_all(p)
-        try:
-            if data[:2] == b"\x1f\x8b":
-                data = gzip.decompress(data)
-            doc = json.loads(data.decode("utf-8"))
-        except (OSError, EOFError, UnicodeDecodeError) as e:
-            raise InputError(f"{path}: cannot read the analysis JSON ({e})") from None
-        except json.JSONDecodeError as e:
-            raise InputError(f"{path}: not valid JSON ({e.msg} at line {e.lineno} column {e.colno})") from None
+        doc = read_json(p)
         validate_document(doc, str(path))
         return doc
     from profanalyzer.analysis import AnalysisOptions, analyze
@@ -124,39 +99,6 @@ def load_document(path: str | Path, chip: str | None = None) -> dict:
 
     a = analyze(p, AnalysisOptions(chip=chip))
     return result_document(a, run_rules(a))
-
-
-def validate_document(doc: Any, label: str = "analysis") -> None:
-    """Check that `doc` is an analysis document this version reads."""
-    hint = "write one with `profanalyze analyze TRACE --json FILE`"
-    if not isinstance(doc, dict):
-        raise InputError(f"{label}: not a profanalyze analysis JSON (a JSON {type(doc).__name__}, not an object; {hint})")
-    if "schema_version" not in doc:
-        raise InputError(f"{label}: not a profanalyze analysis JSON (no schema_version; {hint})")
-    v = doc["schema_version"]
-    if not isinstance(v, int) or isinstance(v, bool) or v not in READS_SCHEMA:
-        raise InputError(
-            f"{label}: analysis schema_version {v!r}, this profanalyze reads {', '.join(map(str, READS_SCHEMA))}; "
-            f"re-run `profanalyze analyze --json` with this version"
-        )
-    missing = [k for k in REQUIRED_KEYS if k not in doc]
-    if missing:
-        raise InputError(f"{label}: not a complete profanalyze analysis JSON (missing keys: {', '.join(missing)}; {hint})")
-    steps = doc["steps"]
-    if not isinstance(steps, dict) or any(k not in steps for k in STEPS_KEYS):
-        raise InputError(f"{label}: malformed analysis JSON (steps needs {', '.join(STEPS_KEYS)})")
-    if not isinstance(steps["table"], list) or not all(isinstance(r, dict) and "step_ps" in r and "kept" in r for r in steps["table"]):
-        raise InputError(f"{label}: malformed analysis JSON (steps.table must be a list of steps with step_ps and kept)")
-    for key in ("breakdown", "collectives", "utilisation", "remat", "communication"):
-        if not isinstance(doc[key], dict):
-            raise InputError(f"{label}: malformed analysis JSON ({key} must be an object)")
-    for b, s in doc["breakdown"].items():
-        if not isinstance(s, dict) or not _is_num(s.get("ps")) or not _is_num(s.get("fraction")):
-            raise InputError(f"{label}: malformed analysis JSON (breakdown.{b} needs numeric ps and fraction)")
-    if not _is_num(steps["step_time_ps"].get("mean") if isinstance(steps["step_time_ps"], dict) else None):
-        raise InputError(f"{label}: malformed analysis JSON (steps.step_time_ps.mean must be a number)")
-    if not isinstance(doc["top_ops"], list):
-        raise InputError(f"{label}: malformed analysis JSON (top_ops must be a list)")
 
 
 def _is_num(x: Any) -> bool:
@@ -293,9 +235,7 @@ class Comparison:
         return tuple(f for f in self.findings if f.status == "vanished")
 
     def to_dict(self) -> dict:
-        from profanalyzer.analysis import _jsonable
-
-        return _jsonable(self)
+        return to_jsonable(self)
 
 
 # ---------------------------------------------------------------------------

@@ -25,11 +25,14 @@ Imports: vocab and errors only (the floor below the analysis).
 from __future__ import annotations
 
 import collections.abc
+import gzip
+import json
 import math
 import types
 import typing
 from dataclasses import MISSING, dataclass, field, fields, is_dataclass
 from functools import lru_cache
+from pathlib import Path
 from typing import Any, Mapping, Union
 
 from profanalyzer.errors import InputError, InvariantError
@@ -602,3 +605,39 @@ def result_document(analysis: Analysis, findings: Findings) -> dict:
     d = analysis.to_dict()
     d.update(findings.to_dict())
     return d
+
+
+def is_json_document(path: str | Path) -> bool:
+    """Whether `path` is a file whose first non-space byte (after gunzip,
+    when gzipped) is `{`: a saved document, not a trace (an XSpace protobuf
+    never starts with that byte)."""
+    p = Path(path)
+    if not p.is_file():
+        return False
+    try:
+        with open(p, "rb") as fh:
+            head = fh.read(4096)
+        if head[:2] == b"\x1f\x8b":
+            with gzip.open(p, "rb") as gz:
+                head = gz.read(4096)
+    except (OSError, EOFError, gzip.BadGzipFile):
+        return False
+    return head.lstrip()[:1] == b"{"
+
+
+def read_json(path: str | Path) -> Any:
+    """The JSON value of a file (gzipped or not); InputError with one line
+    when it cannot be read or parsed."""
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read()
+    except OSError as e:
+        raise InputError(f"{path}: cannot read ({e.strerror or e})") from None
+    try:
+        if data[:2] == b"\x1f\x8b":
+            data = gzip.decompress(data)
+        return json.loads(data.decode("utf-8"))
+    except (OSError, EOFError, UnicodeDecodeError) as e:
+        raise InputError(f"{path}: cannot read the analysis JSON ({e})") from None
+    except json.JSONDecodeError as e:
+        raise InputError(f"{path}: not valid JSON ({e.msg} at line {e.lineno} column {e.colno})") from None

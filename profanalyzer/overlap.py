@@ -33,7 +33,8 @@ import numpy as np
 
 from profanalyzer.model import CollectiveTypeSummary, CommunicationSummary, SparseCoreSummary, WindowRecord  # noqa: F401 - old import path
 from profanalyzer.attribution import BUCKET_INDEX, locate
-from profanalyzer.classify import BUCKETS, COLLECTIVE_BUCKETS, ROLE_CODES, async_pair_key, classify_op
+from profanalyzer.classify import ROLE_CODES, async_pair_key, classify_op
+from profanalyzer.vocab import BUCKETS, COLLECTIVE_BUCKETS, COLLECTIVE_KIND_BUCKET
 from profanalyzer.trace import instruction_name, LINE_ASYNC, LINE_OPS, LINE_SC_MODULES, LINE_SC_OPS, Plane, Trace
 
 #: Window classes by hidden fraction.
@@ -307,7 +308,7 @@ def analyze_overlap(trace: Trace, work, kept_steps: set[int], step_mean_ps: floa
     exp_ps = allw["exposed_ps"] if n_win else np.zeros(0, np.int64)
     scope_names = list(scope_ids)
     for ti, t in enumerate(TYPES):
-        bucket = t if t in ("all_gather", "reduce_scatter", "all_reduce", "all_to_all") else "other_collective"
+        bucket = COLLECTIVE_KIND_BUCKET.get(t, "other_collective")
         idx = np.flatnonzero(w_type == ti)
         if not len(idx) and t not in sc_types and own_time.get(t, 0.0) <= 0:
             continue

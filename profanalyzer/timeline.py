@@ -15,7 +15,7 @@ import numpy as np
 
 from profanalyzer.model import Lane, Span, TimelineSample, WindowSpan  # noqa: F401 - old import path
 from profanalyzer.attribution import exclusive_segments
-from profanalyzer.classify import BUCKETS
+from profanalyzer.vocab import BUCKETS
 from profanalyzer.trace import LINE_SC_OPS, Trace
 
 MAX_SPANS_PER_LANE = 1500
