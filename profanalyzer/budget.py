@@ -45,6 +45,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from profanalyzer.errors import InputError
+from profanalyzer.format import NOT_AVAILABLE, noise
 from profanalyzer.model import to_jsonable
 
 TOP_KEYS = ("baseline", "fail_on", "budget", "max_regression")
@@ -384,7 +385,7 @@ class CheckReport:
 
 def _fmt(v: float | None, unit: str) -> str:
     if v is None:
-        return "n/a"
+        return NOT_AVAILABLE
     if unit == "ms":
         return f"{v:.3f} ms"
     return f"{v:.4f} ({v * 100:.2f}%)"
@@ -463,7 +464,7 @@ def _check_regression(r: RegressionLimit, doc: Mapping, base: Mapping, compariso
     if r.metric == "step_time":
         st = comparison.step_time
         if st.noise_ps is not None:
-            msg += f"; noise ±{st.noise_ps / 1e9:.3f} ms ({st.verdict})"
+            msg += f"; noise {noise(st.noise_ps)} ms ({st.verdict})"
             if allowed * 1e9 < 3 * st.noise_ps:
                 msg += "; the limit is below 3x the noise estimate: this check may flake"
     return CheckResult(name, "regression", r.metric, ok, nv - bv, limit, msg)

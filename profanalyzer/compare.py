@@ -49,6 +49,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from profanalyzer.errors import InputError
+from profanalyzer.format import ms, signed_ms
 from profanalyzer.model import is_json_document, read_json, to_jsonable, validate_document
 
 #: Comparison JSON schema version.
@@ -575,11 +576,11 @@ def _ops(base: dict, new: dict, b_step: float) -> OpsChange:
 
 
 def _ms(ps: float) -> str:
-    return f"{ps / 1e9:.3f}"
+    return ms(ps)
 
 
 def _signed_ms(ps: float) -> str:
-    return f"{ps / 1e9:+.3f}"
+    return signed_ms(ps, zero_unsigned=False)
 
 
 def _headline(step: StepTimeChange, buckets, remat, exposed, findings) -> str:

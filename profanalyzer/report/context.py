@@ -5,8 +5,10 @@ is computed here, so the template only formats.
 
 Strings here are plain text (the template escapes them); the charts are
 `markupsafe.Markup` built by `svg.py`, which escapes trace text itself.
-Numbers are formatted with the terminal summary's `ms()` / `pct()` so the
-report, the terminal and the JSON agree digit for digit.
+Numbers are formatted with profanalyzer.format's `ms()` / `pct()` so the
+report, the terminal and the JSON agree digit for digit. Rule docs come in
+from the caller (`docs`, from findings.rule_docs): this module does not reach
+into the rule registry.
 """
 
 from __future__ import annotations
@@ -19,11 +21,10 @@ from typing import Mapping, Sequence
 
 from markupsafe import Markup
 
-from profanalyzer.analysis import Analysis, TopOp
-from profanalyzer.classify import BUCKETS, COLLECTIVE_BUCKETS
-from profanalyzer.findings import Finding, Findings, RuleDoc
+from profanalyzer.format import ms, pct
+from profanalyzer.model import Analysis, Finding, Findings, RuleDoc, TopOp
 from profanalyzer.report import svg
-from profanalyzer.report.terminal import ms, pct
+from profanalyzer.vocab import BUCKETS, COLLECTIVE_BUCKETS, LEVER_LABELS
 
 #: Rows of the op tables.
 TOP_OPS_ROWS = 30
@@ -34,14 +35,6 @@ NAME_CUT = 90
 #: Cores listed in the per-core table before it folds into <details>.
 CORES_OPEN = 16
 
-LEVER_LABELS = {
-    "fp8": "FP8",
-    "sharding": "Sharding",
-    "sc_offload": "SparseCore offload",
-    "remat": "Remat",
-    "scoped_vmem": "Scoped VMEM",
-    "tokamax": "Tokamax kernels",
-}
 VERDICT_LABELS = {
     "on": ("offloaded", "good"),
     "partial": ("partly offloaded", "warn"),
@@ -416,16 +409,6 @@ def _first_saving(findings: Findings | None) -> Finding | None:
     if findings is None:
         return None
     return next((f for f in findings.recommendations if f.estimated_saving_ps >= 0.5e6), None)
-
-
-def rule_docs() -> dict[str, RuleDoc]:
-    """Rule docs by code from the registry; {} when rules cannot be loaded."""
-    try:
-        from profanalyzer.findings import all_rules
-
-        return {r.code: r.doc for r in all_rules()}
-    except Exception:  # noqa: BLE001 - the report still renders without docs
-        return {}
 
 
 def _w(fraction: float | None) -> str:
@@ -902,8 +885,7 @@ def build_context(
     docs: Mapping[str, RuleDoc] | None = None,
 ) -> ReportContext:
     a = analysis
-    if docs is None:
-        docs = rule_docs() if findings is not None and findings.recommendations else {}
+    docs = docs or {}
     shown, all_defs = _definitions(a)
     present = [b for b in BUCKETS if b in a.breakdown]
     segs = _step_segments({b: a.breakdown[b].ps for b in present}, sum(a.breakdown[b].ps for b in present))

@@ -16,6 +16,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from profanalyzer.format import ms, noise, pct, pts, signed_ms, signed_pct
 from profanalyzer.compare import MIN_EFFECT, NOISE_K, Comparison, ExposedChange, OpChange, ShareChange
 from profanalyzer.report import context as _context
 from profanalyzer.report import svg
@@ -34,37 +35,10 @@ COLLECTIVE_LABELS = {**_context.COLLECTIVE_LABELS, "unknown": "Unknown collectiv
 # ---------------------------------------------------------------------------
 
 
-def ms(ps: float | None, digits: int = 3) -> str:
-    return "-" if ps is None else f"{ps / 1e9:.{digits}f}"
-
-
-def sms(ps: float | None, digits: int = 3) -> str:
-    """Signed ms."""
-    if ps is None:
-        return "-"
-    v = ps / 1e9
-    return f"{0.0:.{digits}f}" if round(v, digits) == 0 else f"{v:+.{digits}f}"
-
-
-def pct(x: float | None, digits: int = 1) -> str:
-    return "-" if x is None else f"{x * 100:.{digits}f}%"
-
-
-def spct(x: float | None, digits: int = 2) -> str:
-    if x is None:
-        return "-"
-    return f"{0.0:.{digits}f}%" if round(x * 100, digits) == 0 else f"{x * 100:+.{digits}f}%"
-
-
-def pts(x: float | None, digits: int = 1) -> str:
-    """Signed percentage points of the step."""
-    if x is None:
-        return "-"
-    return f"{0.0:.{digits}f} pts" if round(x * 100, digits) == 0 else f"{x * 100:+.{digits}f} pts"
-
-
-def noise_text(ps: float | None) -> str:
-    return "-" if ps is None else f"±{ps / 1e9:.3f}"
+# profanalyzer.format's, under the names this module's callers use.
+sms = signed_ms
+spct = signed_pct
+noise_text = noise
 
 
 def _cut(text: str, n: int) -> str:

@@ -19,6 +19,7 @@ from typing import Sequence
 
 from markupsafe import Markup
 
+from profanalyzer.format import EM_DASH, ms
 from profanalyzer.fleet import FleetResult, HostResult, RunResult
 from profanalyzer.report import svg
 from profanalyzer.report.context import Fact, Kpi, LegendItem, NavItem
@@ -279,7 +280,7 @@ def trend_chart(result: FleetResult, buckets: Sequence[str], title: str, desc: s
 
 
 def _ms(ps: float | None) -> str:
-    return "—" if ps is None else f"{ps / 1e9:.3f}"
+    return ms(ps, missing=EM_DASH)
 
 
 def _z(z: float | None) -> str:

@@ -14,8 +14,9 @@ import re
 
 from profanalyzer.analysis import Analysis
 from profanalyzer.findings import Findings
-from profanalyzer.report.context import LEVER_LABELS, bucket_rows, exposed_comm, headline, remat_row
-from profanalyzer.report.terminal import ms, pct
+from profanalyzer.report.context import bucket_rows, exposed_comm, headline, remat_row
+from profanalyzer.format import ms, pct
+from profanalyzer.vocab import LEVER_LABELS
 
 #: Evidence lines shown per recommendation.
 MAX_EVIDENCE = 3

@@ -20,34 +20,11 @@ from typing import Iterable, Sequence
 
 from markupsafe import Markup, escape
 
-#: Bucket colours: Paul Tol's colour-blind-safe "muted" scheme (compute in
-#: blues/greens, communication in reds/purples/yellows), greys for the rest.
-BUCKET_COLOURS: dict[str, str] = {
-    "matmul_bf16": "#332288",
-    "matmul_fp8": "#88CCEE",
-    "matmul_other": "#44AA99",
-    "attention": "#117733",
-    "all_gather": "#CC6677",
-    "reduce_scatter": "#882255",
-    "all_reduce": "#AA4499",
-    "all_to_all": "#DDCC77",
-    "other_collective": "#999933",
-    "other_compute": "#8A8F98",
-    "idle": "#D9D9D9",
-}
-BUCKET_LABELS: dict[str, str] = {
-    "matmul_bf16": "Matmul BF16",
-    "matmul_fp8": "Matmul FP8",
-    "matmul_other": "Matmul other",
-    "attention": "Attention",
-    "all_gather": "All-gather",
-    "reduce_scatter": "Reduce-scatter",
-    "all_reduce": "All-reduce",
-    "all_to_all": "All-to-all",
-    "other_collective": "Other collective",
-    "other_compute": "Other compute",
-    "idle": "Idle",
-}
+from profanalyzer.format import ms
+from profanalyzer.vocab import BUCKET_COLOURS, BUCKET_LABELS
+
+#: Bucket colours and labels: profanalyzer.vocab's bucket table (fixed fills,
+#: Paul Tol's colour-blind-safe "muted" scheme).
 SPARSECORE_COLOUR = "#EE8866"
 #: Collective window classes (hidden fraction >= 0.9 / between / <= 0.1).
 WINDOW_COLOURS = {"hidden": "#44AA99", "partial": "#DDAA33", "exposed": "#BB5566"}
@@ -73,7 +50,7 @@ def _n(x: float) -> str:
 
 
 def fmt_ms(ps: float) -> str:
-    return f"{ps / 1e9:.3f} ms"
+    return ms(ps, unit=True)
 
 
 def _svg_open(width: float, height: float, title: str, desc: str, cls: str) -> list[str]:
