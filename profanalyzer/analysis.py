@@ -6,8 +6,9 @@ findings (heuristics) -> render (report).
 
 Everything crossing the stage boundary is a frozen dataclass; numpy stays
 inside (no pandas: its import alone cost ~0.25 s of a 1.9 s end-to-end run).
-`Analysis.to_dict()` is deterministic (sorted keys, integer picoseconds,
-fractions rounded to 6 decimals) and is the JSON schema that `--json` writes.
+`Analysis.to_dict()` (profanalyzer.model) is deterministic (sorted keys,
+integer picoseconds, 12 significant digits) and is the JSON that `--json`
+writes; `findings.load_analysis` reads it back.
 """
 
 from __future__ import annotations
@@ -20,8 +21,7 @@ from typing import Mapping
 import numpy as np
 
 from profanalyzer import __version__
-from profanalyzer.attribution import BUCKET_INDEX, CoreAttribution, OpTimeline, attribute_core, locate
-from profanalyzer.classify import ROLE_CODES, async_pair_key, classify_columns
+from profanalyzer.attribution import CoreWork, PlaneClasses, attribute_trace, classify_plane, locate  # noqa: F401 - old import paths
 from profanalyzer.errors import InputError
 from profanalyzer.stats import STRAGGLER_MIN_MEMBERS, STRAGGLER_MIN_REL_SCALE, STRAGGLER_Z, modified_z
 from profanalyzer.model import (  # noqa: F401 - the records' old import path
@@ -39,12 +39,19 @@ from profanalyzer.model import (  # noqa: F401 - the records' old import path
 )
 from profanalyzer.overlap import analyze_overlap
 from profanalyzer.timeline import build_timeline
-from profanalyzer.vocab import BUCKETS, COLLECTIVE_BUCKETS, COMPUTE_BUCKETS, MATMUL_BUCKETS, PHASES
-from profanalyzer.trace import ANALYSIS_LINES, LINE_OPS, Plane, Trace, load_trace
+from profanalyzer.vocab import ATTENTION_SPLIT, BUCKETS, COLLECTIVE_BUCKETS, MATMUL_BUCKETS, PHASES
+from profanalyzer.trace import ANALYSIS_LINES, LINE_OPS, Trace, load_trace
 
 
 #: Steady-state rule: a step is an outlier when |d - median| > K * scale, with
 #: scale = max(1.4826 * MAD, MIN_REL_SCALE * median). Needs >= MIN_STEPS steps.
+__all__ = [
+    "AnalysisOptions", "analyze", "analyze_trace", "read_trace", "select_steps", "OpsResult",
+    # re-exported: records (profanalyzer.model), per-core work (profanalyzer.attribution)
+    "SCHEMA_VERSION", "Analysis", "BucketOps", "BucketShare", "CoreSummary", "HostSummary", "StepRow", "StepsSummary",
+    "TopOp", "Utilisation", "to_jsonable", "CoreWork", "PlaneClasses", "attribute_trace", "classify_plane",
+]
+
 #: Old name of model.to_jsonable, for callers not moved yet (fleet).
 _jsonable = to_jsonable
 
@@ -69,58 +76,6 @@ class OpsResult:
 # ---------------------------------------------------------------------------
 # Classification of a plane's ops
 # ---------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, eq=False)
-class PlaneClasses:
-    """Per metadata row of a plane: classification columns (numpy)."""
-
-    bucket: np.ndarray  # int64 index into BUCKETS
-    remat: np.ndarray  # bool
-    phase: np.ndarray  # int64 index into PHASES or -1
-    role: np.ndarray  # int8 ROLE_CODES (0: not a collective half)
-    columns: Mapping[str, np.ndarray]  # classify_columns output (bucket, collective, role, ... reason)
-
-    def __len__(self) -> int:
-        return len(self.bucket)
-
-
-def classify_plane(plane: Plane) -> PlaneClasses:
-    md = plane.meta
-    cols = classify_columns(
-        {
-            "hlo_text": md.name,
-            "display_name": md.display_name,
-            "category": md.category,
-            "tf_op": md.tf_op,
-            "shape_with_layout": md.shape_with_layout,
-        },
-        n=len(md),
-    )
-    bucket_name, collective, role, reason = cols["bucket"], cols["collective"], cols["role"], cols["reason"]
-    # Async done ops whose kind is not visible in their own text inherit it
-    # from their start op (matched by instruction number).
-    role_list = role.tolist()
-    unknown = [i for i, r in enumerate(role_list) if r in ("done", "offload_done") and collective[i] is None]
-    if unknown:
-        starts: dict[str, int] = {}
-        for row, r in enumerate(role_list):
-            if r in ("start", "offload_start"):
-                key = async_pair_key(md.short_name(row))
-                if key is not None:
-                    starts.setdefault(key[0], row)
-        for row in unknown:
-            key = async_pair_key(md.short_name(row))
-            src = starts.get(key[0]) if key else None
-            if src is not None and collective[src] is not None:
-                bucket_name[row] = bucket_name[src]
-                collective[row] = collective[src]
-                reason[row] = f"{reason[row]}; kind from its start op {md.short_name(src)}"
-    bucket = np.asarray([BUCKET_INDEX[b] for b in bucket_name.tolist()], dtype=np.int64)
-    phase_idx = {p: i for i, p in enumerate(PHASES)}
-    phase = np.asarray([phase_idx.get(p, -1) for p in cols["phase"].tolist()], dtype=np.int64)
-    role_code = np.asarray([ROLE_CODES.get(r, 0) if isinstance(r, str) else 0 for r in role_list], dtype=np.int8)
-    return PlaneClasses(bucket, cols["remat"], phase, role_code, cols)
 
 
 # ---------------------------------------------------------------------------
@@ -164,18 +119,6 @@ class AnalysisOptions:
     progress: object = None  # callable(done, total, label) after each host file
 
 
-@dataclass(frozen=True, eq=False)
-class CoreWork:
-    """Intermediate per-core results (analysis-internal)."""
-
-    plane: Plane
-    classes: PlaneClasses
-    attribution: CoreAttribution
-    ops: OpTimeline  # the XLA Ops line's events (sorted, children inside parents)
-    ev_bucket: np.ndarray  # bucket index per event
-    compute: "object"  # f(t): TensorCore compute time before t (matmul, attention, other compute)
-
-
 def read_trace(path: str | Path, options: AnalysisOptions = AnalysisOptions()) -> Trace:
     """The read stage as `analyze` runs it: only the lines the analysis uses."""
     return load_trace(path, chip=options.chip, jobs=options.jobs, progress=options.progress, lines=ANALYSIS_LINES)
@@ -183,36 +126,6 @@ def read_trace(path: str | Path, options: AnalysisOptions = AnalysisOptions()) -
 
 def analyze(path: str | Path, options: AnalysisOptions = AnalysisOptions()) -> Analysis:
     return analyze_trace(read_trace(path, options), options)
-
-
-def attribute_trace(trace: Trace) -> list[CoreWork]:
-    other = BUCKET_INDEX["other_compute"]
-    compute_mask = np.asarray([b in COMPUTE_BUCKETS for b in BUCKETS], dtype=bool)
-    work = []
-    for plane in trace.tensorcores:
-        ln = plane.line(LINE_OPS)
-        steps = trace.steps[plane.label]
-        classes = classify_plane(plane)
-        if ln is None or len(ln.events) == 0:
-            z = np.zeros(0, dtype=np.int64)
-            ops = OpTimeline.of(z, z, z)
-            ev_bucket, ev_remat, ev_phase = z, np.zeros(0, dtype=bool), z
-        else:
-            ev = ln.events
-            rows = ev.meta
-            valid = (rows >= 0) & (rows < len(classes.bucket))
-            safe = np.where(valid, rows, 0)
-            n = len(ev)
-            if len(classes.bucket):
-                ev_bucket = np.where(valid, classes.bucket[safe], other)
-                ev_remat = np.where(valid, classes.remat[safe], False)
-                ev_phase = np.where(valid, classes.phase[safe], -1)
-            else:
-                ev_bucket, ev_remat, ev_phase = np.full(n, other), np.zeros(n, bool), np.full(n, -1)
-            ops = OpTimeline.of(ev.start_ps, ev.end_ps, ev.parent)
-        att = attribute_core(plane.label, ops, ev_bucket, ev_remat, ev_phase, steps.number, steps.start_ps, steps.end_ps)
-        work.append(CoreWork(plane, classes, att, ops, ev_bucket, ops.covered(compute_mask[ev_bucket])))
-    return work
 
 
 def analyze_trace(trace: Trace, options: AnalysisOptions = AnalysisOptions()) -> Analysis:
@@ -302,7 +215,7 @@ def analyze_trace(trace: Trace, options: AnalysisOptions = AnalysisOptions()) ->
     per_host = _per_host(per_core)
     ops, util = _ops_and_roofline(trace, work, kept_steps, step_mean, options.top_ops)
     overlap = analyze_overlap(trace, work, kept_steps, step_mean)
-    timeline = build_timeline(trace, work, kept_steps, table)
+    timeline = build_timeline(trace, work, kept_steps, table, overlap.windows[0] if overlap.windows else None)
 
     sources = sorted({trace.steps[w.plane.label].source for w in work})
     kept_d = step_med[kept_mask]
@@ -568,7 +481,7 @@ def _intensity(flops: float, nbytes: float) -> float:
 def _bucket_summaries(agg: list[_OpGroup], n_core_steps: int, denom: float, chip) -> dict:
     """Per bucket (and attention split by kernel/unfused): time, FLOPs, bytes,
     compute- vs HBM-bound time, per step per TensorCore."""
-    names = [b for b in BUCKETS if b != "idle"] + ["attention_kernel", "attention_unfused"]
+    names = [b for b in BUCKETS if b != "idle"] + list(ATTENTION_SPLIT)
     acc = {n: [0, 0, 0.0, 0.0, 0.0, 0, 0, 0] for n in names}  # ps, ops, flops, model, bytes, compute, hbm, remat
     for g in agg:
         inten = _intensity(g.flops, g.bytes)

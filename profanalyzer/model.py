@@ -4,7 +4,7 @@
 
 Every record is a frozen dataclass deriving from `Record`, which gives it
 `to_dict()` (deterministic: sorted keys, large numbers as integers, others to
-6 significant digits, fractions to 6 decimals; see `to_jsonable`) and
+12 significant digits; see `round_number`) and
 `from_dict()` (driven by the type hints, the inverse of `to_dict` on what the
 JSON holds). The round trip is exact on the dictionary:
 
@@ -13,8 +13,8 @@ JSON holds). The round trip is exact on the dictionary:
 and a record read back is a fixed point (`from_dict(to_dict(b)) == b` for
 `b = from_dict(to_dict(a))`). `a` itself is not always equal to `b`: `to_dict`
 rounds (that is what keeps the JSON stable across platforms), so a float such
-as 1234567.8 ps comes back as 1234568.0; nothing that the reports print
-depends on the dropped digits.
+as 1234567.8 ps comes back as 1234568.0; the reports print the same from `b`
+as from `a` (tests/test_model.py renders every sample both ways).
 
 `validate_document` is the one check of a saved document's shape;
 `check_analysis` the one list of an analysis's invariants.
@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any, Mapping, Union
 
 from profanalyzer.errors import InputError, InvariantError
-from profanalyzer.vocab import BUCKETS, COLLECTIVE_BUCKETS, COLLECTIVE_KIND_BUCKET
+from profanalyzer.vocab import BUCKETS, COLLECTIVE_BUCKETS, COLLECTIVE_KIND_BUCKET, MAPPING_ORDERS
 
 #: Version of the JSON that `--json` writes, and the versions this one reads.
 SCHEMA_VERSION = 1
@@ -48,15 +48,23 @@ READS_SCHEMA = (1,)
 # ---------------------------------------------------------------------------
 
 
+#: Significant digits of the JSON's non-integer numbers: enough that a saved
+#: analysis renders every number the reports show exactly as the trace did
+#: (they show at most 6 digits; 6 here let 3230.6458 FLOP/B print as 3,230.7
+#: from the JSON and 3,230.6 from the trace), few enough that the last bits of
+#: floating-point sums do not make the JSON differ between platforms.
+SIGNIFICANT_DIGITS = 12
+
+
 def round_number(x: float | None):
-    """Stable JSON numbers: large values (picoseconds, bytes) as integers,
-    others to 6 significant digits, small ones (fractions) to 6 decimals;
-    None for a missing or non-finite value."""
+    """Stable JSON numbers: large values (picoseconds, bytes, FLOPs) as
+    integers, others to SIGNIFICANT_DIGITS significant digits; None for a
+    missing or non-finite value."""
     if x is None or (isinstance(x, float) and not math.isfinite(x)):
         return None
     if abs(x) >= 1e6:
         return int(round(x))
-    return float(f"{x:.6g}") if abs(x) >= 1 else round(x, 6)
+    return float(f"{x:.{SIGNIFICANT_DIGITS}g}")
 
 
 def to_jsonable(obj: Any) -> Any:
@@ -101,6 +109,19 @@ def _key(tp: Any, k: str) -> Any:
     return k
 
 
+def _canonical_order(keys: list) -> list:
+    """Keys in the order the analysis builds its mappings: integers ascending;
+    names in their vocabulary order (vocab.MAPPING_ORDERS) when all of them
+    belong to one; else as they come (the JSON's sorted order)."""
+    if keys and all(isinstance(k, int) for k in keys):
+        return sorted(keys)
+    for order in MAPPING_ORDERS:
+        rank = {k: i for i, k in enumerate(order)}
+        if all(k in rank for k in keys):
+            return sorted(keys, key=rank.__getitem__)
+    return keys
+
+
 def from_jsonable(tp: Any, v: Any, where: str = "") -> Any:
     """The value of type `tp` that `to_jsonable` turned into `v`."""
     origin, args = typing.get_origin(tp), typing.get_args(tp)
@@ -125,7 +146,8 @@ def from_jsonable(tp: Any, v: Any, where: str = "") -> Any:
         if not isinstance(v, Mapping):
             raise SchemaError(f"{where}: expected an object, got {type(v).__name__}")
         kt, vt = args if args else (str, Any)
-        return {_key(kt, k): from_jsonable(vt, x, f"{where}.{k}") for k, x in v.items()}
+        out = {_key(kt, k): from_jsonable(vt, x, f"{where}.{k}") for k, x in v.items()}
+        return {k: out[k] for k in _canonical_order(list(out))}
     if origin is tuple:
         if not isinstance(v, (list, tuple)):
             raise SchemaError(f"{where}: expected a list, got {type(v).__name__}")

@@ -27,14 +27,14 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass
-from typing import Mapping
+from typing import Mapping, Sequence
 
 import numpy as np
 
 from profanalyzer.model import CollectiveTypeSummary, CommunicationSummary, SparseCoreSummary, WindowRecord  # noqa: F401 - old import path
-from profanalyzer.attribution import BUCKET_INDEX, locate
+from profanalyzer.attribution import BUCKET_INDEX, CoreWork, PlaneClasses, locate
 from profanalyzer.classify import ROLE_CODES, async_pair_key, classify_op
-from profanalyzer.vocab import BUCKETS, COLLECTIVE_BUCKETS, COLLECTIVE_KIND_BUCKET
+from profanalyzer.vocab import BUCKETS, COLLECTIVE_BUCKETS, COLLECTIVE_KIND_BUCKET, COLLECTIVE_TYPES
 from profanalyzer.trace import instruction_name, LINE_ASYNC, LINE_OPS, LINE_SC_MODULES, LINE_SC_OPS, Plane, Trace
 
 #: Window classes by hidden fraction.
@@ -42,7 +42,7 @@ HIDDEN_MIN = 0.9  # >= : hidden
 EXPOSED_MAX = 0.1  # <= : exposed; between: partial
 #: Collective types SparseCore offload handles on TPU7x (guide L3 flags).
 OFFLOADABLE = ("all_gather", "reduce_scatter", "all_reduce")
-TYPES = ("all_gather", "reduce_scatter", "all_reduce", "all_to_all", "collective_permute", "send_recv", "host_transfer", "unknown")
+TYPES = COLLECTIVE_TYPES
 TOP_WINDOWS = 15
 
 CAPTURE_HINT = (
@@ -54,11 +54,12 @@ CAPTURE_HINT = (
 
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class OverlapResult:
     types: Mapping[str, CollectiveTypeSummary]
     communication: CommunicationSummary
     sparsecore: SparseCoreSummary
+    windows: tuple["Windows", ...] = ()  # every collective window of each core of `work` (all steps), in work order
 
 
 def _type_of(collective: str | None) -> str:
@@ -108,9 +109,9 @@ def window_name(md, row: int) -> str:
     return md.display_name[row] or instruction_name(md.name[row])[:80]
 
 
-def _windows_for_core(plane: Plane, classes, unmatched: dict[str, int]) -> tuple[Windows, str]:
-    """Collective windows of one TensorCore, sorted by (start, end).
-    `classes` is analysis.classify_plane's result."""
+def windows_for_core(plane: Plane, classes: PlaneClasses, unmatched: dict[str, int]) -> tuple[Windows, str]:
+    """Collective windows of one TensorCore, sorted by (start, end), and where
+    they came from; start/done halves left unpaired are counted in `unmatched`."""
     md = plane.meta
     ops = plane.line(LINE_OPS)
     coll_col = classes.columns["collective"] if len(classes) else np.zeros(0, object)
@@ -200,9 +201,11 @@ def _pair_windows(md, ev, rows, role, coll_col, unmatched, windows) -> Windows:
     return windows(ev.start_ps[st_i], ev.end_ps[en_i], np.asarray(rs_, dtype=np.int64), ty, np.asarray(eng, dtype=bool))
 
 
-def analyze_overlap(trace: Trace, work, kept_steps: set[int], step_mean_ps: float) -> OverlapResult:
-    """`work` is analysis.attribute_trace()'s list (plane, classes, attribution, compute)."""
+def analyze_overlap(trace: Trace, work: Sequence[CoreWork], kept_steps: set[int], step_mean_ps: float) -> OverlapResult:
+    """Collective windows, their hidden and exposed time, and the SparseCore
+    offload verdict over the kept steps of every core of `work`."""
     unmatched: dict[str, int] = {}
+    all_windows: list[Windows] = []
     own_time: dict[str, float] = {}  # collective type -> time its own ops occupy the TensorCore (kept steps)
     cols: dict[str, list[np.ndarray]] = {}  # kept windows of every core, column by column
     sources = set()
@@ -223,7 +226,8 @@ def analyze_overlap(trace: Trace, work, kept_steps: set[int], step_mean_ps: floa
         kept = np.isin(steps.number, kept_list)
         n_core_steps += int(kept.sum())
         covered = w.compute
-        wins, src = _windows_for_core(plane, w.classes, unmatched)
+        wins, src = windows_for_core(plane, w.classes, unmatched)
+        all_windows.append(wins)
         sources.add(src)
         ks, ke, kn = steps.start_ps[kept], steps.end_ps[kept], steps.number[kept]
         _add_type_time(own_time, plane, w, ks, ke)
@@ -413,7 +417,7 @@ def analyze_overlap(trace: Trace, work, kept_steps: set[int], step_mean_ps: floa
         exposed_total_ps=exposed_total,
         exposed_total_fraction=exposed_total / denom,
     )
-    return OverlapResult(types=types, communication=comm, sparsecore=sc)
+    return OverlapResult(types=types, communication=comm, sparsecore=sc, windows=tuple(all_windows))
 
 
 def _window_record(r: Mapping[str, object], plane: Plane) -> WindowRecord:
@@ -433,7 +437,7 @@ def _window_record(r: Mapping[str, object], plane: Plane) -> WindowRecord:
         hidden_ps=hidden,
         exposed_ps=int(r["exposed_ps"]),
         hidden_fraction=float(hidden / window) if window > 0 else 0.0,
-        klass=_klass(hidden, window),
+        klass=window_class(hidden, window),
         before_first_compute=bool(r["before_first_compute"]),
     )
 
@@ -458,7 +462,7 @@ def _sc_busy(s: np.ndarray, e: np.ndarray, ks: np.ndarray, ke: np.ndarray, cover
     return busy, conc
 
 
-def _add_type_time(acc: dict[str, float], plane: Plane, w, ks: np.ndarray, ke: np.ndarray) -> None:
+def _add_type_time(acc: dict[str, float], plane: Plane, w: CoreWork, ks: np.ndarray, ke: np.ndarray) -> None:
     """Add, per collective type, the time its own ops occupy the core inside the
     given step windows (the same exclusive time the attribution buckets hold)."""
     ops = plane.line(LINE_OPS)
@@ -480,14 +484,15 @@ def _add_type_time(acc: dict[str, float], plane: Plane, w, ks: np.ndarray, ke: n
             acc[t] = acc.get(t, 0.0) + float(tot[i])
 
 
-def _klass(hidden: float, window: float) -> str:
+def window_class(hidden: float, window: float) -> str:
+    """hidden | partial | exposed, by the window's hidden fraction."""
     if window <= 0:
         return "exposed"
     f = hidden / window
     return "hidden" if f >= HIDDEN_MIN else ("exposed" if f <= EXPOSED_MAX else "partial")
 
 
-def _offload_start_index(plane: Plane, classes) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
+def _offload_start_index(plane: Plane, classes: PlaneClasses) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
     """The TensorCore's offload_start ops by link id: (ids, first index, count,
     start times sorted by id then time), or None when it has none. The link id
     is the op's `all_reduce_unique_id` event stat, else its metadata id."""

@@ -64,6 +64,15 @@ COLLECTIVE_KIND_BUCKET: dict[str | None, str] = {
     None: "other_collective",
 }
 
+#: Collective types of the overlap analysis (a classified op's `collective`,
+#: or unknown when its kind is not visible), in report order.
+COLLECTIVE_TYPES: tuple[str, ...] = (
+    "all_gather", "reduce_scatter", "all_reduce", "all_to_all", "collective_permute", "send_recv", "host_transfer", "unknown",
+)
+
+#: Per-bucket op summaries add attention split by kernel / unfused.
+ATTENTION_SPLIT: tuple[str, ...] = ("attention_kernel", "attention_unfused")
+
 #: Training phases an op can be tagged with.
 PHASES: tuple[str, ...] = ("forward", "backward", "optimizer")
 
@@ -101,6 +110,16 @@ class ChipName:
     key: str  # CLI name (--chip), hardware.CHIPS key
     display: str  # human name
 
+
+#: Key orders of the records' mappings: the JSON sorts keys, a record read
+#: back keeps its mappings in these orders (the order the analysis builds).
+MAPPING_ORDERS: tuple[tuple[str, ...], ...] = (
+    BUCKETS + ATTENTION_SPLIT,
+    COLLECTIVE_TYPES,
+    PHASES,
+    ("median", "min", "max", "mean"),
+    ("select", "ignore"),
+)
 
 #: Chip generations this tool has peaks for (specs live in hardware.py).
 CHIP_TABLE: tuple[ChipName, ...] = (
