@@ -135,82 +135,23 @@ def analyze_trace(trace: Trace, options: AnalysisOptions = AnalysisOptions()) ->
     notes: list[str] = []
     if trace.note:
         notes.append(trace.note)
-
-    # --- consensus step table (by step number, median over cores) ---------
-    # One row per (core, step): step_ps, the buckets, remat_ps, the phases.
-    nums, cores, vals = [], [], []
-    for ci, w in enumerate(work):
-        a = w.attribution
-        n = len(a.step_numbers)
-        if not n:
-            continue
-        nums.append(np.asarray(a.step_numbers, dtype=np.int64))
-        cores.append(np.full(n, ci, dtype=np.int64))
-        vals.append(
-            np.column_stack([np.asarray(a.step_ps, dtype=np.int64), a.buckets, np.asarray(a.remat_ps, dtype=np.int64), a.phase_ps]).astype(np.float64)
-        )
-    row_step = np.concatenate(nums)
-    row_core = np.concatenate(cores)
-    vals = np.concatenate(vals)
-    col = {c: i for i, c in enumerate(("step_ps", *BUCKETS, "remat_ps", *PHASES))}
-    bcols = [col[b] for b in BUCKETS]
-    step_numbers, row_si = np.unique(row_step, return_inverse=True)
-    step_med = np.empty(len(step_numbers))
-    bucket_mean_by_step = np.empty((len(step_numbers), len(BUCKETS)))
-    for i in range(len(step_numbers)):
-        sel = vals[row_si == i]
-        step_med[i] = np.median(sel[:, col["step_ps"]])
-        bucket_mean_by_step[i] = sel[:, bcols].mean(axis=0)
-    kept_mask, reasons = select_steps(step_numbers, step_med)
-    kept_steps = set(step_numbers[kept_mask].tolist())
-    table = tuple(
-        StepRow(
-            number=int(n),
-            step_ps=float(step_med[i]),
-            kept=bool(kept_mask[i]),
-            reason=reasons[i],
-            buckets={b: float(bucket_mean_by_step[i, j]) for j, b in enumerate(BUCKETS)},
-        )
-        for i, n in enumerate(step_numbers.tolist())
-    )
-    row_kept = kept_mask[row_si]
+    rows = _core_step_rows(work)
+    table, kept_mask, step_med = _step_table(rows)
+    kept_steps = set(r.number for r in table if r.kept)
+    row_kept = kept_mask[rows.step_index]
 
     # --- per core means over kept steps, then averaged over cores ---------
-    core_ids = [ci for ci in range(len(work)) if (row_kept & (row_core == ci)).any()]
-    core_means = np.asarray([vals[row_kept & (row_core == ci)].mean(axis=0) for ci in core_ids]).reshape(len(core_ids), vals.shape[1])
-    core_counts = [int((row_kept & (row_core == ci)).sum()) for ci in core_ids]
+    col = rows.col
+    core_ids = [ci for ci in range(len(work)) if (row_kept & (rows.core == ci)).any()]
+    core_means = np.asarray([rows.vals[row_kept & (rows.core == ci)].mean(axis=0) for ci in core_ids]).reshape(len(core_ids), rows.vals.shape[1])
+    core_counts = [int((row_kept & (rows.core == ci)).sum()) for ci in core_ids]
     avg = core_means.mean(axis=0)
     step_mean = float(avg[col["step_ps"]])
     denom = step_mean if step_mean > 0 else 1.0
     breakdown = {b: BucketShare(float(avg[col[b]]), float(avg[col[b]]) / denom) for b in BUCKETS}
     remat = BucketShare(float(avg[col["remat_ps"]]), float(avg[col["remat_ps"]]) / denom)
     phases = {p: BucketShare(float(avg[col[p]]), float(avg[col[p]]) / denom) for p in PHASES}
-
-    # --- per-core spread, stragglers ---------------------------------------
-    busy = core_means[:, col["step_ps"]] - core_means[:, col["idle"]]
-    compute = busy - core_means[:, [col[b] for b in BUCKETS if b in COLLECTIVE_BUCKETS]].sum(axis=1)
-    floor = STRAGGLER_MIN_REL_SCALE * float(np.median(core_means[:, col["step_ps"]])) if len(core_ids) else 0.0
-    zs = modified_z(compute, floor)
-    per_core = []
-    for j, ci in enumerate(core_ids):
-        w = work[ci]
-        z = float(zs[j]) if len(work) >= 3 else 0.0
-        m = core_means[j]
-        per_core.append(
-            CoreSummary(
-                core=w.plane.label,
-                host=w.plane.host,
-                plane=w.plane.name,
-                steps_kept=core_counts[j],
-                step_ps=float(m[col["step_ps"]]),
-                busy_ps=float(busy[j]),
-                compute_ps=float(compute[j]),
-                buckets={b: float(m[col[b]]) for b in BUCKETS},
-                remat_ps=float(m[col["remat_ps"]]),
-                straggler=bool(len(work) >= STRAGGLER_MIN_MEMBERS and z > STRAGGLER_Z),
-                busy_z=z,
-            )
-        )
+    per_core = _per_core(work, core_ids, core_means, core_counts, col)
 
     per_host = _per_host(per_core)
     ops, util = _ops_and_roofline(trace, work, kept_steps, step_mean, options.top_ops)
@@ -218,36 +159,9 @@ def analyze_trace(trace: Trace, options: AnalysisOptions = AnalysisOptions()) ->
     timeline = build_timeline(trace, work, kept_steps, table, overlap.windows[0] if overlap.windows else None)
 
     sources = sorted({trace.steps[w.plane.label].source for w in work})
-    kept_d = step_med[kept_mask]
-    steps = StepsSummary(
-        count=len(step_numbers),
-        kept=int(kept_mask.sum()),
-        source="; ".join(sources),
-        step_time_ps={
-            "median": float(np.median(kept_d)),
-            "min": float(kept_d.min()),
-            "max": float(kept_d.max()),
-            "mean": step_mean,
-        },
-        dropped=tuple(r for r in table if not r.kept),
-        rule=(
-            f"steps whose duration (median over TensorCores) differs from the median step by more than "
-            f"{OUTLIER_K:g} x max(1.4826 x MAD, {MIN_REL_SCALE:.1%} of the median) are dropped "
-            f"(rule applied with >= {MIN_STEPS_FOR_RULE} steps)"
-        ),
-        table=table,
-    )
+    steps = _steps_summary(table, step_med[kept_mask], step_mean, sources)
     if any(s.startswith("XLA Modules") for s in sources):
         notes.append("no Steps line: steps are the runs of the dominant program on XLA Modules")
-    definitions = {
-        "step_time": f"step windows from {steps.source}; each TensorCore's step time is its own window",
-        "buckets": "each instant of a step goes to the deepest XLA op running then (self time), or idle when none runs",
-        "exposed_communication": "time a collective op itself occupies the TensorCore (synchronous collectives, and start/done/call-start/call-done halves of async ones): the core computes nothing then",
-        "remat": "self time of recomputed ops (.remat instruction names or /rematted_computation/ in tf_op); overlaps the buckets",
-        "breakdown": "mean per kept step on each TensorCore, then averaged over TensorCores",
-        "hidden_fraction": "TensorCore compute time inside a collective's window (start to done, or the op itself when synchronous) / window",
-        "mfu": "model FLOPs of the step's ops / (step time x BF16 peak of one TensorCore)",
-    }
     analysis = Analysis(
         schema_version=SCHEMA_VERSION,
         tool_version=__version__,
@@ -274,11 +188,132 @@ def analyze_trace(trace: Trace, options: AnalysisOptions = AnalysisOptions()) ->
         communication=overlap.communication,
         sparsecore_offload=overlap.sparsecore,
         timeline=timeline,
-        definitions=definitions,
+        definitions=_definitions(steps),
         notes=tuple(notes),
     )
     analysis.self_check()
     return analysis
+
+
+@dataclass(frozen=True, eq=False)
+class _CoreStepRows:
+    """One row per (core, step): step_ps, the buckets, remat_ps, the phases."""
+
+    step: np.ndarray  # step number per row
+    core: np.ndarray  # index into work per row
+    vals: np.ndarray  # float64 (rows, columns)
+    col: Mapping[str, int]  # column of each value
+    step_numbers: np.ndarray  # distinct step numbers, ascending
+    step_index: np.ndarray  # per row: index into step_numbers
+
+
+def _core_step_rows(work: list[CoreWork]) -> _CoreStepRows:
+    nums, cores, vals = [], [], []
+    for ci, w in enumerate(work):
+        a = w.attribution
+        n = len(a.step_numbers)
+        if not n:
+            continue
+        nums.append(np.asarray(a.step_numbers, dtype=np.int64))
+        cores.append(np.full(n, ci, dtype=np.int64))
+        vals.append(
+            np.column_stack([np.asarray(a.step_ps, dtype=np.int64), a.buckets, np.asarray(a.remat_ps, dtype=np.int64), a.phase_ps]).astype(np.float64)
+        )
+    row_step = np.concatenate(nums)
+    step_numbers, row_si = np.unique(row_step, return_inverse=True)
+    col = {c: i for i, c in enumerate(("step_ps", *BUCKETS, "remat_ps", *PHASES))}
+    return _CoreStepRows(row_step, np.concatenate(cores), np.concatenate(vals), col, step_numbers, row_si)
+
+
+def _step_table(rows: _CoreStepRows) -> tuple[tuple[StepRow, ...], np.ndarray, np.ndarray]:
+    """The consensus step table (by step number, median over cores), the kept
+    mask and the median step time per step."""
+    col, step_numbers = rows.col, rows.step_numbers
+    bcols = [col[b] for b in BUCKETS]
+    step_med = np.empty(len(step_numbers))
+    bucket_mean_by_step = np.empty((len(step_numbers), len(BUCKETS)))
+    for i in range(len(step_numbers)):
+        sel = rows.vals[rows.step_index == i]
+        step_med[i] = np.median(sel[:, col["step_ps"]])
+        bucket_mean_by_step[i] = sel[:, bcols].mean(axis=0)
+    kept_mask, reasons = select_steps(step_numbers, step_med)
+    table = tuple(
+        StepRow(
+            number=int(n),
+            step_ps=float(step_med[i]),
+            kept=bool(kept_mask[i]),
+            reason=reasons[i],
+            buckets={b: float(bucket_mean_by_step[i, j]) for j, b in enumerate(BUCKETS)},
+        )
+        for i, n in enumerate(step_numbers.tolist())
+    )
+    return table, kept_mask, step_med
+
+
+def _per_core(work: list[CoreWork], core_ids: list[int], core_means: np.ndarray, core_counts: list[int],
+              col: Mapping[str, int]) -> list[CoreSummary]:
+    """Per-core means over the kept steps, and straggler cores (modified z of compute time)."""
+    # --- per-core spread, stragglers ---------------------------------------
+    busy = core_means[:, col["step_ps"]] - core_means[:, col["idle"]]
+    compute = busy - core_means[:, [col[b] for b in BUCKETS if b in COLLECTIVE_BUCKETS]].sum(axis=1)
+    floor = STRAGGLER_MIN_REL_SCALE * float(np.median(core_means[:, col["step_ps"]])) if len(core_ids) else 0.0
+    zs = modified_z(compute, floor)
+    per_core = []
+    for j, ci in enumerate(core_ids):
+        w = work[ci]
+        z = float(zs[j]) if len(work) >= 3 else 0.0
+        m = core_means[j]
+        per_core.append(
+            CoreSummary(
+                core=w.plane.label,
+                host=w.plane.host,
+                plane=w.plane.name,
+                steps_kept=core_counts[j],
+                step_ps=float(m[col["step_ps"]]),
+                busy_ps=float(busy[j]),
+                compute_ps=float(compute[j]),
+                buckets={b: float(m[col[b]]) for b in BUCKETS},
+                remat_ps=float(m[col["remat_ps"]]),
+                straggler=bool(len(work) >= STRAGGLER_MIN_MEMBERS and z > STRAGGLER_Z),
+                busy_z=z,
+            )
+        )
+    return per_core
+
+
+def _steps_summary(table: tuple[StepRow, ...], kept_d: np.ndarray, step_mean: float, sources: list[str]) -> StepsSummary:
+    steps = StepsSummary(
+        count=len(table),
+        kept=sum(1 for r in table if r.kept),
+        source="; ".join(sources),
+        step_time_ps={
+            "median": float(np.median(kept_d)),
+            "min": float(kept_d.min()),
+            "max": float(kept_d.max()),
+            "mean": step_mean,
+        },
+        dropped=tuple(r for r in table if not r.kept),
+        rule=(
+            f"steps whose duration (median over TensorCores) differs from the median step by more than "
+            f"{OUTLIER_K:g} x max(1.4826 x MAD, {MIN_REL_SCALE:.1%} of the median) are dropped "
+            f"(rule applied with >= {MIN_STEPS_FOR_RULE} steps)"
+        ),
+        table=table,
+    )
+    return steps
+
+
+def _definitions(steps: StepsSummary) -> dict[str, str]:
+    definitions = {
+        "step_time": f"step windows from {steps.source}; each TensorCore's step time is its own window",
+        "buckets": "each instant of a step goes to the deepest XLA op running then (self time), or idle when none runs",
+        "exposed_communication": "time a collective op itself occupies the TensorCore (synchronous collectives, and start/done/call-start/call-done halves of async ones): the core computes nothing then",
+        "remat": "self time of recomputed ops (.remat instruction names or /rematted_computation/ in tf_op); overlaps the buckets",
+        "breakdown": "mean per kept step on each TensorCore, then averaged over TensorCores",
+        "hidden_fraction": "TensorCore compute time inside a collective's window (start to done, or the op itself when synchronous) / window",
+        "mfu": "model FLOPs of the step's ops / (step time x BF16 peak of one TensorCore)",
+    }
+    return definitions
 
 
 def _per_host(per_core: list[CoreSummary]) -> tuple[HostSummary, ...]:
