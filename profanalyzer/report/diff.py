@@ -8,7 +8,7 @@ All deterministic. The HTML reuses the report's CSS (`_styles.html.j2`), its
 jinja2 environment (autoescape on, StrictUndefined) and its bucket colours and
 labels; the template only formats a typed `DiffContext` built here.
 Trace-derived text (paths, op names, tf_ops) is escaped by jinja2 in HTML and
-by `md_escape` / `_code_span` in Markdown.
+by `md_escape` / `code_span` in Markdown.
 """
 
 from __future__ import annotations
@@ -160,10 +160,10 @@ def _op_delta(o: OpChange) -> str:
 
 
 def render_diff_markdown(c: Comparison, ops: int = OPS_SHORT) -> str:
-    from profanalyzer.report.markdown import _code_span, md_escape
+    from profanalyzer.report.markdown import code_span, md_escape
 
     st = c.step_time
-    out = [f"### profanalyze compare: {_code_span(_name(c.base.label))} → {_code_span(_name(c.new.label))}", ""]
+    out = [f"### profanalyze compare: {code_span(_name(c.base.label))} → {code_span(_name(c.new.label))}", ""]
     out.append(md_escape(c.headline, line_start=True))
     out.append("")
     out.append("| Metric | Base | New | Change | Verdict |")
@@ -226,7 +226,7 @@ def render_diff_markdown(c: Comparison, ops: int = OPS_SHORT) -> str:
         out.append("|---|---|---|--:|--:|--:|")
         for o in rows[:ops]:
             out.append(
-                f"| {_code_span(_cut(o.match_name, NAME_CUT))} | {md_escape(bucket_label(o.bucket))} | {md_escape(_cut_mid(o.tf_op, TF_OP_CUT))} | "
+                f"| {code_span(_cut(o.match_name, NAME_CUT))} | {md_escape(bucket_label(o.bucket))} | {md_escape(_cut_mid(o.tf_op, TF_OP_CUT))} | "
                 f"{ms(o.base_ps)} | {ms(o.new_ps)} | {sms(o.delta_ps)} |"
             )
     out.append("")

@@ -38,7 +38,7 @@ def md_escape(text: object, line_start: bool = False) -> str:
     return s
 
 
-def _code_span(text: str) -> str:
+def code_span(text: str) -> str:
     """Inline code that survives backticks and pipes in the text (pipes are
     escaped even in code spans inside GFM tables)."""
     s = " ".join(str(text).split()).replace("|", "\\|")
@@ -64,7 +64,7 @@ def render_markdown(analysis: Analysis, findings: Findings | None, *, max_recomm
     exp_ps, exp_f = exposed_comm(a)
     idle = a.breakdown.get("idle")
     out: list[str] = []
-    out.append(f"### profanalyze: {_code_span(name)}")
+    out.append(f"### profanalyze: {code_span(name)}")
     out.append("")
     out.append(
         f"{md_escape(chip)} · {len(a.hosts)} host{'s' if len(a.hosts) != 1 else ''} · {a.tensorcores} TensorCores · "
