@@ -541,8 +541,12 @@ def check_findings(f: Findings, a: Analysis) -> list[str]:
         if x.estimated_saving_ps > step + max(PS_TOLERANCE, REL_TOLERANCE * step):
             problems.append(f"{x.code}: saving {x.estimated_saving_ps:.0f} ps exceeds the step ({step:.0f} ps)")
         for key, ps in x.claims:
-            cap = claim_capacity(a, key)
-            if cap is not None and ps > cap + max(PS_TOLERANCE, REL_TOLERANCE * step):
+            try:
+                cap = claim_capacity(a, key)
+            except ValueError as e:
+                problems.append(f"{x.code}: {e}")
+                continue
+            if ps > cap + max(PS_TOLERANCE, REL_TOLERANCE * step):
                 problems.append(f"{x.code}: claims {ps:.0f} ps of {key}, which holds {cap:.0f} ps")
     return problems
 

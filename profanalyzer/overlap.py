@@ -34,23 +34,16 @@ import numpy as np
 from profanalyzer.model import CollectiveTypeSummary, CommunicationSummary, SparseCoreSummary, WindowRecord  # noqa: F401 - old import path
 from profanalyzer.attribution import BUCKET_INDEX, CoreWork, PlaneClasses, locate
 from profanalyzer.classify import ROLE_CODES, async_pair_key, classify_op
-from profanalyzer.vocab import BUCKETS, COLLECTIVE_BUCKETS, COLLECTIVE_KIND_BUCKET, COLLECTIVE_TYPES
+from profanalyzer.vocab import BUCKETS, COLLECTIVE_BUCKETS, COLLECTIVE_KIND_BUCKET, COLLECTIVE_TYPES, OFFLOADABLE, SPARSECORE_CAPTURE_HINT
 from profanalyzer.trace import instruction_name, LINE_ASYNC, LINE_OPS, LINE_SC_MODULES, LINE_SC_OPS, Plane, Trace
 
 #: Window classes by hidden fraction.
 HIDDEN_MIN = 0.9  # >= : hidden
 EXPOSED_MAX = 0.1  # <= : exposed; between: partial
-#: Collective types SparseCore offload handles on TPU7x (guide L3 flags).
-OFFLOADABLE = ("all_gather", "reduce_scatter", "all_reduce")
 TYPES = COLLECTIVE_TYPES
 TOP_WINDOWS = 15
 
-CAPTURE_HINT = (
-    "SparseCore activity is not in this capture: enable SparseCore offload tracing "
-    "(LIBTPU_INIT_ARGS: --xla_tpu_enable_all_gather_offload_tracing=true "
-    "--xla_tpu_enable_reduce_scatter_offload_tracing=true --xla_tpu_enable_all_reduce_offload_tracing=true) "
-    "and capture device traces of all planes"
-)
+CAPTURE_HINT = SPARSECORE_CAPTURE_HINT
 
 
 

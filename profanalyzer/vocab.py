@@ -70,6 +70,16 @@ COLLECTIVE_TYPES: tuple[str, ...] = (
     "all_gather", "reduce_scatter", "all_reduce", "all_to_all", "collective_permute", "send_recv", "host_transfer", "unknown",
 )
 
+#: Collective types SparseCore offload handles on TPU7x (guide L3 flags).
+OFFLOADABLE: tuple[str, ...] = ("all_gather", "reduce_scatter", "all_reduce")
+#: What to capture when SparseCore activity is missing from a trace.
+SPARSECORE_CAPTURE_HINT = (
+    "SparseCore activity is not in this capture: enable SparseCore offload tracing "
+    "(LIBTPU_INIT_ARGS: --xla_tpu_enable_all_gather_offload_tracing=true "
+    "--xla_tpu_enable_reduce_scatter_offload_tracing=true --xla_tpu_enable_all_reduce_offload_tracing=true) "
+    "and capture device traces of all planes"
+)
+
 #: Per-bucket op summaries add attention split by kernel / unfused.
 ATTENTION_SPLIT: tuple[str, ...] = ("attention_kernel", "attention_unfused")
 
