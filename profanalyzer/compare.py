@@ -330,7 +330,7 @@ def _side(a: Analysis, label: str) -> Side:
         label=str(label),
         source=a.source,
         tool_version=a.tool_version,
-        chip=str(a.hardware.get("name", "?")),
+        chip=a.hardware.name,
         hosts=len(a.hosts),
         tensorcores=a.tensorcores,
         steps_kept=a.steps.kept,

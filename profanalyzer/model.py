@@ -401,6 +401,43 @@ class TimelineSample(Record):
 
 
 @dataclass(frozen=True)
+class CorePeaks(Record):
+    """One TensorCore plane's peaks (the chip's divided by its planes)."""
+
+    peak_bf16_tflops: float
+    peak_fp8_tflops: float
+    hbm_gbps: float
+
+
+@dataclass(frozen=True)
+class RidgePoints(Record):
+    """Roofline ridge points of the chip, FLOP/byte."""
+
+    hbm_bf16: float
+    hbm_fp8: float
+    ici: float
+
+
+@dataclass(frozen=True)
+class ChipSpec(Record):
+    """The chip an analysis used (hardware.Chip.to_dict(), typed)."""
+
+    key: str
+    name: str
+    peak_bf16_tflops_per_chip: float
+    peak_fp8_tflops_per_chip: float
+    hbm_gib_per_chip: float
+    hbm_gbps_per_chip: float
+    ici_gbps_per_chip: float
+    tensorcores_per_chip: int
+    sparsecores_per_chip: int
+    planes_per_chip: int
+    vmem_mib_per_core: int
+    per_core: CorePeaks
+    ridge_points_flop_per_byte: RidgePoints
+
+
+@dataclass(frozen=True)
 class Analysis(Record):
     schema_version: int
     tool_version: str
@@ -408,7 +445,7 @@ class Analysis(Record):
     input_kind: str
     run: str | None
     hosts: tuple[str, ...]
-    hardware: Mapping[str, object]  # the chip: generation, per-chip and per-core peaks, ridge points
+    hardware: ChipSpec  # the chip: generation, per-chip and per-core peaks, ridge points
     chip_source: str
     tensorcores: int
     sparsecores: int

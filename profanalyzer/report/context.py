@@ -193,7 +193,7 @@ def _trace_name(source: str) -> str:
 def _facts(a: Analysis, findings: Findings | None) -> tuple[Fact, ...]:
     st = a.steps
     t = st.step_time_ps
-    chip = a.hardware.get("name", "?")
+    chip = a.hardware.name
     hosts = ", ".join(a.hosts) if len(a.hosts) <= 3 else f"{', '.join(a.hosts[:3])}, … (+{len(a.hosts) - 3})"
     facts = [
         Fact("Trace", _trace_name(a.source), "fact-trace", a.source),
@@ -516,10 +516,10 @@ def _attention(a: Analysis) -> AttentionView:
 
 def _roofline(a: Analysis) -> RooflineView:
     chip = a.hardware
-    planes = float(chip.get("planes_per_chip") or 1)
-    bf16 = float(chip.get("peak_bf16_tflops_per_chip") or 0) / planes
-    fp8 = float(chip.get("peak_fp8_tflops_per_chip") or 0) / planes
-    hbm_tbps = float(chip.get("hbm_gbps_per_chip") or 0) / planes / 1000.0
+    planes = float(chip.planes_per_chip or 1)
+    bf16 = float(chip.peak_bf16_tflops_per_chip or 0) / planes
+    fp8 = float(chip.peak_fp8_tflops_per_chip or 0) / planes
+    hbm_tbps = float(chip.hbm_gbps_per_chip or 0) / planes / 1000.0
     pts = []
     missing = 0
     for i, op in enumerate(a.top_ops, 1):
@@ -544,13 +544,13 @@ def _roofline(a: Analysis) -> RooflineView:
     if fp8 > 0 and fp8 != bf16:
         roofs.append(svg.Roof("FP8", fp8, "fp8"))
     desc = (
-        f"Log-log roofline of {len(pts)} top ops for {chip.get('name', 'the chip')}: HBM roof {hbm_tbps:.2f} TB/s, "
+        f"Log-log roofline of {len(pts)} top ops for {chip.name}: HBM roof {hbm_tbps:.2f} TB/s, "
         f"BF16 peak {bf16:,.0f} TFLOP/s, FP8 peak {fp8:,.0f} TFLOP/s per TensorCore. "
         + " ".join(
             f"#{p.rank} {_cut(a.top_ops[p.rank - 1].name, 40)}: {p.intensity:,.1f} FLOP/B, {p.tflops:,.1f} TFLOP/s." for p in pts[:10]
         )
     )
-    chart = svg.roofline(pts, roofs, hbm_tbps, f"Roofline of the top ops on {chip.get('name', '?')}", desc)
+    chart = svg.roofline(pts, roofs, hbm_tbps, f"Roofline of the top ops on {chip.name}", desc)
     return RooflineView(chart, "Each dot is one top op (number = rank in the top-ops table; size = share of the step).", facts, unplotted)
 
 

@@ -59,7 +59,7 @@ def render_markdown(analysis: Analysis, findings: Findings | None, *, max_recomm
     a = analysis
     t = a.steps.step_time_ps
     u = a.utilisation
-    chip = a.hardware.get("name", "?")
+    chip = a.hardware.name
     name = a.source.rstrip("/\\").replace("\\", "/").rsplit("/", 1)[-1] or a.source
     exp_ps, exp_f = exposed_comm(a)
     idle = a.breakdown.get("idle")

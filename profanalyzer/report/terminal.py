@@ -33,7 +33,7 @@ def format_recommendations(findings, n: int = 3) -> list[str]:
 
 
 def format_summary(a: Analysis, top: int = 10, findings=None) -> str:
-    chip = a.hardware.get("name", "?")
+    chip = a.hardware.name
     out = [
         f"profanalyze: {a.source}",
         f"chip: {chip} (from {a.chip_source}); hosts: {len(a.hosts)}; "
