@@ -124,6 +124,9 @@ def test_self_check_catches_contradictions():
     ag = a.collectives["all_gather"]
     bad_coll = {**a.collectives, "all_gather": replace(ag, exposed_ps=ag.exposed_ps + 1e6)}
     assert any("all_gather" in p for p in check_analysis(replace(a, collectives=bad_coll)))
+    # cores that kept different numbers of steps: the two means legitimately differ
+    uneven = (replace(core, steps_kept=core.steps_kept + 1), *a.per_core[1:])
+    assert not any("all_gather" in p for p in check_analysis(replace(a, collectives=bad_coll, per_core=uneven)))
     bd = {**a.breakdown, "idle": BucketShare(a.breakdown["idle"].ps, a.breakdown["idle"].fraction + 0.5)}
     with pytest.raises(InvariantError, match="fractions sum"):
         replace(a, breakdown=bd).self_check()
