@@ -400,41 +400,7 @@ def compare(base: Mapping | Analysis | tuple[Analysis, Findings | None], new: Ma
 
     remat = _share(_ps_fraction(base.remat), _ps_fraction(new.remat), None, b_step)
 
-    # --- exposed communication per collective type -------------------------
-    seen = set(base.collectives) | set(new.collectives)
-    types = [t for t in COLLECTIVE_TYPES if t in seen] + sorted(seen - set(COLLECTIVE_TYPES))
-    b_per, n_per = _per_step_exposed(base, types), _per_step_exposed(new, types)
-    exposed: dict[str, ExposedChange] = {}
-    for t in types:
-        bc, nc = base.collectives.get(t), new.collectives.get(t)
-        share = _share(
-            (bc.exposed_ps, bc.fraction_of_step) if bc else (0.0, 0.0),
-            (nc.exposed_ps, nc.fraction_of_step) if nc else (0.0, 0.0),
-            _combine(_sem(b_per[t]), _sem(n_per[t])),
-            b_step,
-        )
-        exposed[t] = ExposedChange(
-            type=t,
-            exposed=share,
-            base_engine=bc.engine if bc else "",
-            new_engine=nc.engine if nc else "",
-            base_hidden_fraction=_opt(bc.hidden_fraction) if bc else None,
-            new_hidden_fraction=_opt(nc.hidden_fraction) if nc else None,
-        )
-    bcomm, ncomm = base.communication, new.communication
-    exposed["total"] = ExposedChange(
-        type="total",
-        exposed=_share(
-            (bcomm.exposed_total_ps, bcomm.exposed_total_fraction),
-            (ncomm.exposed_total_ps, ncomm.exposed_total_fraction),
-            _combine(_sem(b_per["total"]), _sem(n_per["total"])),
-            b_step,
-        ),
-        base_engine="",
-        new_engine="",
-        base_hidden_fraction=None,
-        new_hidden_fraction=None,
-    )
+    exposed = _exposed_changes(base, new, b_step)
 
     # --- utilisation ---------------------------------------------------------
     util = {}
@@ -484,6 +450,45 @@ def compare(base: Mapping | Analysis | tuple[Analysis, Findings | None], new: Ma
         },
         notes=tuple(notes),
     )
+
+
+def _exposed_changes(base: Analysis, new: Analysis, b_step: float) -> dict[str, ExposedChange]:
+    """Exposed communication per collective type present on a side, and the total."""
+    seen = set(base.collectives) | set(new.collectives)
+    types = [t for t in COLLECTIVE_TYPES if t in seen] + sorted(seen - set(COLLECTIVE_TYPES))
+    b_per, n_per = _per_step_exposed(base, types), _per_step_exposed(new, types)
+    exposed: dict[str, ExposedChange] = {}
+    for t in types:
+        bc, nc = base.collectives.get(t), new.collectives.get(t)
+        share = _share(
+            (bc.exposed_ps, bc.fraction_of_step) if bc else (0.0, 0.0),
+            (nc.exposed_ps, nc.fraction_of_step) if nc else (0.0, 0.0),
+            _combine(_sem(b_per[t]), _sem(n_per[t])),
+            b_step,
+        )
+        exposed[t] = ExposedChange(
+            type=t,
+            exposed=share,
+            base_engine=bc.engine if bc else "",
+            new_engine=nc.engine if nc else "",
+            base_hidden_fraction=_opt(bc.hidden_fraction) if bc else None,
+            new_hidden_fraction=_opt(nc.hidden_fraction) if nc else None,
+        )
+    bcomm, ncomm = base.communication, new.communication
+    exposed["total"] = ExposedChange(
+        type="total",
+        exposed=_share(
+            (bcomm.exposed_total_ps, bcomm.exposed_total_fraction),
+            (ncomm.exposed_total_ps, ncomm.exposed_total_fraction),
+            _combine(_sem(b_per["total"]), _sem(n_per["total"])),
+            b_step,
+        ),
+        base_engine="",
+        new_engine="",
+        base_hidden_fraction=None,
+        new_hidden_fraction=None,
+    )
+    return exposed
 
 
 def _opt(x: Any) -> float | None:

@@ -70,6 +70,18 @@ COLLECTIVE_TYPES: tuple[str, ...] = (
     "all_gather", "reduce_scatter", "all_reduce", "all_to_all", "collective_permute", "send_recv", "host_transfer", "unknown",
 )
 
+#: What the reports call each collective type.
+COLLECTIVE_TYPE_LABELS: dict[str, str] = {
+    "all_gather": "All-gather",
+    "reduce_scatter": "Reduce-scatter",
+    "all_reduce": "All-reduce",
+    "all_to_all": "All-to-all",
+    "collective_permute": "Collective-permute",
+    "send_recv": "Send/recv",
+    "host_transfer": "Host transfer",
+    "unknown": "Unknown kind",
+}
+
 #: Collective types SparseCore offload handles on TPU7x (guide L3 flags).
 OFFLOADABLE: tuple[str, ...] = ("all_gather", "reduce_scatter", "all_reduce")
 #: What to capture when SparseCore activity is missing from a trace.

@@ -41,6 +41,8 @@ def test_bucket_kinds_partition_and_match_classification():
     assert set(vocab.COLLECTIVE_KIND_BUCKET.values()) <= vocab.COLLECTIVE_BUCKETS
     assert set(classify.COLLECTIVES) | {"unknown"} == set(vocab.COLLECTIVE_TYPES)
     assert set(classify.COLLECTIVES) <= set(k for k in vocab.COLLECTIVE_KIND_BUCKET if k)
+    assert list(vocab.COLLECTIVE_TYPE_LABELS) == list(vocab.COLLECTIVE_TYPES) and all(vocab.COLLECTIVE_TYPE_LABELS.values())
+    assert set(vocab.OFFLOADABLE) <= set(vocab.COLLECTIVE_TYPES)
 
 
 def test_matmul_precisions_have_peaks():

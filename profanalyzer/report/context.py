@@ -46,7 +46,7 @@ from profanalyzer.report.views import (  # noqa: F401 - the view records' old im
     NavItem,
     ReportContext,
 )
-from profanalyzer.vocab import BUCKETS, COLLECTIVE_BUCKETS, LEVER_LABELS
+from profanalyzer.vocab import BUCKETS, COLLECTIVE_BUCKETS, COLLECTIVE_TYPE_LABELS, LEVER_LABELS
 
 #: Rows of the op tables.
 TOP_OPS_ROWS = 30
@@ -64,16 +64,8 @@ VERDICT_LABELS = {
     "not_visible": ("not visible in this capture", "warn"),
     "none": ("no collectives", "neutral"),
 }
-COLLECTIVE_LABELS = {
-    "all_gather": "All-gather",
-    "reduce_scatter": "Reduce-scatter",
-    "all_reduce": "All-reduce",
-    "all_to_all": "All-to-all",
-    "collective_permute": "Collective-permute",
-    "send_recv": "Send/recv",
-    "host_transfer": "Host transfer",
-    "unknown": "Unknown kind",
-}
+#: Collective type labels: vocab.COLLECTIVE_TYPE_LABELS.
+COLLECTIVE_LABELS = COLLECTIVE_TYPE_LABELS
 
 
 # ---------------------------------------------------------------------------
