@@ -24,14 +24,12 @@ from pathlib import Path
 from typing import Iterable
 
 from profanalyzer.analysis import AnalysisOptions, analyze
-from profanalyzer.errors import InvariantError
 from profanalyzer.model import (  # noqa: F401 - old import paths of the records
     Analysis,
     Finding,
     Findings,
     RuleDoc,
     WorkloadClass,
-    check_findings,
     claim_capacity,
     is_json_document,
     read_document,
@@ -105,9 +103,7 @@ def run_rules(analysis: Analysis, select: Iterable[str] = (), ignore: Iterable[s
         rules_run=tuple(r.code for r in rules),
         selection={"select": tuple(select), "ignore": tuple(ignore)},
     )
-    problems = check_findings(findings, analysis)
-    if problems:
-        raise InvariantError(f"findings self-check failed: {problems[0]}")
+    findings.self_check(analysis)
     return findings
 
 

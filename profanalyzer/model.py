@@ -518,6 +518,13 @@ class Findings(Record):
     rules_run: tuple[str, ...]
     selection: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
+    def self_check(self, analysis: Analysis) -> None:
+        """Raise InvariantError when a finding claims more than the time it
+        names or than the step (see check_findings)."""
+        problems = check_findings(self, analysis)
+        if problems:
+            raise InvariantError(f"findings self-check failed: {problems[0]}")
+
 
 # ---------------------------------------------------------------------------
 # Invariants

@@ -30,7 +30,7 @@ FLOORS = {
     "profanalyzer.report": 11,
 }
 CHECKED = [
-    "profanalyzer/vocab.py", "profanalyzer/format.py", "profanalyzer/model.py", "profanalyzer/rules.py",
+    "profanalyzer/vocab.py", "profanalyzer/format.py", "profanalyzer/hardware.py", "profanalyzer/model.py", "profanalyzer/rules.py",
     "profanalyzer/workload.py", "profanalyzer/attribution.py", "profanalyzer/overlap.py", "profanalyzer/timeline.py",
     "profanalyzer/analysis.py", "profanalyzer/findings.py", "profanalyzer/compare.py", "profanalyzer/budget.py",
     *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "heuristics").glob("*.py")),

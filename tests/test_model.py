@@ -141,6 +141,8 @@ def test_finding_claiming_more_than_its_bucket_is_caught():
     too_much = replace(x, estimated_saving_ps=2 * step)
     problems = check_findings(replace(f, recommendations=(too_much,)), a)
     assert any("exceeds the step" in p for p in problems)
+    with pytest.raises(InvariantError, match="exceeds the step"):
+        replace(f, recommendations=(too_much,)).self_check(a)
     greedy = replace(x, claims=(("bucket:idle", a.breakdown["idle"].ps + 1e6),))
     assert any("bucket:idle" in p for p in check_findings(replace(f, recommendations=(greedy,)), a))
 
