@@ -17,7 +17,7 @@ ROOT = Path(__file__).resolve().parent.parent
 #: floor of each module (lower imports nothing from higher)
 FLOORS = {
     "profanalyzer": 0, "profanalyzer.errors": 0, "profanalyzer.vocab": 0, "profanalyzer.format": 0, "profanalyzer.stats": 0,
-    "profanalyzer.hardware": 1, "profanalyzer.model": 1,
+    "profanalyzer.records": 1, "profanalyzer.hardware": 1, "profanalyzer.model": 1,
     "profanalyzer.xspace": 2, "profanalyzer.trace": 2, "profanalyzer.classify": 2,
     "profanalyzer.attribution": 3,
     "profanalyzer.overlap": 4,
@@ -30,7 +30,7 @@ FLOORS = {
     "profanalyzer.report": 11,
 }
 CHECKED = [
-    "profanalyzer/vocab.py", "profanalyzer/format.py", "profanalyzer/hardware.py", "profanalyzer/model.py", "profanalyzer/rules.py",
+    "profanalyzer/vocab.py", "profanalyzer/format.py", "profanalyzer/hardware.py", "profanalyzer/records.py", "profanalyzer/model.py", "profanalyzer/rules.py",
     "profanalyzer/workload.py", "profanalyzer/attribution.py", "profanalyzer/overlap.py", "profanalyzer/timeline.py",
     "profanalyzer/analysis.py", "profanalyzer/findings.py", "profanalyzer/compare.py", "profanalyzer/budget.py",
     *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "heuristics").glob("*.py")),
