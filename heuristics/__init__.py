@@ -1,12 +1,16 @@
 """Guide-lever rules: one module per lever of the TPU7x performance guide.
 
-Each lever module exposes `RULES` (a tuple of `profanalyzer.findings.Rule`).
+Each lever module exposes `RULES` (a tuple of `profanalyzer.rules.Rule`) and
+imports only the core's lower floors (rules, model, vocab, format, workload).
 `registry()` returns all of them, ordered by code.
 """
 
 from __future__ import annotations
 
-LEVER_MODULES = ("fp8", "sharding", "sc_offload", "remat", "scoped_vmem", "tokamax")
+from profanalyzer.vocab import LEVERS
+
+#: One module per guide lever, named by the lever id.
+LEVER_MODULES = LEVERS
 
 
 def registry():

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+from profanalyzer import format as fmt
+from profanalyzer.format import pct
+
+__all__ = ["ms", "pct", "op_line", "libtpu_args"]
+
 
 def ms(ps: float) -> str:
-    return f"{ps / 1e9:.3f} ms"
-
-
-def pct(x: float) -> str:
-    return f"{x * 100:.1f}%"
+    """Evidence times: '1.234 ms' (profanalyzer.format.ms with its unit)."""
+    return fmt.ms(ps, unit=True)
 
 
 def op_line(op) -> str:

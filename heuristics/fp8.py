@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from heuristics._util import ms, op_line, pct
-from profanalyzer.findings import rule
+from profanalyzer.rules import rule
 
 #: BF16 matmul share of the step worth converting.
 BF16_MIN_FRACTION = 0.08
@@ -42,7 +42,7 @@ def bf16_to_fp8(self, analysis):
     evidence = [
         f"BF16 matmuls: {ms(mm.ps)} per step ({pct(mm.fraction)} of the step) over {mm.ops} distinct ops",
         f"compute-bound {ms(mm.compute_bound_ps)}, HBM-bound {ms(mm.hbm_bound_ps)} "
-        f"(against the BF16 ridge point {analysis.hardware['ridge_points_flop_per_byte']['hbm_bf16']:.0f} FLOP/byte)",
+        f"(against the BF16 ridge point {analysis.hardware.ridge_points_flop_per_byte.hbm_bf16:.0f} FLOP/byte)",
     ]
     if analysis.utilisation.mxu_matmul is not None:
         evidence.append(f"matmul MXU utilisation now {pct(analysis.utilisation.mxu_matmul)} of the precision's peak")

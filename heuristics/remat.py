@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from heuristics._util import ms, op_line, pct
-from heuristics.workload import classify_workload
-from profanalyzer.findings import rule
+from profanalyzer.workload import classify_workload
+from profanalyzer.rules import rule
+from profanalyzer.vocab import COLLECTIVE_BUCKETS, COMPUTE_BUCKETS
 
 #: Recompute share of the step above which a lighter policy is worth trying.
 REMAT_MIN_FRACTION = 0.04
@@ -40,9 +41,7 @@ def lighter_remat_policy(self, analysis):
     if remat.fraction < REMAT_MIN_FRACTION:
         return []
     wl = classify_workload(analysis)
-    by_bucket = {b: o.remat_ps for b, o in analysis.bucket_ops.items() if b in (
-        "matmul_bf16", "matmul_fp8", "matmul_other", "attention", "other_compute",
-        "all_gather", "reduce_scatter", "all_reduce", "all_to_all", "other_collective")}
+    by_bucket = {b: o.remat_ps for b, o in analysis.bucket_ops.items() if b in COMPUTE_BUCKETS | COLLECTIVE_BUCKETS}
     kept_by_minimal = sum(by_bucket.get(b, 0.0) for b in MINIMAL_KEEPS)
     evidence = [
         f"recomputed ops take {ms(remat.ps)} per step ({pct(remat.fraction)} of the step)",

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from heuristics._util import libtpu_args, ms, pct
-from profanalyzer.findings import rule
-from profanalyzer.overlap import CAPTURE_HINT, OFFLOADABLE
+from profanalyzer.rules import rule
+from profanalyzer.vocab import OFFLOADABLE, SPARSECORE_CAPTURE_HINT as CAPTURE_HINT
 
 #: Exposed time of a collective type (share of step) worth acting on.
 EXPOSED_MIN_FRACTION = 0.01

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 from heuristics._util import libtpu_args, op_line
-from profanalyzer.findings import rule
+from profanalyzer.rules import rule
 
 #: Kernels with tiles at or under this size and below the roofline share are
 #: memory-stalled by a small scoped-VMEM budget.

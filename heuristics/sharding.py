@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from heuristics._util import ms, pct
-from heuristics.workload import classify_workload
-from profanalyzer.findings import rule
+from profanalyzer.workload import classify_workload
+from profanalyzer.rules import rule
+from profanalyzer.vocab import COMPUTE_BUCKETS
 from profanalyzer.hardware import GUIDE_ICI_INTENSITY
 
 #: Exposed all-to-all share of the step worth acting on (MoE).
@@ -25,7 +26,7 @@ FSDP_BATCH_GAIN = 0.50
 
 def step_ici_intensity(analysis) -> tuple[float | None, float, float]:
     """FLOPs per step / collective bytes per step (per TensorCore)."""
-    flops = sum(o.flops for b, o in analysis.bucket_ops.items() if b in ("matmul_bf16", "matmul_fp8", "matmul_other", "attention", "other_compute"))
+    flops = sum(o.flops for b, o in analysis.bucket_ops.items() if b in COMPUTE_BUCKETS)
     nbytes = sum(c.bytes or 0.0 for c in analysis.collectives.values())
     return (flops / nbytes if nbytes > 0 else None), flops, nbytes
 

@@ -4,8 +4,8 @@ tune-jax block sizes, max-logit estimate."""
 from __future__ import annotations
 
 from heuristics._util import ms, op_line, pct
-from heuristics.workload import classify_workload
-from profanalyzer.findings import rule
+from profanalyzer.workload import classify_workload
+from profanalyzer.rules import rule
 
 #: Unfused attention share of the step worth replacing by splash attention.
 UNFUSED_MIN_FRACTION = 0.03
@@ -36,7 +36,7 @@ _EXPERT_SCOPES = ("moe", "expert", "mlp_block/wi", "/wi_", "/wo")
 def splash_efficiency(analysis) -> tuple[float, str]:
     k = analysis.bucket_ops.get("attention_kernel")
     if k is not None and k.ps > 0 and k.flops > 0:
-        eff = k.flops / (k.ps * 1e-12) / (analysis.hardware["per_core"]["peak_bf16_tflops"] * 1e12)
+        eff = k.flops / (k.ps * 1e-12) / (analysis.hardware.per_core.peak_bf16_tflops * 1e12)
         if 0.05 < eff <= 1.0:
             return eff, f"measured efficiency of this trace's attention kernels: {eff:.0%} of BF16 peak"
     return DEFAULT_SPLASH_EFFICIENCY, f"assumed splash attention efficiency {DEFAULT_SPLASH_EFFICIENCY:.0%} of BF16 peak"
@@ -60,7 +60,7 @@ def use_splash(self, analysis):
     if un is None or un.fraction < UNFUSED_MIN_FRACTION:
         return []
     eff, how = splash_efficiency(analysis)
-    peak = analysis.hardware["per_core"]["peak_bf16_tflops"] * 1e12
+    peak = analysis.hardware.per_core.peak_bf16_tflops * 1e12
     new_ps = un.flops / (peak * eff) * 1e12 if un.flops > 0 else un.ps * 0.5
     saving = max(0.0, un.ps - new_ps)
     evidence = [

@@ -6,272 +6,77 @@ findings (heuristics) -> render (report).
 
 Everything crossing the stage boundary is a frozen dataclass; numpy stays
 inside (no pandas: its import alone cost ~0.25 s of a 1.9 s end-to-end run).
-`Analysis.to_dict()` is deterministic (sorted keys, integer picoseconds,
-fractions rounded to 6 decimals) and is the JSON schema that `--json` writes.
+`Analysis.to_dict()` (profanalyzer.model) is deterministic (sorted keys,
+integer picoseconds, 12 significant digits) and is the JSON that `--json`
+writes; `findings.load_analysis` reads it back.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, fields, is_dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping
 
 import numpy as np
 
 from profanalyzer import __version__
-from profanalyzer.attribution import BUCKET_INDEX, PHASES, CoreAttribution, OpTimeline, attribute_core, locate
-from profanalyzer.classify import BUCKETS, COLLECTIVE_BUCKETS, COMPUTE_BUCKETS, MATMUL_BUCKETS, ROLE_CODES, async_pair_key, classify_columns
+from profanalyzer.attribution import CoreWork, PlaneClasses, attribute_trace, classify_plane, locate  # noqa: F401 - old import paths
 from profanalyzer.errors import InputError
 from profanalyzer.stats import STRAGGLER_MIN_MEMBERS, STRAGGLER_MIN_REL_SCALE, STRAGGLER_Z, modified_z
-from profanalyzer.overlap import CollectiveTypeSummary, CommunicationSummary, SparseCoreSummary, analyze_overlap
-from profanalyzer.timeline import TimelineSample, build_timeline
-from profanalyzer.trace import ANALYSIS_LINES, LINE_OPS, Plane, Trace, load_trace
+from profanalyzer.model import (  # noqa: F401 - the records' old import path
+    SCHEMA_VERSION,
+    Analysis,
+    BucketOps,
+    BucketShare,
+    ChipSpec,
+    CoreSummary,
+    HostSummary,
+    StepRow,
+    StepsSummary,
+    TopOp,
+    Utilisation,
+    to_jsonable,
+)
+from profanalyzer.overlap import analyze_overlap
+from profanalyzer.timeline import build_timeline
+from profanalyzer.vocab import ATTENTION_SPLIT, BUCKETS, COLLECTIVE_BUCKETS, MATMUL_BUCKETS, PHASES
+from profanalyzer.trace import ANALYSIS_LINES, LINE_OPS, Trace, load_trace
 
-SCHEMA_VERSION = 1
 
 #: Steady-state rule: a step is an outlier when |d - median| > K * scale, with
 #: scale = max(1.4826 * MAD, MIN_REL_SCALE * median). Needs >= MIN_STEPS steps.
+__all__ = [
+    "AnalysisOptions", "analyze", "analyze_trace", "read_trace", "select_steps", "OpsResult",
+    # re-exported: records (profanalyzer.model), per-core work (profanalyzer.attribution)
+    "SCHEMA_VERSION", "Analysis", "BucketOps", "BucketShare", "CoreSummary", "HostSummary", "StepRow", "StepsSummary",
+    "TopOp", "Utilisation", "to_jsonable", "CoreWork", "PlaneClasses", "attribute_trace", "classify_plane",
+]
+
+#: Old name of model.to_jsonable, for callers not moved yet (fleet).
+_jsonable = to_jsonable
+
 OUTLIER_K = 3.0
 MIN_REL_SCALE = 0.005
 MIN_STEPS_FOR_RULE = 3
 
 
 # ---------------------------------------------------------------------------
-# Frozen output types
+# Analysis-internal results
 # ---------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
-class BucketShare:
-    ps: float  # mean per kept step, averaged over TensorCores
-    fraction: float  # of step time
-
-
-@dataclass(frozen=True)
-class StepRow:
-    number: int
-    step_ps: float  # median over TensorCores
-    kept: bool
-    reason: str  # why dropped ('' when kept)
-    buckets: Mapping[str, float]  # mean over TensorCores
-
-
-@dataclass(frozen=True)
-class StepsSummary:
-    count: int  # steps seen
-    kept: int
-    source: str
-    step_time_ps: Mapping[str, float]  # median/min/max/mean over kept steps
-    dropped: tuple[StepRow, ...]
-    rule: str
-    table: tuple[StepRow, ...]
-
-
-@dataclass(frozen=True)
-class CoreSummary:
-    core: str  # host:plane
-    host: str
-    plane: str
-    steps_kept: int
-    step_ps: float  # mean over kept steps
-    busy_ps: float  # step minus idle
-    compute_ps: float  # step minus idle minus collectives
-    buckets: Mapping[str, float]
-    remat_ps: float
-    straggler: bool
-    busy_z: float
-
-
-@dataclass(frozen=True)
-class HostSummary:
-    """One host's TensorCores, means over its cores and the kept steps."""
-
-    host: str
-    cores: int
-    step_ps: float
-    compute_ps: float
-    exposed_comm_ps: float
-    idle_ps: float
-    step_z: float  # modified z-score of step time across hosts
-    wait_z: float  # of waiting time (idle + exposed communication)
-    straggler: bool
-
-
-@dataclass(frozen=True)
-class TopOp:
-    name: str  # instruction name (display name)
-    hlo_category: str
-    bucket: str
-    tags: tuple[str, ...]
-    tf_op: str
-    reason: str
-    self_ps: float  # per kept step, averaged over TensorCores
-    fraction: float  # of step time
-    count: float  # occurrences per step per core
-    flops: float | None  # per occurrence
-    bytes: float | None  # per occurrence
-    intensity: float | None  # FLOP/byte
-    tflops_per_s: float | None  # achieved
-    gbps: float | None  # achieved HBM GB/s
-    bound_by: str  # compute | hbm | unknown
-    roofline_fraction: float | None  # achieved / attainable at its intensity
-    deduplicated_name: str
-    model_flops_ratio: float | None = None  # model FLOPs / executed FLOPs (< 1: padding or recompute)
-
-
-@dataclass(frozen=True)
-class BucketOps:
-    """What the ops of one bucket did, per kept step per TensorCore."""
-
-    ps: float
-    fraction: float
-    ops: int  # distinct ops
-    flops: float
-    model_flops: float
-    bytes: float
-    compute_bound_ps: float
-    hbm_bound_ps: float
-    remat_ps: float
-
-
-@dataclass(frozen=True)
 class OpsResult:
-    top: tuple["TopOp", ...]
-    remat: tuple["TopOp", ...]
-    kernels: tuple["TopOp", ...]
+    top: tuple[TopOp, ...]
+    remat: tuple[TopOp, ...]
+    kernels: tuple[TopOp, ...]
     buckets: Mapping[str, BucketOps]
-
-
-@dataclass(frozen=True)
-class Utilisation:
-    mfu: float | None  # model FLOPs / (step time x BF16 peak), per core
-    mfu_flops_source: str  # 'model_flops' | 'flops' | 'none'
-    mxu_matmul: float | None  # matmul FLOPs / (matmul time x peak of its precision)
-
-
-@dataclass(frozen=True)
-class Analysis:
-    schema_version: int
-    tool_version: str
-    source: str
-    input_kind: str
-    run: str | None
-    hosts: tuple[str, ...]
-    hardware: Mapping[str, object]  # the chip: generation, per-chip and per-core peaks, ridge points
-    chip_source: str
-    tensorcores: int
-    sparsecores: int
-    steps: StepsSummary
-    breakdown: Mapping[str, BucketShare]
-    remat: BucketShare
-    phases: Mapping[str, BucketShare]
-    per_core: tuple[CoreSummary, ...]
-    per_host: tuple[HostSummary, ...]
-    top_ops: tuple[TopOp, ...]
-    remat_ops: tuple[TopOp, ...]  # top recomputed ops
-    kernel_ops: tuple[TopOp, ...]  # Pallas / custom kernels
-    bucket_ops: Mapping[str, BucketOps]  # per bucket (+ attention_kernel / attention_unfused)
-    utilisation: Utilisation
-    collectives: Mapping[str, "CollectiveTypeSummary"]
-    communication: "CommunicationSummary"
-    sparsecore_offload: "SparseCoreSummary"
-    timeline: "TimelineSample | None"
-    definitions: Mapping[str, str]
-    notes: tuple[str, ...]
-
-    def to_dict(self) -> dict:
-        return _jsonable(self)
-
-    def self_check(self) -> None:
-        total = sum(b.fraction for b in self.breakdown.values())
-        if self.breakdown and abs(total - 1.0) > 1e-3:
-            from profanalyzer.errors import InvariantError
-
-            raise InvariantError(f"breakdown fractions sum to {total}, not 1")
-
-
-def _round(x: float):
-    """Stable JSON numbers: large values (picoseconds, bytes) as integers,
-    others to 6 significant digits, small ones (fractions) to 6 decimals."""
-    if x is None or (isinstance(x, float) and not math.isfinite(x)):
-        return None
-    if abs(x) >= 1e6:
-        return int(round(x))
-    return float(f"{x:.6g}") if abs(x) >= 1 else round(x, 6)
-
-
-def _jsonable(obj):
-    if is_dataclass(obj):
-        return {f.name: _jsonable(getattr(obj, f.name)) for f in fields(obj)}
-    if isinstance(obj, Mapping):
-        return {str(k): _jsonable(v) for k, v in sorted(obj.items(), key=lambda kv: str(kv[0]))}
-    if isinstance(obj, (list, tuple)):
-        return [_jsonable(v) for v in obj]
-    if isinstance(obj, (bool, np.bool_)):
-        return bool(obj)
-    if isinstance(obj, (int, np.integer)):
-        return int(obj)
-    if isinstance(obj, (float, np.floating)):
-        return _round(float(obj))
-    return obj
 
 
 # ---------------------------------------------------------------------------
 # Classification of a plane's ops
 # ---------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, eq=False)
-class PlaneClasses:
-    """Per metadata row of a plane: classification columns (numpy)."""
-
-    bucket: np.ndarray  # int64 index into BUCKETS
-    remat: np.ndarray  # bool
-    phase: np.ndarray  # int64 index into PHASES or -1
-    role: np.ndarray  # int8 ROLE_CODES (0: not a collective half)
-    columns: Mapping[str, np.ndarray]  # classify_columns output (bucket, collective, role, ... reason)
-
-    def __len__(self) -> int:
-        return len(self.bucket)
-
-
-def classify_plane(plane: Plane) -> PlaneClasses:
-    md = plane.meta
-    cols = classify_columns(
-        {
-            "hlo_text": md.name,
-            "display_name": md.display_name,
-            "category": md.category,
-            "tf_op": md.tf_op,
-            "shape_with_layout": md.shape_with_layout,
-        },
-        n=len(md),
-    )
-    bucket_name, collective, role, reason = cols["bucket"], cols["collective"], cols["role"], cols["reason"]
-    # Async done ops whose kind is not visible in their own text inherit it
-    # from their start op (matched by instruction number).
-    role_list = role.tolist()
-    unknown = [i for i, r in enumerate(role_list) if r in ("done", "offload_done") and collective[i] is None]
-    if unknown:
-        starts: dict[str, int] = {}
-        for row, r in enumerate(role_list):
-            if r in ("start", "offload_start"):
-                key = async_pair_key(md.short_name(row))
-                if key is not None:
-                    starts.setdefault(key[0], row)
-        for row in unknown:
-            key = async_pair_key(md.short_name(row))
-            src = starts.get(key[0]) if key else None
-            if src is not None and collective[src] is not None:
-                bucket_name[row] = bucket_name[src]
-                collective[row] = collective[src]
-                reason[row] = f"{reason[row]}; kind from its start op {md.short_name(src)}"
-    bucket = np.asarray([BUCKET_INDEX[b] for b in bucket_name.tolist()], dtype=np.int64)
-    phase_idx = {p: i for i, p in enumerate(PHASES)}
-    phase = np.asarray([phase_idx.get(p, -1) for p in cols["phase"].tolist()], dtype=np.int64)
-    role_code = np.asarray([ROLE_CODES.get(r, 0) if isinstance(r, str) else 0 for r in role_list], dtype=np.int8)
-    return PlaneClasses(bucket, cols["remat"], phase, role_code, cols)
 
 
 # ---------------------------------------------------------------------------
@@ -315,18 +120,6 @@ class AnalysisOptions:
     progress: object = None  # callable(done, total, label) after each host file
 
 
-@dataclass(frozen=True, eq=False)
-class CoreWork:
-    """Intermediate per-core results (analysis-internal)."""
-
-    plane: Plane
-    classes: PlaneClasses
-    attribution: CoreAttribution
-    ops: OpTimeline  # the XLA Ops line's events (sorted, children inside parents)
-    ev_bucket: np.ndarray  # bucket index per event
-    compute: "object"  # f(t): TensorCore compute time before t (matmul, attention, other compute)
-
-
 def read_trace(path: str | Path, options: AnalysisOptions = AnalysisOptions()) -> Trace:
     """The read stage as `analyze` runs it: only the lines the analysis uses."""
     return load_trace(path, chip=options.chip, jobs=options.jobs, progress=options.progress, lines=ANALYSIS_LINES)
@@ -336,36 +129,6 @@ def analyze(path: str | Path, options: AnalysisOptions = AnalysisOptions()) -> A
     return analyze_trace(read_trace(path, options), options)
 
 
-def attribute_trace(trace: Trace) -> list[CoreWork]:
-    other = BUCKET_INDEX["other_compute"]
-    compute_mask = np.asarray([b in COMPUTE_BUCKETS for b in BUCKETS], dtype=bool)
-    work = []
-    for plane in trace.tensorcores:
-        ln = plane.line(LINE_OPS)
-        steps = trace.steps[plane.label]
-        classes = classify_plane(plane)
-        if ln is None or len(ln.events) == 0:
-            z = np.zeros(0, dtype=np.int64)
-            ops = OpTimeline.of(z, z, z)
-            ev_bucket, ev_remat, ev_phase = z, np.zeros(0, dtype=bool), z
-        else:
-            ev = ln.events
-            rows = ev.meta
-            valid = (rows >= 0) & (rows < len(classes.bucket))
-            safe = np.where(valid, rows, 0)
-            n = len(ev)
-            if len(classes.bucket):
-                ev_bucket = np.where(valid, classes.bucket[safe], other)
-                ev_remat = np.where(valid, classes.remat[safe], False)
-                ev_phase = np.where(valid, classes.phase[safe], -1)
-            else:
-                ev_bucket, ev_remat, ev_phase = np.full(n, other), np.zeros(n, bool), np.full(n, -1)
-            ops = OpTimeline.of(ev.start_ps, ev.end_ps, ev.parent)
-        att = attribute_core(plane.label, ops, ev_bucket, ev_remat, ev_phase, steps.number, steps.start_ps, steps.end_ps)
-        work.append(CoreWork(plane, classes, att, ops, ev_bucket, ops.covered(compute_mask[ev_bucket])))
-    return work
-
-
 def analyze_trace(trace: Trace, options: AnalysisOptions = AnalysisOptions()) -> Analysis:
     work = attribute_trace(trace)
     if not work or all(len(w.attribution.step_numbers) == 0 for w in work):
@@ -373,9 +136,79 @@ def analyze_trace(trace: Trace, options: AnalysisOptions = AnalysisOptions()) ->
     notes: list[str] = []
     if trace.note:
         notes.append(trace.note)
+    rows = _core_step_rows(work)
+    table, kept_mask, step_med = _step_table(rows)
+    kept_steps = set(r.number for r in table if r.kept)
+    row_kept = kept_mask[rows.step_index]
 
-    # --- consensus step table (by step number, median over cores) ---------
-    # One row per (core, step): step_ps, the buckets, remat_ps, the phases.
+    # --- per core means over kept steps, then averaged over cores ---------
+    col = rows.col
+    core_ids = [ci for ci in range(len(work)) if (row_kept & (rows.core == ci)).any()]
+    core_means = np.asarray([rows.vals[row_kept & (rows.core == ci)].mean(axis=0) for ci in core_ids]).reshape(len(core_ids), rows.vals.shape[1])
+    core_counts = [int((row_kept & (rows.core == ci)).sum()) for ci in core_ids]
+    avg = core_means.mean(axis=0)
+    step_mean = float(avg[col["step_ps"]])
+    denom = step_mean if step_mean > 0 else 1.0
+    breakdown = {b: BucketShare(float(avg[col[b]]), float(avg[col[b]]) / denom) for b in BUCKETS}
+    remat = BucketShare(float(avg[col["remat_ps"]]), float(avg[col["remat_ps"]]) / denom)
+    phases = {p: BucketShare(float(avg[col[p]]), float(avg[col[p]]) / denom) for p in PHASES}
+    per_core = _per_core(work, core_ids, core_means, core_counts, col)
+
+    per_host = _per_host(per_core)
+    ops, util = _ops_and_roofline(trace, work, kept_steps, step_mean, options.top_ops)
+    overlap = analyze_overlap(trace, work, kept_steps, step_mean)
+    timeline = build_timeline(trace, work, kept_steps, table, overlap.windows[0] if overlap.windows else None)
+
+    sources = sorted({trace.steps[w.plane.label].source for w in work})
+    steps = _steps_summary(table, step_med[kept_mask], step_mean, sources)
+    if any(s.startswith("XLA Modules") for s in sources):
+        notes.append("no Steps line: steps are the runs of the dominant program on XLA Modules")
+    analysis = Analysis(
+        schema_version=SCHEMA_VERSION,
+        tool_version=__version__,
+        source=trace.source,
+        input_kind=trace.input_kind,
+        run=trace.run,
+        hosts=tuple(h.name for h in trace.hosts),
+        hardware=ChipSpec.from_dict(trace.chip.to_dict()),
+        chip_source=trace.chip_source,
+        tensorcores=len(trace.tensorcores),
+        sparsecores=len(trace.sparsecores),
+        steps=steps,
+        breakdown=breakdown,
+        remat=remat,
+        phases=phases,
+        per_core=tuple(per_core),
+        per_host=per_host,
+        top_ops=ops.top,
+        remat_ops=ops.remat,
+        kernel_ops=ops.kernels,
+        bucket_ops=ops.buckets,
+        utilisation=util,
+        collectives=overlap.types,
+        communication=overlap.communication,
+        sparsecore_offload=overlap.sparsecore,
+        timeline=timeline,
+        definitions=_definitions(steps),
+        notes=tuple(notes),
+    )
+    analysis.self_check()
+    return analysis
+
+
+@dataclass(frozen=True, eq=False)
+class _CoreStepRows:
+    """One row per (core, step): step_ps, the buckets, remat_ps, the phases."""
+
+    step: np.ndarray  # step number per row
+    core: np.ndarray  # index into work per row
+    vals: np.ndarray  # float64 (rows, columns)
+    col: Mapping[str, int]  # column of each value
+    step_numbers: np.ndarray  # distinct step numbers, ascending
+    step_index: np.ndarray  # per row: index into step_numbers
+
+
+def _core_step_rows(work: list[CoreWork]) -> _CoreStepRows:
     nums, cores, vals = [], [], []
     for ci, w in enumerate(work):
         a = w.attribution
@@ -388,19 +221,23 @@ def analyze_trace(trace: Trace, options: AnalysisOptions = AnalysisOptions()) ->
             np.column_stack([np.asarray(a.step_ps, dtype=np.int64), a.buckets, np.asarray(a.remat_ps, dtype=np.int64), a.phase_ps]).astype(np.float64)
         )
     row_step = np.concatenate(nums)
-    row_core = np.concatenate(cores)
-    vals = np.concatenate(vals)
-    col = {c: i for i, c in enumerate(("step_ps", *BUCKETS, "remat_ps", *PHASES))}
-    bcols = [col[b] for b in BUCKETS]
     step_numbers, row_si = np.unique(row_step, return_inverse=True)
+    col = {c: i for i, c in enumerate(("step_ps", *BUCKETS, "remat_ps", *PHASES))}
+    return _CoreStepRows(row_step, np.concatenate(cores), np.concatenate(vals), col, step_numbers, row_si)
+
+
+def _step_table(rows: _CoreStepRows) -> tuple[tuple[StepRow, ...], np.ndarray, np.ndarray]:
+    """The consensus step table (by step number, median over cores), the kept
+    mask and the median step time per step."""
+    col, step_numbers = rows.col, rows.step_numbers
+    bcols = [col[b] for b in BUCKETS]
     step_med = np.empty(len(step_numbers))
     bucket_mean_by_step = np.empty((len(step_numbers), len(BUCKETS)))
     for i in range(len(step_numbers)):
-        sel = vals[row_si == i]
+        sel = rows.vals[rows.step_index == i]
         step_med[i] = np.median(sel[:, col["step_ps"]])
         bucket_mean_by_step[i] = sel[:, bcols].mean(axis=0)
     kept_mask, reasons = select_steps(step_numbers, step_med)
-    kept_steps = set(step_numbers[kept_mask].tolist())
     table = tuple(
         StepRow(
             number=int(n),
@@ -411,19 +248,12 @@ def analyze_trace(trace: Trace, options: AnalysisOptions = AnalysisOptions()) ->
         )
         for i, n in enumerate(step_numbers.tolist())
     )
-    row_kept = kept_mask[row_si]
+    return table, kept_mask, step_med
 
-    # --- per core means over kept steps, then averaged over cores ---------
-    core_ids = [ci for ci in range(len(work)) if (row_kept & (row_core == ci)).any()]
-    core_means = np.asarray([vals[row_kept & (row_core == ci)].mean(axis=0) for ci in core_ids]).reshape(len(core_ids), vals.shape[1])
-    core_counts = [int((row_kept & (row_core == ci)).sum()) for ci in core_ids]
-    avg = core_means.mean(axis=0)
-    step_mean = float(avg[col["step_ps"]])
-    denom = step_mean if step_mean > 0 else 1.0
-    breakdown = {b: BucketShare(float(avg[col[b]]), float(avg[col[b]]) / denom) for b in BUCKETS}
-    remat = BucketShare(float(avg[col["remat_ps"]]), float(avg[col["remat_ps"]]) / denom)
-    phases = {p: BucketShare(float(avg[col[p]]), float(avg[col[p]]) / denom) for p in PHASES}
 
+def _per_core(work: list[CoreWork], core_ids: list[int], core_means: np.ndarray, core_counts: list[int],
+              col: Mapping[str, int]) -> list[CoreSummary]:
+    """Per-core means over the kept steps, and straggler cores (modified z of compute time)."""
     # --- per-core spread, stragglers ---------------------------------------
     busy = core_means[:, col["step_ps"]] - core_means[:, col["idle"]]
     compute = busy - core_means[:, [col[b] for b in BUCKETS if b in COLLECTIVE_BUCKETS]].sum(axis=1)
@@ -449,17 +279,13 @@ def analyze_trace(trace: Trace, options: AnalysisOptions = AnalysisOptions()) ->
                 busy_z=z,
             )
         )
+    return per_core
 
-    per_host = _per_host(per_core)
-    ops, util = _ops_and_roofline(trace, work, kept_steps, step_mean, options.top_ops)
-    overlap = analyze_overlap(trace, work, kept_steps, step_mean)
-    timeline = build_timeline(trace, work, kept_steps, table)
 
-    sources = sorted({trace.steps[w.plane.label].source for w in work})
-    kept_d = step_med[kept_mask]
+def _steps_summary(table: tuple[StepRow, ...], kept_d: np.ndarray, step_mean: float, sources: list[str]) -> StepsSummary:
     steps = StepsSummary(
-        count=len(step_numbers),
-        kept=int(kept_mask.sum()),
+        count=len(table),
+        kept=sum(1 for r in table if r.kept),
         source="; ".join(sources),
         step_time_ps={
             "median": float(np.median(kept_d)),
@@ -475,8 +301,10 @@ def analyze_trace(trace: Trace, options: AnalysisOptions = AnalysisOptions()) ->
         ),
         table=table,
     )
-    if any(s.startswith("XLA Modules") for s in sources):
-        notes.append("no Steps line: steps are the runs of the dominant program on XLA Modules")
+    return steps
+
+
+def _definitions(steps: StepsSummary) -> dict[str, str]:
     definitions = {
         "step_time": f"step windows from {steps.source}; each TensorCore's step time is its own window",
         "buckets": "each instant of a step goes to the deepest XLA op running then (self time), or idle when none runs",
@@ -486,37 +314,7 @@ def analyze_trace(trace: Trace, options: AnalysisOptions = AnalysisOptions()) ->
         "hidden_fraction": "TensorCore compute time inside a collective's window (start to done, or the op itself when synchronous) / window",
         "mfu": "model FLOPs of the step's ops / (step time x BF16 peak of one TensorCore)",
     }
-    analysis = Analysis(
-        schema_version=SCHEMA_VERSION,
-        tool_version=__version__,
-        source=trace.source,
-        input_kind=trace.input_kind,
-        run=trace.run,
-        hosts=tuple(h.name for h in trace.hosts),
-        hardware=trace.chip.to_dict(),
-        chip_source=trace.chip_source,
-        tensorcores=len(trace.tensorcores),
-        sparsecores=len(trace.sparsecores),
-        steps=steps,
-        breakdown=breakdown,
-        remat=remat,
-        phases=phases,
-        per_core=tuple(per_core),
-        per_host=per_host,
-        top_ops=ops.top,
-        remat_ops=ops.remat,
-        kernel_ops=ops.kernels,
-        bucket_ops=ops.buckets,
-        utilisation=util,
-        collectives=overlap.types,
-        communication=overlap.communication,
-        sparsecore_offload=overlap.sparsecore,
-        timeline=timeline,
-        definitions=definitions,
-        notes=tuple(notes),
-    )
-    analysis.self_check()
-    return analysis
+    return definitions
 
 
 def _per_host(per_core: list[CoreSummary]) -> tuple[HostSummary, ...]:
@@ -719,7 +517,7 @@ def _intensity(flops: float, nbytes: float) -> float:
 def _bucket_summaries(agg: list[_OpGroup], n_core_steps: int, denom: float, chip) -> dict:
     """Per bucket (and attention split by kernel/unfused): time, FLOPs, bytes,
     compute- vs HBM-bound time, per step per TensorCore."""
-    names = [b for b in BUCKETS if b != "idle"] + ["attention_kernel", "attention_unfused"]
+    names = [b for b in BUCKETS if b != "idle"] + list(ATTENTION_SPLIT)
     acc = {n: [0, 0, 0.0, 0.0, 0.0, 0, 0, 0] for n in names}  # ps, ops, flops, model, bytes, compute, hbm, remat
     for g in agg:
         inten = _intensity(g.flops, g.bytes)

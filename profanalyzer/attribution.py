@@ -20,15 +20,17 @@ buckets sum to the step window exactly (integer picoseconds).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable, Mapping
 
 import numpy as np
 
-from profanalyzer.classify import BUCKETS
+from profanalyzer.classify import ROLE_CODES, async_pair_key, classify_columns
+from profanalyzer.trace import LINE_OPS, Plane, Trace
+from profanalyzer.vocab import BUCKETS, COMPUTE_BUCKETS, PHASES
 from profanalyzer.errors import InvariantError
 
 BUCKET_INDEX = {b: i for i, b in enumerate(BUCKETS)}
 IDLE = BUCKET_INDEX["idle"]
-PHASES = ("forward", "backward", "optimizer")
 
 #: Relative tolerance of the conservation check (the brief asks for 0.1%;
 #: integer arithmetic makes the sums exact, so any mismatch is a bug).
@@ -231,3 +233,104 @@ def attribute_core(
     att = CoreAttribution(label, step_numbers.astype(np.int64), step_ps, buckets, remat, phase)
     att.self_check()
     return att
+
+
+# ---------------------------------------------------------------------------
+# Per-core work: classification of a plane's ops, then its attribution
+# ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, eq=False)
+class PlaneClasses:
+    """Per metadata row of a plane: classification columns (numpy)."""
+
+    bucket: np.ndarray  # int64 index into BUCKETS
+    remat: np.ndarray  # bool
+    phase: np.ndarray  # int64 index into PHASES or -1
+    role: np.ndarray  # int8 ROLE_CODES (0: not a collective half)
+    columns: Mapping[str, np.ndarray]  # classify_columns output (bucket, collective, role, ... reason)
+
+    def __len__(self) -> int:
+        return len(self.bucket)
+
+
+def classify_plane(plane: Plane) -> PlaneClasses:
+    md = plane.meta
+    cols = classify_columns(
+        {
+            "hlo_text": md.name,
+            "display_name": md.display_name,
+            "category": md.category,
+            "tf_op": md.tf_op,
+            "shape_with_layout": md.shape_with_layout,
+        },
+        n=len(md),
+    )
+    bucket_name, collective, role, reason = cols["bucket"], cols["collective"], cols["role"], cols["reason"]
+    # Async done ops whose kind is not visible in their own text inherit it
+    # from their start op (matched by instruction number).
+    role_list = role.tolist()
+    unknown = [i for i, r in enumerate(role_list) if r in ("done", "offload_done") and collective[i] is None]
+    if unknown:
+        starts: dict[str, int] = {}
+        for row, r in enumerate(role_list):
+            if r in ("start", "offload_start"):
+                key = async_pair_key(md.short_name(row))
+                if key is not None:
+                    starts.setdefault(key[0], row)
+        for row in unknown:
+            key = async_pair_key(md.short_name(row))
+            src = starts.get(key[0]) if key else None
+            if src is not None and collective[src] is not None:
+                bucket_name[row] = bucket_name[src]
+                collective[row] = collective[src]
+                reason[row] = f"{reason[row]}; kind from its start op {md.short_name(src)}"
+    bucket = np.asarray([BUCKET_INDEX[b] for b in bucket_name.tolist()], dtype=np.int64)
+    phase_idx = {p: i for i, p in enumerate(PHASES)}
+    phase = np.asarray([phase_idx.get(p, -1) for p in cols["phase"].tolist()], dtype=np.int64)
+    role_code = np.asarray([ROLE_CODES.get(r, 0) if isinstance(r, str) else 0 for r in role_list], dtype=np.int8)
+    return PlaneClasses(bucket, cols["remat"], phase, role_code, cols)
+
+
+@dataclass(frozen=True, eq=False)
+class CoreWork:
+    """One TensorCore's classified and attributed work: what the analysis,
+    the overlap analysis and the timeline read (analysis-internal)."""
+
+    plane: Plane
+    classes: PlaneClasses
+    attribution: CoreAttribution
+    ops: OpTimeline  # the XLA Ops line's events (sorted, children inside parents)
+    ev_bucket: np.ndarray  # bucket index per event
+    compute: Callable[[np.ndarray], np.ndarray]  # f(t): TensorCore compute time before t (matmul, attention, other compute)
+
+
+def attribute_trace(trace: Trace) -> list[CoreWork]:
+    """Classify and attribute every TensorCore of the trace (one CoreWork each)."""
+    other = BUCKET_INDEX["other_compute"]
+    compute_mask = np.asarray([b in COMPUTE_BUCKETS for b in BUCKETS], dtype=bool)
+    work = []
+    for plane in trace.tensorcores:
+        ln = plane.line(LINE_OPS)
+        steps = trace.steps[plane.label]
+        classes = classify_plane(plane)
+        if ln is None or len(ln.events) == 0:
+            z = np.zeros(0, dtype=np.int64)
+            ops = OpTimeline.of(z, z, z)
+            ev_bucket, ev_remat, ev_phase = z, np.zeros(0, dtype=bool), z
+        else:
+            ev = ln.events
+            rows = ev.meta
+            valid = (rows >= 0) & (rows < len(classes.bucket))
+            safe = np.where(valid, rows, 0)
+            n = len(ev)
+            if len(classes.bucket):
+                ev_bucket = np.where(valid, classes.bucket[safe], other)
+                ev_remat = np.where(valid, classes.remat[safe], False)
+                ev_phase = np.where(valid, classes.phase[safe], -1)
+            else:
+                ev_bucket, ev_remat, ev_phase = np.full(n, other), np.zeros(n, bool), np.full(n, -1)
+            ops = OpTimeline.of(ev.start_ps, ev.end_ps, ev.parent)
+        att = attribute_core(plane.label, ops, ev_bucket, ev_remat, ev_phase, steps.number, steps.start_ps, steps.end_ps)
+        work.append(CoreWork(plane, classes, att, ops, ev_bucket, ops.covered(compute_mask[ev_bucket])))
+    return work

@@ -45,6 +45,9 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from profanalyzer.errors import InputError
+from profanalyzer.format import NOT_AVAILABLE, noise
+from profanalyzer.vocab import BUCKETS, COLLECTIVE_TYPES
+from profanalyzer.model import Analysis, BucketShare, Findings, SchemaError, to_jsonable
 
 TOP_KEYS = ("baseline", "fail_on", "budget", "max_regression")
 BOUND_KEYS = ("max", "min")
@@ -59,15 +62,11 @@ class BudgetError(InputError):
 
 
 def _buckets() -> tuple[str, ...]:
-    from profanalyzer.classify import BUCKETS
-
     return BUCKETS
 
 
 def _collective_types() -> tuple[str, ...]:
-    from profanalyzer.overlap import TYPES
-
-    return (*TYPES, "total")
+    return (*COLLECTIVE_TYPES, "total")
 
 
 @dataclass(frozen=True)
@@ -102,34 +101,56 @@ METRICS: Mapping[str, Metric] = _metrics()
 REGRESSION_METRICS: tuple[str, ...] = ("step_time", *METRICS)
 
 
-def metric_value(doc: Mapping, name: str) -> float | None:
-    """A metric of an analysis document (None when the analysis has no value for it)."""
+def metric_value(doc: Analysis | Mapping, name: str) -> float | None:
+    """A metric of an analysis (typed, or its saved document; None when the
+    analysis has no value for it). Metric names read like the JSON's paths
+    (`bucket.<name>.ms`, `exposed.<type>.fraction`) and resolve against the
+    typed Analysis."""
     if name not in METRICS and name != "step_time":
         raise KeyError(name)
-    t = doc["steps"]["step_time_ps"]
+    a = _analysis(doc)
+    t = a.steps.step_time_ps
     if name == "step_time_ms":
         return _num(t.get("median"), 1e-9)
     if name in ("step_time_mean_ms", "step_time"):
         return _num(t.get("mean"), 1e-9)
     if name in ("mfu", "mxu_matmul"):
-        return _num((doc.get("utilisation") or {}).get(name))
+        return _num(getattr(a.utilisation, name))
     group, rest = name.split(".", 1)
     if group == "remat":
-        return _share(doc.get("remat"), rest)
+        return _share(a.remat, rest)
     if group == "bucket":
         b, kind = rest.rsplit(".", 1)
-        s = (doc.get("breakdown") or {}).get(b)
+        s = a.breakdown.get(b)
         return _share(s, kind) if s is not None else None
     if group == "exposed":
-        t, kind = rest.rsplit(".", 1)
-        if t == "total":
-            c = doc.get("communication") or {}
-            return _num(c.get("exposed_total_fraction")) if kind == "fraction" else _num(c.get("exposed_total_ps"), 1e-9)
-        c = (doc.get("collectives") or {}).get(t)
-        if c is None:  # the type does not occur: nothing exposed
+        ty, kind = rest.rsplit(".", 1)
+        if ty == "total":
+            c = a.communication
+            return _num(c.exposed_total_fraction) if kind == "fraction" else _num(c.exposed_total_ps, 1e-9)
+        ct = a.collectives.get(ty)
+        if ct is None:  # the type does not occur: nothing exposed
             return 0.0
-        return _num(c.get("fraction_of_step")) if kind == "fraction" else _num(c.get("exposed_ps"), 1e-9)
+        return _num(ct.fraction_of_step) if kind == "fraction" else _num(ct.exposed_ps, 1e-9)
     raise KeyError(name)
+
+
+def _analysis(doc: Analysis | Mapping) -> Analysis:
+    if isinstance(doc, Analysis):
+        return doc
+    try:
+        return Analysis.from_dict(doc)
+    except SchemaError as e:
+        raise InputError(f"malformed analysis JSON ({e})") from None
+
+
+def _findings(doc: Analysis | Mapping) -> Findings | None:
+    if isinstance(doc, Analysis) or "recommendations" not in doc:
+        return None
+    try:
+        return Findings.from_dict({"rules_run": (), "workload": None, **doc})
+    except SchemaError as e:
+        raise InputError(f"malformed analysis JSON ({e})") from None
 
 
 def _num(x: Any, scale: float = 1.0) -> float | None:
@@ -138,10 +159,8 @@ def _num(x: Any, scale: float = 1.0) -> float | None:
     return float(x) * scale
 
 
-def _share(s: Any, kind: str) -> float | None:
-    if not isinstance(s, Mapping):
-        return None
-    return _num(s.get("fraction")) if kind == "fraction" else _num(s.get("ps"), 1e-9)
+def _share(s: BucketShare, kind: str) -> float | None:
+    return _num(s.fraction) if kind == "fraction" else _num(s.ps, 1e-9)
 
 
 # ---------------------------------------------------------------------------
@@ -378,14 +397,12 @@ class CheckReport:
     comparison: str | None  # compare headline against the baseline
 
     def to_dict(self) -> dict:
-        from profanalyzer.analysis import _jsonable
-
-        return _jsonable(self)
+        return to_jsonable(self)
 
 
 def _fmt(v: float | None, unit: str) -> str:
     if v is None:
-        return "n/a"
+        return NOT_AVAILABLE
     if unit == "ms":
         return f"{v:.3f} ms"
     return f"{v:.4f} ({v * 100:.2f}%)"
@@ -399,8 +416,10 @@ def evaluate(budget: Budget, doc: Mapping, baseline_doc: Mapping | None = None, 
     """Run every check of `budget` on the analysis document `doc` (and the
     baseline's for max_regression). A metric the analysis cannot give fails its check."""
     checks: list[CheckResult] = []
+    a = _analysis(doc)
+    base_a = _analysis(baseline_doc) if baseline_doc is not None else None
     for lim in budget.limits:
-        checks.append(_check_limit(lim, doc))
+        checks.append(_check_limit(lim, a))
     comparison = None
     if budget.regressions:
         if baseline_doc is None:
@@ -410,9 +429,10 @@ def evaluate(budget: Budget, doc: Mapping, baseline_doc: Mapping | None = None, 
 
         comparison = compare(dict(baseline_doc), dict(doc), baseline or "baseline", trace or "trace")
         for r in budget.regressions:
-            checks.append(_check_regression(r, doc, baseline_doc, comparison))
+            checks.append(_check_regression(r, a, base_a, comparison))
+    found = _findings(doc)
     for code in budget.fail_on:
-        checks.append(_check_finding(code, doc))
+        checks.append(_check_finding(code, found))
     failed = tuple(c.name for c in checks if not c.passed)
     return CheckReport(
         passed=not failed,
@@ -425,9 +445,9 @@ def evaluate(budget: Budget, doc: Mapping, baseline_doc: Mapping | None = None, 
     )
 
 
-def _check_limit(lim: Limit, doc: Mapping) -> CheckResult:
+def _check_limit(lim: Limit, a: Analysis) -> CheckResult:
     m = METRICS[lim.metric]
-    v = metric_value(doc, lim.metric)
+    v = metric_value(a, lim.metric)
     parts = []
     if lim.max is not None:
         parts.append(f"<= {_fmt_limit(lim.max, m.unit)}")
@@ -447,11 +467,11 @@ def _check_limit(lim: Limit, doc: Mapping) -> CheckResult:
     return CheckResult(name, "budget", lim.metric, ok, v, limit, msg)
 
 
-def _check_regression(r: RegressionLimit, doc: Mapping, base: Mapping, comparison) -> CheckResult:
+def _check_regression(r: RegressionLimit, a: Analysis, base: Analysis, comparison) -> CheckResult:
     name = f"max_regression.{r.metric}"
     unit = "ms" if r.metric == "step_time" else METRICS[r.metric].unit
     higher_better = METRICS[r.metric].higher_is_better if r.metric in METRICS else False
-    bv, nv = metric_value(base, r.metric), metric_value(doc, r.metric)
+    bv, nv = metric_value(base, r.metric), metric_value(a, r.metric)
     limit = f"worse by <= {r.text}"
     if bv is None or nv is None:
         return CheckResult(name, "regression", r.metric, False, None, limit, f"{name}: not available in {'the baseline' if bv is None else 'this analysis'}; limit {limit}")
@@ -464,24 +484,21 @@ def _check_regression(r: RegressionLimit, doc: Mapping, base: Mapping, compariso
     if r.metric == "step_time":
         st = comparison.step_time
         if st.noise_ps is not None:
-            msg += f"; noise ±{st.noise_ps / 1e9:.3f} ms ({st.verdict})"
+            msg += f"; noise {noise(st.noise_ps)} ms ({st.verdict})"
             if allowed * 1e9 < 3 * st.noise_ps:
                 msg += "; the limit is below 3x the noise estimate: this check may flake"
     return CheckResult(name, "regression", r.metric, ok, nv - bv, limit, msg)
 
 
-def _check_finding(code: str, doc: Mapping) -> CheckResult:
+def _check_finding(code: str, found: Findings | None) -> CheckResult:
     name = f"fail_on.{code}"
     limit = f"no finding {code}{'*' if len(code) < 5 else ''}"
-    recs = doc.get("recommendations")
-    if recs is None:
+    if found is None:
         return CheckResult(name, "finding", code, False, None, limit, f"fail_on {code}: this analysis has no findings section (re-run `profanalyze analyze --json`)")
-    hits = [f for f in recs if isinstance(f, Mapping) and str(f.get("code", "")).startswith(code)]
+    hits = [f for f in found.recommendations if f.code.startswith(code)]
     if not hits:
         return CheckResult(name, "finding", code, True, 0.0, limit, f"fail_on {code}: no such finding")
-    desc = "; ".join(
-        f"{f.get('code')} {f.get('title', '')} (saves ~{_num(f.get('estimated_saving_ps'), 1e-9) or 0:.3f} ms/step)" for f in hits
-    )
+    desc = "; ".join(f"{f.code} {f.title} (saves ~{_num(f.estimated_saving_ps, 1e-9) or 0:.3f} ms/step)" for f in hits)
     return CheckResult(name, "finding", code, False, float(len(hits)), limit, f"fail_on {code}: {desc}")
 
 

@@ -102,6 +102,8 @@ from typing import Any, Callable, Mapping, NamedTuple, Sequence
 
 import numpy as np
 
+from profanalyzer.vocab import BUCKETS, COLLECTIVE_BUCKETS, COLLECTIVE_KIND_BUCKET, COMPUTE_BUCKETS, MATMUL_BUCKETS, PHASES
+
 __all__ = [
     "BUCKETS",
     "COLLECTIVE_BUCKETS",
@@ -126,24 +128,7 @@ __all__ = [
 # --------------------------------------------------------------------------
 # Public vocabulary
 # --------------------------------------------------------------------------
-BUCKETS: tuple[str, ...] = (
-    "matmul_bf16",
-    "matmul_fp8",
-    "matmul_int8",
-    "matmul_other",
-    "attention",
-    "all_gather",
-    "reduce_scatter",
-    "all_reduce",
-    "all_to_all",
-    "other_collective",
-    "host_offload",
-    "other_compute",
-    "idle",
-)
-COLLECTIVE_BUCKETS = frozenset({"all_gather", "reduce_scatter", "all_reduce", "all_to_all", "other_collective"})
-MATMUL_BUCKETS = frozenset({"matmul_bf16", "matmul_fp8", "matmul_int8", "matmul_other"})
-COMPUTE_BUCKETS = frozenset(MATMUL_BUCKETS | {"attention", "other_compute"})
+# Buckets, their kinds and the phases live in profanalyzer.vocab (one table).
 COLLECTIVES: tuple[str, ...] = (
     "all_gather",
     "reduce_scatter",
@@ -163,19 +148,9 @@ PRECISIONS: tuple[str, ...] = ("bf16", "fp8", "f32", "int8", "w8a16", "w4a16", "
 #: Parts of the attention bucket: the fused kernel itself, the layout ops that
 #: feed it (under the kernel's scope), and attention computed from separate ops.
 ATTENTION_PARTS: tuple[str, ...] = ("kernel", "layout", "unfused")
-PHASES: tuple[str, ...] = ("forward", "backward", "optimizer")
 
-# collective kind -> bucket
-_KIND_BUCKET = {
-    "all_gather": "all_gather",
-    "reduce_scatter": "reduce_scatter",
-    "all_reduce": "all_reduce",
-    "all_to_all": "all_to_all",
-    "collective_permute": "other_collective",
-    "send_recv": "other_collective",
-    "host_transfer": "other_collective",
-    None: "other_collective",
-}
+# collective kind -> bucket: vocab.COLLECTIVE_KIND_BUCKET
+_KIND_BUCKET = COLLECTIVE_KIND_BUCKET
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,9 @@
 
 Both sides are the JSON documents `profanalyze analyze --json` writes
 (`Analysis.to_dict()` + `Findings.to_dict()`), so CI can keep a small JSON of a
-known-good run instead of its trace.
+known-good run instead of its trace; `compare` reads them with
+`Analysis.from_dict` / `Findings.from_dict` (`typed_side`) and works on the
+typed records (a typed Analysis, or an (Analysis, Findings) pair, works too).
 
 What is compared
   * step time: mean over kept steps (the buckets sum to it), with a noise
@@ -42,8 +44,6 @@ those lists; its time on the other side is below that side's smallest listed op.
 
 from __future__ import annotations
 
-import gzip
-import json
 import math
 import re
 from dataclasses import dataclass
@@ -51,11 +51,25 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from profanalyzer.errors import InputError
+from profanalyzer.format import ms, signed_ms
+from profanalyzer.model import (
+    Analysis,
+    BucketShare,
+    Finding,
+    Findings,
+    SchemaError,
+    StepRow,
+    TopOp,
+    is_json_document,
+    read_json,
+    to_jsonable,
+    validate_document,
+)
+from profanalyzer.vocab import BUCKETS, COLLECTIVE_TYPES
 
 #: Comparison JSON schema version.
 COMPARISON_SCHEMA_VERSION = 1
 #: Analysis JSON schema versions this module reads.
-READS_SCHEMA = (1,)
 #: Significance: |delta| > NOISE_K sigma ...
 NOISE_K = 3.0
 #: ... and more than this fraction of the base step time.
@@ -67,8 +81,6 @@ OPS_SHOWN = 15
 
 OP_KEY = "(tf_op, instruction name without its .N numbers (deduplicated_name when present), bucket)"
 
-REQUIRED_KEYS = ("schema_version", "steps", "breakdown", "remat", "collectives", "communication", "utilisation", "top_ops")
-STEPS_KEYS = ("table", "step_time_ps", "kept", "count")
 
 _INSTR_NUM = re.compile(r"\.\d+(?=\.|$)")
 
@@ -84,20 +96,7 @@ def _looks_like_json(p: Path) -> bool:
         return True
     if name.endswith(".pb") or name.endswith(".pb.gz"):
         return False
-    try:
-        with open(p, "rb") as fh:
-            head = fh.read(4096)
-        if head[:2] == b"\x1f\x8b":
-            with gzip.open(p, "rb") as gz:
-                head = gz.read(4096)
-    except (OSError, EOFError, gzip.BadGzipFile):
-        return False
-    return head.lstrip()[:1] == b"{"
-
-
-def _read_all(p: Path) -> bytes:
-    with open(p, "rb") as fh:
-        return fh.read()
+    return is_json_document(p)
 
 
 def load_document(path: str | Path, chip: str | None = None) -> dict:
@@ -108,15 +107,7 @@ def load_document(path: str | Path, chip: str | None = None) -> dict:
     if not p.exists():
         raise InputError(f"{path}: no such file or directory")
     if p.is_file() and _looks_like_json(p):
-        data = _read_all(p)
-        try:
-            if data[:2] == b"\x1f\x8b":
-                data = gzip.decompress(data)
-            doc = json.loads(data.decode("utf-8"))
-        except (OSError, EOFError, UnicodeDecodeError) as e:
-            raise InputError(f"{path}: cannot read the analysis JSON ({e})") from None
-        except json.JSONDecodeError as e:
-            raise InputError(f"{path}: not valid JSON ({e.msg} at line {e.lineno} column {e.colno})") from None
+        doc = read_json(p)
         validate_document(doc, str(path))
         return doc
     from profanalyzer.analysis import AnalysisOptions, analyze
@@ -124,43 +115,6 @@ def load_document(path: str | Path, chip: str | None = None) -> dict:
 
     a = analyze(p, AnalysisOptions(chip=chip))
     return result_document(a, run_rules(a))
-
-
-def validate_document(doc: Any, label: str = "analysis") -> None:
-    """Check that `doc` is an analysis document this version reads."""
-    hint = "write one with `profanalyze analyze TRACE --json FILE`"
-    if not isinstance(doc, dict):
-        raise InputError(f"{label}: not a profanalyze analysis JSON (a JSON {type(doc).__name__}, not an object; {hint})")
-    if "schema_version" not in doc:
-        raise InputError(f"{label}: not a profanalyze analysis JSON (no schema_version; {hint})")
-    v = doc["schema_version"]
-    if not isinstance(v, int) or isinstance(v, bool) or v not in READS_SCHEMA:
-        raise InputError(
-            f"{label}: analysis schema_version {v!r}, this profanalyze reads {', '.join(map(str, READS_SCHEMA))}; "
-            f"re-run `profanalyze analyze --json` with this version"
-        )
-    missing = [k for k in REQUIRED_KEYS if k not in doc]
-    if missing:
-        raise InputError(f"{label}: not a complete profanalyze analysis JSON (missing keys: {', '.join(missing)}; {hint})")
-    steps = doc["steps"]
-    if not isinstance(steps, dict) or any(k not in steps for k in STEPS_KEYS):
-        raise InputError(f"{label}: malformed analysis JSON (steps needs {', '.join(STEPS_KEYS)})")
-    if not isinstance(steps["table"], list) or not all(isinstance(r, dict) and "step_ps" in r and "kept" in r for r in steps["table"]):
-        raise InputError(f"{label}: malformed analysis JSON (steps.table must be a list of steps with step_ps and kept)")
-    for key in ("breakdown", "collectives", "utilisation", "remat", "communication"):
-        if not isinstance(doc[key], dict):
-            raise InputError(f"{label}: malformed analysis JSON ({key} must be an object)")
-    for b, s in doc["breakdown"].items():
-        if not isinstance(s, dict) or not _is_num(s.get("ps")) or not _is_num(s.get("fraction")):
-            raise InputError(f"{label}: malformed analysis JSON (breakdown.{b} needs numeric ps and fraction)")
-    if not _is_num(steps["step_time_ps"].get("mean") if isinstance(steps["step_time_ps"], dict) else None):
-        raise InputError(f"{label}: malformed analysis JSON (steps.step_time_ps.mean must be a number)")
-    if not isinstance(doc["top_ops"], list):
-        raise InputError(f"{label}: malformed analysis JSON (top_ops must be a list)")
-
-
-def _is_num(x: Any) -> bool:
-    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
 
 
 # ---------------------------------------------------------------------------
@@ -293,9 +247,7 @@ class Comparison:
         return tuple(f for f in self.findings if f.status == "vanished")
 
     def to_dict(self) -> dict:
-        from profanalyzer.analysis import _jsonable
-
-        return _jsonable(self)
+        return to_jsonable(self)
 
 
 # ---------------------------------------------------------------------------
@@ -332,7 +284,7 @@ def verdict_of(delta: float, noise_ps: float | None, base_step_ps: float, higher
 
 
 # ---------------------------------------------------------------------------
-# Document accessors
+# The two sides, typed
 # ---------------------------------------------------------------------------
 
 
@@ -340,43 +292,60 @@ def _f(x: Any, default: float = 0.0) -> float:
     return float(x) if _is_num(x) else default
 
 
-def _kept_rows(doc: dict) -> list[dict]:
-    return [r for r in doc["steps"]["table"] if r.get("kept")]
+def _is_num(x: Any) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
 
 
-def step_mean_ps(doc: dict) -> float:
-    return _f(doc["steps"]["step_time_ps"].get("mean"))
+def typed_side(doc: Mapping | Analysis | tuple[Analysis, Findings | None], label: str = "analysis") -> tuple[Analysis, Findings | None]:
+    """The (Analysis, Findings or None) of a side: a saved document is
+    validated and read with Analysis.from_dict / Findings.from_dict."""
+    if isinstance(doc, tuple):
+        return doc
+    if isinstance(doc, Analysis):
+        return doc, None
+    validate_document(doc, label)
+    try:
+        a = Analysis.from_dict(doc)
+        f = Findings.from_dict({"rules_run": (), "workload": None, **doc}) if "recommendations" in doc else None
+    except SchemaError as e:
+        raise InputError(f"{label}: malformed analysis JSON ({e})") from None
+    return a, f
 
 
-def step_median_ps(doc: dict) -> float:
-    t = doc["steps"]["step_time_ps"]
+def _kept_rows(a: Analysis) -> list[StepRow]:
+    return [r for r in a.steps.table if r.kept]
+
+
+def step_mean_ps(a: Analysis) -> float:
+    return _f(a.steps.step_time_ps.get("mean"))
+
+
+def step_median_ps(a: Analysis) -> float:
+    t = a.steps.step_time_ps
     return _f(t.get("median"), _f(t.get("mean")))
 
 
-def _side(doc: dict, label: str) -> Side:
-    chip = doc.get("hardware") or {}
+def _side(a: Analysis, label: str) -> Side:
     return Side(
         label=str(label),
-        source=str(doc.get("source", "")),
-        tool_version=str(doc.get("tool_version", "")),
-        chip=str(chip.get("name", "?")) if isinstance(chip, dict) else str(chip),
-        hosts=len(doc.get("hosts") or ()),
-        tensorcores=int(_f(doc.get("tensorcores"))),
-        steps_kept=int(_f(doc["steps"].get("kept"))),
-        steps_count=int(_f(doc["steps"].get("count"))),
-        offload=str((doc.get("sparsecore_offload") or {}).get("verdict", "")),
+        source=a.source,
+        tool_version=a.tool_version,
+        chip=a.hardware.name,
+        hosts=len(a.hosts),
+        tensorcores=a.tensorcores,
+        steps_kept=a.steps.kept,
+        steps_count=a.steps.count,
+        offload=a.sparsecore_offload.verdict,
     )
 
 
-def _per_step_exposed(doc: dict, types: list[str]) -> dict[str, list[float]]:
+def _per_step_exposed(a: Analysis, types: list[str]) -> dict[str, list[float]]:
     """Per collective type (and 'total'): exposed ps of each kept step."""
-    per = (doc.get("communication") or {}).get("per_step_exposed") or {}
+    per = a.communication.per_step_exposed
     out: dict[str, list[float]] = {t: [] for t in types}
     out["total"] = []
-    for r in _kept_rows(doc):
-        row = per.get(str(r.get("number"))) or per.get(r.get("number")) or {}
-        if not isinstance(row, dict):
-            row = {}
+    for r in _kept_rows(a):
+        row = per.get(r.number) or {}
         for t in types:
             out[t].append(_f(row.get(t)))
         out["total"].append(math.fsum(_f(v) for v in row.values()))
@@ -388,17 +357,17 @@ def _per_step_exposed(doc: dict, types: list[str]) -> dict[str, list[float]]:
 # ---------------------------------------------------------------------------
 
 
-def compare(base: dict, new: dict, base_label: str = "BASE", new_label: str = "NEW") -> Comparison:
-    """Compare two analysis documents (see the module docstring)."""
-    validate_document(base, base_label)
-    validate_document(new, new_label)
+def compare(base: Mapping | Analysis | tuple[Analysis, Findings | None], new: Mapping | Analysis | tuple[Analysis, Findings | None],
+            base_label: str = "BASE", new_label: str = "NEW") -> Comparison:
+    """Compare two analyses (saved documents, or typed; see the module docstring)."""
+    (base, base_f), (new, new_f) = typed_side(base, base_label), typed_side(new, new_label)
     notes: list[str] = []
     b_step, n_step = step_mean_ps(base), step_mean_ps(new)
     b_rows, n_rows = _kept_rows(base), _kept_rows(new)
 
     # --- step time --------------------------------------------------------
-    b_sem = _sem([_f(r["step_ps"]) for r in b_rows])
-    n_sem = _sem([_f(r["step_ps"]) for r in n_rows])
+    b_sem = _sem([_f(r.step_ps) for r in b_rows])
+    n_sem = _sem([_f(r.step_ps) for r in n_rows])
     noise = _combine(b_sem, n_sem)
     if noise is None:
         notes.append("fewer than 2 kept steps on a side: no noise estimate; only the minimum effect size separates noise from change")
@@ -422,67 +391,29 @@ def compare(base: dict, new: dict, base_label: str = "BASE", new_label: str = "N
 
     # --- buckets ------------------------------------------------------------
     buckets = {}
-    from profanalyzer.classify import BUCKETS
-
-    present = set(base["breakdown"]) | set(new["breakdown"])
+    present = set(base.breakdown) | set(new.breakdown)
     order = [b for b in BUCKETS if b in present] + sorted(present - set(BUCKETS))
     for b in order:
-        bs, ns = base["breakdown"].get(b) or {}, new["breakdown"].get(b) or {}
-        bn = _combine(_sem([_f((r.get("buckets") or {}).get(b)) for r in b_rows]), _sem([_f((r.get("buckets") or {}).get(b)) for r in n_rows]))
-        buckets[b] = _share(bs, ns, bn, b_step)
+        bs, ns = base.breakdown.get(b), new.breakdown.get(b)
+        bn = _combine(_sem([_f(r.buckets.get(b)) for r in b_rows]), _sem([_f(r.buckets.get(b)) for r in n_rows]))
+        buckets[b] = _share(_ps_fraction(bs), _ps_fraction(ns), bn, b_step)
 
-    remat = _share(base["remat"], new["remat"], None, b_step)
+    remat = _share(_ps_fraction(base.remat), _ps_fraction(new.remat), None, b_step)
 
-    # --- exposed communication per collective type -------------------------
-    from profanalyzer.overlap import TYPES
-
-    seen = set(base["collectives"]) | set(new["collectives"])
-    types = [t for t in TYPES if t in seen] + sorted(seen - set(TYPES))
-    b_per, n_per = _per_step_exposed(base, types), _per_step_exposed(new, types)
-    exposed: dict[str, ExposedChange] = {}
-    for t in types:
-        bc, nc = base["collectives"].get(t) or {}, new["collectives"].get(t) or {}
-        share = _share(
-            {"ps": bc.get("exposed_ps"), "fraction": bc.get("fraction_of_step")},
-            {"ps": nc.get("exposed_ps"), "fraction": nc.get("fraction_of_step")},
-            _combine(_sem(b_per[t]), _sem(n_per[t])),
-            b_step,
-        )
-        exposed[t] = ExposedChange(
-            type=t,
-            exposed=share,
-            base_engine=str(bc.get("engine", "")) if bc else "",
-            new_engine=str(nc.get("engine", "")) if nc else "",
-            base_hidden_fraction=_opt(bc.get("hidden_fraction")),
-            new_hidden_fraction=_opt(nc.get("hidden_fraction")),
-        )
-    bcomm, ncomm = base["communication"], new["communication"]
-    exposed["total"] = ExposedChange(
-        type="total",
-        exposed=_share(
-            {"ps": bcomm.get("exposed_total_ps"), "fraction": bcomm.get("exposed_total_fraction")},
-            {"ps": ncomm.get("exposed_total_ps"), "fraction": ncomm.get("exposed_total_fraction")},
-            _combine(_sem(b_per["total"]), _sem(n_per["total"])),
-            b_step,
-        ),
-        base_engine="",
-        new_engine="",
-        base_hidden_fraction=None,
-        new_hidden_fraction=None,
-    )
+    exposed = _exposed_changes(base, new, b_step)
 
     # --- utilisation ---------------------------------------------------------
     util = {}
     for k in ("mfu", "mxu_matmul"):
-        bv, nv = _opt(base["utilisation"].get(k)), _opt(new["utilisation"].get(k))
+        bv, nv = _opt(getattr(base.utilisation, k)), _opt(getattr(new.utilisation, k))
         util[k] = ValueChange(bv, nv, (nv - bv) if bv is not None and nv is not None else None)
 
     # --- findings, ops -----------------------------------------------------
-    if "recommendations" not in base or "recommendations" not in new:
+    if base_f is None or new_f is None:
         notes.append("findings missing on a side (analysis JSON without recommendations): new/vanished findings not compared")
         findings: tuple[FindingChange, ...] = ()
     else:
-        findings = _findings(base, new)
+        findings = _findings(base_f, new_f)
     ops = _ops(base, new, b_step)
 
     bs, ns = _side(base, base_label), _side(new, new_label)
@@ -490,9 +421,9 @@ def compare(base: dict, new: dict, base_label: str = "BASE", new_label: str = "N
         notes.append(f"different chips: {bs.chip} vs {ns.chip}")
     if bs.tensorcores != ns.tensorcores:
         notes.append(f"different TensorCore counts ({bs.tensorcores} vs {ns.tensorcores}): times are per TensorCore per step on both sides")
-    bw, nw = (base.get("workload") or {}), (new.get("workload") or {})
-    if isinstance(bw, dict) and isinstance(nw, dict) and bw.get("row") and nw.get("row") and bw.get("row") != nw.get("row"):
-        notes.append(f"different workloads ({bw['row']} vs {nw['row']}): are these runs of the same model?")
+    bw, nw = (base_f.workload if base_f else None), (new_f.workload if new_f else None)
+    if bw is not None and nw is not None and bw.row and nw.row and bw.row != nw.row:
+        notes.append(f"different workloads ({bw.row} vs {nw.row}): are these runs of the same model?")
     if bs.offload != ns.offload:
         notes.append(f"SparseCore offload verdict changed: {bs.offload or '-'} -> {ns.offload or '-'}")
 
@@ -521,23 +452,67 @@ def compare(base: dict, new: dict, base_label: str = "BASE", new_label: str = "N
     )
 
 
+def _exposed_changes(base: Analysis, new: Analysis, b_step: float) -> dict[str, ExposedChange]:
+    """Exposed communication per collective type present on a side, and the total."""
+    seen = set(base.collectives) | set(new.collectives)
+    types = [t for t in COLLECTIVE_TYPES if t in seen] + sorted(seen - set(COLLECTIVE_TYPES))
+    b_per, n_per = _per_step_exposed(base, types), _per_step_exposed(new, types)
+    exposed: dict[str, ExposedChange] = {}
+    for t in types:
+        bc, nc = base.collectives.get(t), new.collectives.get(t)
+        share = _share(
+            (bc.exposed_ps, bc.fraction_of_step) if bc else (0.0, 0.0),
+            (nc.exposed_ps, nc.fraction_of_step) if nc else (0.0, 0.0),
+            _combine(_sem(b_per[t]), _sem(n_per[t])),
+            b_step,
+        )
+        exposed[t] = ExposedChange(
+            type=t,
+            exposed=share,
+            base_engine=bc.engine if bc else "",
+            new_engine=nc.engine if nc else "",
+            base_hidden_fraction=_opt(bc.hidden_fraction) if bc else None,
+            new_hidden_fraction=_opt(nc.hidden_fraction) if nc else None,
+        )
+    bcomm, ncomm = base.communication, new.communication
+    exposed["total"] = ExposedChange(
+        type="total",
+        exposed=_share(
+            (bcomm.exposed_total_ps, bcomm.exposed_total_fraction),
+            (ncomm.exposed_total_ps, ncomm.exposed_total_fraction),
+            _combine(_sem(b_per["total"]), _sem(n_per["total"])),
+            b_step,
+        ),
+        base_engine="",
+        new_engine="",
+        base_hidden_fraction=None,
+        new_hidden_fraction=None,
+    )
+    return exposed
+
+
 def _opt(x: Any) -> float | None:
     return float(x) if _is_num(x) else None
 
 
-def _share(b: Mapping, n: Mapping, noise: float | None, base_step: float) -> ShareChange:
-    bp, np_ = _f(b.get("ps")), _f(n.get("ps"))
-    bf, nf = _f(b.get("fraction")), _f(n.get("fraction"))
+def _ps_fraction(s: BucketShare | None) -> tuple[float, float]:
+    return (s.ps, s.fraction) if s is not None else (0.0, 0.0)
+
+
+def _share(b: tuple[float, float], n: tuple[float, float], noise: float | None, base_step: float) -> ShareChange:
+    """b, n: (ps, fraction) of each side."""
+    bp, np_ = _f(b[0]), _f(n[0])
+    bf, nf = _f(b[1]), _f(n[1])
     d = np_ - bp
     return ShareChange(bp, np_, d, bf, nf, nf - bf, noise, verdict_of(d, noise, base_step))
 
 
-def _findings(base: dict, new: dict) -> tuple[FindingChange, ...]:
-    def by_code(doc: dict) -> dict[str, list[dict]]:
-        out: dict[str, list[dict]] = {}
-        for f in doc.get("recommendations") or ():
-            if isinstance(f, dict) and f.get("code"):
-                out.setdefault(str(f["code"]), []).append(f)
+def _findings(base: Findings, new: Findings) -> tuple[FindingChange, ...]:
+    def by_code(found: Findings) -> dict[str, list[Finding]]:
+        out: dict[str, list[Finding]] = {}
+        for f in found.recommendations:
+            if f.code:
+                out.setdefault(f.code, []).append(f)
         return out
 
     bmap, nmap = by_code(base), by_code(new)
@@ -549,14 +524,14 @@ def _findings(base: dict, new: dict) -> tuple[FindingChange, ...]:
         out.append(
             FindingChange(
                 code=code,
-                lever=str(ref.get("lever", "")),
-                title=str(ref.get("title", "")),
+                lever=ref.lever,
+                title=ref.title,
                 status=status,
-                base_saving_ps=math.fsum(_f(f.get("estimated_saving_ps")) for f in bl) if bl else None,
-                new_saving_ps=math.fsum(_f(f.get("estimated_saving_ps")) for f in nl) if nl else None,
-                base_saving_fraction=math.fsum(_f(f.get("estimated_saving_fraction")) for f in bl) if bl else None,
-                new_saving_fraction=math.fsum(_f(f.get("estimated_saving_fraction")) for f in nl) if nl else None,
-                severity=str(ref.get("severity", "")),
+                base_saving_ps=math.fsum(_f(f.estimated_saving_ps) for f in bl) if bl else None,
+                new_saving_ps=math.fsum(_f(f.estimated_saving_ps) for f in nl) if nl else None,
+                base_saving_fraction=math.fsum(_f(f.estimated_saving_fraction) for f in bl) if bl else None,
+                new_saving_fraction=math.fsum(_f(f.estimated_saving_fraction) for f in nl) if nl else None,
+                severity=ref.severity,
             )
         )
     rank = {"new": 0, "vanished": 1, "persisting": 2}
@@ -564,31 +539,33 @@ def _findings(base: dict, new: dict) -> tuple[FindingChange, ...]:
     return tuple(out)
 
 
-def match_name(op: Mapping) -> str:
-    """The op's name for matching across compiles (see OP_KEY)."""
-    name = str(op.get("deduplicated_name") or "") or str(op.get("name") or "")
+def match_name(op: TopOp | Mapping) -> str:
+    """The op's name for matching across compiles (see OP_KEY); `op` is a
+    TopOp or its JSON form."""
+    if isinstance(op, TopOp):
+        name = op.deduplicated_name or op.name
+    else:
+        name = str(op.get("deduplicated_name") or "") or str(op.get("name") or "")
     return _INSTR_NUM.sub("", name)
 
 
-def _op_groups(doc: dict) -> dict[tuple[str, str, str], dict]:
+def _op_groups(a: Analysis) -> dict[tuple[str, str, str], dict]:
     seen: set[tuple[str, str, str]] = set()
     groups: dict[tuple[str, str, str], dict] = {}
-    for lst in ("top_ops", "remat_ops", "kernel_ops"):
-        for op in doc.get(lst) or ():
-            if not isinstance(op, dict):
-                continue
-            ident = (str(op.get("name", "")), str(op.get("hlo_category", "")), str(op.get("bucket", "")))
+    for lst in (a.top_ops, a.remat_ops, a.kernel_ops):
+        for op in lst:
+            ident = (op.name, op.hlo_category, op.bucket)
             if ident in seen:
                 continue
             seen.add(ident)
-            key = (str(op.get("tf_op") or ""), match_name(op), ident[2])
+            key = (op.tf_op or "", match_name(op), ident[2])
             g = groups.setdefault(key, {"ps": 0.0, "names": []})
-            g["ps"] += _f(op.get("self_ps"))
+            g["ps"] += _f(op.self_ps)
             g["names"].append(ident[0])
     return groups
 
 
-def _ops(base: dict, new: dict, b_step: float) -> OpsChange:
+def _ops(base: Analysis, new: Analysis, b_step: float) -> OpsChange:
     bg, ng = _op_groups(base), _op_groups(new)
     floor = OP_MIN_DELTA * abs(b_step)
     slower, faster, entered, left = [], [], [], []
@@ -635,11 +612,11 @@ def _ops(base: dict, new: dict, b_step: float) -> OpsChange:
 
 
 def _ms(ps: float) -> str:
-    return f"{ps / 1e9:.3f}"
+    return ms(ps)
 
 
 def _signed_ms(ps: float) -> str:
-    return f"{ps / 1e9:+.3f}"
+    return signed_ms(ps, zero_unsigned=False)
 
 
 def _headline(step: StepTimeChange, buckets, remat, exposed, findings) -> str:

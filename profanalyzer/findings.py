@@ -3,167 +3,48 @@
     analysis (frozen) -> run_rules(analysis) -> Findings (frozen)
 
 Rules live in the `heuristics` package, one module per lever; each module
-exposes `RULES`, a tuple of `Rule` objects. A rule reads only the Analysis and
-returns findings with an estimated saving (ps per step, computed from the
-trace), the evidence behind it and the exact flags / config to change.
+exposes `RULES`, a tuple of `profanalyzer.rules.Rule` objects. A rule reads
+only the Analysis and returns findings with an estimated saving (ps per step,
+computed from the trace), the evidence behind it and the exact flags / config
+to change.
 
 Ranking and merging: findings are ranked by estimated saving. Two findings that
 claim the same time (the same `claims` key, e.g. `bucket:all_gather`) never
 both count it: the lower-ranked one keeps only the part of its saving not
 already claimed, and says so.
+
+This module also reads a saved document back (`load_analysis`) and is the
+library entry of `profanalyze analyze` for either input (`analyze_source`).
 """
 
 from __future__ import annotations
 
-import inspect
-import re
-from dataclasses import dataclass, field, replace
-from typing import Callable, Iterable, Mapping
+from dataclasses import replace
+from pathlib import Path
+from typing import Iterable
 
-from profanalyzer.analysis import Analysis, _jsonable
+from profanalyzer.analysis import AnalysisOptions, analyze
+from profanalyzer.model import (  # noqa: F401 - old import paths of the records
+    Analysis,
+    Finding,
+    Findings,
+    RuleDoc,
+    WorkloadClass,
+    claim_capacity,
+    is_json_document,
+    read_document,
+    read_json,
+    result_document,
+)
+from profanalyzer.rules import SEVERITY, Rule, parse_doc, rule, severity_of  # noqa: F401 - old import paths
+from profanalyzer.vocab import GUIDE_SECTIONS, LEVERS  # noqa: F401 - old import paths
+from profanalyzer.workload import classify_workload
 
-#: Severity by estimated saving (fraction of step time).
-SEVERITY = (("high", 0.10), ("medium", 0.03), ("low", 0.0))
-
-GUIDE_SECTIONS = {
-    "fp8": "L1 — FP8 low-precision training (fp8)",
-    "sharding": "L2 — Sharding and parallelism (sharding)",
-    "sc_offload": "L3 — Communication optimisation: SparseCore collective offload (sc_offload)",
-    "remat": "L4 — Activation rematerialisation (remat)",
-    "scoped_vmem": "L5 — Scoped VMEM tuning (scoped_vmem)",
-    "tokamax": "L6 — Tokamax kernels (tokamax)",
-}
-LEVERS = tuple(GUIDE_SECTIONS)
-
-
-@dataclass(frozen=True)
-class RuleDoc:
-    """The three fixed sections of a rule's docstring (shown verbatim)."""
-
-    detects: str
-    why: str
-    change: str
-
-
-def parse_doc(doc: str | None) -> RuleDoc:
-    """Split a rule docstring into its sections.
-
-    The docstring must contain the headings `What it detects:`,
-    `Why it costs time:` and `What to change:` in this order.
-    """
-    text = inspect.cleandoc(doc or "")
-    heads = ("What it detects:", "Why it costs time:", "What to change:")
-    pos = [text.find(h) for h in heads]
-    if any(p < 0 for p in pos) or pos != sorted(pos):
-        raise ValueError("rule docstring lacks the sections: " + ", ".join(heads))
-    parts = []
-    for i, h in enumerate(heads):
-        start = pos[i] + len(h)
-        end = pos[i + 1] if i + 1 < len(heads) else len(text)
-        parts.append(re.sub(r"\s+", " ", text[start:end]).strip())
-    return RuleDoc(*parts)
-
-
-@dataclass(frozen=True)
-class Finding:
-    code: str
-    lever: str
-    title: str
-    severity: str
-    estimated_saving_ps: float
-    estimated_saving_fraction: float
-    evidence: tuple[str, ...]
-    actions: tuple[str, ...]  # exact flags / config lines
-    assumptions: tuple[str, ...]
-    guide_section: str
-    claims: tuple[tuple[str, float], ...] = ()  # (pool key, ps) this saving comes out of
-
-    merged_note: str = ""
-
-
-@dataclass(frozen=True)
-class Rule:
-    code: str
-    lever: str
-    title: str
-    check: Callable[[Analysis], list[Finding]]
-    doc: RuleDoc
-    fixtures: tuple[str, str]  # (scenario where it fires, scenario where it stays quiet)
-
-    def finding(
-        self,
-        analysis: Analysis,
-        saving_ps: float,
-        evidence: Iterable[str],
-        actions: Iterable[str],
-        assumptions: Iterable[str] = (),
-        claims: Mapping[str, float] | None = None,
-        title: str | None = None,
-    ) -> Finding:
-        """Build a finding of this rule with severity from its saving."""
-        step = analysis.steps.step_time_ps["mean"] or 1.0
-        saving_ps = max(0.0, float(saving_ps))
-        frac = saving_ps / step
-        return Finding(
-            code=self.code,
-            lever=self.lever,
-            title=title or self.title,
-            severity=severity_of(frac),
-            estimated_saving_ps=saving_ps,
-            estimated_saving_fraction=frac,
-            evidence=tuple(evidence),
-            actions=tuple(actions),
-            assumptions=tuple(assumptions),
-            guide_section=GUIDE_SECTIONS[self.lever],
-            claims=tuple(sorted((claims or {}).items())),
-        )
-
-
-def rule(code: str, lever: str, title: str, fixtures: tuple[str, str]):
-    """Decorator: turn `check(analysis) -> list[Finding]` into a Rule.
-
-    The function's docstring becomes the rule's doc (fixed sections).
-    """
-
-    def wrap(fn: Callable[[Rule, Analysis], list[Finding]]) -> Rule:
-        r: Rule
-
-        def check(analysis: Analysis) -> list[Finding]:
-            return fn(r, analysis)
-
-        r = Rule(code, lever, title, check, parse_doc(fn.__doc__), fixtures)
-        return r
-
-    return wrap
-
-
-def severity_of(fraction: float) -> str:
-    for name, floor in SEVERITY:
-        if fraction >= floor:
-            return name
-    return "low"
-
-
-@dataclass(frozen=True)
-class WorkloadClass:
-    kind: str  # dense | moe
-    sequence: str  # short | long
-    row: str  # the guide table row
-    primary_sharding: str
-    secondary_sharding: str
-    main_bottleneck: str
-    reasons: tuple[str, ...]
-
-
-@dataclass(frozen=True)
-class Findings:
-    recommendations: tuple[Finding, ...]
-    workload: WorkloadClass | None
-    rules_run: tuple[str, ...]
-    selection: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
-
-    def to_dict(self) -> dict:
-        return _jsonable(self)
+__all__ = [
+    "Analysis", "Finding", "Findings", "RuleDoc", "WorkloadClass", "Rule", "rule", "parse_doc", "severity_of", "SEVERITY",
+    "GUIDE_SECTIONS", "LEVERS", "claim_capacity", "result_document", "all_rules", "merge", "run_rules", "rule_docs",
+    "load_analysis", "analyze_source",
+]
 
 
 def all_rules() -> tuple[Rule, ...]:
@@ -177,16 +58,6 @@ def _selected(code: str, select: Iterable[str], ignore: Iterable[str]) -> bool:
     if sel and not any(code.startswith(p) for p in sel):
         return False
     return not any(code.startswith(p) for p in ignore)
-
-
-def claim_capacity(analysis: Analysis, key: str) -> float:
-    """How much time a claim key stands for: `bucket:<name>` or `remat`."""
-    if key == "remat":
-        return analysis.remat.ps
-    if key.startswith("bucket:"):
-        b = analysis.breakdown.get(key[len("bucket:"):])
-        return b.ps if b is not None else 0.0
-    raise ValueError(f"unknown claim key {key!r}")
 
 
 def merge(findings: list[Finding], analysis: Analysis) -> tuple[Finding, ...]:
@@ -222,23 +93,44 @@ def merge(findings: list[Finding], analysis: Analysis) -> tuple[Finding, ...]:
 
 
 def run_rules(analysis: Analysis, select: Iterable[str] = (), ignore: Iterable[str] = ()) -> Findings:
-    from heuristics.workload import classify_workload
-
     rules = [r for r in all_rules() if _selected(r.code, select, ignore)]
     found: list[Finding] = []
     for r in rules:
         found.extend(r.check(analysis))
-    return Findings(
+    findings = Findings(
         recommendations=merge(found, analysis),
         workload=classify_workload(analysis),
         rules_run=tuple(r.code for r in rules),
         selection={"select": tuple(select), "ignore": tuple(ignore)},
     )
+    findings.self_check(analysis)
+    return findings
 
 
-def result_document(analysis: Analysis, findings: Findings) -> dict:
-    """The JSON document `analyze --json` writes: the analysis plus the
-    findings stage's sections (recommendations, workload, rules run)."""
-    d = analysis.to_dict()
-    d.update(findings.to_dict())
-    return d
+def rule_docs(codes: Iterable[str] | None = None) -> dict[str, RuleDoc]:
+    """The docs of the registered rules by code (all, or those in `codes`),
+    for the report's rule explanations."""
+    want = None if codes is None else set(codes)
+    return {r.code: r.doc for r in all_rules() if want is None or r.code in want}
+
+
+def load_analysis(path: str | Path) -> tuple[Analysis, Findings]:
+    """A saved `analyze --json` document, typed and self-checked, ready to
+    render again. A document without findings sections gets the rules run on
+    it now. InputError (one line) when the file is not such a document."""
+    a, f = read_document(read_json(path), str(path))
+    return a, (f if f is not None else run_rules(a))
+
+
+def analyze_source(path: str | Path, options: AnalysisOptions = AnalysisOptions(), select: Iterable[str] = (),
+                   ignore: Iterable[str] = ()) -> tuple[Analysis, Findings]:
+    """What `profanalyze analyze PATH` renders: a saved analysis JSON
+    document read back (`load_analysis`: detected by its first non-space byte
+    `{`, gzip or not), else the trace analysed now and its rules run."""
+    if is_json_document(path):
+        a, f = load_analysis(path)
+        if tuple(select) or tuple(ignore):
+            f = run_rules(a, select, ignore)
+        return a, f
+    a = analyze(path, options)
+    return a, run_rules(a, select, ignore)

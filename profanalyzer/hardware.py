@@ -10,6 +10,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from profanalyzer.vocab import CHIP_TABLE
+
+#: Display names: the vocabulary's chip table.
+CHIP_DISPLAY = {c.key: c.display for c in CHIP_TABLE}
+
 GIGA = 1e9
 TERA = 1e12
 
@@ -37,6 +42,12 @@ class Chip:
     @property
     def core_peak_fp8_flops(self) -> float:
         return self.peak_fp8_tflops * TERA / self.planes_per_chip
+
+    @property
+    def core_peak_int8_flops(self) -> float:
+        """INT8 MXU rate: taken as the FP8 figure (the facts and the guide
+        publish no INT8 figure); used only for int8 x int8 matmuls."""
+        return self.core_peak_fp8_flops
 
     @property
     def core_hbm_bytes_per_s(self) -> float:
@@ -96,7 +107,7 @@ GUIDE_ICI_INTENSITY = 11_500.0
 
 TPU7X = Chip(
     key="tpu7x",
-    name="TPU7x (Ironwood)",
+    name=CHIP_DISPLAY["tpu7x"],
     device_type_strings=("TPU v7x", "TPU7x", "TPU v7"),
     peak_bf16_tflops=2307.0,
     peak_fp8_tflops=4614.0,
@@ -111,7 +122,7 @@ TPU7X = Chip(
 
 V6E = Chip(
     key="v6e",
-    name="TPU v6e (Trillium)",
+    name=CHIP_DISPLAY["v6e"],
     device_type_strings=("TPU v6 Lite", "TPU v6e"),
     peak_bf16_tflops=918.0,
     peak_fp8_tflops=918.0,
@@ -126,7 +137,7 @@ V6E = Chip(
 
 V5P = Chip(
     key="v5p",
-    name="TPU v5p",
+    name=CHIP_DISPLAY["v5p"],
     device_type_strings=("TPU v5", "TPU v5p"),
     peak_bf16_tflops=459.0,
     peak_fp8_tflops=459.0,

@@ -26,95 +26,33 @@ collectives their `Sparse Core Ops` ran, and the TensorCore `call-start` /
 from __future__ import annotations
 
 from collections import deque
-from dataclasses import dataclass
-from typing import Mapping
+from dataclasses import dataclass, field
+from typing import Mapping, Sequence
 
 import numpy as np
 
-from profanalyzer.attribution import BUCKET_INDEX, locate
-from profanalyzer.classify import BUCKETS, COLLECTIVE_BUCKETS, ROLE_CODES, async_pair_key, classify_op
+from profanalyzer.model import CollectiveTypeSummary, CommunicationSummary, SparseCoreSummary, WindowRecord  # noqa: F401 - old import path
+from profanalyzer.attribution import BUCKET_INDEX, CoreWork, PlaneClasses, locate
+from profanalyzer.classify import ROLE_CODES, async_pair_key, classify_op
+from profanalyzer.vocab import BUCKETS, COLLECTIVE_BUCKETS, COLLECTIVE_KIND_BUCKET, COLLECTIVE_TYPES, OFFLOADABLE, SPARSECORE_CAPTURE_HINT
 from profanalyzer.trace import instruction_name, LINE_ASYNC, LINE_OPS, LINE_SC_MODULES, LINE_SC_OPS, Plane, Trace
 
 #: Window classes by hidden fraction.
 HIDDEN_MIN = 0.9  # >= : hidden
 EXPOSED_MAX = 0.1  # <= : exposed; between: partial
-#: Collective types SparseCore offload handles on TPU7x (guide L3 flags).
-OFFLOADABLE = ("all_gather", "reduce_scatter", "all_reduce")
-TYPES = ("all_gather", "reduce_scatter", "all_reduce", "all_to_all", "collective_permute", "send_recv", "host_transfer", "unknown")
+TYPES = COLLECTIVE_TYPES
 TOP_WINDOWS = 15
 
-CAPTURE_HINT = (
-    "SparseCore activity is not in this capture: enable SparseCore offload tracing "
-    "(LIBTPU_INIT_ARGS: --xla_tpu_enable_all_gather_offload_tracing=true "
-    "--xla_tpu_enable_reduce_scatter_offload_tracing=true --xla_tpu_enable_all_reduce_offload_tracing=true) "
-    "and capture device traces of all planes"
-)
+CAPTURE_HINT = SPARSECORE_CAPTURE_HINT
 
 
 
-@dataclass(frozen=True)
-class CollectiveTypeSummary:
-    type: str
-    bucket: str
-    count: float  # windows per step per TensorCore
-    window_ps: float  # per step per TensorCore
-    exposed_ps: float  # attribution bucket share of this type (per step per core)
-    hidden_ps: float  # compute inside its windows
-    hidden_fraction: float | None
-    engine: str  # TensorCore | SparseCore | mixed
-    bytes: float | None  # per step per core, when known
-    fraction_of_step: float  # exposed / step
-    tf_ops: tuple[str, ...] = ()  # framework scopes of its most exposed windows (up to 3)
-
-
-@dataclass(frozen=True)
-class WindowRecord:
-    core: str
-    step: int
-    type: str
-    name: str
-    tf_op: str
-    engine: str
-    offset_ps: int  # from step start
-    offset_fraction: float  # of the step
-    window_ps: int
-    hidden_ps: int
-    exposed_ps: int
-    hidden_fraction: float
-    klass: str  # hidden | partial | exposed
-    before_first_compute: bool
-
-
-@dataclass(frozen=True)
-class SparseCoreSummary:
-    detected: bool  # SparseCore planes with events in this capture
-    planes: int
-    planes_with_activity: int
-    offloaded: Mapping[str, bool]  # per offloadable type present
-    sc_types: tuple[str, ...]  # collective types seen on SparseCore ops
-    busy_fraction: float | None  # mean SparseCore busy time / step
-    concurrency: float | None  # share of SparseCore busy time with the TensorCore computing
-    queueing_ps: float | None  # per step per TensorCore: offloaded work waiting for a busy SparseCore
-    verdict: str
-    reason: str
-
-
-@dataclass(frozen=True)
-class CommunicationSummary:
-    top_exposed: tuple[WindowRecord, ...]
-    per_step_exposed: Mapping[int, Mapping[str, float]]  # step -> type -> ps (mean over cores)
-    unmatched: Mapping[str, int]  # 'start'/'done' halves without a partner (all cores)
-    window_source: str
-    all_to_all_share: float  # all-to-all exposed / all exposed collective time
-    exposed_total_ps: float
-    exposed_total_fraction: float
-
-
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class OverlapResult:
     types: Mapping[str, CollectiveTypeSummary]
     communication: CommunicationSummary
     sparsecore: SparseCoreSummary
+    windows: tuple["Windows", ...] = ()  # every collective window of each core of `work` (all steps), in work order
 
 
 def _type_of(collective: str | None) -> str:
@@ -164,9 +102,9 @@ def window_name(md, row: int) -> str:
     return md.display_name[row] or instruction_name(md.name[row])[:80]
 
 
-def _windows_for_core(plane: Plane, classes, unmatched: dict[str, int]) -> tuple[Windows, str]:
-    """Collective windows of one TensorCore, sorted by (start, end).
-    `classes` is analysis.classify_plane's result."""
+def windows_for_core(plane: Plane, classes: PlaneClasses, unmatched: dict[str, int]) -> tuple[Windows, str]:
+    """Collective windows of one TensorCore, sorted by (start, end), and where
+    they came from; start/done halves left unpaired are counted in `unmatched`."""
     md = plane.meta
     ops = plane.line(LINE_OPS)
     coll_col = classes.columns["collective"] if len(classes) else np.zeros(0, object)
@@ -256,9 +194,11 @@ def _pair_windows(md, ev, rows, role, coll_col, unmatched, windows) -> Windows:
     return windows(ev.start_ps[st_i], ev.end_ps[en_i], np.asarray(rs_, dtype=np.int64), ty, np.asarray(eng, dtype=bool))
 
 
-def analyze_overlap(trace: Trace, work, kept_steps: set[int], step_mean_ps: float) -> OverlapResult:
-    """`work` is analysis.attribute_trace()'s list (plane, classes, attribution, compute)."""
+def analyze_overlap(trace: Trace, work: Sequence[CoreWork], kept_steps: set[int], step_mean_ps: float) -> OverlapResult:
+    """Collective windows, their hidden and exposed time, and the SparseCore
+    offload verdict over the kept steps of every core of `work`."""
     unmatched: dict[str, int] = {}
+    all_windows: list[Windows] = []
     own_time: dict[str, float] = {}  # collective type -> time its own ops occupy the TensorCore (kept steps)
     cols: dict[str, list[np.ndarray]] = {}  # kept windows of every core, column by column
     sources = set()
@@ -267,10 +207,7 @@ def analyze_overlap(trace: Trace, work, kept_steps: set[int], step_mean_ps: floa
     per_step_sum: dict[int, np.ndarray] = {}  # step -> collective bucket totals over cores
     per_step_n: dict[int, int] = {}
     n_core_steps = 0
-    sc_busy, sc_conc_num, sc_conc_den, sc_queue = [], 0.0, 0.0, 0.0
-    sc_types: set[str] = set()
-    sc_planes = trace.sparsecores
-    sc_active = 0
+    sc = _SparseCoreTotals()
     kept_list = np.asarray(sorted(kept_steps), dtype=np.int64)
     scope_ids: dict[str, int] = {}
     for ci, w in enumerate(work):
@@ -279,7 +216,8 @@ def analyze_overlap(trace: Trace, work, kept_steps: set[int], step_mean_ps: floa
         kept = np.isin(steps.number, kept_list)
         n_core_steps += int(kept.sum())
         covered = w.compute
-        wins, src = _windows_for_core(plane, w.classes, unmatched)
+        wins, src = windows_for_core(plane, w.classes, unmatched)
+        all_windows.append(wins)
         sources.add(src)
         ks, ke, kn = steps.start_ps[kept], steps.end_ps[kept], steps.number[kept]
         _add_type_time(own_time, plane, w, ks, ke)
@@ -313,40 +251,7 @@ def analyze_overlap(trace: Trace, work, kept_steps: set[int], step_mean_ps: floa
                 ("core", np.full(len(s), ci, dtype=np.int64)), ("bytes", nbytes),
             ):
                 cols.setdefault(k, []).append(v)
-        # SparseCores of this TensorCore.
-        start_index = False  # built on first use
-        for sc in trace.sparsecores_of(plane):
-            ln = sc.line(LINE_SC_OPS)
-            if ln is None or len(ln.events) == 0:
-                continue
-            sc_active += 1
-            ev = ln.events
-            top = ev.depth == 0
-            for r in np.unique(ev.meta[top]).tolist():
-                if r >= 0:
-                    c = classify_op(sc.meta.name[r], sc.meta.display_name[r], sc.meta.category[r], sc.meta.tf_op[r])
-                    if c.collective:
-                        sc_types.add(c.collective)
-            busy, conc = _sc_busy(ev.start_ps[top], ev.end_ps[top], ks, ke, covered)
-            sc_busy.extend((busy / np.maximum(ke - ks, 1)).tolist())
-            sc_conc_num += conc
-            sc_conc_den += float(busy.sum())
-            # Queueing: offloaded work linked to its TensorCore op that starts
-            # only after the SparseCore finished earlier work (back to back).
-            mods = sc.line(LINE_SC_MODULES)
-            if mods is not None and len(mods.events) > 1:
-                ms, me = mods.events.start_ps, mods.events.end_ps
-                link = mods.events.int_stat("tc_offload_start_id")
-                # Time each module waited after its previous one ended while
-                # its TensorCore start op had already issued it.
-                if start_index is False:
-                    start_index = _offload_start_index(plane, w.classes)
-                starts_tc = _offload_start_times(start_index, link)
-                if starts_tc is not None:
-                    prev_end = np.concatenate([[np.iinfo(np.int64).min], me[:-1]])
-                    wait = np.where((starts_tc >= 0) & (prev_end > starts_tc), np.minimum(ms, prev_end) - starts_tc, 0)
-                    in_kept = locate(ks, ke, ms)[1]
-                    sc_queue += float(np.clip(wait[in_kept], 0, None).sum())
+        _sparsecores_of_core(trace, w, ks, ke, sc)
 
     n_core_steps = max(n_core_steps, 1)
     allw = {k: np.concatenate(v) for k, v in cols.items()}
@@ -356,15 +261,41 @@ def analyze_overlap(trace: Trace, work, kept_steps: set[int], step_mean_ps: floa
     # Exposed per type from the attribution buckets (same numbers as the breakdown).
     total = sum(per_step_sum.values()) if per_step_sum else np.zeros(len(coll_buckets), dtype=np.int64)
     bucket_mean = {b: float(total[i]) / n_core_steps for i, b in enumerate(coll_buckets)} if per_step_sum else {b: 0.0 for b in coll_buckets}
-    types: dict[str, CollectiveTypeSummary] = {}
     w_type = allw["type"] if n_win else np.zeros(0, dtype=np.int8)
     tc_types = {TYPES[t] for t in np.unique(w_type).tolist()}
+    types = _type_summaries(allw, n_win, own_time, sc.types, list(scope_ids), n_core_steps, denom)
+    top = _top_windows(allw, n_win, work)
+    per_step = {
+        n: {b: float(per_step_sum[n][i]) / per_step_n[n] for i, b in enumerate(coll_buckets)} for n in sorted(per_step_sum)
+    }
+    exposed_total = sum(bucket_mean.values())
+    a2a_share = bucket_mean.get("all_to_all", 0.0) / exposed_total if exposed_total > 0 else 0.0
+
+    sparsecore = _sparsecore_summary(trace, sc, allw["on_sc"] if n_win else np.zeros(0, dtype=bool), w_type, tc_types, n_core_steps)
+    comm = CommunicationSummary(
+        top_exposed=top,
+        per_step_exposed=per_step,
+        unmatched=dict(sorted(unmatched.items())),
+        window_source="; ".join(sorted(sources)) or "none",
+        all_to_all_share=a2a_share,
+        exposed_total_ps=exposed_total,
+        exposed_total_fraction=exposed_total / denom,
+    )
+    return OverlapResult(types=types, communication=comm, sparsecore=sparsecore, windows=tuple(all_windows))
+
+
+def _type_summaries(allw: Mapping[str, np.ndarray], n_win: int, own_time: Mapping[str, float], sc_types: set[str],
+                    scope_names: list[str], n_core_steps: int, denom: float) -> dict[str, CollectiveTypeSummary]:
+    """Per collective type: windows, hidden and exposed time (exposed: the
+    time its own ops occupy the core, the attribution's number), engine,
+    bytes, and the framework scopes of its most exposed windows."""
+    types: dict[str, CollectiveTypeSummary] = {}
+    w_type = allw["type"] if n_win else np.zeros(0, dtype=np.int8)
     win_ps = allw["window_ps"] if n_win else np.zeros(0, np.int64)
     hid_ps = allw["hidden_ps"] if n_win else np.zeros(0, np.int64)
     exp_ps = allw["exposed_ps"] if n_win else np.zeros(0, np.int64)
-    scope_names = list(scope_ids)
     for ti, t in enumerate(TYPES):
-        bucket = t if t in ("all_gather", "reduce_scatter", "all_reduce", "all_to_all") else "other_collective"
+        bucket = COLLECTIVE_KIND_BUCKET.get(t, "other_collective")
         idx = np.flatnonzero(w_type == ti)
         if not len(idx) and t not in sc_types and own_time.get(t, 0.0) <= 0:
             continue
@@ -402,8 +333,13 @@ def analyze_overlap(trace: Trace, work, kept_steps: set[int], step_mean_ps: floa
             fraction_of_step=exposed / denom,
             tf_ops=scopes,
         )
+    return types
 
-    top = ()
+
+def _top_windows(allw: Mapping[str, np.ndarray], n_win: int, work: Sequence[CoreWork]) -> tuple[WindowRecord, ...]:
+    """The most exposed windows of every core (up to TOP_WINDOWS)."""
+    top: tuple[WindowRecord, ...] = ()
+    exp_ps = allw["exposed_ps"] if n_win else np.zeros(0, np.int64)
     if n_win:
         # The most exposed windows: a partial selection, then a stable sort of
         # the candidates (ties by core, then start).
@@ -412,19 +348,68 @@ def analyze_overlap(trace: Trace, work, kept_steps: set[int], step_mean_ps: floa
         label = [w.plane.label for w in work]
         cand = sorted(part.tolist(), key=lambda i: (-int(exp_ps[i]), label[allw["core"][i]], int(allw["start"][i])))[:TOP_WINDOWS]
         top = tuple(_window_record({c: v[i] for c, v in allw.items()}, work[allw["core"][i]].plane) for i in cand if exp_ps[i] > 0)
-    per_step = {
-        n: {b: float(per_step_sum[n][i]) / per_step_n[n] for i, b in enumerate(coll_buckets)} for n in sorted(per_step_sum)
-    }
-    exposed_total = sum(bucket_mean.values())
-    a2a_share = bucket_mean.get("all_to_all", 0.0) / exposed_total if exposed_total > 0 else 0.0
+    return top
 
-    # --- SparseCore verdict -----------------------------------------------
-    on_sc = allw["on_sc"] if n_win else np.zeros(0, dtype=bool)
+
+@dataclass(eq=False)
+class _SparseCoreTotals:
+    """SparseCore activity summed over the TensorCores (analysis-internal)."""
+
+    busy: list[float] = field(default_factory=list)  # busy fraction per (SparseCore, kept step)
+    conc_num: float = 0.0  # busy time with the TensorCore computing
+    conc_den: float = 0.0  # busy time
+    queue: float = 0.0  # offloaded work waiting for a busy SparseCore
+    types: set[str] = field(default_factory=set)  # collective types seen on SparseCore ops
+    active: int = 0  # SparseCore planes with ops
+
+
+def _sparsecores_of_core(trace: Trace, w: CoreWork, ks: np.ndarray, ke: np.ndarray, acc: _SparseCoreTotals) -> None:
+    """Add the SparseCores of one TensorCore (kept step windows ks, ke sorted) to `acc`."""
+    plane, covered = w.plane, w.compute
+    start_index = False  # built on first use
+    for sc in trace.sparsecores_of(plane):
+        ln = sc.line(LINE_SC_OPS)
+        if ln is None or len(ln.events) == 0:
+            continue
+        acc.active += 1
+        ev = ln.events
+        top = ev.depth == 0
+        for r in np.unique(ev.meta[top]).tolist():
+            if r >= 0:
+                c = classify_op(sc.meta.name[r], sc.meta.display_name[r], sc.meta.category[r], sc.meta.tf_op[r])
+                if c.collective:
+                    acc.types.add(c.collective)
+        busy, conc = _sc_busy(ev.start_ps[top], ev.end_ps[top], ks, ke, covered)
+        acc.busy.extend((busy / np.maximum(ke - ks, 1)).tolist())
+        acc.conc_num += conc
+        acc.conc_den += float(busy.sum())
+        # Queueing: offloaded work linked to its TensorCore op that starts
+        # only after the SparseCore finished earlier work (back to back).
+        mods = sc.line(LINE_SC_MODULES)
+        if mods is not None and len(mods.events) > 1:
+            ms, me = mods.events.start_ps, mods.events.end_ps
+            link = mods.events.int_stat("tc_offload_start_id")
+            # Time each module waited after its previous one ended while
+            # its TensorCore start op had already issued it.
+            if start_index is False:
+                start_index = _offload_start_index(plane, w.classes)
+            starts_tc = _offload_start_times(start_index, link)
+            if starts_tc is not None:
+                prev_end = np.concatenate([[np.iinfo(np.int64).min], me[:-1]])
+                wait = np.where((starts_tc >= 0) & (prev_end > starts_tc), np.minimum(ms, prev_end) - starts_tc, 0)
+                in_kept = locate(ks, ke, ms)[1]
+                acc.queue += float(np.clip(wait[in_kept], 0, None).sum())
+
+
+def _sparsecore_summary(trace: Trace, acc: _SparseCoreTotals, on_sc: np.ndarray, w_type: np.ndarray, tc_types: set[str],
+                        n_core_steps: int) -> SparseCoreSummary:
+    """The SparseCore offload verdict: which offloadable types present run on
+    SparseCores (windows handed over, or seen on SparseCore ops)."""
     offload_types = {TYPES[t] for t in np.unique(w_type[on_sc]).tolist()}
-    offload_types |= {t for t in sc_types if t in OFFLOADABLE}
-    present = {t for t in (tc_types | sc_types) if t in OFFLOADABLE}
+    offload_types |= {t for t in acc.types if t in OFFLOADABLE}
+    present = {t for t in (tc_types | acc.types) if t in OFFLOADABLE}
     offloaded = {t: (t in offload_types) for t in sorted(present)}
-    detected = sc_active > 0
+    detected = acc.active > 0
     wrappers = bool(on_sc.any())
     if not present and not tc_types:
         verdict, reason = "none", "no collectives in the kept steps"
@@ -432,7 +417,7 @@ def analyze_overlap(trace: Trace, work, kept_steps: set[int], step_mean_ps: floa
         verdict = "not_visible"
         reason = (
             f"TensorCores hand {', '.join(sorted(offload_types & present)) or 'collectives'} to SparseCores "
-            f"(call-start/call-done wrappers) but {'no SparseCore planes are' if not sc_planes else 'the SparseCore planes hold no ops'} "
+            f"(call-start/call-done wrappers) but {'no SparseCore planes are' if not trace.sparsecores else 'the SparseCore planes hold no ops'} "
             f"in this capture. {CAPTURE_HINT}"
         )
     elif not offload_types & present:
@@ -448,28 +433,18 @@ def analyze_overlap(trace: Trace, work, kept_steps: set[int], step_mean_ps: floa
             f"offloaded: {', '.join(sorted(present & offload_types))}; on the TensorCore: "
             f"{', '.join(sorted(present - offload_types))}"
         )
-    sc = SparseCoreSummary(
+    return SparseCoreSummary(
         detected=detected,
-        planes=len(sc_planes),
-        planes_with_activity=sc_active,
+        planes=len(trace.sparsecores),
+        planes_with_activity=acc.active,
         offloaded=offloaded,
-        sc_types=tuple(sorted(sc_types)),
-        busy_fraction=float(np.mean(sc_busy)) if sc_busy else None,
-        concurrency=(sc_conc_num / sc_conc_den) if sc_conc_den > 0 else None,
-        queueing_ps=(sc_queue / n_core_steps) if detected else None,
+        sc_types=tuple(sorted(acc.types)),
+        busy_fraction=float(np.mean(acc.busy)) if acc.busy else None,
+        concurrency=(acc.conc_num / acc.conc_den) if acc.conc_den > 0 else None,
+        queueing_ps=(acc.queue / n_core_steps) if detected else None,
         verdict=verdict,
         reason=reason,
     )
-    comm = CommunicationSummary(
-        top_exposed=top,
-        per_step_exposed=per_step,
-        unmatched=dict(sorted(unmatched.items())),
-        window_source="; ".join(sorted(sources)) or "none",
-        all_to_all_share=a2a_share,
-        exposed_total_ps=exposed_total,
-        exposed_total_fraction=exposed_total / denom,
-    )
-    return OverlapResult(types=types, communication=comm, sparsecore=sc)
 
 
 def _window_record(r: Mapping[str, object], plane: Plane) -> WindowRecord:
@@ -489,7 +464,7 @@ def _window_record(r: Mapping[str, object], plane: Plane) -> WindowRecord:
         hidden_ps=hidden,
         exposed_ps=int(r["exposed_ps"]),
         hidden_fraction=float(hidden / window) if window > 0 else 0.0,
-        klass=_klass(hidden, window),
+        klass=window_class(hidden, window),
         before_first_compute=bool(r["before_first_compute"]),
     )
 
@@ -514,7 +489,7 @@ def _sc_busy(s: np.ndarray, e: np.ndarray, ks: np.ndarray, ke: np.ndarray, cover
     return busy, conc
 
 
-def _add_type_time(acc: dict[str, float], plane: Plane, w, ks: np.ndarray, ke: np.ndarray) -> None:
+def _add_type_time(acc: dict[str, float], plane: Plane, w: CoreWork, ks: np.ndarray, ke: np.ndarray) -> None:
     """Add, per collective type, the time its own ops occupy the core inside the
     given step windows (the same exclusive time the attribution buckets hold)."""
     ops = plane.line(LINE_OPS)
@@ -536,14 +511,15 @@ def _add_type_time(acc: dict[str, float], plane: Plane, w, ks: np.ndarray, ke: n
             acc[t] = acc.get(t, 0.0) + float(tot[i])
 
 
-def _klass(hidden: float, window: float) -> str:
+def window_class(hidden: float, window: float) -> str:
+    """hidden | partial | exposed, by the window's hidden fraction."""
     if window <= 0:
         return "exposed"
     f = hidden / window
     return "hidden" if f >= HIDDEN_MIN else ("exposed" if f <= EXPOSED_MAX else "partial")
 
 
-def _offload_start_index(plane: Plane, classes) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
+def _offload_start_index(plane: Plane, classes: PlaneClasses) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
     """The TensorCore's offload_start ops by link id: (ids, first index, count,
     start times sorted by id then time), or None when it has none. The link id
     is the op's `all_reduce_unique_id` event stat, else its metadata id."""

@@ -11,51 +11,18 @@ listed separately with their hidden fraction and class.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import Sequence
 
 import numpy as np
 
-from profanalyzer.attribution import exclusive_segments
-from profanalyzer.classify import BUCKETS
+from profanalyzer.attribution import CoreWork, exclusive_segments
+from profanalyzer.model import Lane, Span, StepRow, TimelineSample, WindowSpan  # noqa: F401 - old import path
+from profanalyzer.overlap import Windows, window_class, window_name
 from profanalyzer.trace import LINE_SC_OPS, Trace
+from profanalyzer.vocab import BUCKETS
 
 MAX_SPANS_PER_LANE = 1500
 MAX_WINDOWS = 400
-
-
-@dataclass(frozen=True)
-class Span:
-    start_ps: int  # from step start
-    end_ps: int
-    bucket: str  # a BUCKETS name, or 'busy' on SparseCore lanes
-    label: str  # op name of the longest piece
-
-
-@dataclass(frozen=True)
-class Lane:
-    name: str
-    engine: str  # TensorCore | SparseCore
-    spans: tuple[Span, ...]
-
-
-@dataclass(frozen=True)
-class WindowSpan:
-    start_ps: int
-    end_ps: int
-    type: str
-    name: str
-    hidden_fraction: float
-    klass: str
-
-
-@dataclass(frozen=True)
-class TimelineSample:
-    core: str
-    step: int
-    step_ps: int
-    lanes: tuple[Lane, ...]
-    windows: tuple[WindowSpan, ...]
-    coalesced: bool  # spans were merged to stay under MAX_SPANS_PER_LANE
 
 
 def _coalesce(s: np.ndarray, e: np.ndarray, b: np.ndarray, labels: list[str], names: tuple[str, ...], step_ps: int, limit: int) -> tuple[list[Span], bool]:
@@ -103,9 +70,10 @@ def _coalesce(s: np.ndarray, e: np.ndarray, b: np.ndarray, labels: list[str], na
     return spans, merged
 
 
-def build_timeline(trace: Trace, work, kept_steps: set[int], step_table) -> TimelineSample | None:
-    from profanalyzer.overlap import _klass, _windows_for_core, window_name
-
+def build_timeline(trace: Trace, work: Sequence[CoreWork], kept_steps: set[int], step_table: Sequence[StepRow],
+                   windows: Windows | None) -> TimelineSample | None:
+    """The timeline of the representative step on the first core of `work`;
+    `windows` are that core's collective windows (overlap built them)."""
     if not work:
         return None
     kept_rows = [r for r in step_table if r.kept]
@@ -147,8 +115,8 @@ def build_timeline(trace: Trace, work, kept_steps: set[int], step_table) -> Time
         sp, mg = _coalesce(ss, ee, np.zeros(len(ss), dtype=np.int64), lab, ("busy",), b - a, MAX_SPANS_PER_LANE)
         merged |= mg
         lanes.append(Lane(sc.name, "SparseCore", tuple(sp)))
-    wins, _ = _windows_for_core(plane, w.classes, {})
-    windows = []
+    wins = windows if windows is not None else Windows.concat([])
+    spans_w = []
     sel = np.flatnonzero((wins.start >= a) & (wins.start < b))[:MAX_WINDOWS]
     if len(sel):
         ws, we = wins.start[sel], wins.end[sel]
@@ -157,5 +125,5 @@ def build_timeline(trace: Trace, work, kept_steps: set[int], step_table) -> Time
         names = [window_name(plane.meta, r) for r in sub.row.tolist()]
         for s0, e0, typ, name, h in zip(ws.tolist(), we.tolist(), sub.type_names(), names, hs.tolist()):
             win = e0 - s0
-            windows.append(WindowSpan(s0 - a, min(e0, b) - a, typ, name, (h / win) if win > 0 else 0.0, _klass(h, win)))
-    return TimelineSample(plane.label, int(rep), b - a, tuple(lanes), tuple(windows), merged)
+            spans_w.append(WindowSpan(s0 - a, min(e0, b) - a, typ, name, (h / win) if win > 0 else 0.0, window_class(h, win)))
+    return TimelineSample(plane.label, int(rep), b - a, tuple(lanes), tuple(spans_w), merged)

@@ -230,7 +230,7 @@ def test_structure_sections_and_numbers(name):
     t = a.steps.step_time_ps
     assert doc.by_id("kpi-step-time").find(class_="kpi-value").norm_text() == f"{ms(t['median'])} ms"
     assert doc.by_id("fact-steps").find("dd").norm_text().startswith(f"{a.steps.kept} of {a.steps.count} ")
-    assert a.hardware["name"] in doc.by_id("fact-chip").norm_text()
+    assert a.hardware.name in doc.by_id("fact-chip").norm_text()
     assert f"{a.tensorcores} TensorCores" in doc.by_id("fact-cores").norm_text()
     assert doc.by_id("kpi-mfu").find(class_="kpi-value").norm_text() == pct(a.utilisation.mfu)
     assert a.steps.source in doc.by_id("def-step").norm_text()

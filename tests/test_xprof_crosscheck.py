@@ -34,7 +34,7 @@ Windows from `Async XLA Ops` collective events, else start/done pairing, plus on
 window per synchronous collective; hidden = TensorCore compute (exclusive segments
 whose deepest op is in a compute bucket) inside the window; published per type as
 count / window_ps / hidden_ps per kept step per TensorCore. The test takes our windows
-from `overlap._windows_for_core` and recomputes hidden time with its own
+from `overlap.windows_for_core` and recomputes hidden time with its own
 exclusive-segment sweep (no other private helper, so refactors of attribution do not
 break it); comparison 2 checks that recomputation against the published numbers.
 
@@ -43,7 +43,7 @@ Which numbers are compared, and why these
 1. Window identity (whole capture, every TensorCore, every step): each XProf
    collective window is matched one-to-one to one of our asynchronous windows (same
    host, plane and instruction name, start within `START_TOL_PS`, same span). Our windows
-   are extracted over the whole capture with `overlap._windows_for_core`, the function
+   are extracted over the whole capture with `overlap.windows_for_core`, the function
    `analyze_overlap` uses before it keeps the steady-state steps, because XProf has no
    notion of steps: this is the only comparison that involves no step selection on
    either side. Per type, the counts are then equal by construction of the bijection,
@@ -122,9 +122,10 @@ except ImportError as exc:  # not installed, or its native library does not load
 
 from conftest import SAMPLES as SAMPLE_DIR  # noqa: E402
 from conftest import analysis_of, sample_path  # noqa: E402
-from profanalyzer.analysis import analyze, classify_plane  # noqa: E402
+from profanalyzer.analysis import analyze  # noqa: E402
+from profanalyzer.attribution import classify_plane  # noqa: E402
 from profanalyzer.classify import BUCKETS, COLLECTIVE_BUCKETS  # noqa: E402
-from profanalyzer.overlap import _windows_for_core, window_name  # noqa: E402
+from profanalyzer.overlap import windows_for_core, window_name  # noqa: E402
 from profanalyzer.trace import LINE_ASYNC, LINE_OPS, load_trace  # noqa: E402
 from profanalyzer.xspace import xplane_pb2  # noqa: E402
 from xprof_util import listing as _listing  # noqa: E402
@@ -337,7 +338,7 @@ def _time_in(ss: np.ndarray, se: np.ndarray, mask: np.ndarray, a: np.ndarray, b:
 
 
 def _our_windows(path: Path) -> tuple[pd.DataFrame, set[str], int, int]:
-    """Our windows (overlap._windows_for_core, all steps) with, per window: our hidden
+    """Our windows (overlap.windows_for_core, all steps) with, per window: our hidden
     time (compute-bucket exclusive time, as analyze_overlap defines it) and the time of
     each documented difference to XProf's coverage rule."""
     trace = load_trace(path)
@@ -345,7 +346,7 @@ def _our_windows(path: Path) -> tuple[pd.DataFrame, set[str], int, int]:
     frames, sources, unmatched = [], set(), {}
     for plane in trace.tensorcores:
         classes = classify_plane(plane)
-        w, source = _windows_for_core(plane, classes, unmatched)
+        w, source = windows_for_core(plane, classes, unmatched)
         wins = pd.DataFrame({
             "start": w.start, "end": w.end, "type": w.type_names(), "engine": w.engines(), "row": w.row,
             "name": [window_name(plane.meta, r) for r in w.row.tolist()], "tf_op": [plane.meta.tf_op[r] for r in w.row.tolist()],

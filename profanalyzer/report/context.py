@@ -5,8 +5,10 @@ is computed here, so the template only formats.
 
 Strings here are plain text (the template escapes them); the charts are
 `markupsafe.Markup` built by `svg.py`, which escapes trace text itself.
-Numbers are formatted with the terminal summary's `ms()` / `pct()` so the
-report, the terminal and the JSON agree digit for digit.
+Numbers are formatted with profanalyzer.format's `ms()` / `pct()` so the
+report, the terminal and the JSON agree digit for digit. Rule docs come in
+from the caller (`docs`, from findings.rule_docs): this module does not reach
+into the rule registry.
 """
 
 from __future__ import annotations
@@ -14,16 +16,37 @@ from __future__ import annotations
 import os
 import re
 import statistics
-from dataclasses import dataclass
 from typing import Mapping, Sequence
 
-from markupsafe import Markup
-
-from profanalyzer.analysis import Analysis, TopOp
-from profanalyzer.classify import BUCKETS, COLLECTIVE_BUCKETS
-from profanalyzer.findings import Finding, Findings, RuleDoc
+from profanalyzer.format import ms, pct
+from profanalyzer.model import Analysis, Finding, Findings, RuleDoc, TopOp
 from profanalyzer.report import svg
-from profanalyzer.report.terminal import ms, pct
+from profanalyzer.report.views import (  # noqa: F401 - the view records' old import path
+    Fact,
+    Kpi,
+    LegendItem,
+    BucketRow,
+    DocView,
+    Card,
+    WorkloadView,
+    RecsView,
+    DroppedStep,
+    BreakdownView,
+    WindowRow,
+    TimelineView,
+    CommRow,
+    ExposedRow,
+    CommView,
+    OpRow,
+    RematView,
+    AttentionView,
+    RooflineView,
+    CoreRow,
+    CoresView,
+    NavItem,
+    ReportContext,
+)
+from profanalyzer.vocab import BUCKETS, COLLECTIVE_BUCKETS, COLLECTIVE_TYPE_LABELS, LEVER_LABELS
 
 #: Rows of the op tables.
 TOP_OPS_ROWS = 30
@@ -34,14 +57,6 @@ NAME_CUT = 90
 #: Cores listed in the per-core table before it folds into <details>.
 CORES_OPEN = 16
 
-LEVER_LABELS = {
-    "fp8": "FP8",
-    "sharding": "Sharding",
-    "sc_offload": "SparseCore offload",
-    "remat": "Remat",
-    "scoped_vmem": "Scoped VMEM",
-    "tokamax": "Tokamax kernels",
-}
 VERDICT_LABELS = {
     "on": ("offloaded", "good"),
     "partial": ("partly offloaded", "warn"),
@@ -49,311 +64,12 @@ VERDICT_LABELS = {
     "not_visible": ("not visible in this capture", "warn"),
     "none": ("no collectives", "neutral"),
 }
-COLLECTIVE_LABELS = {
-    "all_gather": "All-gather",
-    "reduce_scatter": "Reduce-scatter",
-    "all_reduce": "All-reduce",
-    "all_to_all": "All-to-all",
-    "collective_permute": "Collective-permute",
-    "send_recv": "Send/recv",
-    "host_transfer": "Host transfer",
-    "unknown": "Unknown kind",
-}
+#: Collective type labels: vocab.COLLECTIVE_TYPE_LABELS.
+COLLECTIVE_LABELS = COLLECTIVE_TYPE_LABELS
 
 
 # ---------------------------------------------------------------------------
 # Context types
-# ---------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Fact:
-    label: str
-    value: str
-    id: str = ""
-    tip: str = ""
-
-
-@dataclass(frozen=True)
-class Kpi:
-    id: str
-    label: str
-    value: str
-    sub: str
-    tone: str  # neutral | good | warn | bad
-
-
-@dataclass(frozen=True)
-class LegendItem:
-    key: str
-    label: str
-    colour: str
-
-
-@dataclass(frozen=True)
-class BucketRow:
-    key: str
-    label: str
-    colour: str
-    ms: str
-    pct: str
-    fraction: float  # raw, for data attributes
-    bar: str  # css width, e.g. "59.7%"
-    kind: str  # compute | communication | idle | overlay
-    zero: bool = False  # nothing in this bucket (row dimmed)
-
-
-@dataclass(frozen=True)
-class DocView:
-    detects: str
-    why: str
-    change: str
-
-
-@dataclass(frozen=True)
-class Card:
-    rank: int
-    code: str
-    lever: str
-    lever_label: str
-    title: str
-    severity: str
-    saving_ms: str
-    saving_pct: str
-    saving_bar: str  # css width relative to the step
-    evidence: tuple[str, ...]
-    actions: str  # the exact lines, one code block
-    assumptions: tuple[str, ...]
-    guide_section: str
-    doc: DocView | None
-    merged_note: str
-
-
-@dataclass(frozen=True)
-class WorkloadView:
-    row: str
-    primary_sharding: str
-    secondary_sharding: str
-    main_bottleneck: str
-    reasons: tuple[str, ...]
-
-
-@dataclass(frozen=True)
-class RecsView:
-    status: str  # ok | empty | unavailable
-    message: str
-    cards: tuple[Card, ...]
-    total_ms: str
-    total_pct: str
-    rules_run: str
-
-
-@dataclass(frozen=True)
-class DroppedStep:
-    number: int
-    ms: str
-    reason: str
-
-
-@dataclass(frozen=True)
-class BreakdownView:
-    chart: Markup
-    chart_desc: str
-    rows: tuple[BucketRow, ...]
-    remat: BucketRow
-    phases: tuple[BucketRow, ...]
-    total_ms: str
-    dropped: tuple[DroppedStep, ...]
-    rule: str
-
-
-@dataclass(frozen=True)
-class WindowRow:
-    start_ms: str
-    window_ms: str
-    type: str
-    name: str
-    name_full: str
-    hidden_pct: str
-    klass: str
-
-
-@dataclass(frozen=True)
-class TimelineView:
-    chart: Markup
-    caption: str
-    legend: tuple[LegendItem, ...]
-    window_counts: str
-    windows: tuple[WindowRow, ...]
-    lanes_text: tuple[str, ...]  # text alternative: one line per lane
-    note: str
-
-
-@dataclass(frozen=True)
-class CommRow:
-    type: str
-    label: str
-    engine: str
-    count: str
-    window_ms: str
-    hidden_ms: str
-    exposed_ms: str
-    hidden_pct: str
-    step_pct: str
-    hidden_bar: str  # css widths relative to the largest hidden+exposed
-    exposed_bar: str
-    scopes: str = ""  # framework scopes of its most exposed windows (tooltip)
-
-
-@dataclass(frozen=True)
-class ExposedRow:
-    core: str
-    step: int
-    type: str
-    name: str
-    name_full: str
-    engine: str
-    offset_pct: str
-    window_ms: str
-    exposed_ms: str
-    hidden_pct: str
-    klass: str
-
-
-@dataclass(frozen=True)
-class CommView:
-    rows: tuple[CommRow, ...]
-    exposed_ms: str
-    exposed_pct: str
-    window_source: str
-    unmatched: str
-    a2a_share: str
-    verdict: str
-    verdict_label: str
-    verdict_tone: str
-    verdict_reason: str
-    sc_facts: tuple[Fact, ...]
-    top_exposed: tuple[ExposedRow, ...]
-
-
-@dataclass(frozen=True)
-class OpRow:
-    rank: int
-    name: str  # cut to NAME_CUT
-    name_full: str
-    bucket: str
-    bucket_label: str
-    colour: str
-    category: str
-    tags: str
-    ms: str
-    ps: float
-    pct: str
-    count: str
-    count_v: float
-    tflops: str
-    tflops_v: float
-    gbps: str
-    gbps_v: float
-    intensity: str
-    intensity_v: float
-    bound: str
-    roof: str
-    roof_v: float
-    tf_op: str
-
-
-@dataclass(frozen=True)
-class RematView:
-    ms: str
-    pct: str
-    phases: tuple[BucketRow, ...]
-    ops: tuple[OpRow, ...]
-    note: str
-
-
-@dataclass(frozen=True)
-class AttentionView:
-    ms: str
-    pct: str
-    facts: tuple[Fact, ...]
-    ops: tuple[OpRow, ...]
-    note: str
-
-
-@dataclass(frozen=True)
-class RooflineView:
-    chart: Markup | None
-    caption: str
-    facts: tuple[Fact, ...]
-    unplotted: str
-
-
-@dataclass(frozen=True)
-class CoreRow:
-    core: str
-    host: str
-    steps_kept: int
-    step_ms: str
-    busy_ms: str
-    compute_ms: str
-    comm_ms: str
-    idle_pct: str
-    z: str
-    straggler: bool
-
-
-@dataclass(frozen=True)
-class CoresView:
-    chart: Markup | None
-    chart_desc: str
-    rows: tuple[CoreRow, ...]
-    folded: bool
-    stragglers: tuple[str, ...]
-    spread: str
-    rule: str
-
-
-@dataclass(frozen=True)
-class NavItem:
-    id: str
-    label: str
-
-
-@dataclass(frozen=True)
-class ReportContext:
-    title: str
-    trace_name: str
-    trace_path: str
-    headline: str
-    first_action: str
-    facts: tuple[Fact, ...]
-    kpis: tuple[Kpi, ...]
-    definitions: tuple[Fact, ...]  # the two shown in the header
-    all_definitions: tuple[Fact, ...]
-    notes: tuple[str, ...]
-    share_chart: Markup
-    legend: tuple[LegendItem, ...]
-    workload: WorkloadView | None
-    recs: RecsView
-    breakdown: BreakdownView
-    timeline: TimelineView | None
-    comm: CommView
-    remat: RematView
-    attention: AttentionView
-    roofline: RooflineView
-    top_ops: tuple[OpRow, ...]
-    top_ops_note: str
-    cores: CoresView
-    nav: tuple[NavItem, ...]
-    tool_version: str
-    command_line: str
-    input_sha256: str
-    timestamp: str | None
-
-
-# ---------------------------------------------------------------------------
-# Helpers shared with the Markdown renderer
 # ---------------------------------------------------------------------------
 
 
@@ -418,16 +134,6 @@ def _first_saving(findings: Findings | None) -> Finding | None:
     return next((f for f in findings.recommendations if f.estimated_saving_ps >= 0.5e6), None)
 
 
-def rule_docs() -> dict[str, RuleDoc]:
-    """Rule docs by code from the registry; {} when rules cannot be loaded."""
-    try:
-        from profanalyzer.findings import all_rules
-
-        return {r.code: r.doc for r in all_rules()}
-    except Exception:  # noqa: BLE001 - the report still renders without docs
-        return {}
-
-
 def _w(fraction: float | None) -> str:
     if fraction is None or fraction != fraction:
         return "0%"
@@ -479,7 +185,7 @@ def _trace_name(source: str) -> str:
 def _facts(a: Analysis, findings: Findings | None) -> tuple[Fact, ...]:
     st = a.steps
     t = st.step_time_ps
-    chip = a.hardware.get("name", "?")
+    chip = a.hardware.name
     hosts = ", ".join(a.hosts) if len(a.hosts) <= 3 else f"{', '.join(a.hosts[:3])}, … (+{len(a.hosts) - 3})"
     facts = [
         Fact("Trace", _trace_name(a.source), "fact-trace", a.source),
@@ -802,10 +508,10 @@ def _attention(a: Analysis) -> AttentionView:
 
 def _roofline(a: Analysis) -> RooflineView:
     chip = a.hardware
-    planes = float(chip.get("planes_per_chip") or 1)
-    bf16 = float(chip.get("peak_bf16_tflops_per_chip") or 0) / planes
-    fp8 = float(chip.get("peak_fp8_tflops_per_chip") or 0) / planes
-    hbm_tbps = float(chip.get("hbm_gbps_per_chip") or 0) / planes / 1000.0
+    planes = float(chip.planes_per_chip or 1)
+    bf16 = float(chip.peak_bf16_tflops_per_chip or 0) / planes
+    fp8 = float(chip.peak_fp8_tflops_per_chip or 0) / planes
+    hbm_tbps = float(chip.hbm_gbps_per_chip or 0) / planes / 1000.0
     pts = []
     missing = 0
     for i, op in enumerate(a.top_ops, 1):
@@ -830,13 +536,13 @@ def _roofline(a: Analysis) -> RooflineView:
     if fp8 > 0 and fp8 != bf16:
         roofs.append(svg.Roof("FP8", fp8, "fp8"))
     desc = (
-        f"Log-log roofline of {len(pts)} top ops for {chip.get('name', 'the chip')}: HBM roof {hbm_tbps:.2f} TB/s, "
+        f"Log-log roofline of {len(pts)} top ops for {chip.name}: HBM roof {hbm_tbps:.2f} TB/s, "
         f"BF16 peak {bf16:,.0f} TFLOP/s, FP8 peak {fp8:,.0f} TFLOP/s per TensorCore. "
         + " ".join(
             f"#{p.rank} {_cut(a.top_ops[p.rank - 1].name, 40)}: {p.intensity:,.1f} FLOP/B, {p.tflops:,.1f} TFLOP/s." for p in pts[:10]
         )
     )
-    chart = svg.roofline(pts, roofs, hbm_tbps, f"Roofline of the top ops on {chip.get('name', '?')}", desc)
+    chart = svg.roofline(pts, roofs, hbm_tbps, f"Roofline of the top ops on {chip.name}", desc)
     return RooflineView(chart, "Each dot is one top op (number = rank in the top-ops table; size = share of the step).", facts, unplotted)
 
 
@@ -902,8 +608,7 @@ def build_context(
     docs: Mapping[str, RuleDoc] | None = None,
 ) -> ReportContext:
     a = analysis
-    if docs is None:
-        docs = rule_docs() if findings is not None and findings.recommendations else {}
+    docs = docs or {}
     shown, all_defs = _definitions(a)
     present = [b for b in BUCKETS if b in a.breakdown]
     segs = _step_segments({b: a.breakdown[b].ps for b in present}, sum(a.breakdown[b].ps for b in present))

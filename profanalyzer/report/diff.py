@@ -8,7 +8,7 @@ All deterministic. The HTML reuses the report's CSS (`_styles.html.j2`), its
 jinja2 environment (autoescape on, StrictUndefined) and its bucket colours and
 labels; the template only formats a typed `DiffContext` built here.
 Trace-derived text (paths, op names, tf_ops) is escaped by jinja2 in HTML and
-by `md_escape` / `_code_span` in Markdown.
+by `md_escape` / `code_span` in Markdown.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from profanalyzer.format import ms, noise, pct, pts, signed_ms, signed_pct
 from profanalyzer.compare import MIN_EFFECT, NOISE_K, Comparison, ExposedChange, OpChange, ShareChange
 from profanalyzer.report import context as _context
 from profanalyzer.report import svg
@@ -34,37 +35,10 @@ COLLECTIVE_LABELS = {**_context.COLLECTIVE_LABELS, "unknown": "Unknown collectiv
 # ---------------------------------------------------------------------------
 
 
-def ms(ps: float | None, digits: int = 3) -> str:
-    return "-" if ps is None else f"{ps / 1e9:.{digits}f}"
-
-
-def sms(ps: float | None, digits: int = 3) -> str:
-    """Signed ms."""
-    if ps is None:
-        return "-"
-    v = ps / 1e9
-    return f"{0.0:.{digits}f}" if round(v, digits) == 0 else f"{v:+.{digits}f}"
-
-
-def pct(x: float | None, digits: int = 1) -> str:
-    return "-" if x is None else f"{x * 100:.{digits}f}%"
-
-
-def spct(x: float | None, digits: int = 2) -> str:
-    if x is None:
-        return "-"
-    return f"{0.0:.{digits}f}%" if round(x * 100, digits) == 0 else f"{x * 100:+.{digits}f}%"
-
-
-def pts(x: float | None, digits: int = 1) -> str:
-    """Signed percentage points of the step."""
-    if x is None:
-        return "-"
-    return f"{0.0:.{digits}f} pts" if round(x * 100, digits) == 0 else f"{x * 100:+.{digits}f} pts"
-
-
-def noise_text(ps: float | None) -> str:
-    return "-" if ps is None else f"±{ps / 1e9:.3f}"
+# profanalyzer.format's, under the names this module's callers use.
+sms = signed_ms
+spct = signed_pct
+noise_text = noise
 
 
 def _cut(text: str, n: int) -> str:
@@ -186,10 +160,10 @@ def _op_delta(o: OpChange) -> str:
 
 
 def render_diff_markdown(c: Comparison, ops: int = OPS_SHORT) -> str:
-    from profanalyzer.report.markdown import _code_span, md_escape
+    from profanalyzer.report.markdown import code_span, md_escape
 
     st = c.step_time
-    out = [f"### profanalyze compare: {_code_span(_name(c.base.label))} → {_code_span(_name(c.new.label))}", ""]
+    out = [f"### profanalyze compare: {code_span(_name(c.base.label))} → {code_span(_name(c.new.label))}", ""]
     out.append(md_escape(c.headline, line_start=True))
     out.append("")
     out.append("| Metric | Base | New | Change | Verdict |")
@@ -252,7 +226,7 @@ def render_diff_markdown(c: Comparison, ops: int = OPS_SHORT) -> str:
         out.append("|---|---|---|--:|--:|--:|")
         for o in rows[:ops]:
             out.append(
-                f"| {_code_span(_cut(o.match_name, NAME_CUT))} | {md_escape(bucket_label(o.bucket))} | {md_escape(_cut_mid(o.tf_op, TF_OP_CUT))} | "
+                f"| {code_span(_cut(o.match_name, NAME_CUT))} | {md_escape(bucket_label(o.bucket))} | {md_escape(_cut_mid(o.tf_op, TF_OP_CUT))} | "
                 f"{ms(o.base_ps)} | {ms(o.new_ps)} | {sms(o.delta_ps)} |"
             )
     out.append("")

@@ -19,10 +19,11 @@ from typing import Sequence
 
 from markupsafe import Markup
 
+from profanalyzer.format import EM_DASH, ms
 from profanalyzer.fleet.records import FleetResult, HostResult, RunResult
 from profanalyzer.report import svg
 from profanalyzer.report.context import Fact, Kpi, LegendItem, NavItem
-from profanalyzer.report.svg import _n, _short, _svg_open, _tick_label, colour, esc, fmt_ms, nice_ticks
+from profanalyzer.report.svg import colour, coord, esc, fmt_ms, nice_ticks, short_label, svg_open, tick_label
 
 TEMPLATE = "fleet.html.j2"
 #: Per-run host tables open by default when the run has at most this many hosts,
@@ -154,21 +155,21 @@ def host_bars(hosts: Sequence[HostResult], buckets: Sequence[str], median_ps: fl
     def X(ps: float) -> float:
         return left + ps / xmax * pw
 
-    out = _svg_open(width, height, title, desc, "host-bars")
+    out = svg_open(width, height, title, desc, "host-bars")
     for t in ticks:
         xx = X(t * 1e9)
-        out.append(f'<line x1="{_n(xx)}" x2="{_n(xx)}" y1="{_n(top)}" y2="{_n(axis_y)}" class="grid"/>')
-        out.append(f'<text x="{_n(xx)}" y="{_n(axis_y + 16)}" class="lbl" text-anchor="middle">{_tick_label(t)}</text>')
+        out.append(f'<line x1="{coord(xx)}" x2="{coord(xx)}" y1="{coord(top)}" y2="{coord(axis_y)}" class="grid"/>')
+        out.append(f'<text x="{coord(xx)}" y="{coord(axis_y + 16)}" class="lbl" text-anchor="middle">{tick_label(t)}</text>')
     y = top
     for h in hosts:
         cls = "lbl warn" if h.straggler else "lbl"
         out.append(
-            f'<text x="{_n(left - 8)}" y="{_n(y + row / 2 + 4)}" class="{cls}" text-anchor="end">'
-            f"{esc(_short(h.host, 34))}<title>{esc(h.path)}</title></text>"
+            f'<text x="{coord(left - 8)}" y="{coord(y + row / 2 + 4)}" class="{cls}" text-anchor="end">'
+            f"{esc(short_label(h.host, 34))}<title>{esc(h.path)}</title></text>"
         )
         if not h.ok:
             out.append(
-                f'<text x="{_n(left + 4)}" y="{_n(y + row / 2 + 4)}" class="lbl warn">failed (error in the table below)'
+                f'<text x="{coord(left + 4)}" y="{coord(y + row / 2 + 4)}" class="lbl warn">failed (error in the table below)'
                 f"<title>{esc(h.error or '')}</title></text>"
             )
             y += row + gap
@@ -183,21 +184,21 @@ def host_bars(hosts: Sequence[HostResult], buckets: Sequence[str], median_ps: fl
             w = v / xmax * pw
             frac = v / h.step_ps if h.step_ps else 0.0
             out.append(
-                f'<rect x="{_n(x)}" y="{_n(y)}" width="{_n(max(0.3, w))}" height="{_n(row)}" fill="{colour(b)}">'
+                f'<rect x="{coord(x)}" y="{coord(y)}" width="{coord(max(0.3, w))}" height="{coord(row)}" fill="{colour(b)}">'
                 f"<title>{esc(h.host)} · {esc(svg.BUCKET_LABELS.get(b, b))}: {esc(fmt_ms(v))} ({frac * 100:.1f}%)</title></rect>"
             )
             x += w
         if h.straggler:
-            out.append(f'<rect x="{_n(left)}" y="{_n(y - 1.5)}" width="{_n(x - left)}" height="{_n(row + 3)}" class="strag-frame"/>')
-            out.append(f'<path d="M{_n(x + 9)} {_n(y + 1)}l6 7-6 7-6-7z" class="straggler"/>')
+            out.append(f'<rect x="{coord(left)}" y="{coord(y - 1.5)}" width="{coord(x - left)}" height="{coord(row + 3)}" class="strag-frame"/>')
+            out.append(f'<path d="M{coord(x + 9)} {coord(y + 1)}l6 7-6 7-6-7z" class="straggler"/>')
         out.append("</g>")
         y += row + gap
     if median_ps:
         xm = X(median_ps)
-        out.append(f'<line x1="{_n(xm)}" x2="{_n(xm)}" y1="{_n(top - 4)}" y2="{_n(axis_y)}" class="median"/>')
-    out.append(f'<line x1="{_n(left)}" x2="{_n(left + pw)}" y1="{_n(axis_y)}" y2="{_n(axis_y)}" class="ax"/>')
+        out.append(f'<line x1="{coord(xm)}" x2="{coord(xm)}" y1="{coord(top - 4)}" y2="{coord(axis_y)}" class="median"/>')
+    out.append(f'<line x1="{coord(left)}" x2="{coord(left + pw)}" y1="{coord(axis_y)}" y2="{coord(axis_y)}" class="ax"/>')
     out.append(
-        f'<text x="{_n(left + pw)}" y="{_n(axis_y + 30)}" class="lbl" text-anchor="end">ms per step (dashed: pod median step)</text>'
+        f'<text x="{coord(left + pw)}" y="{coord(axis_y + 30)}" class="lbl" text-anchor="end">ms per step (dashed: pod median step)</text>'
     )
     out.append("</svg>")
     return Markup("".join(out))
@@ -221,14 +222,14 @@ def trend_chart(result: FleetResult, buckets: Sequence[str], title: str, desc: s
     def Y(ps: float) -> float:
         return top + ph - ps / ymax * ph
 
-    out = _svg_open(width, height, title, desc, "trend")
+    out = svg_open(width, height, title, desc, "trend")
     for t in ticks:
         yy = Y(t * 1e9)
-        out.append(f'<line x1="{_n(left)}" x2="{_n(width - right)}" y1="{_n(yy)}" y2="{_n(yy)}" class="grid"/>')
-        out.append(f'<text x="{_n(left - 6)}" y="{_n(yy + 4)}" class="lbl" text-anchor="end">{_tick_label(t)}</text>')
+        out.append(f'<line x1="{coord(left)}" x2="{coord(width - right)}" y1="{coord(yy)}" y2="{coord(yy)}" class="grid"/>')
+        out.append(f'<text x="{coord(left - 6)}" y="{coord(yy + 4)}" class="lbl" text-anchor="end">{tick_label(t)}</text>')
     out.append(
-        f'<text x="12" y="{_n(top + ph / 2)}" class="lbl" text-anchor="middle" '
-        f'transform="rotate(-90 12 {_n(top + ph / 2)})">ms per step</text>'
+        f'<text x="12" y="{coord(top + ph / 2)}" class="lbl" text-anchor="middle" '
+        f'transform="rotate(-90 12 {coord(top + ph / 2)})">ms per step</text>'
     )
     label_every = max(1, math.ceil(n / 24))
     points = []
@@ -237,7 +238,7 @@ def trend_chart(result: FleetResult, buckets: Sequence[str], title: str, desc: s
         x = cx - bw / 2
         step = r.values.get("step_time")
         if step is None:
-            out.append(f'<text x="{_n(cx)}" y="{_n(top + ph - 4)}" class="lbl warn" text-anchor="middle">×<title>{esc(r.run)}: no host analysed</title></text>')
+            out.append(f'<text x="{coord(cx)}" y="{coord(top + ph - 4)}" class="lbl warn" text-anchor="middle">×<title>{esc(r.run)}: no host analysed</title></text>')
         else:
             out.append(f'<g class="run-bar"><title>{esc(r.run)}: {esc(fmt_ms(step))} per step, {r.hosts_ok} hosts</title>')
             acc = 0.0
@@ -247,7 +248,7 @@ def trend_chart(result: FleetResult, buckets: Sequence[str], title: str, desc: s
                     continue
                 y0, y1 = Y(acc + v), Y(acc)
                 out.append(
-                    f'<rect x="{_n(x)}" y="{_n(y0)}" width="{_n(bw)}" height="{_n(max(0.3, y1 - y0))}" fill="{colour(b)}">'
+                    f'<rect x="{coord(x)}" y="{coord(y0)}" width="{coord(bw)}" height="{coord(max(0.3, y1 - y0))}" fill="{colour(b)}">'
                     f"<title>{esc(r.run)} · {esc(svg.BUCKET_LABELS.get(b, b))}: {esc(fmt_ms(v))}</title></rect>"
                 )
                 acc += v
@@ -256,19 +257,19 @@ def trend_chart(result: FleetResult, buckets: Sequence[str], title: str, desc: s
             if r.regressed:
                 yy = Y(step) - 6
                 out.append(
-                    f'<path d="M{_n(cx)} {_n(yy)}l-6 -9h12z" class="regressed"><title>{esc(r.run)} regressed: '
+                    f'<path d="M{coord(cx)} {coord(yy)}l-6 -9h12z" class="regressed"><title>{esc(r.run)} regressed: '
                     f"{esc(', '.join(r.regressed))}</title></path>"
                 )
         if i % label_every == 0:
             ly = top + ph + 12
             out.append(
-                f'<text x="{_n(cx)}" y="{_n(ly)}" class="lbl" text-anchor="end" transform="rotate(-35 {_n(cx)} {_n(ly)})">'
-                f"{esc(_short(r.run, 22))}</text>"
+                f'<text x="{coord(cx)}" y="{coord(ly)}" class="lbl" text-anchor="end" transform="rotate(-35 {coord(cx)} {coord(ly)})">'
+                f"{esc(short_label(r.run, 22))}</text>"
             )
     if len(points) > 1:
-        out.append('<polyline class="step-line" points="' + " ".join(f"{_n(x)},{_n(y)}" for x, y in points) + '"/>')
-    out.append(f'<line x1="{_n(left)}" x2="{_n(width - right)}" y1="{_n(top + ph)}" y2="{_n(top + ph)}" class="ax"/>')
-    out.append(f'<text x="{_n(width - right)}" y="{_n(top - 6)}" class="lbl" text-anchor="end">runs, oldest to newest</text>')
+        out.append('<polyline class="step-line" points="' + " ".join(f"{coord(x)},{coord(y)}" for x, y in points) + '"/>')
+    out.append(f'<line x1="{coord(left)}" x2="{coord(width - right)}" y1="{coord(top + ph)}" y2="{coord(top + ph)}" class="ax"/>')
+    out.append(f'<text x="{coord(width - right)}" y="{coord(top - 6)}" class="lbl" text-anchor="end">runs, oldest to newest</text>')
     out.append("</svg>")
     return Markup("".join(out))
 
@@ -279,7 +280,7 @@ def trend_chart(result: FleetResult, buckets: Sequence[str], title: str, desc: s
 
 
 def _ms(ps: float | None) -> str:
-    return "—" if ps is None else f"{ps / 1e9:.3f}"
+    return ms(ps, missing=EM_DASH)
 
 
 def _z(z: float | None) -> str:

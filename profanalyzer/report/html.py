@@ -19,7 +19,7 @@ from typing import Mapping
 import jinja2
 
 from profanalyzer.analysis import Analysis
-from profanalyzer.findings import Findings, RuleDoc
+from profanalyzer.findings import Findings, RuleDoc, rule_docs
 from profanalyzer.report.context import ReportContext, build_context
 
 TEMPLATE = "report.html.j2"
@@ -59,8 +59,11 @@ def render_html(
     """The report as one HTML document (str).
 
     `findings` None: the recommendations section says they were not computed.
-    `docs`: rule docs by code (default: from the rule registry when it loads).
+    `docs`: rule docs by code (default: the registered rules' docs of the
+    recommendations shown).
     """
+    if docs is None and findings is not None and findings.recommendations:
+        docs = rule_docs(f.code for f in findings.recommendations)
     ctx = build_context(analysis, findings, command_line=command_line, input_sha256=input_sha256, timestamp=timestamp, docs=docs)
     return render_context(ctx)
 

@@ -14,8 +14,9 @@ import re
 
 from profanalyzer.analysis import Analysis
 from profanalyzer.findings import Findings
-from profanalyzer.report.context import LEVER_LABELS, bucket_rows, exposed_comm, headline, remat_row
-from profanalyzer.report.terminal import ms, pct
+from profanalyzer.report.context import bucket_rows, exposed_comm, headline, remat_row
+from profanalyzer.format import ms, pct
+from profanalyzer.vocab import LEVER_LABELS
 
 #: Evidence lines shown per recommendation.
 MAX_EVIDENCE = 3
@@ -37,7 +38,7 @@ def md_escape(text: object, line_start: bool = False) -> str:
     return s
 
 
-def _code_span(text: str) -> str:
+def code_span(text: str) -> str:
     """Inline code that survives backticks and pipes in the text (pipes are
     escaped even in code spans inside GFM tables)."""
     s = " ".join(str(text).split()).replace("|", "\\|")
@@ -58,12 +59,12 @@ def render_markdown(analysis: Analysis, findings: Findings | None, *, max_recomm
     a = analysis
     t = a.steps.step_time_ps
     u = a.utilisation
-    chip = a.hardware.get("name", "?")
+    chip = a.hardware.name
     name = a.source.rstrip("/\\").replace("\\", "/").rsplit("/", 1)[-1] or a.source
     exp_ps, exp_f = exposed_comm(a)
     idle = a.breakdown.get("idle")
     out: list[str] = []
-    out.append(f"### profanalyze: {_code_span(name)}")
+    out.append(f"### profanalyze: {code_span(name)}")
     out.append("")
     out.append(
         f"{md_escape(chip)} · {len(a.hosts)} host{'s' if len(a.hosts) != 1 else ''} · {a.tensorcores} TensorCores · "

@@ -20,34 +20,11 @@ from typing import Iterable, Sequence
 
 from markupsafe import Markup, escape
 
-#: Bucket colours: Paul Tol's colour-blind-safe "muted" scheme (compute in
-#: blues/greens, communication in reds/purples/yellows), greys for the rest.
-BUCKET_COLOURS: dict[str, str] = {
-    "matmul_bf16": "#332288",
-    "matmul_fp8": "#88CCEE",
-    "matmul_other": "#44AA99",
-    "attention": "#117733",
-    "all_gather": "#CC6677",
-    "reduce_scatter": "#882255",
-    "all_reduce": "#AA4499",
-    "all_to_all": "#DDCC77",
-    "other_collective": "#999933",
-    "other_compute": "#8A8F98",
-    "idle": "#D9D9D9",
-}
-BUCKET_LABELS: dict[str, str] = {
-    "matmul_bf16": "Matmul BF16",
-    "matmul_fp8": "Matmul FP8",
-    "matmul_other": "Matmul other",
-    "attention": "Attention",
-    "all_gather": "All-gather",
-    "reduce_scatter": "Reduce-scatter",
-    "all_reduce": "All-reduce",
-    "all_to_all": "All-to-all",
-    "other_collective": "Other collective",
-    "other_compute": "Other compute",
-    "idle": "Idle",
-}
+from profanalyzer.format import ms
+from profanalyzer.vocab import BUCKET_COLOURS, BUCKET_LABELS
+
+#: Bucket colours and labels: profanalyzer.vocab's bucket table (fixed fills,
+#: Paul Tol's colour-blind-safe "muted" scheme).
 SPARSECORE_COLOUR = "#EE8866"
 #: Collective window classes (hidden fraction >= 0.9 / between / <= 0.1).
 WINDOW_COLOURS = {"hidden": "#44AA99", "partial": "#DDAA33", "exposed": "#BB5566"}
@@ -63,7 +40,7 @@ def esc(text: object) -> str:
     return str(escape(str(text)))
 
 
-def _n(x: float) -> str:
+def coord(x: float) -> str:
     """A coordinate: 0.1 precision, no trailing zeros (deterministic)."""
     v = round(float(x), 1)
     if v == 0:
@@ -73,12 +50,12 @@ def _n(x: float) -> str:
 
 
 def fmt_ms(ps: float) -> str:
-    return f"{ps / 1e9:.3f} ms"
+    return ms(ps, unit=True)
 
 
-def _svg_open(width: float, height: float, title: str, desc: str, cls: str) -> list[str]:
+def svg_open(width: float, height: float, title: str, desc: str, cls: str) -> list[str]:
     return [
-        f'<svg class="chart {cls}" viewBox="0 0 {_n(width)} {_n(height)}" role="img" '
+        f'<svg class="chart {cls}" viewBox="0 0 {coord(width)} {coord(height)}" role="img" '
         f'aria-label="{esc(title)}" preserveAspectRatio="xMinYMin meet">',
         f"<title>{esc(title)}</title>",
         f"<desc>{esc(desc)}</desc>",
@@ -101,7 +78,7 @@ def nice_ticks(lo: float, hi: float, n: int = 5) -> list[float]:
     return out
 
 
-def _tick_label(v: float) -> str:
+def tick_label(v: float) -> str:
     if v == 0:
         return "0"
     if abs(v) >= 100:
@@ -126,14 +103,14 @@ class Segment:
 
 def share_bar(segments: Sequence[Segment], title: str, desc: str, width: float = 1000, height: float = 34) -> Markup:
     """A single horizontal 100% stacked bar; labels inside segments wide enough."""
-    out = _svg_open(width, height, title, desc, "share-bar")
+    out = svg_open(width, height, title, desc, "share-bar")
     x = 0.0
     for s in segments:
         if s.fraction <= 0:
             continue
         w = s.fraction * width
         out.append(
-            f'<rect x="{_n(x)}" y="0" width="{_n(max(w, 0.5))}" height="{_n(height)}" fill="{colour(s.key)}">'
+            f'<rect x="{coord(x)}" y="0" width="{coord(max(w, 0.5))}" height="{coord(height)}" fill="{colour(s.key)}">'
             f"<title>{esc(s.label)}: {esc(fmt_ms(s.value))} ({s.fraction * 100:.1f}%)</title></rect>"
         )
         full = f"{s.label} {s.fraction * 100:.1f}%"
@@ -141,7 +118,7 @@ def share_bar(segments: Sequence[Segment], title: str, desc: str, width: float =
         text = full if w >= len(full) * 7.4 + 12 else (short if w >= len(short) * 7.4 + 10 else "")
         if text:
             out.append(
-                f'<text x="{_n(x + 6)}" y="{_n(height / 2 + 4.5)}" class="seg" fill="{_text_on(colour(s.key))}">{esc(text)}</text>'
+                f'<text x="{coord(x + 6)}" y="{coord(height / 2 + 4.5)}" class="seg" fill="{_text_on(colour(s.key))}">{esc(text)}</text>'
             )
         x += w
     out.append("</svg>")
@@ -183,7 +160,7 @@ def step_bars(bars: Sequence[StepBar], median_ps: float | None, title: str, desc
     n = max(1, len(bars))
     slot = pw / n
     bw = max(1.0, min(48.0, slot * 0.72))
-    out = _svg_open(width, height, title, desc, "step-bars")
+    out = svg_open(width, height, title, desc, "step-bars")
     out.append(
         '<defs><pattern id="hatch" width="6" height="6" patternUnits="userSpaceOnUse" patternTransform="rotate(45)">'
         '<rect width="6" height="6" fill="none"/><line x1="0" y1="0" x2="0" y2="6" class="hatch"/></pattern></defs>'
@@ -194,11 +171,11 @@ def step_bars(bars: Sequence[StepBar], median_ps: float | None, title: str, desc
 
     for t in ticks:
         yy = y(t * 1e9)
-        out.append(f'<line x1="{_n(left)}" x2="{_n(width - right)}" y1="{_n(yy)}" y2="{_n(yy)}" class="grid"/>')
-        out.append(f'<text x="{_n(left - 6)}" y="{_n(yy + 4)}" class="lbl" text-anchor="end">{_tick_label(t)}</text>')
+        out.append(f'<line x1="{coord(left)}" x2="{coord(width - right)}" y1="{coord(yy)}" y2="{coord(yy)}" class="grid"/>')
+        out.append(f'<text x="{coord(left - 6)}" y="{coord(yy + 4)}" class="lbl" text-anchor="end">{tick_label(t)}</text>')
     out.append(
-        f'<text x="12" y="{_n(top + ph / 2)}" class="lbl" text-anchor="middle" '
-        f'transform="rotate(-90 12 {_n(top + ph / 2)})">ms per step</text>'
+        f'<text x="12" y="{coord(top + ph / 2)}" class="lbl" text-anchor="middle" '
+        f'transform="rotate(-90 12 {coord(top + ph / 2)})">ms per step</text>'
     )
     label_every = max(1, math.ceil(n / 40))
     for i, b in enumerate(bars):
@@ -214,24 +191,24 @@ def step_bars(bars: Sequence[StepBar], median_ps: float | None, title: str, desc
                 continue
             y0, y1 = y(acc + s.value), y(acc)
             out.append(
-                f'<rect x="{_n(x)}" y="{_n(y0)}" width="{_n(bw)}" height="{_n(max(0.3, y1 - y0))}" fill="{colour(s.key)}">'
+                f'<rect x="{coord(x)}" y="{coord(y0)}" width="{coord(bw)}" height="{coord(max(0.3, y1 - y0))}" fill="{colour(s.key)}">'
                 f"<title>step {b.number} · {esc(s.label)}: {esc(fmt_ms(s.value))} ({s.fraction * 100:.1f}%)</title></rect>"
             )
             acc += s.value
         if not b.kept:
             out.append(
-                f'<rect x="{_n(x)}" y="{_n(y(acc))}" width="{_n(bw)}" height="{_n(y(0) - y(acc))}" fill="url(#hatch)" class="drop-mask"/>'
+                f'<rect x="{coord(x)}" y="{coord(y(acc))}" width="{coord(bw)}" height="{coord(y(0) - y(acc))}" fill="url(#hatch)" class="drop-mask"/>'
             )
-            out.append(f'<text x="{_n(x + bw / 2)}" y="{_n(y(acc) - 4)}" class="lbl warn" text-anchor="middle">dropped</text>')
+            out.append(f'<text x="{coord(x + bw / 2)}" y="{coord(y(acc) - 4)}" class="lbl warn" text-anchor="middle">dropped</text>')
         out.append("</g>")
         if i % label_every == 0:
-            out.append(f'<text x="{_n(x + bw / 2)}" y="{_n(top + ph + 16)}" class="lbl" text-anchor="middle">{b.number}</text>')
+            out.append(f'<text x="{coord(x + bw / 2)}" y="{coord(top + ph + 16)}" class="lbl" text-anchor="middle">{b.number}</text>')
     if median_ps:
         ym = y(median_ps)
-        out.append(f'<line x1="{_n(left)}" x2="{_n(width - right)}" y1="{_n(ym)}" y2="{_n(ym)}" class="median"/>')
-        out.append(f'<text x="{_n(width - right)}" y="{_n(ym - 4)}" class="lbl" text-anchor="end">median of kept steps</text>')
-    out.append(f'<text x="{_n(left + pw / 2)}" y="{_n(height - 6)}" class="lbl" text-anchor="middle">step number</text>')
-    out.append(f'<line x1="{_n(left)}" x2="{_n(width - right)}" y1="{_n(top + ph)}" y2="{_n(top + ph)}" class="ax"/>')
+        out.append(f'<line x1="{coord(left)}" x2="{coord(width - right)}" y1="{coord(ym)}" y2="{coord(ym)}" class="median"/>')
+        out.append(f'<text x="{coord(width - right)}" y="{coord(ym - 4)}" class="lbl" text-anchor="end">median of kept steps</text>')
+    out.append(f'<text x="{coord(left + pw / 2)}" y="{coord(height - 6)}" class="lbl" text-anchor="middle">step number</text>')
+    out.append(f'<line x1="{coord(left)}" x2="{coord(width - right)}" y1="{coord(top + ph)}" y2="{coord(top + ph)}" class="ax"/>')
     out.append("</svg>")
     return Markup("".join(out))
 
@@ -298,44 +275,44 @@ def timeline(step_ps: float, lanes: Sequence[TLLane], windows: Sequence[TLWindow
     def x(ps: float) -> float:
         return left + max(0.0, min(step_ps, ps)) * scale
 
-    out = _svg_open(width, height, title, desc, "timeline")
+    out = svg_open(width, height, title, desc, "timeline")
     # Shading of collective windows across all lanes (behind).
     for w in sorted(windows, key=lambda w: (w.start, w.end)):
         out.append(
-            f'<rect x="{_n(x(w.start))}" y="{_n(top)}" width="{_n(max(0.5, x(w.end) - x(w.start)))}" '
-            f'height="{_n(body)}" fill="{WINDOW_COLOURS.get(w.klass, DEFAULT_COLOUR)}" class="shade"/>'
+            f'<rect x="{coord(x(w.start))}" y="{coord(top)}" width="{coord(max(0.5, x(w.end) - x(w.start)))}" '
+            f'height="{coord(body)}" fill="{WINDOW_COLOURS.get(w.klass, DEFAULT_COLOUR)}" class="shade"/>'
         )
     y = top
     for ln, h in zip(lanes, lane_h):
-        out.append(f'<text x="{_n(left - 8)}" y="{_n(y + h / 2 + 4)}" class="lbl" text-anchor="end">{esc(_short(ln.label, 22))}<title>{esc(ln.title)}</title></text>')
-        out.append(f'<rect x="{_n(left)}" y="{_n(y)}" width="{_n(pw)}" height="{_n(h)}" class="lane"/>')
+        out.append(f'<text x="{coord(left - 8)}" y="{coord(y + h / 2 + 4)}" class="lbl" text-anchor="end">{esc(short_label(ln.label, 22))}<title>{esc(ln.title)}</title></text>')
+        out.append(f'<rect x="{coord(left)}" y="{coord(y)}" width="{coord(pw)}" height="{coord(h)}" class="lane"/>')
         for s in ln.spans:
             w = x(s.end) - x(s.start)
             out.append(
-                f'<rect x="{_n(x(s.start))}" y="{_n(y)}" width="{_n(max(0.3, w))}" height="{_n(h)}" fill="{s.fill}">'
+                f'<rect x="{coord(x(s.start))}" y="{coord(y)}" width="{coord(max(0.3, w))}" height="{coord(h)}" fill="{s.fill}">'
                 f"<title>{esc(s.tip)}</title></rect>"
             )
         y += h + gap
     if n_win_rows:
-        out.append(f'<text x="{_n(left - 8)}" y="{_n(y + (n_win_rows * (win_h + 2)) / 2 + 4)}" class="lbl" text-anchor="end">collective windows</text>')
+        out.append(f'<text x="{coord(left - 8)}" y="{coord(y + (n_win_rows * (win_h + 2)) / 2 + 4)}" class="lbl" text-anchor="end">collective windows</text>')
         for w, r in zip(sorted(windows, key=lambda w: (w.start, w.end)), win_rows):
             yy = y + r * (win_h + 2)
             out.append(
-                f'<rect x="{_n(x(w.start))}" y="{_n(yy)}" width="{_n(max(0.8, x(w.end) - x(w.start)))}" height="{_n(win_h)}" '
+                f'<rect x="{coord(x(w.start))}" y="{coord(yy)}" width="{coord(max(0.8, x(w.end) - x(w.start)))}" height="{coord(win_h)}" '
                 f'fill="{WINDOW_COLOURS.get(w.klass, DEFAULT_COLOUR)}" class="win {esc(w.klass)}"><title>{esc(w.tip)}</title></rect>'
             )
     # Time axis.
-    out.append(f'<line x1="{_n(left)}" x2="{_n(left + pw)}" y1="{_n(axis_y)}" y2="{_n(axis_y)}" class="ax"/>')
+    out.append(f'<line x1="{coord(left)}" x2="{coord(left + pw)}" y1="{coord(axis_y)}" y2="{coord(axis_y)}" class="ax"/>')
     for t in nice_ticks(0, step_ps / 1e9, 8):
         xx = x(t * 1e9)
-        out.append(f'<line x1="{_n(xx)}" x2="{_n(xx)}" y1="{_n(axis_y)}" y2="{_n(axis_y + 4)}" class="ax"/>')
-        out.append(f'<text x="{_n(xx)}" y="{_n(axis_y + 16)}" class="lbl" text-anchor="middle">{_tick_label(t)}</text>')
-    out.append(f'<text x="{_n(left + pw)}" y="{_n(axis_y + 30)}" class="lbl" text-anchor="end">ms from step start</text>')
+        out.append(f'<line x1="{coord(xx)}" x2="{coord(xx)}" y1="{coord(axis_y)}" y2="{coord(axis_y + 4)}" class="ax"/>')
+        out.append(f'<text x="{coord(xx)}" y="{coord(axis_y + 16)}" class="lbl" text-anchor="middle">{tick_label(t)}</text>')
+    out.append(f'<text x="{coord(left + pw)}" y="{coord(axis_y + 30)}" class="lbl" text-anchor="end">ms from step start</text>')
     out.append("</svg>")
     return Markup("".join(out))
 
 
-def _short(text: str, n: int) -> str:
+def short_label(text: str, n: int) -> str:
     return text if len(text) <= n else "…" + text[-(n - 1) :]
 
 
@@ -383,52 +360,52 @@ def roofline(points: Sequence[RoofPoint], roofs: Sequence[Roof], hbm_tbps: float
     def Y(v: float) -> float:
         return top + ph - (math.log10(v) - ly_lo) / (ly_hi - ly_lo) * ph
 
-    out = _svg_open(width, height, title, desc, "roofline")
-    out.append(f'<clipPath id="roof-clip"><rect x="{_n(left)}" y="{_n(top)}" width="{_n(pw)}" height="{_n(ph)}"/></clipPath>')
+    out = svg_open(width, height, title, desc, "roofline")
+    out.append(f'<clipPath id="roof-clip"><rect x="{coord(left)}" y="{coord(top)}" width="{coord(pw)}" height="{coord(ph)}"/></clipPath>')
     for e in range(int(lx_lo), int(lx_hi) + 1):
         xx = X(10.0**e)
-        out.append(f'<line x1="{_n(xx)}" x2="{_n(xx)}" y1="{_n(top)}" y2="{_n(top + ph)}" class="grid"/>')
-        out.append(f'<text x="{_n(xx)}" y="{_n(top + ph + 16)}" class="lbl" text-anchor="middle">{_pow10(e)}</text>')
+        out.append(f'<line x1="{coord(xx)}" x2="{coord(xx)}" y1="{coord(top)}" y2="{coord(top + ph)}" class="grid"/>')
+        out.append(f'<text x="{coord(xx)}" y="{coord(top + ph + 16)}" class="lbl" text-anchor="middle">{_pow10(e)}</text>')
     for e in range(int(ly_lo), int(ly_hi) + 1):
         yy = Y(10.0**e)
-        out.append(f'<line x1="{_n(left)}" x2="{_n(left + pw)}" y1="{_n(yy)}" y2="{_n(yy)}" class="grid"/>')
-        out.append(f'<text x="{_n(left - 6)}" y="{_n(yy + 4)}" class="lbl" text-anchor="end">{_pow10(e)}</text>')
-    out.append(f'<rect x="{_n(left)}" y="{_n(top)}" width="{_n(pw)}" height="{_n(ph)}" class="frame"/>')
-    out.append(f'<text x="{_n(left + pw / 2)}" y="{_n(height - 8)}" class="lbl" text-anchor="middle">arithmetic intensity (FLOP/byte, log)</text>')
+        out.append(f'<line x1="{coord(left)}" x2="{coord(left + pw)}" y1="{coord(yy)}" y2="{coord(yy)}" class="grid"/>')
+        out.append(f'<text x="{coord(left - 6)}" y="{coord(yy + 4)}" class="lbl" text-anchor="end">{_pow10(e)}</text>')
+    out.append(f'<rect x="{coord(left)}" y="{coord(top)}" width="{coord(pw)}" height="{coord(ph)}" class="frame"/>')
+    out.append(f'<text x="{coord(left + pw / 2)}" y="{coord(height - 8)}" class="lbl" text-anchor="middle">arithmetic intensity (FLOP/byte, log)</text>')
     out.append(
-        f'<text x="16" y="{_n(top + ph / 2)}" class="lbl" text-anchor="middle" transform="rotate(-90 16 {_n(top + ph / 2)})">'
+        f'<text x="16" y="{coord(top + ph / 2)}" class="lbl" text-anchor="middle" transform="rotate(-90 16 {coord(top + ph / 2)})">'
         "achieved TFLOP/s per TensorCore (log)</text>"
     )
     out.append('<g clip-path="url(#roof-clip)">')
     if hbm_tbps > 0:
         xe = max(peaks) / hbm_tbps
-        out.append(f'<line x1="{_n(X(x_lo))}" y1="{_n(Y(x_lo * hbm_tbps))}" x2="{_n(X(xe))}" y2="{_n(Y(xe * hbm_tbps))}" class="roof hbm"/>')
+        out.append(f'<line x1="{coord(X(x_lo))}" y1="{coord(Y(x_lo * hbm_tbps))}" x2="{coord(X(xe))}" y2="{coord(Y(xe * hbm_tbps))}" class="roof hbm"/>')
         # label the HBM roof near its lower-left part
         lx = x_lo * 10 ** ((math.log10(xe) - lx_lo) * 0.25)
         ang = -math.degrees(math.atan2(Y(x_lo * hbm_tbps) - Y(xe * hbm_tbps), X(xe) - X(x_lo)))
         out.append(
-            f'<text x="{_n(X(lx))}" y="{_n(Y(lx * hbm_tbps) - 6)}" class="lbl roof-lbl" transform="rotate({_n(ang)} {_n(X(lx))} {_n(Y(lx * hbm_tbps) - 6)})">'
+            f'<text x="{coord(X(lx))}" y="{coord(Y(lx * hbm_tbps) - 6)}" class="lbl roof-lbl" transform="rotate({coord(ang)} {coord(X(lx))} {coord(Y(lx * hbm_tbps) - 6)})">'
             f"HBM {hbm_tbps:.2f} TB/s</text>"
         )
     labels = []
     for r in roofs:
         ridge = r.peak_tflops / hbm_tbps if hbm_tbps > 0 else x_lo
-        out.append(f'<line x1="{_n(X(ridge))}" y1="{_n(Y(r.peak_tflops))}" x2="{_n(X(x_hi))}" y2="{_n(Y(r.peak_tflops))}" class="roof {esc(r.cls)}"/>')
-        out.append(f'<line x1="{_n(X(ridge))}" y1="{_n(Y(r.peak_tflops))}" x2="{_n(X(ridge))}" y2="{_n(top + ph)}" class="ridge"/>')
+        out.append(f'<line x1="{coord(X(ridge))}" y1="{coord(Y(r.peak_tflops))}" x2="{coord(X(x_hi))}" y2="{coord(Y(r.peak_tflops))}" class="roof {esc(r.cls)}"/>')
+        out.append(f'<line x1="{coord(X(ridge))}" y1="{coord(Y(r.peak_tflops))}" x2="{coord(X(ridge))}" y2="{coord(top + ph)}" class="ridge"/>')
         text = f"{r.label} peak {r.peak_tflops:,.0f} TFLOP/s · ridge {ridge:,.0f} FLOP/B"
         # Left of the knee at the roof's height (above the HBM slope, clear of
         # the ops); right of the knee above the roof when there is no room.
         if X(ridge) - 8 - len(text) * 6.4 >= left + 4:
-            labels.append(f'<text x="{_n(X(ridge) - 8)}" y="{_n(Y(r.peak_tflops) + 4)}" class="lbl roof-lbl" text-anchor="end">{esc(text)}</text>')
+            labels.append(f'<text x="{coord(X(ridge) - 8)}" y="{coord(Y(r.peak_tflops) + 4)}" class="lbl roof-lbl" text-anchor="end">{esc(text)}</text>')
         else:
-            labels.append(f'<text x="{_n(X(ridge) + 8)}" y="{_n(Y(r.peak_tflops) - 6)}" class="lbl roof-lbl">{esc(text)}</text>')
+            labels.append(f'<text x="{coord(X(ridge) + 8)}" y="{coord(Y(r.peak_tflops) - 6)}" class="lbl roof-lbl">{esc(text)}</text>')
     fmax = max([p.fraction for p in points] + [1e-12])
     for p in sorted(points, key=lambda p: -p.fraction):  # big first, small on top
         if p.intensity <= 0 or p.tflops <= 0:
             continue
         rad = 3.5 + 9.0 * math.sqrt(p.fraction / fmax)
         out.append(
-            f'<circle cx="{_n(X(p.intensity))}" cy="{_n(Y(p.tflops))}" r="{_n(rad)}" fill="{p.fill}" class="pt">'
+            f'<circle cx="{coord(X(p.intensity))}" cy="{coord(Y(p.tflops))}" r="{coord(rad)}" fill="{p.fill}" class="pt">'
             f"<title>{esc(p.tip)}</title></circle>"
         )
     placed: list[tuple[float, float]] = []
@@ -439,7 +416,7 @@ def roofline(points: Sequence[RoofPoint], roofs: Sequence[Roof], hbm_tbps: float
         if any(abs(lx - a) < 26 and abs(ly - b) < 13 for a, b in placed):
             continue  # would overlap a better-ranked label; the tooltip still names it
         placed.append((lx, ly))
-        out.append(f'<text x="{_n(lx)}" y="{_n(ly)}" class="lbl pt-lbl">#{p.rank}</text>')
+        out.append(f'<text x="{coord(lx)}" y="{coord(ly)}" class="lbl pt-lbl">#{p.rank}</text>')
     out.append("</g>")
     out.extend(labels)
     out.append("</svg>")
@@ -477,25 +454,25 @@ def core_strip(dots: Sequence[CoreDot], median_ps: float, title: str, desc: str)
     def X(v: float) -> float:
         return left + (v - lo) / (hi - lo) * pw
 
-    out = _svg_open(width, height, title, desc, "core-strip")
-    out.append(f'<line x1="{_n(left)}" x2="{_n(left + pw)}" y1="40" y2="40" class="ax"/>')
+    out = svg_open(width, height, title, desc, "core-strip")
+    out.append(f'<line x1="{coord(left)}" x2="{coord(left + pw)}" y1="40" y2="40" class="ax"/>')
     for t in nice_ticks(lo / 1e9, hi / 1e9, 6):
         xx = X(t * 1e9)
         if left <= xx <= left + pw:
-            out.append(f'<line x1="{_n(xx)}" x2="{_n(xx)}" y1="40" y2="44" class="ax"/>')
-            out.append(f'<text x="{_n(xx)}" y="58" class="lbl" text-anchor="middle">{_tick_label(t)}</text>')
-    out.append(f'<text x="{_n(left + pw)}" y="74" class="lbl" text-anchor="end">compute ms per step (busy minus collectives)</text>')
+            out.append(f'<line x1="{coord(xx)}" x2="{coord(xx)}" y1="40" y2="44" class="ax"/>')
+            out.append(f'<text x="{coord(xx)}" y="58" class="lbl" text-anchor="middle">{tick_label(t)}</text>')
+    out.append(f'<text x="{coord(left + pw)}" y="74" class="lbl" text-anchor="end">compute ms per step (busy minus collectives)</text>')
     if median_ps:
-        out.append(f'<line x1="{_n(X(median_ps))}" x2="{_n(X(median_ps))}" y1="12" y2="40" class="median"/>')
+        out.append(f'<line x1="{coord(X(median_ps))}" x2="{coord(X(median_ps))}" y1="12" y2="40" class="median"/>')
     for d in dots:
         xx = X(d.value_ps)
         if d.straggler:
             out.append(
-                f'<path d="M{_n(xx)} 18l7 8-7 8-7-8z" class="straggler"><title>{esc(d.tip)}</title></path>'
-                f'<text x="{_n(xx)}" y="12" class="lbl warn" text-anchor="{"end" if xx > left + pw * 0.8 else "middle"}">{esc(_short(d.label, 28))}</text>'
+                f'<path d="M{coord(xx)} 18l7 8-7 8-7-8z" class="straggler"><title>{esc(d.tip)}</title></path>'
+                f'<text x="{coord(xx)}" y="12" class="lbl warn" text-anchor="{"end" if xx > left + pw * 0.8 else "middle"}">{esc(short_label(d.label, 28))}</text>'
             )
         else:
-            out.append(f'<circle cx="{_n(xx)}" cy="28" r="5" class="core-dot"><title>{esc(d.tip)}</title></circle>')
+            out.append(f'<circle cx="{coord(xx)}" cy="28" r="5" class="core-dot"><title>{esc(d.tip)}</title></circle>')
     out.append("</svg>")
     return Markup("".join(out))
 

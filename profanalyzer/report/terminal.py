@@ -3,17 +3,10 @@
 from __future__ import annotations
 
 from profanalyzer.analysis import Analysis
-from profanalyzer.classify import BUCKETS
+from profanalyzer.format import ms, pct
+from profanalyzer.vocab import BUCKETS
 
 BAR_WIDTH = 24
-
-
-def ms(ps: float | None, digits: int = 3) -> str:
-    return "-" if ps is None else f"{ps / 1e9:.{digits}f}"
-
-
-def pct(x: float | None, digits: int = 1) -> str:
-    return "-" if x is None else f"{x * 100:.{digits}f}%"
 
 
 def _bar(frac: float) -> str:
@@ -40,7 +33,7 @@ def format_recommendations(findings, n: int = 3) -> list[str]:
 
 
 def format_summary(a: Analysis, top: int = 10, findings=None) -> str:
-    chip = a.hardware.get("name", "?")
+    chip = a.hardware.name
     out = [
         f"profanalyze: {a.source}",
         f"chip: {chip} (from {a.chip_source}); hosts: {len(a.hosts)}; "

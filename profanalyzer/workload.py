@@ -1,4 +1,5 @@
-"""Workload classification into the guide's table (L2), with its reasons.
+"""Workload classification into the guide's table (L2), with its reasons:
+an analysis fact (the findings stage and the rules both read it).
 
 Signals, all from the Analysis:
   * MoE: Megablox grouped-matmul kernels, or ops / all-to-alls under
@@ -14,7 +15,8 @@ Signals, all from the Analysis:
 
 from __future__ import annotations
 
-from profanalyzer.findings import WorkloadClass
+from profanalyzer.model import Analysis, WorkloadClass
+from profanalyzer.vocab import COMPUTE_ORDER
 
 LONG_SEQ_ATTENTION_SHARE = 0.40  # attention FLOPs / all compute FLOPs
 
@@ -26,25 +28,24 @@ TABLE = {
 }
 
 _MOE_SCOPES = ("moe", "expert", "jit(gmm)", "jit(tgmm)", "megablox", "router")
-_COMPUTE = ("matmul_bf16", "matmul_fp8", "matmul_other", "attention", "other_compute")
 
 
-def compute_ps(analysis) -> float:
+def compute_ps(analysis: Analysis) -> float:
     b = analysis.breakdown
-    return sum(b[k].ps for k in ("matmul_bf16", "matmul_fp8", "matmul_other", "attention", "other_compute"))
+    return sum(b[k].ps for k in COMPUTE_ORDER)
 
 
-def attention_share(analysis) -> tuple[float, str]:
+def attention_share(analysis: Analysis) -> tuple[float, str]:
     """Attention's share of compute: by model FLOPs when the trace has FLOPs, else by time."""
     bo = analysis.bucket_ops
-    flops = sum(bo[b].model_flops for b in _COMPUTE if b in bo)
+    flops = sum(bo[b].model_flops for b in COMPUTE_ORDER if b in bo)
     if flops > 0 and "attention" in bo:
         return bo["attention"].model_flops / flops, "model FLOPs"
     c = compute_ps(analysis)
     return (analysis.breakdown["attention"].ps / c if c > 0 else 0.0), "TensorCore compute time"
 
 
-def cp_evidence(analysis) -> bool:
+def cp_evidence(analysis: Analysis) -> bool:
     """Explicit context-parallel scopes in the name stacks of top ops or collectives.
 
     (All-gathers under attention scopes are not evidence: FSDP gathers the
@@ -54,7 +55,7 @@ def cp_evidence(analysis) -> bool:
     return any("context_parallel" in s or "/cp/" in s for s in scopes)
 
 
-def classify_workload(analysis) -> WorkloadClass:
+def classify_workload(analysis: Analysis) -> WorkloadClass:
     reasons = []
     colls = analysis.collectives
     a2a = colls.get("all_to_all")

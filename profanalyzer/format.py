@@ -1,0 +1,57 @@
+"""Numbers as the reports print them: one set of formatters for the
+terminal, the HTML context, Markdown, the diff, the budget check and the
+rules' evidence, so that every surface agrees digit for digit.
+
+Picoseconds print as milliseconds, fractions as percentages. A missing value
+(None) prints as MISSING; the fleet view's tables print an em dash and the
+budget check "n/a" (their output predates this module: they pass
+`missing=EM_DASH` / `missing=NOT_AVAILABLE`).
+"""
+
+from __future__ import annotations
+
+MISSING = "-"
+EM_DASH = "—"
+NOT_AVAILABLE = "n/a"
+
+PS_PER_MS = 1e9
+
+
+def ms(ps: float | None, digits: int = 3, *, unit: bool = False, missing: str = MISSING) -> str:
+    """Picoseconds as milliseconds: '12.345' (or '12.345 ms' with unit)."""
+    if ps is None:
+        return missing
+    return f"{ps / PS_PER_MS:.{digits}f}" + (" ms" if unit else "")
+
+
+def signed_ms(ps: float | None, digits: int = 3, *, zero_unsigned: bool = True, missing: str = MISSING) -> str:
+    """A change in milliseconds with its sign: '+1.234' / '-0.500'. With
+    zero_unsigned a change that rounds to zero prints without a sign."""
+    if ps is None:
+        return missing
+    v = ps / PS_PER_MS
+    if zero_unsigned and round(v, digits) == 0:
+        return f"{0.0:.{digits}f}"
+    return f"{v:+.{digits}f}"
+
+
+def pct(x: float | None, digits: int = 1, *, missing: str = MISSING) -> str:
+    """A fraction as a percentage: 0.1234 -> '12.3%'."""
+    return missing if x is None else f"{x * 100:.{digits}f}%"
+
+
+def signed_pct(x: float | None, digits: int = 2, *, suffix: str = "%", missing: str = MISSING) -> str:
+    """A relative change with its sign, '0.00%' when it rounds to zero."""
+    if x is None:
+        return missing
+    return f"{0.0:.{digits}f}{suffix}" if round(x * 100, digits) == 0 else f"{x * 100:+.{digits}f}{suffix}"
+
+
+def pts(x: float | None, digits: int = 1, *, missing: str = MISSING) -> str:
+    """A change of a share of the step, in signed percentage points."""
+    return signed_pct(x, digits, suffix=" pts", missing=missing)
+
+
+def noise(ps: float | None, digits: int = 3, *, missing: str = MISSING) -> str:
+    """A noise band in milliseconds: '±0.012'."""
+    return missing if ps is None else f"±{ps / PS_PER_MS:.{digits}f}"

@@ -1,0 +1,614 @@
+"""The records that cross a stage boundary, and their JSON form.
+
+    analyze -> Analysis ; findings -> Findings ; both -> the `--json` document
+
+Every record is a frozen dataclass deriving from `Record`, which gives it
+`to_dict()` (deterministic: sorted keys, large numbers as integers, others to
+12 significant digits; see `round_number`) and
+`from_dict()` (driven by the type hints, the inverse of `to_dict` on what the
+JSON holds). The round trip is exact on the dictionary:
+
+    from_dict(to_dict(a)).to_dict() == to_dict(a)
+
+and a record read back is a fixed point (`from_dict(to_dict(b)) == b` for
+`b = from_dict(to_dict(a))`). `a` itself is not always equal to `b`: `to_dict`
+rounds (that is what keeps the JSON stable across platforms), so a float such
+as 1234567.8 ps comes back as 1234568.0; the reports print the same from `b`
+as from `a` (tests/test_model.py renders every sample both ways).
+
+The JSON machinery (`Record`, `to_jsonable`, `round_number`) lives in
+profanalyzer.records. `validate_document` is the one check of a saved
+document's shape;
+`check_analysis` the one list of an analysis's invariants.
+
+Imports: records, vocab and errors only (the floor below the analysis).
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+from profanalyzer.errors import InputError, InvariantError
+from profanalyzer.records import (  # the JSON form, re-exported
+    SIGNIFICANT_DIGITS,
+    Record,
+    SchemaError,
+    from_jsonable,
+    round_number,
+    to_jsonable,
+)
+from profanalyzer.vocab import BUCKETS, COLLECTIVE_BUCKETS, COLLECTIVE_KIND_BUCKET
+
+__all__ = [
+    "BucketShare",
+    "StepRow",
+    "StepsSummary",
+    "CoreSummary",
+    "HostSummary",
+    "TopOp",
+    "BucketOps",
+    "Utilisation",
+    "CollectiveTypeSummary",
+    "WindowRecord",
+    "SparseCoreSummary",
+    "CommunicationSummary",
+    "Span",
+    "Lane",
+    "WindowSpan",
+    "TimelineSample",
+    "CorePeaks",
+    "RidgePoints",
+    "ChipSpec",
+    "Analysis",
+    "RuleDoc",
+    "Finding",
+    "WorkloadClass",
+    "Findings",
+    "check_analysis",
+    "check_findings",
+    "claim_capacity",
+    "validate_document",
+    "read_document",
+    "result_document",
+    "is_json_document",
+    "read_json",
+    "SCHEMA_VERSION",
+    "READS_SCHEMA",
+    "FRACTION_TOLERANCE",
+    "PS_TOLERANCE",
+    "REL_TOLERANCE",
+    "REQUIRED_KEYS",
+    "STEPS_KEYS",
+    "SIGNIFICANT_DIGITS",
+    "Record",
+    "SchemaError",
+    "from_jsonable",
+    "round_number",
+    "to_jsonable",
+]
+
+#: Version of the JSON that `--json` writes, and the versions this one reads.
+SCHEMA_VERSION = 1
+READS_SCHEMA = (1,)
+
+
+# ---------------------------------------------------------------------------
+# The records
+# ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class BucketShare(Record):
+    ps: float  # mean per kept step, averaged over TensorCores
+    fraction: float  # of step time
+
+
+@dataclass(frozen=True)
+class StepRow(Record):
+    number: int
+    step_ps: float  # median over TensorCores
+    kept: bool
+    reason: str  # why dropped ('' when kept)
+    buckets: Mapping[str, float]  # mean over TensorCores
+
+
+@dataclass(frozen=True)
+class StepsSummary(Record):
+    count: int  # steps seen
+    kept: int
+    source: str
+    step_time_ps: Mapping[str, float]  # median/min/max/mean over kept steps
+    dropped: tuple[StepRow, ...]
+    rule: str
+    table: tuple[StepRow, ...]
+
+
+@dataclass(frozen=True)
+class CoreSummary(Record):
+    core: str  # host:plane
+    host: str
+    plane: str
+    steps_kept: int
+    step_ps: float  # mean over kept steps
+    busy_ps: float  # step minus idle
+    compute_ps: float  # step minus idle minus collectives
+    buckets: Mapping[str, float]
+    remat_ps: float
+    straggler: bool
+    busy_z: float
+
+
+@dataclass(frozen=True)
+class HostSummary(Record):
+    """One host's TensorCores, means over its cores and the kept steps."""
+
+    host: str
+    cores: int
+    step_ps: float
+    compute_ps: float
+    exposed_comm_ps: float
+    idle_ps: float
+    step_z: float  # modified z-score of step time across hosts
+    wait_z: float  # of waiting time (idle + exposed communication)
+    straggler: bool
+
+
+@dataclass(frozen=True)
+class TopOp(Record):
+    name: str  # instruction name (display name)
+    hlo_category: str
+    bucket: str
+    tags: tuple[str, ...]
+    tf_op: str
+    reason: str
+    self_ps: float  # per kept step, averaged over TensorCores
+    fraction: float  # of step time
+    count: float  # occurrences per step per core
+    flops: float | None  # per occurrence
+    bytes: float | None  # per occurrence
+    intensity: float | None  # FLOP/byte
+    tflops_per_s: float | None  # achieved
+    gbps: float | None  # achieved HBM GB/s
+    bound_by: str  # compute | hbm | unknown
+    roofline_fraction: float | None  # achieved / attainable at its intensity
+    deduplicated_name: str
+    model_flops_ratio: float | None = None  # model FLOPs / executed FLOPs (< 1: padding or recompute)
+
+
+@dataclass(frozen=True)
+class BucketOps(Record):
+    """What the ops of one bucket did, per kept step per TensorCore."""
+
+    ps: float
+    fraction: float
+    ops: int  # distinct ops
+    flops: float
+    model_flops: float
+    bytes: float
+    compute_bound_ps: float
+    hbm_bound_ps: float
+    remat_ps: float
+
+
+@dataclass(frozen=True)
+class Utilisation(Record):
+    mfu: float | None  # model FLOPs / (step time x BF16 peak), per core
+    mfu_flops_source: str  # 'model_flops' | 'flops' | 'none'
+    mxu_matmul: float | None  # matmul FLOPs / (matmul time x peak of its precision)
+
+
+@dataclass(frozen=True)
+class CollectiveTypeSummary(Record):
+    type: str
+    bucket: str
+    count: float  # windows per step per TensorCore
+    window_ps: float  # per step per TensorCore
+    exposed_ps: float  # attribution bucket share of this type (per step per core)
+    hidden_ps: float  # compute inside its windows
+    hidden_fraction: float | None
+    engine: str  # TensorCore | SparseCore | mixed
+    bytes: float | None  # per step per core, when known
+    fraction_of_step: float  # exposed / step
+    tf_ops: tuple[str, ...] = ()  # framework scopes of its most exposed windows (up to 3)
+
+
+@dataclass(frozen=True)
+class WindowRecord(Record):
+    core: str
+    step: int
+    type: str
+    name: str
+    tf_op: str
+    engine: str
+    offset_ps: int  # from step start
+    offset_fraction: float  # of the step
+    window_ps: int
+    hidden_ps: int
+    exposed_ps: int
+    hidden_fraction: float
+    klass: str  # hidden | partial | exposed
+    before_first_compute: bool
+
+
+@dataclass(frozen=True)
+class SparseCoreSummary(Record):
+    detected: bool  # SparseCore planes with events in this capture
+    planes: int
+    planes_with_activity: int
+    offloaded: Mapping[str, bool]  # per offloadable type present
+    sc_types: tuple[str, ...]  # collective types seen on SparseCore ops
+    busy_fraction: float | None  # mean SparseCore busy time / step
+    concurrency: float | None  # share of SparseCore busy time with the TensorCore computing
+    queueing_ps: float | None  # per step per TensorCore: offloaded work waiting for a busy SparseCore
+    verdict: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class CommunicationSummary(Record):
+    top_exposed: tuple[WindowRecord, ...]
+    per_step_exposed: Mapping[int, Mapping[str, float]]  # step -> type -> ps (mean over cores)
+    unmatched: Mapping[str, int]  # 'start'/'done' halves without a partner (all cores)
+    window_source: str
+    all_to_all_share: float  # all-to-all exposed / all exposed collective time
+    exposed_total_ps: float
+    exposed_total_fraction: float
+
+
+@dataclass(frozen=True)
+class Span(Record):
+    start_ps: int  # from step start
+    end_ps: int
+    bucket: str  # a BUCKETS name, or 'busy' on SparseCore lanes
+    label: str  # op name of the longest piece
+
+
+@dataclass(frozen=True)
+class Lane(Record):
+    name: str
+    engine: str  # TensorCore | SparseCore
+    spans: tuple[Span, ...]
+
+
+@dataclass(frozen=True)
+class WindowSpan(Record):
+    start_ps: int
+    end_ps: int
+    type: str
+    name: str
+    hidden_fraction: float
+    klass: str
+
+
+@dataclass(frozen=True)
+class TimelineSample(Record):
+    core: str
+    step: int
+    step_ps: int
+    lanes: tuple[Lane, ...]
+    windows: tuple[WindowSpan, ...]
+    coalesced: bool  # spans were merged to stay under MAX_SPANS_PER_LANE
+
+
+@dataclass(frozen=True)
+class CorePeaks(Record):
+    """One TensorCore plane's peaks (the chip's divided by its planes)."""
+
+    peak_bf16_tflops: float
+    peak_fp8_tflops: float
+    hbm_gbps: float
+
+
+@dataclass(frozen=True)
+class RidgePoints(Record):
+    """Roofline ridge points of the chip, FLOP/byte."""
+
+    hbm_bf16: float
+    hbm_fp8: float
+    ici: float
+
+
+@dataclass(frozen=True)
+class ChipSpec(Record):
+    """The chip an analysis used (hardware.Chip.to_dict(), typed)."""
+
+    key: str
+    name: str
+    peak_bf16_tflops_per_chip: float
+    peak_fp8_tflops_per_chip: float
+    hbm_gib_per_chip: float
+    hbm_gbps_per_chip: float
+    ici_gbps_per_chip: float
+    tensorcores_per_chip: int
+    sparsecores_per_chip: int
+    planes_per_chip: int
+    vmem_mib_per_core: int
+    per_core: CorePeaks
+    ridge_points_flop_per_byte: RidgePoints
+
+
+@dataclass(frozen=True)
+class Analysis(Record):
+    schema_version: int
+    tool_version: str
+    source: str
+    input_kind: str
+    run: str | None
+    hosts: tuple[str, ...]
+    hardware: ChipSpec  # the chip: generation, per-chip and per-core peaks, ridge points
+    chip_source: str
+    tensorcores: int
+    sparsecores: int
+    steps: StepsSummary
+    breakdown: Mapping[str, BucketShare]
+    remat: BucketShare
+    phases: Mapping[str, BucketShare]
+    per_core: tuple[CoreSummary, ...]
+    per_host: tuple[HostSummary, ...]
+    top_ops: tuple[TopOp, ...]
+    remat_ops: tuple[TopOp, ...]  # top recomputed ops
+    kernel_ops: tuple[TopOp, ...]  # Pallas / custom kernels
+    bucket_ops: Mapping[str, BucketOps]  # per bucket (+ attention_kernel / attention_unfused)
+    utilisation: Utilisation
+    collectives: Mapping[str, CollectiveTypeSummary]
+    communication: CommunicationSummary
+    sparsecore_offload: SparseCoreSummary
+    timeline: TimelineSample | None
+    definitions: Mapping[str, str]
+    notes: tuple[str, ...]
+
+    def self_check(self) -> None:
+        """Raise InvariantError when the analysis contradicts itself (see check_analysis)."""
+        problems = check_analysis(self)
+        if problems:
+            raise InvariantError(f"analysis self-check failed: {problems[0]}" + (f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""))
+
+
+@dataclass(frozen=True)
+class RuleDoc(Record):
+    """The three fixed sections of a rule's docstring (shown verbatim)."""
+
+    detects: str
+    why: str
+    change: str
+
+
+@dataclass(frozen=True)
+class Finding(Record):
+    code: str
+    lever: str
+    title: str
+    severity: str
+    estimated_saving_ps: float
+    estimated_saving_fraction: float
+    evidence: tuple[str, ...]
+    actions: tuple[str, ...]  # exact flags / config lines
+    assumptions: tuple[str, ...]
+    guide_section: str
+    claims: tuple[tuple[str, float], ...] = ()  # (pool key, ps) this saving comes out of
+
+    merged_note: str = ""
+
+
+@dataclass(frozen=True)
+class WorkloadClass(Record):
+    kind: str  # dense | moe
+    sequence: str  # short | long
+    row: str  # the guide table row
+    primary_sharding: str
+    secondary_sharding: str
+    main_bottleneck: str
+    reasons: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Findings(Record):
+    recommendations: tuple[Finding, ...]
+    workload: WorkloadClass | None
+    rules_run: tuple[str, ...]
+    selection: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+
+    def self_check(self, analysis: Analysis) -> None:
+        """Raise InvariantError when a finding claims more than the time it
+        names or than the step (see check_findings)."""
+        problems = check_findings(self, analysis)
+        if problems:
+            raise InvariantError(f"findings self-check failed: {problems[0]}")
+
+
+# ---------------------------------------------------------------------------
+# Invariants
+# ---------------------------------------------------------------------------
+
+#: Tolerances of `check_analysis`. Per-core buckets are means of integer
+#: picoseconds per step: their sum can miss the step by rounding only.
+FRACTION_TOLERANCE = 1e-3
+PS_TOLERANCE = 1.0  # ps per step
+REL_TOLERANCE = 1e-6  # of the step, for values that went through JSON rounding
+
+
+def _close(a: float, b: float, step: float) -> bool:
+    return abs(a - b) <= max(PS_TOLERANCE, REL_TOLERANCE * abs(step))
+
+
+def check_analysis(a: Analysis) -> list[str]:
+    """What is wrong with `a`, one line each ([] when nothing):
+
+    * the breakdown's fractions sum to 1;
+    * each core's buckets sum to that core's step time;
+    * per collective bucket, the exposed time of the collective types that
+      map to it (`vocab.COLLECTIVE_KIND_BUCKET`) equals the bucket's share of
+      the breakdown, and the communication total equals all collective
+      buckets together.
+
+    The last two hold by definition only when every core kept the same
+    number of steps: the overlap analysis divides totals by core-steps, the
+    breakdown averages each core's mean. When the cores' kept counts differ
+    the two are different (both correct) means and are not compared.
+    """
+    problems: list[str] = []
+    total = sum(b.fraction for b in a.breakdown.values())
+    if a.breakdown and abs(total - 1.0) > FRACTION_TOLERANCE:
+        problems.append(f"breakdown fractions sum to {total}, not 1")
+    step = a.steps.step_time_ps.get("mean", 0.0) or 0.0
+    for c in a.per_core:
+        s = sum(c.buckets.values())
+        if not _close(s, c.step_ps, c.step_ps):
+            problems.append(f"core {c.core}: buckets sum to {s:.0f} ps, its step to {c.step_ps:.0f} ps")
+    same_counts = len({c.steps_kept for c in a.per_core}) <= 1
+    if a.collectives and same_counts:
+        by_bucket: dict[str, float] = {}
+        for t, cs in a.collectives.items():
+            b = COLLECTIVE_KIND_BUCKET.get(t, "other_collective")
+            if cs.bucket != b:
+                problems.append(f"collective type {t}: bucket {cs.bucket}, the vocabulary says {b}")
+            by_bucket[b] = by_bucket.get(b, 0.0) + cs.exposed_ps
+        for b in (x for x in BUCKETS if x in COLLECTIVE_BUCKETS):
+            share = a.breakdown[b].ps if b in a.breakdown else 0.0
+            if not _close(by_bucket.get(b, 0.0), share, step):
+                problems.append(f"bucket {b}: {share:.0f} ps per step, its collective types' exposed time {by_bucket.get(b, 0.0):.0f} ps")
+    comm = sum(a.breakdown[b].ps for b in a.breakdown if b in COLLECTIVE_BUCKETS)
+    if a.breakdown and same_counts and not _close(a.communication.exposed_total_ps, comm, step):
+        problems.append(f"exposed communication {a.communication.exposed_total_ps:.0f} ps, the collective buckets {comm:.0f} ps")
+    return problems
+
+
+def check_findings(f: Findings, a: Analysis) -> list[str]:
+    """A finding never claims more than the time it names, nor more than the step."""
+    problems: list[str] = []
+    step = a.steps.step_time_ps.get("mean", 0.0) or 0.0
+    for x in f.recommendations:
+        if x.estimated_saving_ps > step + max(PS_TOLERANCE, REL_TOLERANCE * step):
+            problems.append(f"{x.code}: saving {x.estimated_saving_ps:.0f} ps exceeds the step ({step:.0f} ps)")
+        for key, ps in x.claims:
+            try:
+                cap = claim_capacity(a, key)
+            except ValueError as e:
+                problems.append(f"{x.code}: {e}")
+                continue
+            if ps > cap + max(PS_TOLERANCE, REL_TOLERANCE * step):
+                problems.append(f"{x.code}: claims {ps:.0f} ps of {key}, which holds {cap:.0f} ps")
+    return problems
+
+
+def claim_capacity(a: Analysis, key: str) -> float:
+    """How much time a claim key stands for: `bucket:<name>` or `remat`."""
+    if key == "remat":
+        return a.remat.ps
+    if key.startswith("bucket:"):
+        b = a.breakdown.get(key[len("bucket:"):])
+        return b.ps if b is not None else 0.0
+    raise ValueError(f"unknown claim key {key!r}")
+
+
+# ---------------------------------------------------------------------------
+# Saved documents
+# ---------------------------------------------------------------------------
+
+REQUIRED_KEYS = ("schema_version", "steps", "breakdown", "remat", "collectives", "communication", "utilisation", "top_ops")
+STEPS_KEYS = ("table", "step_time_ps", "kept", "count")
+_HINT = "write one with `profanalyze analyze TRACE --json FILE`"
+
+
+def _is_num(x: Any) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+
+
+def validate_document(doc: Any, label: str = "analysis") -> None:
+    """Check that `doc` is an analysis document this version reads; raise
+    InputError with one line naming what is wrong."""
+    if not isinstance(doc, dict):
+        raise InputError(f"{label}: not a profanalyze analysis JSON (a JSON {type(doc).__name__}, not an object; {_HINT})")
+    if "schema_version" not in doc:
+        raise InputError(f"{label}: not a profanalyze analysis JSON (no schema_version; {_HINT})")
+    v = doc["schema_version"]
+    if not isinstance(v, int) or isinstance(v, bool) or v not in READS_SCHEMA:
+        raise InputError(
+            f"{label}: analysis schema_version {v!r}, this profanalyze reads {', '.join(map(str, READS_SCHEMA))}; "
+            f"re-run `profanalyze analyze --json` with this version"
+        )
+    missing = [k for k in REQUIRED_KEYS if k not in doc]
+    if missing:
+        raise InputError(f"{label}: not a complete profanalyze analysis JSON (missing keys: {', '.join(missing)}; {_HINT})")
+    steps = doc["steps"]
+    if not isinstance(steps, dict) or any(k not in steps for k in STEPS_KEYS):
+        raise InputError(f"{label}: malformed analysis JSON (steps needs {', '.join(STEPS_KEYS)})")
+    if not isinstance(steps["table"], list) or not all(isinstance(r, dict) and "step_ps" in r and "kept" in r for r in steps["table"]):
+        raise InputError(f"{label}: malformed analysis JSON (steps.table must be a list of steps with step_ps and kept)")
+    for key in ("breakdown", "collectives", "utilisation", "remat", "communication"):
+        if not isinstance(doc[key], dict):
+            raise InputError(f"{label}: malformed analysis JSON ({key} must be an object)")
+    for b, s in doc["breakdown"].items():
+        if not isinstance(s, dict) or not _is_num(s.get("ps")) or not _is_num(s.get("fraction")):
+            raise InputError(f"{label}: malformed analysis JSON (breakdown.{b} needs numeric ps and fraction)")
+    if not _is_num(steps["step_time_ps"].get("mean") if isinstance(steps["step_time_ps"], dict) else None):
+        raise InputError(f"{label}: malformed analysis JSON (steps.step_time_ps.mean must be a number)")
+    if not isinstance(doc["top_ops"], list):
+        raise InputError(f"{label}: malformed analysis JSON (top_ops must be a list)")
+
+
+def read_document(doc: Any, label: str = "analysis") -> tuple[Analysis, Findings | None]:
+    """The typed analysis (and findings, when the document holds them) of a
+    saved document: validated, converted, self-checked. InputError (one line)
+    when it does not fit."""
+    validate_document(doc, label)
+    try:
+        a = Analysis.from_dict(doc)
+        f = Findings.from_dict(doc) if "recommendations" in doc and "rules_run" in doc else None
+    except SchemaError as e:
+        raise InputError(f"{label}: malformed analysis JSON ({e})") from None
+    except TypeError as e:  # a record's own checks
+        raise InputError(f"{label}: malformed analysis JSON ({e})") from None
+    problems = check_analysis(a) + (check_findings(f, a) if f is not None else [])
+    if problems:
+        raise InputError(f"{label}: the analysis contradicts itself ({problems[0]})")
+    return a, f
+
+
+def result_document(analysis: Analysis, findings: Findings) -> dict:
+    """The JSON document `analyze --json` writes: the analysis plus the
+    findings stage's sections (recommendations, workload, rules run)."""
+    d = analysis.to_dict()
+    d.update(findings.to_dict())
+    return d
+
+
+def is_json_document(path: str | Path) -> bool:
+    """Whether `path` is a file whose first non-space byte (after gunzip,
+    when gzipped) is `{`: a saved document, not a trace (an XSpace protobuf
+    never starts with that byte)."""
+    p = Path(path)
+    if not p.is_file():
+        return False
+    try:
+        with open(p, "rb") as fh:
+            head = fh.read(4096)
+        if head[:2] == b"\x1f\x8b":
+            with gzip.open(p, "rb") as gz:
+                head = gz.read(4096)
+    except (OSError, EOFError, gzip.BadGzipFile):
+        return False
+    return head.lstrip()[:1] == b"{"
+
+
+def read_json(path: str | Path) -> Any:
+    """The JSON value of a file (gzipped or not); InputError with one line
+    when it cannot be read or parsed."""
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read()
+    except OSError as e:
+        raise InputError(f"{path}: cannot read ({e.strerror or e})") from None
+    try:
+        if data[:2] == b"\x1f\x8b":
+            data = gzip.decompress(data)
+        return json.loads(data.decode("utf-8"))
+    except (OSError, EOFError, UnicodeDecodeError) as e:
+        raise InputError(f"{path}: cannot read the analysis JSON ({e})") from None
+    except json.JSONDecodeError as e:
+        raise InputError(f"{path}: not valid JSON ({e.msg} at line {e.lineno} column {e.colno})") from None

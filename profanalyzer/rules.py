@@ -1,0 +1,103 @@
+"""What a guide-lever rule is: `Rule`, the `@rule` decorator, the fixed
+sections of its docstring, severity by saving.
+
+The heuristics package (one module per lever) imports this module, the
+records (`profanalyzer.model`), the vocabulary and the formatters; never the
+findings stage that runs the rules.
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+from dataclasses import dataclass
+from typing import Callable, Iterable, Mapping
+
+from profanalyzer.model import Analysis, Finding, RuleDoc
+from profanalyzer.vocab import GUIDE_SECTIONS
+
+#: Severity by estimated saving (fraction of step time).
+SEVERITY = (("high", 0.10), ("medium", 0.03), ("low", 0.0))
+DOC_HEADINGS = ("What it detects:", "Why it costs time:", "What to change:")
+
+
+def parse_doc(doc: str | None) -> RuleDoc:
+    """Split a rule docstring into its sections.
+
+    The docstring must contain the headings `What it detects:`,
+    `Why it costs time:` and `What to change:` in this order.
+    """
+    text = inspect.cleandoc(doc or "")
+    heads = DOC_HEADINGS
+    pos = [text.find(h) for h in heads]
+    if any(p < 0 for p in pos) or pos != sorted(pos):
+        raise ValueError("rule docstring lacks the sections: " + ", ".join(heads))
+    parts = []
+    for i, h in enumerate(heads):
+        start = pos[i] + len(h)
+        end = pos[i + 1] if i + 1 < len(heads) else len(text)
+        parts.append(re.sub(r"\s+", " ", text[start:end]).strip())
+    return RuleDoc(*parts)
+
+
+def severity_of(fraction: float) -> str:
+    for name, floor in SEVERITY:
+        if fraction >= floor:
+            return name
+    return "low"
+
+
+@dataclass(frozen=True)
+class Rule:
+    code: str
+    lever: str
+    title: str
+    check: Callable[[Analysis], list[Finding]]
+    doc: RuleDoc
+    fixtures: tuple[str, str]  # (scenario where it fires, scenario where it stays quiet)
+
+    def finding(
+        self,
+        analysis: Analysis,
+        saving_ps: float,
+        evidence: Iterable[str],
+        actions: Iterable[str],
+        assumptions: Iterable[str] = (),
+        claims: Mapping[str, float] | None = None,
+        title: str | None = None,
+    ) -> Finding:
+        """Build a finding of this rule with severity from its saving."""
+        step = analysis.steps.step_time_ps["mean"] or 1.0
+        saving_ps = max(0.0, float(saving_ps))
+        frac = saving_ps / step
+        return Finding(
+            code=self.code,
+            lever=self.lever,
+            title=title or self.title,
+            severity=severity_of(frac),
+            estimated_saving_ps=saving_ps,
+            estimated_saving_fraction=frac,
+            evidence=tuple(evidence),
+            actions=tuple(actions),
+            assumptions=tuple(assumptions),
+            guide_section=GUIDE_SECTIONS[self.lever],
+            claims=tuple(sorted((claims or {}).items())),
+        )
+
+
+def rule(code: str, lever: str, title: str, fixtures: tuple[str, str]):
+    """Decorator: turn `check(rule, analysis) -> list[Finding]` into a Rule.
+
+    The function's docstring becomes the rule's doc (fixed sections).
+    """
+
+    def wrap(fn: Callable[[Rule, Analysis], list[Finding]]) -> Rule:
+        r: Rule
+
+        def check(analysis: Analysis) -> list[Finding]:
+            return fn(r, analysis)
+
+        r = Rule(code, lever, title, check, parse_doc(fn.__doc__), fixtures)
+        return r
+
+    return wrap

@@ -1,0 +1,86 @@
+"""Every import points down: read -> model -> analyze -> findings -> render.
+
+Each module of the core has a floor; a module imports (at module level or
+inside a function) only from its own floor or below, and never a private
+`_name` of another module. The rules (heuristics/) import the core's lower
+floors, never the findings stage that runs them."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+#: floor of each module (lower imports nothing from higher)
+FLOORS = {
+    "profanalyzer": 0, "profanalyzer.errors": 0, "profanalyzer.vocab": 0, "profanalyzer.format": 0, "profanalyzer.stats": 0,
+    "profanalyzer.records": 1, "profanalyzer.hardware": 1, "profanalyzer.model": 1,
+    "profanalyzer.xspace": 2, "profanalyzer.trace": 2, "profanalyzer.classify": 2,
+    "profanalyzer.attribution": 3,
+    "profanalyzer.overlap": 4,
+    "profanalyzer.timeline": 5,
+    "profanalyzer.analysis": 6, "profanalyzer.workload": 6,
+    "profanalyzer.rules": 7,
+    "heuristics": 8,
+    "profanalyzer.findings": 9,
+    "profanalyzer.compare": 10, "profanalyzer.budget": 10,
+    "profanalyzer.report": 11,
+}
+CHECKED = [
+    "profanalyzer/vocab.py", "profanalyzer/format.py", "profanalyzer/hardware.py", "profanalyzer/records.py", "profanalyzer/model.py", "profanalyzer/rules.py",
+    "profanalyzer/workload.py", "profanalyzer/attribution.py", "profanalyzer/overlap.py", "profanalyzer/timeline.py",
+    "profanalyzer/analysis.py", "profanalyzer/findings.py", "profanalyzer/compare.py", "profanalyzer/budget.py",
+    *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "heuristics").glob("*.py")),
+    *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "profanalyzer" / "report").glob("*.py") if p.name != "fleet_html.py"),
+]
+
+
+def floor(module: str) -> int | None:
+    parts = module.split(".")
+    for n in range(len(parts), 0, -1):
+        f = FLOORS.get(".".join(parts[:n]))
+        if f is not None:
+            return f
+    return None
+
+
+def module_of(path: str) -> str:
+    return path[:-3].replace("/", ".").removesuffix(".__init__")
+
+
+def imports(path: str):
+    tree = ast.parse((ROOT / path).read_text(encoding="utf-8"))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            yield node.module, [a.name for a in node.names]
+        elif isinstance(node, ast.Import):
+            for a in node.names:
+                yield a.name, []
+
+
+@pytest.mark.parametrize("path", CHECKED)
+def test_imports_point_down(path):
+    me = floor(module_of(path))
+    assert me is not None, path
+    up = []
+    for mod, names in imports(path):
+        if not (mod.startswith("profanalyzer") or mod.startswith("heuristics")):
+            continue
+        targets = [mod] + [f"{mod}.{n}" for n in names]  # `from profanalyzer.report import svg`
+        f = min((x for x in (floor(t) for t in targets) if x is not None), default=None)
+        if mod in ("profanalyzer", "profanalyzer.report") and names:
+            f = max(floor(t) or 0 for t in targets[1:])
+        if f is not None and f > me:
+            up.append(mod)
+        private = [n for n in names if n.startswith("_") and not n.startswith("__")]
+        assert not private, f"{path} imports private {private} from {mod}"
+    assert not up, f"{path} (floor {me}) imports upward: {up}"
+
+
+def test_heuristics_never_import_findings():
+    for p in (ROOT / "heuristics").glob("*.py"):
+        mods = {m for m, _ in imports(str(p.relative_to(ROOT)))}
+        assert "profanalyzer.findings" not in mods, p.name
