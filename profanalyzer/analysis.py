@@ -53,9 +53,6 @@ __all__ = [
     "TopOp", "Utilisation", "to_jsonable", "CoreWork", "PlaneClasses", "attribute_trace", "classify_plane",
 ]
 
-#: Old name of model.to_jsonable, for callers not moved yet (fleet).
-_jsonable = to_jsonable
-
 OUTLIER_K = 3.0
 MIN_REL_SCALE = 0.005
 MIN_STEPS_FOR_RULE = 3

@@ -26,35 +26,11 @@ PACKAGES = ("profanalyzer", "heuristics")
 #: Cycles through deferred (function-level) imports that exist today, each a
 #: sorted tuple of the modules of one strongly connected component. Empty it;
 #: never add to it. (Load-time cycles have no allowlist: there are none.)
-ALLOWED_DEFERRED_CYCLES: set[tuple[str, ...]] = {
-    # findings imports heuristics.workload.classify_workload inside a function, and
-    # heuristics.workload imports findings.WorkloadClass: workload classification
-    # moves into the core (profanalyzer/workload.py, issue 13).
-    ("heuristics.workload", "profanalyzer.findings"),
-}
+ALLOWED_DEFERRED_CYCLES: set[tuple[str, ...]] = set()
 
 #: (importing module, imported module, private name) in use today. Empty it;
 #: never add to it: make the name public where it is defined instead.
-ALLOWED_PRIVATE: set[tuple[str, str, str]] = {
-    # The dataclass -> JSON converter: public once the core's model.py owns to_dict (issue 13).
-    ("profanalyzer.budget", "profanalyzer.analysis", "_jsonable"),
-    ("profanalyzer.compare", "profanalyzer.analysis", "_jsonable"),
-    ("profanalyzer.findings", "profanalyzer.analysis", "_jsonable"),
-    ("profanalyzer.fleet.records", "profanalyzer.analysis", "_jsonable"),
-    # The diff's Markdown renderer quotes code as the single-trace Markdown does.
-    ("profanalyzer.report.diff", "profanalyzer.report.markdown", "_code_span"),
-    # The fleet page draws with the single-trace report's SVG helpers.
-    ("profanalyzer.report.fleet_html", "profanalyzer.report.svg", "_n"),
-    ("profanalyzer.report.fleet_html", "profanalyzer.report.svg", "_short"),
-    ("profanalyzer.report.fleet_html", "profanalyzer.report.svg", "_svg_open"),
-    ("profanalyzer.report.fleet_html", "profanalyzer.report.svg", "_tick_label"),
-    # The synthesizer's stable hash (seeds, ids), shared by its model and writer.
-    ("profanalyzer.synth.model", "profanalyzer.synth.program", "_stable_hash"),
-    ("profanalyzer.synth.writer", "profanalyzer.synth.program", "_stable_hash"),
-    # timeline rebuilds overlap's collective windows (issue 13: overlap hands them over, typed).
-    ("profanalyzer.timeline", "profanalyzer.overlap", "_klass"),
-    ("profanalyzer.timeline", "profanalyzer.overlap", "_windows_for_core"),
-}
+ALLOWED_PRIVATE: set[tuple[str, str, str]] = set()
 
 
 @dataclass(frozen=True)

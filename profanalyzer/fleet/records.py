@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Mapping
 
 from profanalyzer.errors import ProfanalyzerError
+from profanalyzer.model import to_jsonable
 
 FLEET_SCHEMA_VERSION = 1
 #: Version of the per-file record layout (part of the cache key).
@@ -55,24 +56,25 @@ def one_line(text: str, limit: int = 500) -> str:
 
 
 def host_record(analysis, findings) -> dict:
-    """The small per-file record (JSON types only) the fleet aggregates."""
-    d = analysis.to_dict()
-    fd = findings.to_dict() if findings is not None else {"recommendations": [], "workload": None}
-    buckets = {b: v["ps"] for b, v in d["breakdown"].items()}
-    st = d["steps"]["step_time_ps"]
-    hw = d.get("hardware") or d.get("chip") or {}
-    rec = {
+    """The small per-file record (JSON types only) the fleet aggregates, read
+    from the typed Analysis and Findings (numbers rounded as the JSON rounds them)."""
+    a = analysis
+    st = a.steps.step_time_ps
+    recs = findings.recommendations if findings is not None else ()
+    workload = findings.workload if findings is not None else None
+    buckets = {b: v.ps for b, v in a.breakdown.items()}
+    rec = to_jsonable({
         "record_version": RECORD_VERSION,
-        "tool_version": d["tool_version"],
-        "hostnames": d["hosts"],
-        "chip": hw.get("name"),
-        "chip_source": d["chip_source"],
-        "tensorcores": d["tensorcores"],
-        "sparsecores": d["sparsecores"],
+        "tool_version": a.tool_version,
+        "hostnames": list(a.hosts),
+        "chip": a.hardware.name,
+        "chip_source": a.chip_source,
+        "tensorcores": a.tensorcores,
+        "sparsecores": a.sparsecores,
         "steps": {
-            "count": d["steps"]["count"],
-            "kept": d["steps"]["kept"],
-            "source": d["steps"]["source"],
+            "count": a.steps.count,
+            "kept": a.steps.kept,
+            "source": a.steps.source,
             "mean_ps": st["mean"],
             "median_ps": st["median"],
             "min_ps": st["min"],
@@ -80,23 +82,23 @@ def host_record(analysis, findings) -> dict:
         },
         "buckets": buckets,
         "idle_ps": buckets.get("idle", 0.0),
-        "exposed_comm_ps": d["communication"].get("exposed_total_ps") or 0.0,
-        "remat_ps": d["remat"]["ps"],
-        "mfu": d["utilisation"].get("mfu"),
-        "straggler_cores": [c["core"] for c in d["per_core"] if c.get("straggler")],
-        "workload": (fd.get("workload") or {}).get("row"),
+        "exposed_comm_ps": a.communication.exposed_total_ps or 0.0,
+        "remat_ps": a.remat.ps,
+        "mfu": a.utilisation.mfu,
+        "straggler_cores": [c.core for c in a.per_core if c.straggler],
+        "workload": workload.row if workload is not None else None,
         "recommendations": [
             {
-                "code": r["code"],
-                "lever": r["lever"],
-                "title": r["title"],
-                "severity": r["severity"],
-                "saving_fraction": r["estimated_saving_fraction"],
+                "code": r.code,
+                "lever": r.lever,
+                "title": r.title,
+                "severity": r.severity,
+                "saving_fraction": r.estimated_saving_fraction,
             }
-            for r in fd.get("recommendations", [])[:3]
+            for r in recs[:3]
         ],
-        "notes": d["notes"],
-    }
+        "notes": list(a.notes),
+    })
     # JSON round trip: a fresh record and a cached one are the same objects.
     return json.loads(json.dumps(rec, sort_keys=True))
 
@@ -208,9 +210,7 @@ class FleetResult:
     definitions: Mapping[str, str]
 
     def to_dict(self) -> dict:
-        from profanalyzer.analysis import _jsonable
-
-        return _jsonable(self)
+        return to_jsonable(self)
 
     @property
     def stragglers(self) -> tuple[tuple[str, str], ...]:

@@ -28,6 +28,7 @@ import os
 from pathlib import Path
 
 from .model import build_truth, simulate
+from . import real_shapes
 from .program import BUCKETS, COLL_BUCKETS, build_plan
 from .scenarios import LEVERS, SCENARIOS, Scenario, get_scenario
 from .writer import hostnames_for, plane_names, run_name_for, write_host
@@ -69,7 +70,8 @@ def synthesize(
         raise ValueError("hosts must be >= 1")
     if steps is not None and steps < 1:
         raise ValueError("steps must be >= 1 (step 0 is the warm-up)")
-    plan = build_plan(spec, seed=seed, layers=layers, scale=scale)
+    plan = build_plan(spec, seed=seed, layers=layers, scale=scale, programs_of=real_shapes.PROGRAM_BUILDERS,
+                      host_offload=real_shapes.splice_host_offload)
     tl = simulate(plan, seed=seed, hosts=hosts, steps=steps)
     names = hostnames_for(spec.name, seed, hosts)
     truth = build_truth(tl, names, plane_names(tl))

@@ -45,7 +45,7 @@ from .program import (
     WB,
     WE,
     Plan,
-    _stable_hash,
+    stable_hash,
 )
 
 CORES_PER_HOST = 8
@@ -158,7 +158,7 @@ def simulate(plan: Plan, *, seed: int = 0, hosts: int = 1, steps: int | None = N
     coll_idx = np.array([COLL_BUCKETS.index(o.coll) if o.coll else -1 for o in ops], dtype=np.int64)
     engine = [o.engine for o in ops]
 
-    rng = Rng(seed, _stable_hash(spec.name), hosts, 7)
+    rng = Rng(seed, stable_hash(spec.name), hosts, 7)
     core_f = 1.0 + (rng.uniform(C) - 0.5) * 0.006
     if spec.straggler_core is not None:
         for h in range(hosts):

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass, field
+from typing import Callable, Mapping
 
 from ..hardware import TPU7X
 from . import hlo as H
@@ -146,8 +147,8 @@ class Builder:
         self.s = spec
         self.seed = seed
         self.layers = layers
-        self.nm = Namer(seed * 1000003 + _stable_hash(spec.name))
-        self.rng = random.Random(seed * 65537 + _stable_hash(spec.name) + 3)
+        self.nm = Namer(seed * 1000003 + stable_hash(spec.name))
+        self.rng = random.Random(seed * 65537 + stable_hash(spec.name) + 3)
         self.ops: list[OpT] = []
         self.colls: list[_Coll] = []
         self.made: dict[int, tuple] = {}
@@ -633,7 +634,7 @@ class Builder:
         return out
 
 
-def _stable_hash(s: str) -> int:
+def stable_hash(s: str) -> int:
     h = 2166136261
     for ch in s.encode():
         h = ((h ^ ch) * 16777619) & 0xFFFFFFFF
@@ -1056,24 +1057,35 @@ def layer_bwd(b: Builder) -> tuple[list, list, list]:
 # Whole programs
 # ---------------------------------------------------------------------------
 
-def _program_id(rng: random.Random) -> int:
+def program_id(rng: random.Random) -> int:
     return rng.randrange(10**17, 9 * 10**18)
 
 
-def build_plan(spec: Scenario, *, seed: int = 0, layers: int | None = None, scale: float = 1.0) -> Plan:
+#: A whole-program builder for scenarios that are not MaxText training steps:
+#: (builder, two program ids) -> (programs, estimated step ps).
+ProgramBuilder = Callable[[Builder, list[int]], tuple[list[Program], float]]
+#: Splices extra ops into the layer bodies: (builder, forward body, backward body) -> both bodies.
+BodySplice = Callable[[Builder, list, list], tuple[list, list]]
+
+
+def build_plan(spec: Scenario, *, seed: int = 0, layers: int | None = None, scale: float = 1.0,
+               programs_of: Mapping[str, ProgramBuilder] | None = None, host_offload: BodySplice | None = None) -> Plan:
+    """The plan of a scenario. `programs_of` maps `Scenario.program` values
+    other than "maxtext" to their builders and `host_offload` splices
+    activation offload into the layer bodies (both given by the caller, which
+    keeps this module below the builders that use its pieces)."""
     L = int(layers or spec.layers)
     b = Builder(spec, seed, L, scale)
-    rng = random.Random(seed * 31 + _stable_hash(spec.name))
+    rng = random.Random(seed * 31 + stable_hash(spec.name))
     programs: list[Program] = []
     if spec.program != "maxtext":
-        from . import real_shapes
-
-        build = real_shapes.build_vllm if spec.program == "vllm" else real_shapes.build_offload_loop
-        programs, est = build(b, [_program_id(rng), _program_id(rng)])
+        if not programs_of or spec.program not in programs_of:
+            raise ValueError(f"no program builder for scenario program {spec.program!r}")
+        programs, est = programs_of[spec.program](b, [program_id(rng), program_id(rng)])
         return Plan(spec=spec, ops=b.ops, programs=programs, layers=L, est_step_ps=est)
 
     # -- small program run before every step: jit_fold_in ----------------------
-    fold = Program("jit_fold_in", _program_id(rng))
+    fold = Program("jit_fold_in", program_id(rng))
     b.prog = 0
     rb = b.misc("rng-bit-generator", "rng-bit-generator",
                 f"rng-bit-generator(u64[2]{{0:T(128)}} %custom-call.{b.nm.num('custom-call')}), algorithm=rng_default",
@@ -1085,7 +1097,7 @@ def build_plan(spec: Scenario, *, seed: int = 0, layers: int | None = None, scal
     programs.append(fold)
 
     # -- the train step ------------------------------------------------------
-    train = Program("jit_train_step", _program_id(rng), is_train=True)
+    train = Program("jit_train_step", program_id(rng), is_train=True)
     b.prog = 1
     D, T, V = b.D, b.T, b.V
     items: list = [(MB, 1)]
@@ -1132,9 +1144,9 @@ def build_plan(spec: Scenario, *, seed: int = 0, layers: int | None = None, scal
     fwd_pre, fwd_body, fwd_post = layer_fwd(b)
     bwd_pre, bwd_body, bwd_post = layer_bwd(b)
     if spec.host_offload:
-        from .real_shapes import splice_host_offload
-
-        fwd_body, bwd_body = splice_host_offload(b, fwd_body, bwd_body)
+        if host_offload is None:
+            raise ValueError(f"scenario {spec.name} offloads activations but no splice was given")
+        fwd_body, bwd_body = host_offload(b, fwd_body, bwd_body)
     w_f = b.while_op("fwd", L, carried)
     w_b = b.while_op("bwd", L, carried + [shape("f32", (L, b.qd // 4, D), minor_first=True)])
 

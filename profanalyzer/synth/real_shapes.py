@@ -379,3 +379,7 @@ def _scope(b: Builder, phase: str) -> str:
     from .hlo import layer_scope
 
     return layer_scope(phase, pipeline=b.pipeline)
+
+
+#: `Scenario.program` -> its whole-program builder (for `program.build_plan`).
+PROGRAM_BUILDERS = {"vllm": build_vllm, "offload_loop": build_offload_loop}

@@ -27,7 +27,7 @@ from ..hardware import TPU7X
 from ..xspace import xplane_pb2 as pb
 from . import pbenc as P
 from .model import SC_PER_CORE, Rng, Timeline
-from .program import _stable_hash
+from .program import stable_hash
 
 US = 1_000_000
 EPOCH_BASE_NS = 1_733_000_000_000_000_000  # early December 2024
@@ -93,12 +93,12 @@ class _Events:
 
 
 def hostnames_for(name: str, seed: int, hosts: int) -> list[str]:
-    h = (_stable_hash(name) ^ (seed * 2654435761)) & 0xFFFFFFFF
+    h = (stable_hash(name) ^ (seed * 2654435761)) & 0xFFFFFFFF
     return [f"t1v-n-{h:08x}-w-{i}" for i in range(hosts)]
 
 
 def run_name_for(name: str, seed: int) -> str:
-    r = random.Random(_stable_hash(name) + seed)
+    r = random.Random(stable_hash(name) + seed)
     return f"2024_12_{r.randrange(1, 28):02d}_{r.randrange(0, 24):02d}_{r.randrange(0, 60):02d}_{r.randrange(0, 60):02d}"
 
 
@@ -107,7 +107,7 @@ class _Clock:
 
     def __init__(self, tl: Timeline, zero: bool, seed: int):
         self.zero = zero
-        r = random.Random(_stable_hash(tl.plan.spec.name) * 3 + seed)
+        r = random.Random(stable_hash(tl.plan.spec.name) * 3 + seed)
         self.base_ns = EPOCH_BASE_NS + r.randrange(0, 86_400) * 1_000_000_000 + r.randrange(0, 10**9)
         self.uptime_ps = UPTIME_BASE_PS + r.randrange(0, 10**12)
         self.r = r
@@ -137,7 +137,7 @@ def write_host(tl: Timeline, h: int, hostname: str, seed: int, counts: dict) -> 
     spec = plan.spec
     ops = plan.ops
     clock = _Clock(tl, spec.zero_timestamps, seed + 101 * h)
-    rng = random.Random(_stable_hash(spec.name) * 7 + seed * 13 + h)
+    rng = random.Random(stable_hash(spec.name) * 7 + seed * 13 + h)
     offloaded = len(tl.sc_tid) > 0
     with_sc = offloaded and spec.sc_traced
     planes: list[bytes] = []
@@ -222,7 +222,7 @@ def write_host(tl: Timeline, h: int, hostname: str, seed: int, counts: dict) -> 
         ms, me = tl.mod_start[:, gi], tl.mod_end[:, gi]
         mod_meta = np.array([ev.get(("mod", int(p)), plan.programs[int(p)].event_name) for p in tl.mod_prog],
                             dtype=np.int64)
-        run_ids = np.array([(_stable_hash(f"{spec.name}/{seed}/{i}") * 2654435761) & 0x7FFFFFFFFFFF
+        run_ids = np.array([(stable_hash(f"{spec.name}/{seed}/{i}") * 2654435761) & 0x7FFFFFFFFFFF
                             for i in range(len(ms))], dtype=np.int64)
 
         def enc_mods(origin, ms=ms, me=me, mod_meta=mod_meta, run_ids=run_ids):
@@ -244,7 +244,7 @@ def write_host(tl: Timeline, h: int, hostname: str, seed: int, counts: dict) -> 
         tids = tl.occ_tid
         has_dev = np.array([o.device_stats for o in ops], dtype=bool)[tids]
         # own offset/duration differ slightly from the authoritative device pair
-        jr = Rng(_stable_hash(spec.name), seed, gi, 11)
+        jr = Rng(stable_hash(spec.name), seed, gi, 11)
         delta = (jr.uniform(len(tids)) * 1500).astype(np.int64)
         eps = (jr.uniform(len(tids)) * 900).astype(np.int64)
         uid = tl.occ_uid
