@@ -22,6 +22,7 @@ import numpy as np
 
 from profanalyzer import __version__
 from profanalyzer.attribution import CoreWork, PlaneClasses, attribute_trace, classify_plane, locate  # noqa: F401 - old import paths
+from profanalyzer.capture import assumptions, capture_quality
 from profanalyzer.errors import InputError
 from profanalyzer.stats import STRAGGLER_MIN_MEMBERS, STRAGGLER_MIN_REL_SCALE, STRAGGLER_Z, modified_z
 from profanalyzer.model import (  # noqa: F401 - the records' old import path
@@ -38,6 +39,7 @@ from profanalyzer.model import (  # noqa: F401 - the records' old import path
     Utilisation,
     to_jsonable,
 )
+from profanalyzer.opstats import OpsResult, ops_and_roofline, program_names, run_kind_of  # noqa: F401 - OpsResult's old path
 from profanalyzer.overlap import analyze_overlap
 from profanalyzer.timeline import build_timeline
 from profanalyzer.vocab import ATTENTION_SPLIT, BUCKETS, COLLECTIVE_BUCKETS, MATMUL_BUCKETS, PHASES
@@ -61,14 +63,6 @@ MIN_STEPS_FOR_RULE = 3
 # ---------------------------------------------------------------------------
 # Analysis-internal results
 # ---------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class OpsResult:
-    top: tuple[TopOp, ...]
-    remat: tuple[TopOp, ...]
-    kernels: tuple[TopOp, ...]
-    buckets: Mapping[str, BucketOps]
 
 
 # ---------------------------------------------------------------------------
@@ -152,7 +146,7 @@ def analyze_trace(trace: Trace, options: AnalysisOptions = AnalysisOptions()) ->
     per_core = _per_core(work, core_ids, core_means, core_counts, col)
 
     per_host = _per_host(per_core)
-    ops, util = _ops_and_roofline(trace, work, kept_steps, step_mean, options.top_ops)
+    ops, util = ops_and_roofline(trace, work, kept_steps, step_mean, options.top_ops)
     overlap = analyze_overlap(trace, work, kept_steps, step_mean)
     timeline = build_timeline(trace, work, kept_steps, table, overlap.windows[0] if overlap.windows else None)
 
@@ -160,6 +154,9 @@ def analyze_trace(trace: Trace, options: AnalysisOptions = AnalysisOptions()) ->
     steps = _steps_summary(table, step_med[kept_mask], step_mean, sources)
     if any(s.startswith("XLA Modules") for s in sources):
         notes.append("no Steps line: steps are the runs of the dominant program on XLA Modules")
+    n_core_steps = max(1, sum(core_counts))
+    run_kind = run_kind_of(ops.groups, step_mean, n_core_steps, phases, remat.ps, program_names(trace))
+    has_colls = any(t.count > 0 for t in overlap.types.values())
     analysis = Analysis(
         schema_version=SCHEMA_VERSION,
         tool_version=__version__,
@@ -188,6 +185,10 @@ def analyze_trace(trace: Trace, options: AnalysisOptions = AnalysisOptions()) ->
         timeline=timeline,
         definitions=_definitions(steps),
         notes=tuple(notes),
+        run_kind=run_kind,
+        host_offload=ops.host_offload,
+        capture=capture_quality(trace, work, steps, util, has_colls),
+        assumptions=assumptions(trace, util),
     )
     analysis.self_check()
     return analysis
@@ -335,220 +336,3 @@ def _per_host(per_core: list[CoreSummary]) -> tuple[HostSummary, ...]:
         HostSummary(h, n, st, cp, cm, idle, zs[i], zw[i], bool(many and (zs[i] > STRAGGLER_Z or zw[i] < -STRAGGLER_Z)))
         for i, (h, n, st, cp, cm, idle) in enumerate(rows)
     )
-
-
-class _OpGroup:
-    """Accumulator of one (name, HLO category, bucket) op group over the
-    kept steps of every TensorCore (analysis-internal)."""
-
-    __slots__ = ("name", "hlo_category", "bucket", "self_ps", "count", "tot_flops", "tot_model_flops", "mf_known",
-                 "tot_bytes", "flops", "bytes", "tf_op", "dedup", "remat", "phase", "kernel", "precision", "reason")
-
-    def __init__(self, name: str, hlo_category: str, bucket: str) -> None:
-        self.name, self.hlo_category, self.bucket = name, hlo_category, bucket
-        self.self_ps = self.count = self.mf_known = 0
-        self.tot_flops = self.tot_model_flops = self.tot_bytes = 0.0
-        self.flops = self.bytes = math.nan
-        self.tf_op = self.dedup = self.phase = self.kernel = self.precision = self.reason = None
-        self.remat = False
-
-
-def _ops_and_roofline(trace: Trace, work: list[CoreWork], kept_steps: set[int], step_mean: float, top_n: int):
-    """Per-op self time, FLOPs and bytes over the kept steps of every
-    TensorCore, grouped by (name, HLO category, bucket); MFU and MXU use."""
-    chip = trace.chip
-    peak_bf16 = chip.core_peak_bf16_flops
-    kept_list = np.asarray(sorted(kept_steps), dtype=np.int64)
-    groups: dict[tuple[str, str, str], _OpGroup] = {}
-    mf_model = mf_flops = 0.0  # model FLOPs (falling back to FLOPs per op), FLOPs
-    any_model = any_flops = False
-    mm_self, mm_cap, mm_flops = 0, 0.0, 0.0
-    n_core_steps = 0
-    for w in work:
-        steps = trace.steps[w.plane.label]
-        kept = np.isin(steps.number, kept_list)
-        n_core_steps += int(kept.sum())
-        ln = w.plane.line(LINE_OPS)
-        if ln is None or len(ln.events) == 0:
-            continue
-        ev = ln.events
-        ks, ke = steps.start_ps[kept], steps.end_ps[kept]
-        order = np.argsort(ks)
-        ks, ke = ks[order], ke[order]
-        inside = locate(ks, ke, ev.start_ps)[1] & (ev.meta >= 0)
-        if not inside.any():
-            continue
-        md = w.plane.meta
-        r_in = ev.meta[inside].astype(np.int64)
-        counts = np.bincount(r_in, minlength=len(md))
-        # Exact: per-row sums stay far below 2**53 ps.
-        self_sum = np.rint(np.bincount(r_in, weights=ev.self_ps[inside], minlength=len(md))).astype(np.int64)
-        rows = np.flatnonzero(counts)
-        cols = w.classes.columns
-        bucket_c, remat_c, phase_c, kernel_c = cols["bucket"], cols["remat"], cols["phase"], cols["kernel"]
-        precision_c, reason_c = cols["precision"], cols["reason"]
-        for r, cnt, sp, f, mf, by in zip(rows.tolist(), counts[rows].tolist(), self_sum[rows].tolist(),
-                                         md.flops[rows].tolist(), md.model_flops[rows].tolist(), md.bytes_accessed[rows].tolist()):
-            bucket = bucket_c[r] if r < len(bucket_c) else "other_compute"
-            tot_f = (0.0 if f != f else f) * cnt
-            tot_b = (0.0 if by != by else by) * cnt
-            if mf == mf:
-                any_model = True
-                mf_model += mf * cnt
-            else:
-                mf_model += tot_f
-            if f == f:
-                any_flops = True
-                mf_flops += tot_f
-                if bucket in MATMUL_BUCKETS:
-                    mm_self += sp
-                    mm_cap += sp * 1e-12 * (chip.core_peak_fp8_flops if bucket == "matmul_fp8" else peak_bf16)
-                    mm_flops += tot_f
-            name, cat = md.short_name(r), md.category[r]
-            g = groups.get((name, cat, bucket))
-            if g is None:
-                g = groups[(name, cat, bucket)] = _OpGroup(name, cat, bucket)
-            g.self_ps += sp
-            g.count += cnt
-            g.tot_flops += tot_f
-            g.tot_bytes += tot_b
-            if mf == mf:
-                g.tot_model_flops += mf * cnt
-                g.mf_known += 1
-            if f == f and not (f <= g.flops):
-                g.flops = f
-            if by == by and not (by <= g.bytes):
-                g.bytes = by
-            if r < len(bucket_c):
-                g.remat = g.remat or bool(remat_c[r])
-                for attr, v in (("phase", phase_c[r]), ("kernel", kernel_c[r]), ("precision", precision_c[r]), ("reason", reason_c[r])):
-                    if getattr(g, attr) is None and v is not None:
-                        setattr(g, attr, v)
-            if g.tf_op is None:
-                g.tf_op = md.tf_op[r]
-            if g.dedup is None:
-                g.dedup = md.deduplicated_name[r]
-    n_core_steps = n_core_steps or 1
-    if not groups:
-        return OpsResult((), (), (), {}), Utilisation(None, "none", None)
-
-    # Utilisation over all kept steps and cores.
-    total_time_s = step_mean * 1e-12 * n_core_steps
-    mf, src = (mf_model, "model_flops") if any_model else ((mf_flops, "flops") if any_flops else (0.0, "none"))
-    mfu = mf / (total_time_s * peak_bf16) if src != "none" and total_time_s > 0 else None
-    mxu = (mm_flops / mm_cap if mm_cap > 0 else None) if mm_self > 0 else None
-    util = Utilisation(mfu, src, mxu)
-
-    agg = sorted(groups.values(), key=lambda g: (-g.self_ps, g.name))
-    denom = step_mean if step_mean > 0 else 1.0
-    ctx = (chip, n_core_steps, denom)
-    top = tuple(_top_op(g, *ctx) for g in agg[:top_n])
-    remat_ops = tuple(_top_op(g, *ctx) for g in [g for g in agg if g.remat][:REMAT_TOP])
-    kernels = tuple(_top_op(g, *ctx) for g in [g for g in agg if g.kernel is not None and str(g.kernel) != ""][:KERNELS_TOP])
-    summaries = _bucket_summaries(agg, n_core_steps, denom, chip)
-    return OpsResult(top, remat_ops, kernels, summaries), util
-
-
-REMAT_TOP = 15
-KERNELS_TOP = 20
-
-
-def _top_op(r, chip, n_core_steps: int, denom: float) -> "TopOp":
-    peak_bf16 = chip.core_peak_bf16_flops
-    t_s = r.self_ps * 1e-12
-    has_f = r.flops == r.flops and r.flops is not None and r.flops > 0
-    has_b = r.bytes == r.bytes and r.bytes is not None and r.bytes > 0
-    intensity = (r.flops / r.bytes) if has_f and has_b else None
-    tflops = (r.tot_flops / t_s / 1e12) if has_f and t_s > 0 else None
-    gbps = (r.tot_bytes / t_s / 1e9) if has_b and t_s > 0 else None
-    peak = chip.core_peak_fp8_flops if (r.bucket == "matmul_fp8" or r.precision == "fp8") else peak_bf16
-    bw = chip.core_hbm_bytes_per_s
-    if intensity is not None:
-        ridge = peak / bw
-        bound = "compute" if intensity >= ridge else "hbm"
-        attainable = min(peak, intensity * bw)
-        roof = (r.tot_flops / t_s) / attainable if t_s > 0 else None
-    else:
-        bound, roof = "unknown", None
-    tags = []
-    if r.remat:
-        tags.append("remat")
-    if isinstance(r.phase, str) and r.phase:
-        tags.append(r.phase)
-    if isinstance(r.kernel, str) and r.kernel:
-        tags.append(f"kernel:{r.kernel}")
-    if isinstance(r.precision, str) and r.precision:
-        tags.append(f"precision:{r.precision}")
-    mf = r.tot_model_flops
-    return TopOp(
-        name=r.name,
-        hlo_category=r.hlo_category,
-        bucket=r.bucket,
-        tags=tuple(tags),
-        tf_op=r.tf_op,
-        reason=r.reason,
-        self_ps=r.self_ps / n_core_steps,
-        fraction=r.self_ps / n_core_steps / denom,
-        count=r.count / n_core_steps,
-        flops=float(r.flops) if has_f else None,
-        bytes=float(r.bytes) if has_b else None,
-        intensity=intensity,
-        tflops_per_s=tflops,
-        gbps=gbps,
-        bound_by=bound,
-        roofline_fraction=roof,
-        deduplicated_name=r.dedup,
-        model_flops_ratio=(float(mf) / r.tot_flops) if has_f and r.mf_known > 0 and r.tot_flops > 0 else None,
-    )
-
-
-def _intensity(flops: float, nbytes: float) -> float:
-    """FLOPs per byte; nan when either is unknown (or 0/0)."""
-    if flops != flops or nbytes != nbytes or (nbytes == 0 and flops == 0):
-        return math.nan
-    if nbytes == 0:
-        return math.copysign(math.inf, flops)
-    return flops / nbytes
-
-
-def _bucket_summaries(agg: list[_OpGroup], n_core_steps: int, denom: float, chip) -> dict:
-    """Per bucket (and attention split by kernel/unfused): time, FLOPs, bytes,
-    compute- vs HBM-bound time, per step per TensorCore."""
-    names = [b for b in BUCKETS if b != "idle"] + list(ATTENTION_SPLIT)
-    acc = {n: [0, 0, 0.0, 0.0, 0.0, 0, 0, 0] for n in names}  # ps, ops, flops, model, bytes, compute, hbm, remat
-    for g in agg:
-        inten = _intensity(g.flops, g.bytes)
-        peak = chip.core_peak_fp8_flops if g.bucket == "matmul_fp8" else chip.core_peak_bf16_flops
-        compute_bound = inten >= peak / chip.core_hbm_bytes_per_s
-        targets = [g.bucket] if g.bucket in acc else []
-        if g.bucket == "attention":
-            targets.append("attention_kernel" if g.kernel is not None and str(g.kernel) != "" else "attention_unfused")
-        for t in targets:
-            a = acc[t]
-            a[0] += g.self_ps
-            a[1] += 1
-            a[2] += g.tot_flops
-            a[3] += g.tot_model_flops if g.mf_known > 0 else g.tot_flops
-            a[4] += g.tot_bytes
-            if compute_bound:
-                a[5] += g.self_ps
-            elif inten == inten:
-                a[6] += g.self_ps
-            if g.remat:
-                a[7] += g.self_ps
-    out = {}
-    for name in names:
-        ps_, ops, flops, model, nbytes, cb, hb, rm = acc[name]
-        ps = float(ps_) / n_core_steps
-        out[name] = BucketOps(
-            ps=ps,
-            fraction=ps / denom,
-            ops=int(ops),
-            flops=float(flops) / n_core_steps,
-            model_flops=float(model) / n_core_steps,
-            bytes=float(nbytes) / n_core_steps,
-            compute_bound_ps=float(cb) / n_core_steps,
-            hbm_bound_ps=float(hb) / n_core_steps,
-            remat_ps=float(rm) / n_core_steps,
-        )
-    return out

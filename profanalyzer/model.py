@@ -53,6 +53,10 @@ __all__ = [
     "TopOp",
     "BucketOps",
     "Utilisation",
+    "HostOffloadSummary",
+    "RunKind",
+    "CaptureIssue",
+    "CaptureQuality",
     "CollectiveTypeSummary",
     "WindowRecord",
     "SparseCoreSummary",
@@ -200,6 +204,41 @@ class Utilisation(Record):
     mfu: float | None  # model FLOPs / (step time x BF16 peak), per core
     mfu_flops_source: str  # 'model_flops' | 'flops' | 'none'
     mxu_matmul: float | None  # matmul FLOPs / (matmul time x peak of its precision)
+    flops_coverage: float | None = None  # share of compute time whose FLOPs are known (stat or operand shapes)
+    low_confidence: bool = False  # MFU rests on FLOPs of less than 90% of the compute time
+
+
+@dataclass(frozen=True)
+class HostOffloadSummary(Record):
+    """Host <-> HBM transfers (memory space S(5)) the TensorCore waited for,
+    per kept step and TensorCore."""
+
+    ps: float  # the host_offload bucket: exposed DMA wait
+    fraction: float  # of the step
+    bytes_per_step: float  # bytes moved (each transfer once, on its done half)
+    to_host_bytes: float
+    from_host_bytes: float
+    gbps: float | None  # bytes / exposed wait: the achieved host link rate while the core waits
+    transfers: float  # transfers per step
+
+
+@dataclass(frozen=True)
+class RunKind(Record):
+    kind: str  # training | inference | unknown (vocab.RUN_KINDS)
+    reasons: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class CaptureIssue(Record):
+    code: str  # short key: edge_steps, missing_cores, no_flops, no_sparsecore, no_program_id, event_cap, chip_assumed, ...
+    message: str
+    affects: tuple[str, ...] = ()  # what rests on the missing data (JSON keys / report sections)
+
+
+@dataclass(frozen=True)
+class CaptureQuality(Record):
+    verdict: str  # good | limited | poor
+    issues: tuple[CaptureIssue, ...]
 
 
 @dataclass(frozen=True)
@@ -215,6 +254,7 @@ class CollectiveTypeSummary(Record):
     bytes: float | None  # per step per core, when known
     fraction_of_step: float  # exposed / step
     tf_ops: tuple[str, ...] = ()  # framework scopes of its most exposed windows (up to 3)
+    critical_path_ps: float = 0.0  # exposed time of windows on the critical path (nothing independent to hide behind)
 
 
 @dataclass(frozen=True)
@@ -361,6 +401,10 @@ class Analysis(Record):
     timeline: TimelineSample | None
     definitions: Mapping[str, str]
     notes: tuple[str, ...]
+    run_kind: RunKind | None = None
+    host_offload: HostOffloadSummary | None = None
+    capture: CaptureQuality | None = None
+    assumptions: tuple[str, ...] = ()  # what the analysis assumed where the trace lacks evidence
 
     def self_check(self) -> None:
         """Raise InvariantError when the analysis contradicts itself (see check_analysis)."""
@@ -398,12 +442,14 @@ class Finding(Record):
 @dataclass(frozen=True)
 class WorkloadClass(Record):
     kind: str  # dense | moe
-    sequence: str  # short | long
-    row: str  # the guide table row
+    sequence: str  # short | long | unknown
+    row: str  # the guide table row (training), or the serving verdict
     primary_sharding: str
     secondary_sharding: str
     main_bottleneck: str
     reasons: tuple[str, ...]
+    run_kind: str = "training"  # training | inference | unknown
+    run_kind_reasons: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

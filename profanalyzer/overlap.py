@@ -249,6 +249,7 @@ def analyze_overlap(trace: Trace, work: Sequence[CoreWork], kept_steps: set[int]
                 # core has computed nothing since the step began.
                 ("before_first_compute", (covered(e) - covered(ks[pos])) == 0),
                 ("core", np.full(len(s), ci, dtype=np.int64)), ("bytes", nbytes),
+                ("critical", critical_path(plane, wins, hidden)),
             ):
                 cols.setdefault(k, []).append(v)
         _sparsecores_of_core(trace, w, ks, ke, sc)
@@ -282,6 +283,57 @@ def analyze_overlap(trace: Trace, work: Sequence[CoreWork], kept_steps: set[int]
         exposed_total_fraction=exposed_total / denom,
     )
     return OverlapResult(types=types, communication=comm, sparsecore=sparsecore, windows=tuple(all_windows))
+
+
+#: An op that ends this close before a collective starts is "just before it".
+ADJACENT_PS = 1_000_000  # 1 us
+#: How many such ops are looked at.
+MAX_ADJACENT_OPS = 16
+
+
+def _names_operand(operands: str, name: str) -> bool:
+    """`%name` appears in the operand text as a whole instruction name."""
+    if not name:
+        return False
+    at = operands.find(f"%{name}")
+    while at >= 0:
+        end = at + len(name) + 1
+        if end >= len(operands) or not (operands[end].isalnum() or operands[end] in "._-"):
+            return True
+        at = operands.find(f"%{name}", end)
+    return False
+
+
+def critical_path(plane: Plane, wins: Windows, hidden: np.ndarray) -> np.ndarray:
+    """Per window: on the critical path, i.e. nothing was hidden in it and its
+    (start) op consumes the output of the op that ran just before it on the
+    TensorCore (the HLO text names that op among its operands), so no compute
+    independent of the collective was ready to overlap it."""
+    out = np.zeros(len(wins), dtype=bool)
+    ln = plane.line(LINE_OPS)
+    if ln is None or not len(ln.events) or not len(wins):
+        return out
+    ev = ln.events
+    md = plane.meta
+    cand = np.flatnonzero(hidden <= 0)
+    before = np.searchsorted(ev.start_ps, wins.start[cand], side="left") - 1
+    for k, i in zip(cand.tolist(), before.tolist()):
+        r = int(wins.row[k])
+        if r < 0 or r >= len(md):
+            continue
+        text = md.name[r]
+        operands = text[text.find("(") + 1:]
+        j, looked = i, 0
+        # the ops that ended within ADJACENT_PS before the window (async issue
+        # ops such as slice-start can sit between a producer and its collective)
+        while j >= 0 and looked < MAX_ADJACENT_OPS and ev.end_ps[j] >= wins.start[k] - ADJACENT_PS:
+            if ev.end_ps[j] <= wins.start[k] + ADJACENT_PS and ev.meta[j] >= 0:  # not an op enclosing the window
+                looked += 1
+                if _names_operand(operands, md.short_name(int(ev.meta[j]))):
+                    out[k] = True
+                    break
+            j -= 1
+    return out
 
 
 def _type_summaries(allw: Mapping[str, np.ndarray], n_win: int, own_time: Mapping[str, float], sc_types: set[str],
@@ -320,6 +372,7 @@ def _type_summaries(allw: Mapping[str, np.ndarray], n_win: int, own_time: Mappin
             present_ = np.flatnonzero(first < len(idx))
             ranked = present_[np.lexsort((first[present_], -per_scope[present_]))]
             scopes = tuple(scope_names[i] for i in ranked[:3].tolist() if scope_names[i])
+        crit = float(exp_ps[idx][allw["critical"][idx]].sum()) / n_core_steps if len(idx) else 0.0
         types[t] = CollectiveTypeSummary(
             type=t,
             bucket=bucket,
@@ -332,6 +385,7 @@ def _type_summaries(allw: Mapping[str, np.ndarray], n_win: int, own_time: Mappin
             bytes=nbytes,
             fraction_of_step=exposed / denom,
             tf_ops=scopes,
+            critical_path_ps=crit,
         )
     return types
 

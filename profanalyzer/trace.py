@@ -100,8 +100,8 @@ class OpMetadata:
     deduplicated_name: tuple[str, ...]
     source: tuple[str, ...]
     shape_with_layout: tuple[str, ...]
-    program_id: np.ndarray  # int64, -1 if missing
-    symbol_id: np.ndarray  # int64, -1 if missing
+    program_id: np.ndarray  # int64, -1 if missing, -2 if present but beyond int64
+    symbol_id: np.ndarray  # int64, -1 if missing, -2 if present but beyond int64
     flops: np.ndarray  # float64, nan if missing
     model_flops: np.ndarray
     bytes_accessed: np.ndarray
@@ -211,7 +211,7 @@ class Trace:
     note: str | None
     hosts: tuple[HostInfo, ...]
     chip: Chip
-    chip_source: str  # 'device_type_string "..."' | '--chip flag' | 'default (no device_type_string)'
+    chip_source: str  # 'device_type_string "..."' | '--chip flag' | 'assumed TPU7x (...)'
     device_type: str | None
     origin_ns: int
     planes: tuple[Plane, ...]  # TensorCore then SparseCore, host order
@@ -311,8 +311,11 @@ def _build_metadata(plane: xplane_pb2.XPlane, names: Mapping[int, str]) -> tuple
     for k in META_NUM_STATS:
         v = nums[k]
         v[~np.isfinite(v) | (v < 0) | ((v > 0) & (v < 1)) | (v >= 2.0**64)] = np.nan
+    ids = {}
     for k in ("program_id", "symbol_id"):
-        nums[k][nums[k] >= 2.0**63] = np.nan
+        v = nums[k]
+        # -1: missing; -2: present but beyond int64 (XLA program ids are uint64 fingerprints)
+        ids[k] = np.where(np.isnan(v), -1, np.where(v >= 2.0**63, -2, np.nan_to_num(v))).astype(np.int64)
     md = OpMetadata(
         ids=np.asarray(keys, dtype=np.int64),
         name=tuple(name),
@@ -322,8 +325,8 @@ def _build_metadata(plane: xplane_pb2.XPlane, names: Mapping[int, str]) -> tuple
         deduplicated_name=tuple(strs["deduplicated_name"]),
         source=tuple(strs["source"]),
         shape_with_layout=tuple(strs["shape_with_layout"]),
-        program_id=np.where(np.isnan(nums["program_id"]), -1, nums["program_id"]).astype(np.int64),
-        symbol_id=np.where(np.isnan(nums["symbol_id"]), -1, nums["symbol_id"]).astype(np.int64),
+        program_id=ids["program_id"],
+        symbol_id=ids["symbol_id"],
         flops=nums["flops"],
         model_flops=nums["model_flops"],
         bytes_accessed=nums["bytes_accessed"],
@@ -943,9 +946,9 @@ def load_trace(
         else:
             chosen = TPU7X
             chip_source = (
-                f'default TPU7x (unrecognised device_type_string "{device_type}")'
+                f'assumed TPU7x (unrecognised device_type_string "{device_type}"; pass --chip)'
                 if device_type
-                else "default TPU7x (no device_type_string in the trace)"
+                else "assumed TPU7x (no device_type_string in the trace; pass --chip)"
             )
     steps = {p.label: derive_steps(p) for p in planes if p.kind == "tensorcore"}
     return Trace(

@@ -95,8 +95,13 @@ SPARSECORE_CAPTURE_HINT = (
     "and capture device traces of all planes"
 )
 
-#: Per-bucket op summaries add attention split by kernel / unfused.
-ATTENTION_SPLIT: tuple[str, ...] = ("attention_kernel", "attention_unfused")
+#: Per-bucket op summaries add attention split into the fused kernel itself,
+#: the layout ops that feed it (under the kernel's own scope) and attention
+#: computed from separate ops (unfused).
+ATTENTION_SPLIT: tuple[str, ...] = ("attention_kernel", "attention_layout", "attention_unfused")
+
+#: Run kinds of a capture (profanalyzer.runkind).
+RUN_KINDS: tuple[str, ...] = ("training", "inference", "unknown")
 
 #: Training phases an op can be tagged with.
 PHASES: tuple[str, ...] = ("forward", "backward", "optimizer")

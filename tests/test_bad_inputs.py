@@ -246,7 +246,7 @@ def _check_missing_stats(d: dict) -> None:
     assert [r["number"] for r in st["table"]] == [0, 1]  # from the event names
     assert abs(sum(v["fraction"] for v in d["breakdown"].values()) - 1) < 1e-6
     assert d["utilisation"]["mfu"] is None  # no FLOPs anywhere: not made up
-    assert d["chip_source"].startswith("default TPU7x")
+    assert d["chip_source"].startswith("assumed TPU7x")
 
 
 def _check_odd_stats_missing(d: dict) -> None:
