@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from heuristics._util import ms, op_line, pct
+from heuristics._util import GUIDE_FP8_SPEEDUP, guide_fp8_cap, ms, op_line, pct, serving
 from profanalyzer.rules import rule
 
 #: BF16 matmul share of the step worth converting.
@@ -36,9 +36,10 @@ def bf16_to_fp8(self, analysis):
     round-to-nearest-even; in MaxText `use_qwix_quantization=true`.
     """
     mm = analysis.bucket_ops.get("matmul_bf16")
-    if mm is None or mm.fraction < BF16_MIN_FRACTION:
+    if mm is None or mm.fraction < BF16_MIN_FRACTION or serving(analysis):
         return []
-    saving = fp8_saving(mm.ps)
+    raw = fp8_saving(mm.ps)
+    saving = min(raw, guide_fp8_cap(analysis))
     evidence = [
         f"BF16 matmuls: {ms(mm.ps)} per step ({pct(mm.fraction)} of the step) over {mm.ops} distinct ops",
         f"compute-bound {ms(mm.compute_bound_ps)}, HBM-bound {ms(mm.hbm_bound_ps)} "
@@ -57,8 +58,52 @@ def bf16_to_fp8(self, analysis):
         "(compute-bound) or move half the bytes (HBM-bound): their time falls to ~54%",
         f"quantise/scale fusions add {QUANTISATION_OVERHEAD:.0%} of the converted time",
         "model quality holds with the recipe (check convergence)",
+        f"bounded by the guide's figure: FP8 vs BF16 end to end 'up to {GUIDE_FP8_SPEEDUP}x' "
+        f"(at most {1 - 1 / GUIDE_FP8_SPEEDUP:.0%} of the step; the matmul model alone says {ms(raw)})",
     ]
     return [self.finding(analysis, saving, evidence, actions, assumptions, claims={"bucket:matmul_bf16": saving})]
 
 
-RULES = (bf16_to_fp8,)
+@rule("FP002", "fp8", "Serving matmuls on the BF16 MXU: quantize the activations to FP8", fixtures=("serving_tp2_w4", "dense_short_fsdp"))
+def serve_fp8_activations(self, analysis):
+    """
+    What it detects: in a serving (inference) step, matmuls that run on the
+    MXU at BF16 (BF16 activations, including weight-only quantized kernels such
+    as w4a16 / w8a16) above 8% of the step.
+
+    Why it costs time: quantized weights shrink HBM traffic, but with BF16
+    activations the MXU still runs at the BF16 peak; TPU7x runs FP8 at twice
+    that (4,614 TFLOP/s per chip). FP8 also halves the bytes of activations
+    and of a KV cache, which is what bounds batch size in serving.
+
+    What to change: serve with FP8 activations (w8a8 / w4a8 FP8 kernels, E4M3,
+    per-tensor dynamic scaling to start, per-axis on quality problems), and
+    keep the KV cache in FP8 where quality allows; verify accuracy on the
+    serving eval set.
+    """
+    mm = analysis.bucket_ops.get("matmul_bf16")
+    if mm is None or mm.fraction < BF16_MIN_FRACTION or not serving(analysis):
+        return []
+    raw = fp8_saving(mm.ps)
+    saving = min(raw, guide_fp8_cap(analysis))
+    quant = [op for op in analysis.top_ops if op.bucket == "matmul_bf16" and any(t.startswith("precision:w") for t in op.tags)]
+    evidence = [f"BF16-MXU matmuls: {ms(mm.ps)} per step ({pct(mm.fraction)} of the step) over {mm.ops} distinct ops"]
+    if quant:
+        precs = sorted({t.split(":", 1)[1] for op in quant for t in op.tags if t.startswith("precision:w")})
+        evidence.append(f"weight-only quantized kernels ({', '.join(precs)}): weights are narrow, activations BF16")
+    evidence += [op_line(op) for op in analysis.top_ops if op.bucket == "matmul_bf16"][:3]
+    actions = [
+        "# serve the linear layers with FP8 activations: w8a8 / w4a8 FP8 kernels (E4M3),",
+        "# per-tensor dynamic scaling first (per-axis if quality suffers); KV cache in FP8 where quality allows",
+    ]
+    assumptions = [
+        f"FP8 matmuls reach {FP8_EFFICIENCY_RATIO:.0%} of today's efficiency at twice the peak; quantising the "
+        f"activations adds {QUANTISATION_OVERHEAD:.0%} of the converted time",
+        f"bounded by the guide's figure: FP8 vs BF16 end to end 'up to {GUIDE_FP8_SPEEDUP}x' "
+        f"(at most {1 - 1 / GUIDE_FP8_SPEEDUP:.0%} of the step; the matmul model alone says {ms(raw)})",
+        "serving accuracy holds with FP8 activations (check on an eval set)",
+    ]
+    return [self.finding(analysis, saving, evidence, actions, assumptions, claims={"bucket:matmul_bf16": saving})]
+
+
+RULES = (bf16_to_fp8, serve_fp8_activations)

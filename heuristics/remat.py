@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from heuristics._util import ms, op_line, pct
+from heuristics._util import ms, op_line, pct, serving
 from profanalyzer.workload import classify_workload
 from profanalyzer.rules import rule
 from profanalyzer.vocab import COLLECTIVE_BUCKETS, COMPUTE_BUCKETS
@@ -38,7 +38,7 @@ def lighter_remat_policy(self, analysis):
     (192 GB per TPU7x chip) after the change.
     """
     remat = analysis.remat
-    if remat.fraction < REMAT_MIN_FRACTION:
+    if remat.fraction < REMAT_MIN_FRACTION or serving(analysis):
         return []
     wl = classify_workload(analysis)
     by_bucket = {b: o.remat_ps for b, o in analysis.bucket_ops.items() if b in COMPUTE_BUCKETS | COLLECTIVE_BUCKETS}
@@ -75,9 +75,63 @@ def lighter_remat_policy(self, analysis):
             "a `minimal` policy saves matmul and attention outputs: their recompute disappears; "
             f"cheap elementwise recompute ({ms(kept_by_minimal)} per step) stays",
             "the saved activations fit in HBM (192 GB per chip); the rest of the step is unchanged",
+            f"measured recompute, not a modelled one (the guide: ~25-30% extra FLOPs per transformer block under "
+            f"full remat; here {pct(remat.fraction)} of the step)",
         ]
         title = f"Use a lighter remat policy ({policy}): recompute is {pct(remat.fraction)} of a compute-bound step"
     return [self.finding(analysis, saving, evidence, actions, assumptions, claims={"remat": saving}, title=title)]
 
 
-RULES = (lighter_remat_policy,)
+#: Exposed host-offload wait (share of the step) worth acting on.
+HOST_OFFLOAD_MIN_FRACTION = 0.03
+
+
+@rule("HO001", "remat", "The TensorCore waits for host offload transfers", fixtures=("host_offload_loop", "dense_short_fsdp"))
+def host_offload_wait(self, analysis):
+    """
+    What it detects: time the TensorCore sits in copy-start / copy-done of
+    buffers in host memory (memory space S(5)) waiting for the host <-> HBM
+    DMA, above 3% of the step, with the bytes moved and the achieved rate.
+
+    Why it costs time: host offload frees HBM at the cost of transfer latency
+    over PCIe / the host link, which is far slower than HBM; when the copies
+    are not hidden behind independent compute the core stalls in copy-done.
+
+    What to change: keep the offloaded tensors in HBM where it has room
+    (training: `remat_policy=custom` with `device` instead of `offload` for
+    them; serving / inference: place the arrays in device memory rather than
+    pinned host memory), or issue the copies earlier so they overlap compute;
+    store them in a narrower type (FP8 / BF16, lever L1) to halve the bytes.
+    """
+    ho = analysis.host_offload
+    if ho is None or ho.fraction < HOST_OFFLOAD_MIN_FRACTION:
+        return []
+    rate = f", {ho.gbps:.1f} GB/s achieved while waiting" if ho.gbps else ""
+    evidence = [
+        f"host offload waits: {ms(ho.ps)} per step ({pct(ho.fraction)} of the step) on each TensorCore",
+        f"{ho.bytes_per_step / 1e9:.2f} GB moved per step and TensorCore ({ho.from_host_bytes / 1e9:.2f} GB from host, "
+        f"{ho.to_host_bytes / 1e9:.2f} GB to host) in {ho.transfers:.0f} transfers{rate}",
+    ]
+    evidence += [op_line(op) for op in analysis.top_ops if op.bucket == "host_offload"][:4]
+    if serving(analysis):
+        actions = [
+            "# keep these arrays in device memory (HBM) instead of pinned host memory where they fit,",
+            "# e.g. create / device_put them without a host memory kind; or prefetch them earlier so the copy overlaps compute",
+            "# lever L1: store them in BF16 / FP8 to halve the bytes over the host link",
+        ]
+    else:
+        actions = [
+            "remat_policy=custom",
+            "# set the offloaded checkpoints to `device` (keep in HBM) instead of `offload` where HBM allows;",
+            "# lever L1: FP8 / BF16 activations halve the bytes that still have to move",
+        ]
+    assumptions = [
+        "the offloaded buffers fit in HBM once kept there (memory is not measured in this analysis: check the "
+        f"peak against the chip's {analysis.hardware.hbm_gib_per_chip:.0f} GiB HBM per chip)",
+        "with the buffers in HBM the copy-done waits disappear; the rest of the step is unchanged",
+        "halving the bytes instead (L1) would save about half of this",
+    ]
+    return [self.finding(analysis, ho.ps, evidence, actions, assumptions, claims={"bucket:host_offload": ho.ps})]
+
+
+RULES = (lighter_remat_policy, host_offload_wait)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from heuristics._util import libtpu_args, ms, pct
+from heuristics._util import libtpu_args, ms, pct, step_ps
 from profanalyzer.rules import rule
 from profanalyzer.vocab import OFFLOADABLE, SPARSECORE_CAPTURE_HINT as CAPTURE_HINT
 
@@ -69,7 +69,8 @@ def enable_offload(self, analysis):
         c = analysis.collectives.get(t)
         if c is None or c.engine == "SparseCore" or sc.offloaded.get(t):
             continue
-        if c.fraction_of_step >= EXPOSED_MIN_FRACTION:
+        # only what independent compute can hide: not the critical-path windows
+        if (c.exposed_ps - c.critical_path_ps) / step_ps(analysis) >= EXPOSED_MIN_FRACTION:
             todo.append(c)
     if not todo:
         return []
@@ -77,7 +78,10 @@ def enable_offload(self, analysis):
     claims = {}
     evidence = [f"SparseCore offload verdict: {sc.verdict} ({sc.reason})"]
     for c in todo:
-        s = max(0.0, c.exposed_ps - c.count * residual)
+        if c.critical_path_ps > 0:
+            evidence.append(f"{c.type}: {ms(c.critical_path_ps)} per step is on the critical path (each consumes the op "
+                            "just before it): offload cannot hide it and it is not counted")
+        s = max(0.0, c.exposed_ps - c.critical_path_ps - c.count * residual)
         claims[f"bucket:{c.bucket}"] = s
         hf = f", {pct(c.hidden_fraction)} of its window hidden" if c.hidden_fraction is not None else ""
         evidence.append(

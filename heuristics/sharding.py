@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from heuristics._util import ms, pct
+from heuristics._util import ms, pct, serving, step_ps
 from profanalyzer.workload import classify_workload
 from profanalyzer.rules import rule
 from profanalyzer.vocab import COMPUTE_BUCKETS
@@ -56,6 +56,8 @@ def overlap_all_to_all(self, analysis):
     the expert MLP dimension is large enough to be near the roofline;
     reduce EP if the per-expert work is small.
     """
+    if serving(analysis):
+        return []
     wl = classify_workload(analysis)
     c = analysis.collectives.get("all_to_all")
     if wl.kind != "moe" or c is None or c.fraction_of_step < A2A_MIN_FRACTION:
@@ -96,7 +98,7 @@ def pipeline_bubbles(self, analysis):
     fits (PP only across pods, over DCN).
     """
     colls = analysis.collectives
-    if not any(t in colls and colls[t].count > 0 for t in ("collective_permute", "send_recv")):
+    if serving(analysis) or not any(t in colls and colls[t].count > 0 for t in ("collective_permute", "send_recv")):
         return []
     idle = analysis.breakdown["idle"]
     if idle.fraction < BUBBLE_MIN_FRACTION:
@@ -136,6 +138,8 @@ def communication_bound(self, analysis):
     table: FSDP for dense, FSDP + CP only when long sequences need it, with the
     minimum CP degree); grow the per-device batch so FSDP gathers hide.
     """
+    if serving(analysis):
+        return []
     wl = classify_workload(analysis)
     exposed = {t: analysis.collectives[t] for t in ("all_gather", "reduce_scatter", "all_reduce") if t in analysis.collectives}
     total = sum(c.exposed_ps for c in exposed.values())
@@ -165,4 +169,57 @@ def communication_bound(self, analysis):
     ]
 
 
-RULES = (overlap_all_to_all, pipeline_bubbles, communication_bound)
+#: Critical-path all-reduce share of the step worth acting on.
+TP_CRITICAL_MIN_FRACTION = 0.02
+#: Share of a critical-path all-reduce a collective matmul (the all-reduce
+#: decomposed and overlapped with the producing matmul's chunks) is assumed to
+#: hide; the guide publishes no figure.
+COLLECTIVE_MATMUL_HIDES = 0.5
+
+
+@rule("SH004", "sharding", "Tensor-parallel all-reduces on the critical path", fixtures=("serving_tp2_w4", "dense_short_fsdp"))
+def tp_all_reduce_critical(self, analysis):
+    """
+    What it detects: all-reduces that each consume the op right before them
+    (the row-parallel matmul of tensor parallelism) and hide nothing, above
+    2% of the step: the TensorCore waits for ICI between two layers.
+
+    Why it costs time: with tensor parallelism every row-parallel linear ends
+    in an all-reduce that the next layer needs, so no independent compute is
+    ready to overlap it; the guide's ~11.5k FLOP/byte hardware intensity
+    against ICI is why TP over ICI easily becomes communication-bound.
+    SparseCore offload cannot hide such a collective: nothing independent runs
+    beside it.
+
+    What to change: overlap the all-reduce with the matmul that produces it
+    (a collective matmul: decompose it into reduce-scatter + all-gather over
+    chunks of the matmul), or lower the TP degree (serve more replicas with
+    data parallelism) when the weights fit in HBM per core.
+    """
+    ar = analysis.collectives.get("all_reduce")
+    step = step_ps(analysis)
+    if ar is None or ar.critical_path_ps / step < TP_CRITICAL_MIN_FRACTION:
+        return []
+    mm = sum(b.ps for k, b in analysis.breakdown.items() if k in COMPUTE_BUCKETS and k.startswith("matmul"))
+    saving = min(ar.critical_path_ps, mm) * COLLECTIVE_MATMUL_HIDES
+    scopes = f" under {', '.join(ar.tf_ops[:2])}" if ar.tf_ops else ""
+    evidence = [
+        f"all-reduce on the critical path: {ms(ar.critical_path_ps)} per step ({pct(ar.critical_path_ps / step)}) of "
+        f"{ms(ar.exposed_ps)} exposed, {ar.count:.0f} per step{scopes}",
+        "each consumes the op that ran just before it (named among its operands) and hides no compute",
+        _intensity_line(analysis),
+    ]
+    actions = [
+        "# overlap each all-reduce with its producing matmul (collective matmul: reduce-scatter + all-gather",
+        "# over chunks of the row-parallel matmul), or serve with a lower TP degree and more replicas",
+        "# when the weights fit in HBM per core (the guide: TP over ICI is easily communication-bound)",
+    ]
+    assumptions = [
+        f"a collective matmul hides {COLLECTIVE_MATMUL_HIDES:.0%} of the critical-path all-reduce time (assumed: the "
+        "guide publishes no figure); removing TP altogether would remove all of it if the model fits",
+        "SparseCore offload alone would not help: nothing independent of these all-reduces is ready to run",
+    ]
+    return [self.finding(analysis, saving, evidence, actions, assumptions, claims={"bucket:all_reduce": saving})]
+
+
+RULES = (overlap_all_to_all, pipeline_bubbles, communication_bound, tp_all_reduce_critical)

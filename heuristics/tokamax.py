@@ -46,7 +46,8 @@ def splash_efficiency(analysis) -> tuple[float, str]:
 def use_splash(self, analysis):
     """
     What it detects: attention computed as plain dots and softmax fusions
-    (no attention kernel) above 3% of the step.
+    above 3% of the step, in a step that runs no fused attention kernel (any
+    family: splash, flash, ragged / paged attention, ...).
 
     Why it costs time: standard attention writes the score matrix to HBM and
     reads it back for softmax and the second dot: HBM-bound and quadratic in
@@ -57,7 +58,8 @@ def use_splash(self, analysis):
     `attention=flash`, which selects splash on TPU).
     """
     un = analysis.bucket_ops.get("attention_unfused")
-    if un is None or un.fraction < UNFUSED_MIN_FRACTION:
+    fused = analysis.bucket_ops.get("attention_kernel")
+    if un is None or un.fraction < UNFUSED_MIN_FRACTION or (fused is not None and fused.ps > 0):
         return []
     eff, how = splash_efficiency(analysis)
     peak = analysis.hardware.per_core.peak_bf16_tflops * 1e12
@@ -126,6 +128,43 @@ def use_megablox(self, analysis):
             claims=_claims_by_bucket(expert, saving),
         )
     ]
+
+
+#: Layout ops feeding a fused attention kernel: share of the step worth acting on.
+LAYOUT_MIN_FRACTION = 0.02
+
+
+@rule("TK005", "tokamax", "Layout ops feed the fused attention kernel: give it its native layout", fixtures=("serving_tp2_w4", "attention_splash"))
+def attention_native_layout(self, analysis):
+    """
+    What it detects: transposes, reshapes and copies that run under a fused
+    attention kernel's own scope (they exist to put Q/K/V or the KV cache
+    into the kernel's layout) above 2% of the step.
+
+    Why it costs time: each is a pass through HBM that does no attention
+    math; the kernel itself is already fused, so this time is pure data
+    movement in front of it.
+
+    What to change: produce Q/K/V (and the KV cache pages) in the layout the
+    kernel reads, so XLA needs no transpose: fold the permutation into the
+    projection's output layout, or pick the kernel variant / block sizes
+    (tune-jax) for the layout the model already has.
+    """
+    lay = analysis.bucket_ops.get("attention_layout")
+    if lay is None or lay.fraction < LAYOUT_MIN_FRACTION:
+        return []
+    kern = analysis.bucket_ops.get("attention_kernel")
+    ops = [op for op in analysis.top_ops if "attention:layout" in op.tags]
+    evidence = [f"layout ops under the attention kernel's scope: {ms(lay.ps)} per step ({pct(lay.fraction)}) over "
+                f"{lay.ops} distinct ops" + (f"; the kernel itself {ms(kern.ps)}" if kern is not None and kern.ps > 0 else "")]
+    evidence += [op_line(op) for op in ops[:4]]
+    actions = [
+        "# emit Q/K/V and the KV cache in the kernel's native layout (fold the transpose into the projection output),",
+        "# or choose the kernel variant / block sizes for the layout the model has (tune-jax)",
+    ]
+    assumptions = ["the permutation folds into the producers' output layout: the separate layout passes disappear "
+                   "(assumed; no guide figure)"]
+    return [self.finding(analysis, lay.ps, evidence, actions, assumptions, claims={"bucket:attention": lay.ps})]
 
 
 def _claims_by_bucket(ops, saving: float) -> dict[str, float]:
@@ -213,4 +252,4 @@ def max_logit_estimate(self, analysis):
     ]
 
 
-RULES = (use_splash, use_megablox, tune_block_sizes, max_logit_estimate)
+RULES = (use_splash, use_megablox, tune_block_sizes, max_logit_estimate, attention_native_layout)

@@ -35,14 +35,22 @@ def compute_ps(analysis: Analysis) -> float:
     return sum(b[k].ps for k in COMPUTE_ORDER)
 
 
+#: Below this share of compute time with known FLOPs, shares are measured in time.
+FLOPS_COVERAGE_MIN = 0.9
+
+
 def attention_share(analysis: Analysis) -> tuple[float, str]:
-    """Attention's share of compute: by model FLOPs when the trace has FLOPs, else by time."""
+    """Attention's share of compute: by model FLOPs when the trace has the
+    FLOPs of (nearly) all compute, else by time (an attention kernel without
+    a FLOPs stat would otherwise read as no attention at all)."""
     bo = analysis.bucket_ops
     flops = sum(bo[b].model_flops for b in COMPUTE_ORDER if b in bo)
-    if flops > 0 and "attention" in bo:
+    coverage = analysis.utilisation.flops_coverage
+    if flops > 0 and "attention" in bo and (coverage is None or coverage >= FLOPS_COVERAGE_MIN):
         return bo["attention"].model_flops / flops, "model FLOPs"
     c = compute_ps(analysis)
-    return (analysis.breakdown["attention"].ps / c if c > 0 else 0.0), "TensorCore compute time"
+    basis = "TensorCore compute time" + (" (FLOPs missing for part of the compute)" if flops > 0 else "")
+    return (analysis.breakdown["attention"].ps / c if c > 0 else 0.0), basis
 
 
 def cp_evidence(analysis: Analysis) -> bool:
@@ -55,7 +63,63 @@ def cp_evidence(analysis: Analysis) -> bool:
     return any("context_parallel" in s or "/cp/" in s for s in scopes)
 
 
+def run_kind(analysis: Analysis) -> tuple[str, tuple[str, ...]]:
+    rk = analysis.run_kind
+    if rk is None:  # a document saved before run kinds existed
+        return "unknown", ("the analysis carries no run kind",)
+    return rk.kind, tuple(rk.reasons)
+
+
+#: Shares of the step a serving verdict names (largest first).
+SERVING_TOP = 3
+
+
+def tensor_parallel(analysis: Analysis) -> str:
+    """Why the all-reduces look like tensor parallelism, or ''."""
+    ar = analysis.collectives.get("all_reduce")
+    if ar is None or ar.count <= 0:
+        return ""
+    scopes = " ".join(ar.tf_ops).lower()
+    if "rowparallel" in scopes.replace("_", "") or "psum" in scopes:
+        return f"{ar.count:.0f} all-reduces per step under row-parallel / psum scopes"
+    if ar.critical_path_ps >= 0.5 * ar.exposed_ps > 0:
+        return f"{ar.count:.0f} all-reduces per step, each consuming the op right before it"
+    return ""
+
+
+def _serving_class(analysis: Analysis, kind: str, long_seq: bool, reasons: list[str], rk_reasons: tuple[str, ...]) -> WorkloadClass:
+    """The serving verdict: what dominates the step and which parallelism it uses."""
+    b = analysis.breakdown
+    top = sorted((k for k in b if k != "idle"), key=lambda k: -b[k].fraction)[:SERVING_TOP]
+    dominant = ", ".join(f"{k} {b[k].fraction:.0%}" for k in top if b[k].fraction > 0)
+    tp = tensor_parallel(analysis)
+    a2a = analysis.collectives.get("all_to_all")
+    if tp:
+        primary = "tensor parallelism (TP)"
+        reasons.append(f"tensor parallelism: {tp}")
+    elif kind == "moe" and a2a is not None and a2a.count > 0:
+        primary = "expert parallelism (EP)"
+    elif any(c.count > 0 for c in analysis.collectives.values()):
+        primary = "data / other parallelism (collectives present, kind not evident)"
+    else:
+        primary = "none visible (no collectives in the step)"
+    secondary = "expert parallelism (EP)" if tp and kind == "moe" else "—"
+    return WorkloadClass(
+        kind=kind,
+        sequence=("long" if long_seq else "short"),
+        row=f"inference step ({kind}): {dominant}" if dominant else f"inference step ({kind})",
+        primary_sharding=primary,
+        secondary_sharding=secondary,
+        main_bottleneck=top[0] if top else "—",
+        reasons=tuple(reasons),
+        run_kind="inference",
+        run_kind_reasons=rk_reasons,
+    )
+
+
 def classify_workload(analysis: Analysis) -> WorkloadClass:
+    """The guide's workload row for a training step; a serving verdict for an
+    inference step (the guide's table is about training)."""
     reasons = []
     colls = analysis.collectives
     a2a = colls.get("all_to_all")
@@ -87,6 +151,11 @@ def classify_workload(analysis: Analysis) -> WorkloadClass:
         key = ("dense", "long" if long_seq else "short")
     if not moe:
         reasons.insert(0, "no expert kernels, expert-scoped ops or expert all-to-alls: dense model")
+    rk, rk_reasons = run_kind(analysis)
+    if rk == "inference":
+        return _serving_class(analysis, key[0], long_seq, reasons, rk_reasons)
+    if rk == "unknown":
+        reasons.append("run kind unknown: the guide's (training) workload row is assumed")
     row, primary, secondary, bottleneck = TABLE[key]
     return WorkloadClass(
         kind=key[0],
@@ -96,4 +165,6 @@ def classify_workload(analysis: Analysis) -> WorkloadClass:
         secondary_sharding=secondary,
         main_bottleneck=bottleneck,
         reasons=tuple(reasons),
+        run_kind=rk,
+        run_kind_reasons=rk_reasons,
     )
