@@ -194,20 +194,35 @@ def _facts(a: Analysis, findings: Findings | None) -> tuple[Fact, ...]:
         facts.append(Fact("Run", a.run, "fact-run"))
     facts += [
         Fact("Hosts", f"{len(a.hosts)} ({hosts})" if a.hosts else "0", "fact-hosts"),
-        Fact("Chip", f"{chip}", "fact-chip", f"from {a.chip_source}"),
+        Fact("Chip", f"{chip}" + (" (assumed)" if a.chip_source.startswith("assumed") else ""), "fact-chip",
+             a.chip_source if a.chip_source.startswith("assumed") else f"from {a.chip_source}"),
         Fact("Cores", f"{a.tensorcores} TensorCores · {a.sparsecores} SparseCores", "fact-cores"),
         Fact("Steps used", f"{st.kept} of {st.count} ({st.source})", "fact-steps"),
         Fact("Step time", f"{ms(t['median'])} ms median · {ms(t['min'])}–{ms(t['max'])} ms", "fact-step-time"),
     ]
+    if a.run_kind is not None:
+        facts.insert(2 if a.run else 1, Fact("Run kind", a.run_kind.kind, "fact-run-kind", "; ".join(a.run_kind.reasons)))
     u = a.utilisation
-    facts.append(Fact("MFU", pct(u.mfu) + (f" ({u.mfu_flops_source})" if u.mfu is not None else " (no FLOP counts in the trace)"), "fact-mfu"))
+    low = f"; low confidence: FLOPs known for {pct(u.flops_coverage, 0)} of the compute" if u.low_confidence else ""
+    facts.append(Fact("MFU", pct(u.mfu) + (f" ({u.mfu_flops_source}{low})" if u.mfu is not None else f" ({u.mfu_flops_source})"), "fact-mfu"))
     if u.mxu_matmul is not None:
         facts.append(Fact("Matmul MXU utilisation", pct(u.mxu_matmul), "fact-mxu"))
     stragglers = [c.core for c in a.per_core if c.straggler]
     if stragglers:
         facts.append(Fact("Straggler cores", ", ".join(stragglers), "fact-stragglers"))
+    ho = a.host_offload
+    if ho is not None and ho.ps > 0:
+        rate = f" · {ho.gbps:.1f} GB/s while waiting" if ho.gbps else ""
+        facts.append(Fact("Host offload", f"{ho.bytes_per_step / 1e9:.2f} GB per step and core{rate}", "fact-host-offload",
+                          f"{ho.from_host_bytes / 1e9:.2f} GB from host, {ho.to_host_bytes / 1e9:.2f} GB to host, "
+                          f"{ho.transfers:.0f} transfers; the core waits {pct(ho.fraction)} of the step"))
     if findings is not None and findings.workload is not None:
         facts.append(Fact("Workload", findings.workload.row, "fact-workload", "; ".join(findings.workload.reasons)))
+    if a.capture is not None:
+        facts.append(Fact("Capture", a.capture.verdict + (f" ({len(a.capture.issues)} issue{'s' if len(a.capture.issues) != 1 else ''})" if a.capture.issues else ""),
+                          "fact-capture", "; ".join(i.message for i in a.capture.issues)))
+    for x in a.assumptions:
+        facts.append(Fact("Assumed", x, "fact-assumed"))
     return tuple(facts)
 
 
@@ -221,8 +236,9 @@ def _kpis(a: Analysis, findings: Findings | None) -> tuple[Kpi, ...]:
         Kpi(
             "kpi-mfu",
             "MFU",
-            pct(u.mfu),
-            "model FLOPs / BF16 peak" if u.mfu is not None else "no FLOP counts in the trace",
+            pct(u.mfu) + (" *" if u.low_confidence else ""),
+            ("model FLOPs / BF16 peak" + (f" (* FLOPs known for {pct(u.flops_coverage, 0)} of the compute)" if u.low_confidence else ""))
+            if u.mfu is not None else "no FLOP counts in the trace",
             "neutral" if u.mfu is None else ("good" if u.mfu >= 0.4 else ("warn" if u.mfu >= 0.25 else "bad")),
         ),
         Kpi("kpi-exposed", "Exposed communication", pct(exp_f), f"{ms(exp_ps)} ms per step", "good" if exp_f < 0.05 else ("warn" if exp_f < 0.15 else "bad")),

@@ -72,12 +72,27 @@ def render_markdown(analysis: Analysis, findings: Findings | None, *, max_recomm
     )
     out.append("")
     kpis = [f"**Step time {ms(t['median'])} ms** (median; {ms(t['min'])}–{ms(t['max'])})"]
-    kpis.append(f"MFU {pct(u.mfu)}" if u.mfu is not None else "MFU unknown")
+    kpis.append((f"MFU {pct(u.mfu)}" + (f" (low confidence: FLOPs known for {pct(u.flops_coverage, 0)} of the compute)"
+                                      if u.low_confidence else "")) if u.mfu is not None else "MFU unknown")
     kpis.append(f"exposed communication {pct(exp_f)} ({ms(exp_ps)} ms)")
     if idle is not None:
         kpis.append(f"idle {pct(idle.fraction)}")
     out.append(" · ".join(kpis))
     out.append("")
+    if a.run_kind is not None:
+        out.append(f"Run kind: **{md_escape(a.run_kind.kind)}** ({md_escape('; '.join(a.run_kind.reasons[:2]))})")
+        out.append("")
+    ho = a.host_offload
+    if ho is not None and ho.ps > 0:
+        out.append(f"Host offload: the core waits {pct(ho.fraction)} of the step for {ho.bytes_per_step / 1e9:.2f} GB "
+                   f"per step" + (f" ({ho.gbps:.1f} GB/s)" if ho.gbps else ""))
+        out.append("")
+    for x in a.assumptions:
+        out.append(f"_Assumed: {md_escape(x)}_")
+        out.append("")
+    if a.capture is not None and a.capture.issues:
+        out.append(f"_Capture {md_escape(a.capture.verdict)}: {md_escape('; '.join(i.message for i in a.capture.issues))}_")
+        out.append("")
     out.append(md_escape(headline(a), line_start=True))
     out.append("")
 

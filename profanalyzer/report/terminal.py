@@ -36,17 +36,20 @@ def format_summary(a: Analysis, top: int = 10, findings=None) -> str:
     chip = a.hardware.name
     out = [
         f"profanalyze: {a.source}",
-        f"chip: {chip} (from {a.chip_source}); hosts: {len(a.hosts)}; "
+        f"chip: {chip} ({a.chip_source if a.chip_source.startswith('assumed') else 'from ' + a.chip_source}); hosts: {len(a.hosts)}; "
         f"TensorCores: {a.tensorcores}; SparseCores: {a.sparsecores}",
     ]
     st = a.steps
     dropped = ", ".join(f"step {r.number} ({r.reason})" for r in st.dropped) or "none"
+    if a.run_kind is not None:
+        out.append(f"run kind: {a.run_kind.kind} ({'; '.join(a.run_kind.reasons[:2])})")
     out.append(f"steps: {st.kept} kept of {st.count} (source: {st.source}); dropped: {dropped}")
     t = st.step_time_ps
     u = a.utilisation
     util = []
     if u.mfu is not None:
-        util.append(f"MFU {pct(u.mfu)} ({u.mfu_flops_source})")
+        low = f", low confidence: FLOPs known for {pct(u.flops_coverage, 0)} of the compute" if u.low_confidence else ""
+        util.append(f"MFU {pct(u.mfu)} ({u.mfu_flops_source}{low})")
     if u.mxu_matmul is not None:
         util.append(f"matmul MXU utilisation {pct(u.mxu_matmul)}")
     out.append(
@@ -59,6 +62,11 @@ def format_summary(a: Analysis, top: int = 10, findings=None) -> str:
         s = a.breakdown[b]
         out.append(f"{b:<18}{ms(s.ps):>10}{pct(s.fraction):>9}  {_bar(s.fraction)}")
     out.append(f"{'remat (overlaps)':<18}{ms(a.remat.ps):>10}{pct(a.remat.fraction):>9}  {_bar(a.remat.fraction)}")
+    ho = a.host_offload
+    if ho is not None and ho.ps > 0:
+        rate = f", {ho.gbps:.1f} GB/s while waiting" if ho.gbps else ""
+        out.append(f"host offload: {ho.bytes_per_step / 1e9:.2f} GB per step and TensorCore "
+                   f"({ho.from_host_bytes / 1e9:.2f} GB from host, {ho.to_host_bytes / 1e9:.2f} GB to host){rate}")
     if len(a.per_host) > 1:
         slow = [h.host for h in a.per_host if h.straggler]
         steps = ", ".join(f"{h.host} {ms(h.step_ps)}" for h in a.per_host[:8])
@@ -84,4 +92,8 @@ def format_summary(a: Analysis, top: int = 10, findings=None) -> str:
         out.extend(format_recommendations(findings))
     for n in a.notes:
         out.append(f"note: {n}")
+    for x in a.assumptions:
+        out.append(f"assumed: {x}")
+    if a.capture is not None and a.capture.issues:
+        out.append(f"capture: {a.capture.verdict} ({'; '.join(i.message for i in a.capture.issues)})")
     return "\n".join(out)
