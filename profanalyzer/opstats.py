@@ -175,12 +175,53 @@ def ops_and_roofline(trace: Trace, work: list[CoreWork], kept_steps: set[int], s
     util = _utilisation(agg, acc, chip, step_mean, n_core_steps)
     denom = step_mean if step_mean > 0 else 1.0
     ctx = (chip, n_core_steps, denom)
-    top = tuple(_top_op(g, *ctx) for g in agg[:top_n])
-    remat_ops = tuple(_top_op(g, *ctx) for g in [g for g in agg if g.remat][:REMAT_TOP])
-    kernels = tuple(_top_op(g, *ctx) for g in [g for g in agg if g.kernel is not None and str(g.kernel) != ""][:KERNELS_TOP])
+    fam = families(agg)
+    top = tuple(_top_op(g, *ctx) for g in fam[:top_n])
+    remat_ops = tuple(_top_op(g, *ctx) for g in [g for g in fam if g.remat][:REMAT_TOP])
+    kernels = tuple(_top_op(g, *ctx) for g in [g for g in fam if g.kernel is not None and str(g.kernel) != ""][:KERNELS_TOP])
     summaries = _bucket_summaries(agg, n_core_steps, denom, chip)
     host = host_offload_summary(agg, n_core_steps, denom)
     return OpsResult(top, remat_ops, kernels, summaries, host, tuple(agg)), util
+
+
+#: Ops of one family (same instruction name up to its number, category,
+#: bucket and framework scope: one op repeated in unrolled layers) are listed
+#: as one row when there are at least this many.
+FAMILY_MIN = 4
+_NUMBER_SUFFIX = re.compile(r"\.\d+$")
+
+
+def families(agg: list[OpGroup]) -> list[OpGroup]:
+    """The op groups with unrolled repeats of one op merged into one row
+    (`name.*`, count and times summed), most time first."""
+    by_key: dict[tuple, list[OpGroup]] = {}
+    for g in agg:
+        stem = _NUMBER_SUFFIX.sub("", g.name)
+        scoped = stem != g.name and bool((g.tf_op or "").strip())  # repeats share a framework scope
+        key = (stem, g.hlo_category, g.bucket, g.tf_op, g.remat, g.kernel, g.precision, g.part) if scoped else (g.name, id(g))
+        by_key.setdefault(key, []).append(g)
+    out: list[OpGroup] = []
+    for key, members in by_key.items():
+        if len(members) < FAMILY_MIN:
+            out.extend(members)
+            continue
+        first = members[0]
+        f = OpGroup(f"{key[0]}.* ({len(members)} ops)", first.hlo_category, first.bucket)
+        for attr in ("tf_op", "dedup", "remat", "phase", "kernel", "precision", "reason", "part", "to_host"):
+            setattr(f, attr, getattr(first, attr))
+        for m in members:
+            f.self_ps += m.self_ps
+            f.count += m.count
+            f.tot_flops += m.tot_flops
+            f.tot_model_flops += m.tot_model_flops
+            f.mf_known += m.mf_known
+            f.tot_bytes += m.tot_bytes
+            f.flops_unknown = f.flops_unknown or m.flops_unknown
+        # per occurrence: the family's mean
+        f.flops = f.tot_flops / f.count if f.count and any(m.flops == m.flops for m in members) else math.nan
+        f.bytes = f.tot_bytes / f.count if f.count and any(m.bytes == m.bytes for m in members) else math.nan
+        out.append(f)
+    return sorted(out, key=lambda g: (-g.self_ps, g.name))
 
 
 def _utilisation(agg: list[OpGroup], acc: dict, chip, step_mean: float, n_core_steps: int) -> Utilisation:

@@ -273,9 +273,6 @@ def test_op_families_of_real_captures_are_synthesized(gen):
 # analysis vs truth (the classifier of #14)
 # ---------------------------------------------------------------------------
 
-NEEDS_14 = pytest.mark.xfail(strict=False, reason="needs #14 classifier")
-
-
 @pytest.fixture(scope="module")
 def analysed(tmp_path_factory):
     cache: dict = {}
@@ -315,7 +312,6 @@ def test_analysis_host_offload_and_precision(name, analysed):
         assert got == pytest.approx(sm["breakdown_fraction"].get(b, 0.0), abs=0.01), b
 
 
-@NEEDS_14
 @pytest.mark.parametrize("name", NEW)
 def test_analysis_run_kind(name, analysed):
     _, doc, truth = analysed(name)
