@@ -13,7 +13,6 @@ writes; `findings.load_analysis` reads it back.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping
@@ -42,8 +41,8 @@ from profanalyzer.model import (  # noqa: F401 - the records' old import path
 from profanalyzer.opstats import OpsResult, ops_and_roofline, program_names, run_kind_of  # noqa: F401 - OpsResult's old path
 from profanalyzer.overlap import analyze_overlap
 from profanalyzer.timeline import build_timeline
-from profanalyzer.vocab import ATTENTION_SPLIT, BUCKETS, COLLECTIVE_BUCKETS, MATMUL_BUCKETS, PHASES
-from profanalyzer.trace import ANALYSIS_LINES, LINE_OPS, Trace, load_trace
+from profanalyzer.vocab import BUCKETS, COLLECTIVE_BUCKETS, PHASES
+from profanalyzer.trace import ANALYSIS_LINES, Trace, load_trace
 
 
 #: Steady-state rule: a step is an outlier when |d - median| > K * scale, with

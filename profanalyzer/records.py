@@ -70,7 +70,7 @@ def _hints(cls: type) -> tuple[tuple[str, Any, bool], ...]:
     """(name, resolved type, required) of each field of a record class."""
     hints = typing.get_type_hints(cls)
     return tuple(
-        (f.name, hints[f.name], f.default is MISSING and f.default_factory is MISSING)  # type: ignore[misc]
+        (f.name, hints[f.name], f.default is MISSING and f.default_factory is MISSING)
         for f in fields(cls)
     )
 
