@@ -135,3 +135,17 @@ def test_analyze_leaves_the_garbage_collector_as_it_found_it(capsys, tmp_path):
         assert not gc.isenabled()  # a caller that had it off keeps it off
     finally:
         gc.enable()
+
+
+@pytest.mark.parametrize("name", ["serving_tp2_w4", "offload_off"])
+def test_analyze_a_saved_json_renders_what_the_trace_did(capsys, tmp_path, name):
+    saved = tmp_path / "saved.json"
+    rc, _, err = run(capsys, "analyze", str(sample_path(name)), "--json", str(saved), "--no-html", "-q")
+    assert rc == 0, err
+    outs = []
+    for src in (sample_path(name), saved):
+        md = tmp_path / f"{src.name}.md"
+        rc, out, err = run(capsys, "analyze", str(src), "--no-html", "--markdown", str(md))
+        assert rc == 0, err
+        outs.append((out, md.read_text()))
+    assert outs[0] == outs[1]  # the saved document names the trace it came from

@@ -94,18 +94,24 @@ def analyze(trace: str, chip: str | None, jobs: int | None, json_out: str | None
             output: str | None, no_html: bool, md_out: str | None, timestamp: bool, quiet: bool) -> None:
     """Attribute step time, analyse overlap, rank recommendations, write the HTML report."""
     from profanalyzer.analysis import AnalysisOptions, analyze_trace, read_trace
-    from profanalyzer.findings import run_rules
+    from profanalyzer.findings import analyze_source, run_rules
+    from profanalyzer.model import is_json_document
     from profanalyzer.report.terminal import format_summary
 
     refuse_overwriting_input(trace, json_out, md_out, None if no_html else output)
     options = AnalysisOptions(chip=chip, jobs=jobs, progress=_progress(quiet))
-    model = read_trace(trace, options)
-    # The input's hash (report footer) runs on a second core during the
-    # single-threaded analysis; during the read both cores decode.
-    digest = None if no_html else _hash_in_background(trace)
-    a = analyze_trace(model, options)
-    del model
-    f = run_rules(a, select=_codes(select), ignore=_codes(ignore))
+    if is_json_document(trace):
+        # A saved `--json` document: rendered again without the trace.
+        a, f = analyze_source(trace, options, select=_codes(select), ignore=_codes(ignore))
+        digest = None if no_html else _hash_in_background(trace)
+    else:
+        model = read_trace(trace, options)
+        # The input's hash (report footer) runs on a second core during the
+        # single-threaded analysis; during the read both cores decode.
+        digest = None if no_html else _hash_in_background(trace)
+        a = analyze_trace(model, options)
+        del model
+        f = run_rules(a, select=_codes(select), ignore=_codes(ignore))
     to_stdout = json_out == "-" or md_out == "-"
     if json_out:
         write_json(result_dict(a, f), json_out)
