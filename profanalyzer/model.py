@@ -27,6 +27,7 @@ Imports: records, vocab and errors only (the floor below the analysis).
 from __future__ import annotations
 
 import gzip
+import zlib
 import json
 import math
 from dataclasses import dataclass, field
@@ -637,9 +638,21 @@ def is_json_document(path: str | Path) -> bool:
         if head[:2] == b"\x1f\x8b":
             with gzip.open(p, "rb") as gz:
                 head = gz.read(4096)
-    except (OSError, EOFError, gzip.BadGzipFile):
+    except (OSError, EOFError, gzip.BadGzipFile, zlib.error):
         return False
     return head.lstrip()[:1] == b"{"
+
+
+def is_analysis_document(path: str | Path) -> bool:
+    """A saved profanalyze document (JSON with a `schema_version`), not a
+    trace nor another tool's JSON (a trace viewer's .trace.json)."""
+    if not is_json_document(path):
+        return False
+    try:
+        doc = read_json(path)
+    except InputError:
+        return False
+    return isinstance(doc, dict) and "schema_version" in doc
 
 
 def read_json(path: str | Path) -> Any:

@@ -95,12 +95,12 @@ def analyze(trace: str, chip: str | None, jobs: int | None, json_out: str | None
     """Attribute step time, analyse overlap, rank recommendations, write the HTML report."""
     from profanalyzer.analysis import AnalysisOptions, analyze_trace, read_trace
     from profanalyzer.findings import analyze_source, run_rules
-    from profanalyzer.model import is_json_document
+    from profanalyzer.model import is_analysis_document
     from profanalyzer.report.terminal import format_summary
 
     refuse_overwriting_input(trace, json_out, md_out, None if no_html else output)
     options = AnalysisOptions(chip=chip, jobs=jobs, progress=_progress(quiet))
-    if is_json_document(trace):
+    if is_analysis_document(trace):
         # A saved `--json` document: rendered again without the trace.
         a, f = analyze_source(trace, options, select=_codes(select), ignore=_codes(ignore))
         digest = None if no_html else _hash_in_background(trace)
