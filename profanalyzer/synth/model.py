@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .program import (
+from .builder import (
     BUCKET_INDEX,
     BUCKETS,
     PRODUCT_BUCKETS,
