@@ -27,7 +27,8 @@ import json
 import os
 from pathlib import Path
 
-from .model import build_truth, simulate
+from .model import simulate
+from .truth import build_truth
 from . import real_shapes
 from .builder import BUCKETS, COLL_BUCKETS
 from .program import build_plan
