@@ -1,6 +1,6 @@
 """analyze(path) -> Analysis: the analysis stage of the pipeline.
 
-read (xspace.reader) -> model (trace.load_trace) -> analyze (this module:
+read (xspace.reader) -> model (tracebuild.load_trace -> trace) -> analyze (this module:
 classification, exclusive attribution, steady-state steps, roofline) ->
 findings (heuristics) -> render (report).
 
@@ -42,7 +42,8 @@ from profanalyzer.opstats import OpsResult, ops_and_roofline, program_names, run
 from profanalyzer.overlap import analyze_overlap
 from profanalyzer.timeline import build_timeline
 from profanalyzer.vocab import BUCKETS, COLLECTIVE_BUCKETS, PHASES
-from profanalyzer.trace import ANALYSIS_LINES, Trace, load_trace
+from profanalyzer.trace import ANALYSIS_LINES, Trace
+from profanalyzer.tracebuild import load_trace
 
 
 #: Steady-state rule: a step is an outlier when |d - median| > K * scale, with

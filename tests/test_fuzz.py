@@ -41,7 +41,8 @@ from profanalyzer.info import format_info, trace_info
 from profanalyzer.report.html import render_html
 from profanalyzer.report.markdown import render_markdown
 from profanalyzer.report.terminal import format_summary
-from profanalyzer.trace import ANALYSIS_LINES, load_trace
+from profanalyzer.trace import ANALYSIS_LINES
+from profanalyzer.tracebuild import load_trace
 from profanalyzer.xspace import wire, xplane_pb2
 from test_reader import _basic_space
 

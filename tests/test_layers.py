@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parent.parent
 FLOORS = {
     "profanalyzer": 0, "profanalyzer.errors": 0, "profanalyzer.vocab": 0, "profanalyzer.format": 0, "profanalyzer.stats": 0,
     "profanalyzer.records": 1, "profanalyzer.hardware": 1, "profanalyzer.model": 1,
-    "profanalyzer.xspace": 2, "profanalyzer.trace": 2, "profanalyzer.classify": 2,
+    "profanalyzer.xspace": 2, "profanalyzer.trace": 2, "profanalyzer.tracebuild": 2, "profanalyzer.classify": 2,
     "profanalyzer.attribution": 3,
     "profanalyzer.overlap": 4,
     "profanalyzer.timeline": 5,

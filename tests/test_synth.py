@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from profanalyzer.synth import COLL_BUCKETS, SCENARIOS, gzip_bytes, synthesize, truth_path_for, write_scenario
-from profanalyzer.synth.model import robust_outliers
-from profanalyzer.synth.program import PRODUCT_BUCKETS
+from profanalyzer.synth.truth import robust_outliers
+from profanalyzer.synth.builder import PRODUCT_BUCKETS
 from profanalyzer.xspace import xplane_pb2 as pb
 
 ROOT = Path(__file__).resolve().parents[1]

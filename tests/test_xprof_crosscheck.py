@@ -126,7 +126,8 @@ from profanalyzer.analysis import analyze  # noqa: E402
 from profanalyzer.attribution import classify_plane  # noqa: E402
 from profanalyzer.classify import BUCKETS, COLLECTIVE_BUCKETS  # noqa: E402
 from profanalyzer.overlap import windows_for_core, window_name  # noqa: E402
-from profanalyzer.trace import LINE_ASYNC, LINE_OPS, load_trace  # noqa: E402
+from profanalyzer.trace import LINE_ASYNC, LINE_OPS  # noqa: E402
+from profanalyzer.tracebuild import load_trace  # noqa: E402
 from profanalyzer.xspace import xplane_pb2  # noqa: E402
 from xprof_util import listing as _listing  # noqa: E402
 from xprof_util import real_cli_cache  # noqa: E402

@@ -95,7 +95,8 @@ except ImportError as exc:  # not installed, or its native library does not load
     pytest.skip(f"XProf cross-check needs the optional extra: pip install -e '.[xprof]' ({exc})", allow_module_level=True)
 
 from profanalyzer.analysis import analyze  # noqa: E402
-from profanalyzer.trace import LINE_OPS, load_trace  # noqa: E402
+from profanalyzer.trace import LINE_OPS  # noqa: E402
+from profanalyzer.tracebuild import load_trace  # noqa: E402
 from xprof_util import datatable, run_converters  # noqa: E402
 
 REAL = Path(__file__).resolve().parents[1].parent / "shared" / "real-traces"

@@ -50,7 +50,7 @@ def _progress(quiet: bool):
 def info(trace: str, chip: str | None, jobs: int | None, json_out: str | None, quiet: bool) -> None:
     """Hosts, planes, chip, lines and event counts, steps, programs, time span."""
     from profanalyzer.info import format_info, trace_info
-    from profanalyzer.trace import load_trace
+    from profanalyzer.tracebuild import load_trace
 
     ti = trace_info(load_trace(trace, chip=chip, jobs=jobs, progress=_progress(quiet)))
     if json_out:

@@ -27,9 +27,11 @@ import json
 import os
 from pathlib import Path
 
-from .model import build_truth, simulate
+from .model import simulate
+from .truth import build_truth
 from . import real_shapes
-from .program import BUCKETS, COLL_BUCKETS, build_plan
+from .builder import BUCKETS, COLL_BUCKETS
+from .program import build_plan
 from .scenarios import LEVERS, SCENARIOS, Scenario, get_scenario
 from .writer import hostnames_for, plane_names, run_name_for, write_host
 

@@ -28,7 +28,7 @@ Bucket rules these templates follow (the truth is written in them):
 from __future__ import annotations
 
 from .hlo import nbytes, shape
-from .program import (
+from .builder import (
     CORE_HBM,
     CORE_ICI,
     CORE_PEAK_BF16,

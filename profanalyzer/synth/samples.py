@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 from . import SCENARIOS, write_scenario
-from .program import COLL_BUCKETS
+from .builder import COLL_BUCKETS
 
 #: Scenarios shipped in sample_traces/ (all of the catalog).
 SAMPLE_SET: tuple[str, ...] = tuple(SCENARIOS)

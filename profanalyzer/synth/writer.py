@@ -27,7 +27,7 @@ from ..hardware import TPU7X
 from ..xspace import xplane_pb2 as pb
 from . import pbenc as P
 from .model import SC_PER_CORE, Rng, Timeline
-from .program import stable_hash
+from .builder import stable_hash
 
 US = 1_000_000
 EPOCH_BASE_NS = 1_733_000_000_000_000_000  # early December 2024

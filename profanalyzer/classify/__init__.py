@@ -1,0 +1,296 @@
+"""Op classifier: every TensorCore op -> one exclusive time bucket.
+
+Input is the op identity XProf stores on an ``XLA Ops`` event's metadata:
+the full HLO text (metadata ``name``), the instruction name
+(``display_name``), the compiler's ``hlo_category`` stat, the framework
+``tf_op`` name stack and ``shape_with_layout``. All of these are untrusted
+strings: any of them may be empty, truncated or hostile, and the classifier
+never raises on them.
+
+How a decision is made
+----------------------
+1. The op is parsed once (``parse.Op``): instruction name (before ``=`` in the HLO
+   text, else the display name), opcode (the first ``word(`` after the output
+   shape; from the display name when the text is cut before it), the operand
+   region (everything after the opcode's ``(``), and the name-stack tokens of
+   ``tf_op``.
+2. The ordered rules in ``RULES`` are tried top to bottom; the first that
+   matches decides ``bucket``, ``collective``, ``role``, ``kernel`` and
+   ``precision`` and writes ``reason`` (prefixed with the rule's name). Each
+   rule is driven by a named regex table below (``COLLECTIVE_KINDS``,
+   ``ATTENTION_KERNELS``, ``MATMUL_CATEGORIES``, ...). Collectives and async
+   copies come first (an op *is* communication regardless of the model scope
+   it was emitted for), then attention and Megablox kernels, then the
+   attention name-stack scope, then matmuls, then other Pallas kernels.
+   Anything left is ``other_compute``.
+3. ``remat`` and ``phase`` are orthogonal tags from their own tables.
+
+Documented choices
+------------------
+* Matmul precision (``parse.matmul_precision``) looks at *operand* element types
+  (HLO prints the output type first: ``%f = bf16[..] fusion(f8e4m3fn[..] %a,
+  ..)``): any f8 type -> ``fp8``; else the first of int8 (s8/u8/s4/u4), bf16,
+  f32 that appears as a *matrix-like* operand (>= 2 dimensions larger than 1)
+  -- so 1-D norm scales, scalars, index and sync-flag operands (s32/u32) do
+  not decide; else the same over all operands; when the text is cut before
+  the operands, the output type(s) in the text or ``shape_with_layout`` decide.
+  fp8 -> ``matmul_fp8``, bf16 -> ``matmul_bf16``, anything else (f32, int8,
+  f16, unknown) -> ``matmul_other``.
+* Attention (``attention.*`` rules): Pallas attention kernels (splash, flash,
+  ragged paged attention) by name; plus every op under an attention *core*
+  name-stack scope (MaxText ``AttentionOp_N``, ``apply_attention*``,
+  ``dot_product_attention``, ``*flash_attention``, ``*splash_attention``,
+  ``splash_mha_*`` ...), whatever its opcode -- mask iotas, layout copies for
+  the kernel, softmax pieces and the QK^T / PV dots exist only because of
+  attention, so attention's share of the step includes them; plus, under a
+  generic attention scope (a token containing ``attention``/``attn``, e.g.
+  ``self_attention``, ``MultiHeadDotProductAttention_0``), the matmuls and
+  softmax-like ops (exp, max/sum reductions, softmax) that are not inside a
+  projection/rotary/norm sub-scope (``query``, ``key``, ``value``, ``out``,
+  ``*_proj``, ``*_projection``, ``*rotary*``, ``*norm*``...). Tokens like
+  ``pre_self_attention_layer_norm`` are norms, not attention.
+* Megablox grouped matmuls are matmuls (``kernel="megablox_gmm"``) only for
+  the kernel op itself (a custom-call / Pallas call / custom fusion, or an op
+  *named* gmm/tgmm); helper ops under a ``jit(gmm)`` scope stay
+  ``other_compute`` because the matmul buckets measure MXU ops, while the
+  attention bucket measures attention as a feature.
+* ``async-collective-start/-done`` (continuation fusions, category ``custom
+  fusion``) carry no kind in their text; it is inferred from the two buffers
+  the fusion threads through: output tuple (start) or operands (done) begin
+  with (shard, full) -> bigger second buffer = all-gather, smaller =
+  reduce-scatter, equal = all-reduce (the three kinds continuation fusion
+  handles). When that is impossible (truncated text), ``collective`` is None,
+  bucket ``other_collective``, and attribution pairs the done with its start.
+* ``copy-start``/``copy-done`` are async memory copies (HBM<->host/VMEM), not
+  collectives: ``other_compute``.
+* ``remat``: instruction or display name contains ``.remat`` (XLA remat pass:
+  ``fusion.12.remat``, ``copy.3.remat2``) or ``tf_op`` has a
+  ``rematted_computation`` scope (``jax.checkpoint``). ``checkpoint/`` alone is
+  not remat (the forward pass of a checkpointed layer), as XProf agrees.
+* ``phase``: ``transpose(jvp(`` -> backward, ``jvp(`` -> forward, an optimizer
+  scope token (``optimizer``, ``optax``, ``adam*``, ``scale_by_*``,
+  ``apply_gradients``, a bare ``update`` segment, ...) -> optimizer, else None.
+  Optimizer math without such a scope (MaxText's Adam update shows as
+  ``jit(train_step)/jit(main)/reduce_sum``) gets None.
+* Collective kinds: sync ops -> role ``sync``; ``-start``/``-done`` ops and
+  ``async-start``/``async-done`` wrappers -> ``start``/``done`` (an
+  ``async-update`` counts as ``start``); an async wrapper whose ``calls=``
+  target is plain compute (custom-call, fusion, copy) is ``other_compute``.
+  collective-permute and collective-broadcast -> ``collective_permute``;
+  send/recv -> ``send_recv`` (``host_transfer`` when
+  ``is_host_transfer=true``); infeed/outfeed -> ``host_transfer``; these all
+  land in ``other_collective``. Operand names (``%all-gather.276`` feeding a
+  matmul) never decide anything.
+* v5p ``megacore fusion`` ops carry no kind in their text and stay
+  ``other_compute`` (TPU7x has no megacore). XProf's synthetic ``IDLE`` op is
+  ``other_compute`` too: the ``idle`` bucket is computed by attribution from
+  gaps, never returned here.
+* ``reason`` quotes input only through ``parse.clip`` (short, printable ASCII,
+  markup and ``|`` replaced), so it is safe to render.
+
+Checked against XProf's own per-op table of a real v5p MaxText run by
+``tools/check_golden.py`` (see tests/test_classify.py for the numbers).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Mapping, Sequence
+
+import numpy as np
+
+from profanalyzer.classify.parse import Op, as_text
+from profanalyzer.classify.parse import matmul_kernel_flops as matmul_kernel_flops
+from profanalyzer.classify.rules import RULES, Rule, Verdict, op_phase, op_remat
+from profanalyzer.classify.tables import (
+    ATTENTION_KERNELS as ATTENTION_KERNELS,
+    ATTENTION_PARTS as ATTENTION_PARTS,
+    COLLECTIVE_FUSION_CATEGORIES as COLLECTIVE_FUSION_CATEGORIES,
+    COLLECTIVE_KINDS as COLLECTIVE_KINDS,
+    COLLECTIVES,
+    DONE_OPERAND,
+    KERNELS,
+    MATMUL_CATEGORIES as MATMUL_CATEGORIES,
+    MATMUL_OPCODES as MATMUL_OPCODES,
+    MAX_TEXT,
+    PAIR_CALL,
+    PAIR_GENERIC,
+    PAIR_SENDRECV,
+    PRECISIONS,
+    ROLES,
+)
+from profanalyzer.vocab import BUCKETS, COLLECTIVE_BUCKETS, COMPUTE_BUCKETS, MATMUL_BUCKETS, PHASES
+
+__all__ = [
+    "BUCKETS",
+    "COLLECTIVE_BUCKETS",
+    "MATMUL_BUCKETS",
+    "COMPUTE_BUCKETS",
+    "COLLECTIVES",
+    "ROLES",
+    "KERNELS",
+    "PRECISIONS",
+    "PHASES",
+    "RULES",
+    "OpClass",
+    "Rule",
+    "classify_op",
+    "classify_columns",
+    "ROLE_CODES",
+    "classify_table",
+    "async_pair_key",
+    "async_done_operand",
+]
+
+
+@dataclass(frozen=True)
+class OpClass:
+    bucket: str  # one of BUCKETS except "idle"
+    collective: str | None  # one of COLLECTIVES or None
+    role: str | None  # collectives only: one of ROLES
+    remat: bool
+    phase: str | None  # one of PHASES or None
+    kernel: str | None  # one of KERNELS or None
+    precision: str | None  # one of PRECISIONS or None (matmuls / attention)
+    reason: str  # "[rule.name] why"
+    attention_part: str | None = None  # one of ATTENTION_PARTS (attention bucket only)
+    shape_flops: float | None = None  # 2*M*N*K from a matmul kernel's operand shapes
+
+
+# --------------------------------------------------------------------------
+# Public API
+# --------------------------------------------------------------------------
+def classify_op(hlo_text: str, display_name: str = "", category: str = "", tf_op: str = "",
+                shape_with_layout: str = "") -> OpClass:
+    """Classify one op. Never raises on odd input; see the module docstring."""
+    return _classify_cached(as_text(hlo_text, MAX_TEXT), as_text(display_name), as_text(category), as_text(tf_op),
+                            as_text(shape_with_layout))
+
+
+@lru_cache(maxsize=4096)
+def _classify_cached(text: str, display: str, category: str, tf_op: str, swl: str) -> OpClass:
+    return _classify(text, display, category, tf_op, swl)
+
+
+def _classify(text: str, display: str, category: str, tf_op: str, swl: str) -> OpClass:
+    op = Op(text, display, category, tf_op, swl)
+    verdict: Verdict | None = None
+    rule_name = "default"
+    for rule in RULES:
+        try:
+            verdict = rule.match(op)
+        except Exception as exc:  # defensive: a rule bug must not kill an analysis
+            verdict = None
+            rule_name = f"{rule.name}!error:{type(exc).__name__}"
+            continue
+        if verdict is not None:
+            rule_name = rule.name
+            break
+    if verdict is None:  # pragma: no cover - default always matches
+        verdict = Verdict("other_compute", reason="no rule matched")
+    try:
+        remat = op_remat(op)
+        phase = op_phase(op)
+    except Exception:  # pragma: no cover - defensive
+        remat, phase = False, None
+    return OpClass(
+        bucket=verdict.bucket,
+        collective=verdict.collective,
+        role=verdict.role,
+        remat=remat,
+        phase=phase,
+        kernel=verdict.kernel,
+        precision=verdict.precision,
+        reason=f"[{rule_name}] {verdict.reason}",
+        attention_part=verdict.attention_part,
+        shape_flops=verdict.shape_flops,
+    )
+
+
+def async_pair_key(display_name: str) -> tuple[str, str] | None:
+    """Key that a start op and its done op share, and the op's role.
+
+    ``all-gather-start.12`` / ``all-gather-done.12`` -> ``("all-gather-*.12", role)``;
+    ``async-collective-start.5`` -> ``"async-collective-*.5"``;
+    ``reduce-scatter.543.cloned.1.call-start`` / ``...call-done`` ->
+    ``"reduce-scatter.543.cloned.1.call-*"``; ``send.1`` / ``send-done.1`` ->
+    ``"send-*.1"``; ``copy-start.7`` -> ``"copy-*.7"``. The ``*`` marks the
+    start/done slot, so a key never equals a real instruction name.
+    Anything else (sync ops, ``-update``) -> None.
+    """
+    n = as_text(display_name, 1024).strip().lstrip("%")
+    if not n:
+        return None
+    m = PAIR_CALL.match(n)
+    if m:
+        return f"{m.group('base')}.call-*", m.group("role").lower()
+    m = PAIR_SENDRECV.match(n)
+    if m:
+        return f"{m.group('base').lower()}-*{m.group('suffix')}", "done" if m.group("done") else "start"
+    m = PAIR_GENERIC.match(n)
+    if m:
+        return f"{m.group('base')}-*{m.group('suffix')}", m.group("role").lower()
+    return None
+
+
+
+def async_done_operand(hlo_text: str) -> str | None:
+    """For a done op's HLO text, the start op it consumes (``copy-done(... %copy-start.50)``
+    -> ``"copy-start.50"``), else None. Lets attribution pair ops whose numbering drifted."""
+    text = as_text(hlo_text, MAX_TEXT)
+    op = Op(text, "", "", "", "")
+    if op.op_end < 0:
+        return None
+    m = DONE_OPERAND.search(text, op.op_end)
+    return m.group(1) if m else None
+
+
+#: Integer codes of the async roles (0: none / not a collective half).
+ROLE_CODES = {"start": 1, "done": 2, "sync": 3, "offload_start": 4, "offload_done": 5}
+
+_OUT_COLUMNS = ("bucket", "collective", "role", "remat", "phase", "kernel", "precision", "reason", "attention_part",
+                "shape_flops")
+_IN_COLUMNS = ("hlo_text", "display_name", "category", "tf_op", "shape_with_layout")
+
+
+def classify_columns(cols: Mapping[str, Sequence], n: int | None = None) -> dict[str, np.ndarray]:
+    """Vectorised ``classify_op`` over columns (one row per op metadata).
+
+    Input columns: hlo_text, display_name, category, tf_op, shape_with_layout
+    (missing columns read as ""). Returns numpy arrays bucket, collective,
+    role, remat (bool), phase, kernel, precision, reason (object arrays with
+    None where classify_op says None). Each distinct input tuple is
+    classified once.
+    """
+    if n is None:
+        n = max((len(v) for v in cols.values()), default=0)
+    inputs = [list(cols[c]) if c in cols else [""] * n for c in _IN_COLUMNS]
+    cache: dict[tuple, OpClass] = {}
+    results: list[OpClass] = []
+    append = results.append
+    for key in zip(*inputs):
+        try:
+            r = cache.get(key)
+        except TypeError:  # an unhashable cell (list, dict): use the str forms
+            key = tuple(as_text(v) for v in key)
+            r = cache.get(key)
+        if r is None:
+            r = cache[key] = classify_op(*key)
+        append(r)
+    out: dict[str, np.ndarray] = {}
+    for c in _OUT_COLUMNS:
+        col = np.empty(len(results), dtype=object)
+        col[:] = [getattr(r, c) for r in results]
+        out[c] = col
+    out["remat"] = out["remat"].astype(bool)
+    return out
+
+
+def classify_table(df):
+    """``classify_columns`` over a pandas DataFrame, returning a DataFrame
+    with the same index (for notebooks; the analysis uses classify_columns)."""
+    import pandas as pd
+
+    out = classify_columns({c: df[c].tolist() for c in _IN_COLUMNS if c in df.columns}, n=len(df))
+    return pd.DataFrame({c: pd.Series(v, dtype=bool if c == "remat" else object, index=df.index) for c, v in out.items()}, index=df.index)

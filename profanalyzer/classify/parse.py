@@ -1,0 +1,530 @@
+"""The op parse: one op's identity split into memoized per-field features
+(`Op`, with the category/opcode/name/tf_op infos), the matmul precision
+helpers and `matmul_kernel_flops`."""
+
+from __future__ import annotations
+
+import math
+from functools import lru_cache
+from typing import Any, NamedTuple
+
+from profanalyzer.classify.tables import (
+    ARRAY,
+    ASYNC_COLLECTIVE_FUSION,
+    ASYNC_COPY,
+    ATTENTION_KERNELS,
+    ATTN_CORE_TOKEN,
+    ATTN_EXCLUDED_TOKEN,
+    ATTN_GENERIC_TOKEN,
+    BACKWARD,
+    CALLS,
+    COLLECTIVE_FUSION_CATEGORIES,
+    COLLECTIVE_KINDS,
+    FORWARD,
+    GENERIC_ASYNC,
+    GMM,
+    INSTR,
+    INT8,
+    KERNELISH_CATEGORY,
+    KERNEL_ATTR_KEYS,
+    KIND_IN_TEXT,
+    MATMUL_CATEGORIES,
+    MATMUL_OPCODES,
+    MAX_FIELD,
+    NAME_HINT,
+    NAME_OPCODE,
+    OFFLOAD_CALL,
+    OPCODE,
+    OPTIMIZER_TOKEN,
+    OTHER_ATTENTION_KERNEL_NAME,
+    PALLAS_TOKEN,
+    PRECISIONS,
+    PREC_ARRAY,
+    REMAT_NAME,
+    REMAT_TF_OP,
+    ROLE_SUFFIX,
+    SOFTMAX_PRIMITIVE,
+    SOFTMAX_SCOPE,
+    TF_PARAMS,
+    TF_SPLIT,
+    UNSAFE,
+)
+
+
+# --------------------------------------------------------------------------
+# Parsing. Features of each field are memoized on that field alone: across a
+# profile, categories, opcodes, tf_op stacks, names and dims strings repeat a
+# lot even when whole ops do not.
+# --------------------------------------------------------------------------
+def as_text(value: Any, cap: int = MAX_FIELD) -> str:
+    """Coerce anything (None, NaN, bytes, numbers) to a bounded str."""
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        s = value
+    elif isinstance(value, (bytes, bytearray)):
+        s = bytes(value).decode("utf-8", "replace")
+    elif isinstance(value, float) and math.isnan(value):
+        return ""
+    else:
+        try:
+            s = str(value)
+        except Exception:  # pragma: no cover - pathological __str__
+            return ""
+    if len(s) > cap:
+        s = s[:cap]
+    return s.replace("\x00", "") if "\x00" in s else s
+
+
+def clip(s: str, n: int = 48) -> str:
+    """A short, inert excerpt of an untrusted string for reasons: printable
+    ASCII only, with markup and markdown-table characters replaced by '?'."""
+    s = UNSAFE.sub("?", s[: n + 1])
+    return s if len(s) <= n else s[: n - 3] + "..."
+
+
+def _kind_of(s: str) -> str | None:
+    for kind, rx in COLLECTIVE_KINDS:
+        if rx.match(s):
+            return kind
+    return None
+
+
+def kind_in_text(s: str) -> str | None:
+    for kind, rx in KIND_IN_TEXT:
+        if rx.search(s):
+            return kind
+    return None
+
+
+def _role_of(s: str, default: str = "sync") -> str:
+    for role, rx in ROLE_SUFFIX:
+        if rx.search(s):
+            return role
+    return default
+
+
+def _sendrecv_role(s: str) -> str:
+    return "done" if s.lower().split(".", 1)[0].endswith("-done") else "start"
+
+
+class _CatInfo(NamedTuple):
+    norm: str
+    coll_kind: str | None  # category names a collective
+    coll_role: str
+    coll_is_fusion: bool
+    matmul: bool
+    kernelish: bool  # custom-call / custom fusion
+    async_copy: bool
+    generic_async: str  # "start" | "done" | "" (category async-start/-done)
+
+
+@lru_cache(maxsize=1024)
+def _cat_info(category: str) -> _CatInfo:
+    norm = " ".join(category.lower().split())
+    kind, role, is_fusion = None, "sync", False
+    for k, rx in COLLECTIVE_FUSION_CATEGORIES:
+        if rx.match(norm):
+            kind, is_fusion = k, True
+            break
+    if kind is None and norm:
+        kind = _kind_of(norm)
+        if kind == "send_recv":
+            role = _sendrecv_role(norm)
+        elif kind is not None:
+            role = _role_of(norm)
+    ga = GENERIC_ASYNC.match(norm)
+    return _CatInfo(
+        norm=norm,
+        coll_kind=kind,
+        coll_role=role,
+        coll_is_fusion=is_fusion,
+        matmul=bool(norm and MATMUL_CATEGORIES.match(norm)),
+        kernelish=bool(norm and KERNELISH_CATEGORY.match(norm)),
+        async_copy=bool(ASYNC_COPY.match(norm)),
+        generic_async=(ga.group(1).lower() if ga else ""),
+    )
+
+
+class _OpcInfo(NamedTuple):
+    coll_kind: str | None
+    coll_role: str
+    matmul: bool
+    async_copy: bool
+    generic_async: str  # "start" | "done" | "update" | ""
+    custom_call: bool
+
+
+@lru_cache(maxsize=1024)
+def _opc_info(opcode: str) -> _OpcInfo:
+    kind = _kind_of(opcode) if opcode else None
+    if kind == "send_recv":
+        role = _sendrecv_role(opcode)
+    elif kind == "host_transfer":
+        role = "sync"
+    else:
+        role = _role_of(opcode)
+    ga = GENERIC_ASYNC.match(opcode)
+    return _OpcInfo(
+        coll_kind=kind,
+        coll_role=role,
+        matmul=bool(opcode and MATMUL_OPCODES.match(opcode)),
+        async_copy=bool(ASYNC_COPY.match(opcode)),
+        generic_async=(ga.group(1).lower() if ga else ""),
+        custom_call=opcode in ("custom-call", "custom-call-start"),
+    )
+
+
+class _NameInfo(NamedTuple):
+    hint: bool  # anything below can be true
+    async_copy: bool
+    offload_role: str  # "offload_start" | "offload_done" | ""
+    acf_role: str  # async-collective-start/-done: "start" | "done" | ""
+    coll_kind: str | None  # name starts with a collective opcode
+    coll_role: str
+    kind_in: str | None  # a collective kind anywhere in the name
+    gmm: bool
+    attn_kernel: str | None  # splash / flash / ragged_paged_attention / pallas
+    remat: bool
+
+
+_EMPTY_NAME = _NameInfo(False, False, "", "", None, "sync", None, False, None, False)
+
+
+_COLL_PREFIXES = ("all-", "reduce-scatter", "ragged-all", "collective-", "send", "recv", "infeed", "outfeed")
+_KIND_WORDS = ("gather", "scatter", "reduce", "to-all", "to_all", "permute", "broadcast")
+
+
+@lru_cache(maxsize=65536)
+def _name_info(name: str) -> _NameInfo:
+    low = name.lower()
+    if not low or not NAME_HINT.search(low):
+        return _EMPTY_NAME
+    off = OFFLOAD_CALL.search(low) if ".call-" in low else None
+    acf = ASYNC_COLLECTIVE_FUSION.match(low) if low.startswith("async-collective-") else None
+    kind = _kind_of(low) if low.startswith(_COLL_PREFIXES) else None
+    stem = low.split(".", 1)[0]
+    role = _sendrecv_role(stem) if kind == "send_recv" else _role_of(stem)
+    attn = None
+    if "att" in low or "splash" in low:
+        for k, rx in ATTENTION_KERNELS:
+            if rx.search(low):
+                attn = k
+                break
+        if attn is None and OTHER_ATTENTION_KERNEL_NAME.search(low):
+            attn = "pallas"
+    return _NameInfo(
+        hint=True,
+        async_copy=low.startswith("copy-") and bool(ASYNC_COPY.match(low)),
+        offload_role=(("offload_" + off.group(1)) if off else ""),
+        acf_role=(acf.group(1) if acf else ""),
+        coll_kind=kind,
+        coll_role=role,
+        kind_in=(kind_in_text(low) if any(w in low for w in _KIND_WORDS) else None),
+        gmm=("gmm" in low) and bool(GMM.search(low)),
+        attn_kernel=attn,
+        remat=(".remat" in low) and bool(REMAT_NAME.search(low)),
+    )
+
+
+class _TfInfo(NamedTuple):
+    tokens: tuple[str, ...]
+    attn_core: str  # first attention-core token, or ""
+    attn_generic: str  # first generic attention token, or ""
+    attn_excluded: bool  # a projection/rotary/norm token below the generic one
+    attn_softmax: str  # softmax-like primitive/scope below the generic one, or ""
+    attn_kernel: str | None  # attention kernel named in tf_op
+    gmm_scope: bool
+    pallas_last: bool  # last token is pallas_call
+    phase: str | None
+    remat: bool
+
+
+_EMPTY_TF = _TfInfo((), "", "", False, "", None, False, False, None, False)
+
+
+@lru_cache(maxsize=65536)
+def _tf_info(tf_op: str) -> _TfInfo:
+    if not tf_op.strip():
+        return _EMPTY_TF
+    stripped = TF_PARAMS.sub("", tf_op)
+    toks: list[str] = []
+    for seg in TF_SPLIT.split(stripped):
+        if seg:
+            toks.extend(t for t in seg.split(".") if t)
+    tokens = tuple(toks)
+    core, generic, first = "", "", -1
+    for i, t in enumerate(tokens):
+        if ATTN_CORE_TOKEN.match(t):
+            core = t
+            break
+        if first < 0 and ATTN_GENERIC_TOKEN.search(t) and not ATTN_EXCLUDED_TOKEN.match(t):
+            first, generic = i, t
+    excluded, softmax = False, ""
+    if generic and not core:
+        below = tokens[first + 1:]
+        excluded = any(ATTN_EXCLUDED_TOKEN.match(t) for t in below)
+        if below and SOFTMAX_PRIMITIVE.match(below[-1]):
+            softmax = below[-1]
+        elif any(SOFTMAX_SCOPE.search(t) for t in below):
+            softmax = "softmax"
+    low = tf_op.lower()
+    kernel = None
+    for k, rx in ATTENTION_KERNELS:
+        if rx.search(low):
+            kernel = k
+            break
+    if BACKWARD.search(tf_op):
+        phase = "backward"
+    elif FORWARD.search(tf_op):
+        phase = "forward"
+    elif any(OPTIMIZER_TOKEN.match(t) for t in tokens):
+        phase = "optimizer"
+    else:
+        phase = None
+    return _TfInfo(
+        tokens=tokens,
+        attn_core=core,
+        attn_generic=generic,
+        attn_excluded=excluded,
+        attn_softmax=softmax,
+        attn_kernel=kernel,
+        gmm_scope=("gmm" in low) and any(GMM.search(t.lower()) for t in tokens),
+        pallas_last=bool(tokens and PALLAS_TOKEN.match(tokens[-1])),
+        phase=phase,
+        remat=bool(REMAT_TF_OP.search(tf_op)),
+    )
+
+
+@lru_cache(maxsize=65536)
+def _dims(dims: str) -> tuple[int, int]:
+    """'1,2048,<=16' -> (elements, number of dims larger than 1)."""
+    elems, big = 1, 0
+    for d in dims.split(","):
+        d = d.strip().lstrip("<=").strip()
+        if d.isdigit():
+            n = int(d)
+            elems *= n
+            big += n > 1
+    return elems, big
+
+
+def _arrays(segment: str) -> list[tuple[str, str]]:
+    """[(dtype, dims_str)] of every array type written in an HLO segment."""
+    return ARRAY.findall(segment) if segment else []
+
+
+def _prec_arrays(segment: str) -> list[tuple[str, str]]:
+    """Like _arrays, only the element types that can decide a precision."""
+    return PREC_ARRAY.findall(segment) if segment else []
+
+
+class Op:
+    """One op's parsed identity; heavier features are computed lazily."""
+
+    def __init__(self, text: str, display: str, category: str, tf_op: str, swl: str):
+        self.text = text
+        self.display = display.strip().lstrip("%")
+        self.cat = _cat_info(category)
+        self.tf = _tf_info(tf_op)
+        self.tf_op = tf_op
+        self.swl = swl
+        self.head_end = -1  # end of "name = "
+        self.op_end = -1  # position right after "opcode("
+        name = opcode = ""
+        m = INSTR.match(text)
+        if m:
+            name = m.group(1)
+            self.head_end = m.end()
+            om = OPCODE.search(text, m.end() - 1)
+            if om:
+                opcode = om.group(1)
+                self.op_end = om.end()
+        self.name = name or self.display
+        self.opcode_from_text = bool(opcode)
+        if not opcode:
+            nm = NAME_OPCODE.match(self.name.lower())
+            if nm:
+                opcode = nm.group(1)
+        self.opcode = opcode
+        self.opc = _opc_info(opcode)
+        self.names = (self.name,) if self.name == self.display or not self.display else (self.name, self.display)
+        self.nis = tuple(_name_info(n) for n in self.names)
+        self._attrs: str | None = None
+
+    @property
+    def operand_text(self) -> str:
+        """Text after ``opcode(``: operands and attributes ("" if not visible)."""
+        return self.text[self.op_end:] if self.op_end >= 0 else ""
+
+    @property
+    def operands(self) -> str:
+        """The operand list alone (up to the ``)`` that closes ``opcode(``)."""
+        t = self.operand_text
+        depth = 1
+        for i, ch in enumerate(t):
+            if ch == "(":
+                depth += 1
+            elif ch == ")":
+                depth -= 1
+                if depth == 0:
+                    return t[:i]
+        return t
+
+    @property
+    def output_text(self) -> str:
+        """The output shape(s): from the HLO text, else shape_with_layout."""
+        if self.head_end >= 0:
+            end = self.op_end if self.op_end >= 0 else len(self.text)
+            seg = self.text[self.head_end:end]
+            if "[" in seg:
+                return seg
+        return self.swl
+
+    @property
+    def calls(self) -> str:
+        """Lowercased target of ``calls=%...`` or ""."""
+        i = self.text.find("calls=")
+        if i < 0:
+            return ""
+        m = CALLS.match(self.text, i)
+        return m.group(1).lower() if m else ""
+
+    @property
+    def attrs(self) -> str:
+        """Lowercased attribute tail of the text (custom_call_target=..., backend_config=...)."""
+        if self._attrs is None:
+            start = max(self.op_end, 0)
+            hits = [i for i in (self.text.find(k, start) for k in KERNEL_ATTR_KEYS) if i >= 0]
+            self._attrs = self.text[min(hits):].lower() if hits else ""
+        return self._attrs
+
+    @property
+    def is_kernel_op(self) -> bool:
+        """A custom-call / Pallas call (the kernel itself, not a helper op).
+
+        XLA stamps a kernel's ``tf_op`` (``.../pallas_call``) on the layout
+        copies it inserts around the call too, so the ``pallas_call`` token
+        only counts when the HLO text does not show the opcode.
+        """
+        if self.opc.custom_call or self.cat.kernelish:
+            return True
+        if self.opcode_from_text:
+            return False
+        return self.tf.pallas_last
+
+
+# --------------------------------------------------------------------------
+# Precision
+# --------------------------------------------------------------------------
+def _pick_precision(segment: str, allow_int: bool) -> str | None:
+    if not segment:
+        return None
+    if "f8e" in segment and any(d.startswith("f8e") for d, _ in PREC_ARRAY.findall(segment)):
+        return "fp8"
+    arrays = _prec_arrays(segment)
+    if not arrays:
+        return None
+    dtypes = {d for d, _ in arrays}
+    matrix = {d for d, dims in arrays if _dims(dims)[1] >= 2}
+    for pool in (matrix, dtypes):
+        if allow_int and pool & INT8:
+            return "int8"
+        if "bf16" in pool:
+            return "bf16"
+        if "f16" in pool:
+            return "f16"
+        if "f32" in pool:
+            return "f32"
+    return None
+
+
+def matmul_precision(op: Op, allow_int: bool = True) -> tuple[str | None, str]:
+    """(precision, where) -- see the module docstring for the rule."""
+    p = _pick_precision(op.operand_text, allow_int)
+    if p:
+        return p, "operands"
+    if op.swl and "f8e" in op.swl.lower():
+        return "fp8", "shape_with_layout"
+    p = _pick_precision(op.output_text, allow_int)
+    if p:
+        return p, "output type"
+    return None, "no element type"
+
+
+def matmul_bucket(precision: str | None) -> str:
+    if precision == "fp8":
+        return "matmul_fp8"
+    if precision == "bf16":
+        return "matmul_bf16"
+    if precision == "int8":
+        return "matmul_int8"
+    return "matmul_other"
+
+
+def public_precision(p: str | None) -> str | None:
+    return p if p in PRECISIONS else None
+
+
+def infer_kind_from_buffers(segment: str) -> tuple[str | None, str]:
+    """Continuation fusion buffers: (shard, full, ...) -> kind.
+
+    The first two arrays with more than 2 elements are the buffers (the
+    scalar u32 sync flags and the s32[2] counter are skipped)."""
+    bufs = []
+    for d, dims in _arrays(segment):
+        n = _dims(dims)[0]
+        if dims.strip() and n > 2:
+            bufs.append((d.lower(), n))
+            if len(bufs) == 2:
+                break
+    if len(bufs) < 2 or bufs[0][0] != bufs[1][0]:
+        return None, "buffers not visible"
+    a, b = bufs[0][1], bufs[1][1]
+    if b > a:
+        return "all_gather", f"buffer grows x{b / a:g}"
+    if b < a:
+        return "reduce_scatter", f"buffer shrinks x{a / b:g}"
+    return "all_reduce", "buffers equal"
+
+
+def shape_dims(dims: str) -> tuple[int, ...]:
+    return tuple(int(d) for d in (x.strip() for x in dims.split(",")) if d.isdigit())
+
+
+def matmul_kernel_flops(operand_text: str, output_text: str) -> float | None:
+    """2*M*N*K of a matmul kernel from its operand and output shapes.
+
+    The activation is the largest float (bf16/f16/f32/fp8/int8) operand, the
+    weight the largest other matrix operand (any element type, incl. 4-bit);
+    with a 2-D weight [N, K] or [K, N] and the output [.., M, N]:
+    activation elements x weight elements / output elements = K^2. Returns
+    None unless K is a whole number that is one of the weight's dimensions
+    and divides the activation (so scale tensors and odd layouts give None).
+    """
+    out = [shape_dims(d) for _, d in ARRAY.findall(output_text or "")]
+    out = [o for o in out if o and math.prod(o) > 1]
+    if len(out) != 1:
+        return None
+    arrays = [(t, shape_dims(d)) for t, d in ARRAY.findall(operand_text or "")]
+    mats = [(t, d) for t, d in arrays if sum(x > 1 for x in d) >= 2]
+    if len(mats) < 2:
+        return None
+    mats.sort(key=lambda a: -math.prod(a[1]))
+    x_elems = o_elems = w = None
+    o_elems = math.prod(out[0])
+    for i, (t, d) in enumerate(mats):
+        if t in ("bf16", "f16", "f32", "s8", "u8") or t.startswith("f8e"):
+            x_elems = math.prod(d)
+            rest = mats[:i] + mats[i + 1:]
+            w = next((d2 for _, d2 in rest if len([x for x in d2 if x > 1]) == 2), None)
+            break
+    if x_elems is None or w is None or o_elems <= 0:
+        return None
+    w_dims = [x for x in w if x > 1]
+    k2 = x_elems * math.prod(w_dims) / o_elems
+    k = round(math.sqrt(k2))
+    if k <= 0 or k * k != k2 or k not in w_dims or x_elems % k:
+        return None
+    return 2.0 * o_elems * k
+

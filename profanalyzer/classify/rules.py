@@ -1,0 +1,380 @@
+"""The ordered classification rules: each takes a parsed `Op` and returns a
+`Verdict` or None; `RULES` is the order they are tried in."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, NamedTuple
+
+from profanalyzer.classify.tables import (
+    ARRAY,
+    ASYNC_COMPUTE_TARGET,
+    ATTENTION_KERNELS,
+    BITS,
+    COMPUTE_ASYNC_NAME,
+    GMM,
+    HOST_MEMORY_SPACE,
+    HOST_TRANSFER_ATTR,
+    INT8,
+    KIND_BUCKET,
+    LOWBIT_ARRAY,
+    MATMUL_NAME,
+    OUTPUT_FUSION_KIND,
+    QUANT_MATMUL,
+    START_OPERAND,
+    TPU_CUSTOM_CALL,
+)
+from profanalyzer.classify.parse import (
+    clip,
+    Op,
+    infer_kind_from_buffers,
+    kind_in_text,
+    matmul_bucket,
+    matmul_kernel_flops,
+    matmul_precision,
+    public_precision,
+    shape_dims,
+)
+
+
+class Verdict(NamedTuple):
+    bucket: str
+    collective: str | None = None
+    role: str | None = None
+    kernel: str | None = None
+    precision: str | None = None
+    reason: str = ""
+    attention_part: str | None = None
+    shape_flops: float | None = None
+
+
+def _collective(kind: str | None, role: str, reason: str) -> Verdict:
+    return Verdict(KIND_BUCKET.get(kind, "other_collective"), kind, role, None, None, reason)
+
+
+# --------------------------------------------------------------------------
+# Rules (ordered). Each returns a verdict or None.
+# --------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Rule:
+    name: str
+    doc: str
+    match: Callable[[Op], Verdict | None]
+
+
+def _r_empty(op: Op) -> Verdict | None:
+    if not (op.text.strip() or op.display or op.cat.norm or op.tf.tokens):
+        return Verdict("other_compute", reason="no op identity (empty strings)")
+    return None
+
+
+def _r_host_offload(op: Op) -> Verdict | None:
+    copy = op.opc.async_copy or op.cat.async_copy or any(ni.async_copy for ni in op.nis) or op.opcode == "copy"
+    if not copy:
+        generic = op.opc.generic_async or op.cat.generic_async
+        copy = bool(generic) and (op.calls.startswith("copy") or any(COMPUTE_ASYNC_NAME.match(n.lower()) for n in op.names))
+    if copy and "S(5)" in op.text and HOST_MEMORY_SPACE.search(op.text):
+        what = op.opcode or op.cat.norm or op.name
+        return Verdict("host_offload", reason=f"'{clip(what)}' moves a host-memory buffer (memory space S(5)) to or from HBM")
+    return None
+
+
+def _r_async_copy(op: Op) -> Verdict | None:
+    if op.opc.async_copy or op.cat.async_copy or any(ni.async_copy for ni in op.nis):
+        what = op.opcode if op.opc.async_copy else (op.cat.norm if op.cat.async_copy else op.name)
+        return Verdict("other_compute", reason=f"async copy '{clip(what)}' (HBM/VMEM DMA, not a collective)")
+    return None
+
+
+def _r_offload(op: Op) -> Verdict | None:
+    for n, ni in zip(op.names, op.nis):
+        if ni.offload_role:
+            kind = ni.coll_kind or ni.kind_in or kind_in_text(op.calls)
+            return _collective(kind, ni.offload_role,
+                               f"SparseCore offload wrapper '{clip(n)}' -> {kind or 'unknown kind'}")
+    return None
+
+
+def _r_async_collective_fusion(op: Op) -> Verdict | None:
+    for n, ni in zip(op.names, op.nis):
+        role = ni.acf_role
+        if not role:
+            continue
+        calls = op.calls
+        kind = kind_in_text(calls) if calls else None
+        if kind:
+            return _collective(kind, role, f"continuation fusion '{clip(n)}', calls={clip(calls, 32)} -> {kind}")
+        kind, how = infer_kind_from_buffers(op.output_text if role == "start" else op.operand_text)
+        if kind:
+            return _collective(kind, role, f"continuation fusion '{clip(n)}', {how} -> {kind} (inferred)")
+        return _collective(None, role, f"continuation fusion '{clip(n)}', kind not in text ({how}); pair with start")
+    return None
+
+
+def _r_collective_opcode(op: Op) -> Verdict | None:
+    kind = op.opc.coll_kind
+    if kind is None:
+        return None
+    role = op.opc.coll_role
+    if kind == "send_recv" and HOST_TRANSFER_ATTR.search(op.text):
+        kind = "host_transfer"
+    src = "" if op.opcode_from_text else " (from name)"
+    return _collective(kind, role, f"opcode '{clip(op.opcode)}'{src} -> {kind} ({role})")
+
+
+def _r_collective_category(op: Op) -> Verdict | None:
+    c = op.cat
+    if c.coll_kind is None:
+        return None
+    return _collective(c.coll_kind, c.coll_role, f"hlo_category '{clip(c.norm)}' -> {c.coll_kind} ({c.coll_role})")
+
+
+def _r_generic_async(op: Op) -> Verdict | None:
+    role = op.opc.generic_async or op.cat.generic_async
+    if not role:
+        return None
+    src = op.opcode if op.opc.generic_async else op.cat.norm
+    if role == "update":
+        role = "start"
+    kind, how = None, ""
+    calls = op.calls
+    if calls:
+        kind = kind_in_text(calls)
+        how = f"calls={clip(calls, 32)}"
+        if kind is None and ASYNC_COMPUTE_TARGET.match(calls):
+            return Verdict("other_compute", reason=f"async wrapper '{clip(src)}' around compute ({how})")
+    if kind is None:
+        for n, ni in zip(op.names, op.nis):
+            if ni.kind_in:
+                kind, how = ni.kind_in, f"name '{clip(n)}'"
+                break
+    if kind is None and op.op_end >= 0:
+        m = START_OPERAND.search(op.text, op.op_end)
+        if m:
+            kind = kind_in_text(m.group(1).lower())
+            how = f"operand %{clip(m.group(1), 32)}"
+            if kind is None and COMPUTE_ASYNC_NAME.match(m.group(1).lower()):
+                return Verdict("other_compute", reason=f"async wrapper '{clip(src)}' around compute ({how})")
+    if kind is None:
+        for n in op.names:
+            if COMPUTE_ASYNC_NAME.match(n.lower()):
+                return Verdict("other_compute", reason=f"async wrapper '{clip(src)}' around compute (name '{clip(n)}')")
+    if kind:
+        return _collective(kind, role, f"async wrapper '{clip(src)}', {how} -> {kind}")
+    return _collective(None, role, f"async wrapper '{clip(src)}', wrapped kind unknown")
+
+
+def _r_collective_name(op: Op) -> Verdict | None:
+    # Opcode not visible in the text (none, or cut before it) and the name
+    # starts with a collective opcode in a form the opcode parse missed
+    # (`all-gather.clone`, `All-Reduce-Start`).
+    if op.opcode_from_text:
+        return None
+    for n, ni in zip(op.names, op.nis):
+        if ni.coll_kind:
+            return _collective(ni.coll_kind, ni.coll_role,
+                               f"instruction name '{clip(n)}' -> {ni.coll_kind} ({ni.coll_role})")
+    return None
+
+
+def _attrs_kernel(op: Op) -> str | None:
+    attrs = op.attrs
+    if attrs:
+        for k, rx in ATTENTION_KERNELS:
+            if rx.search(attrs):
+                return k
+    return None
+
+
+def _r_attention_kernel(op: Op) -> Verdict | None:
+    if not op.is_kernel_op:
+        return None
+    hit = None
+    for ni in op.nis:  # specific kernels by name first, then tf_op, then attributes
+        if ni.attn_kernel and ni.attn_kernel != "pallas":
+            hit = ni.attn_kernel, "name"
+            break
+    if hit is None and op.tf.attn_kernel:
+        hit = op.tf.attn_kernel, "tf_op"
+    if hit is None:
+        k = _attrs_kernel(op)
+        if k:
+            hit = k, "custom-call attributes"
+    if hit is None and any(ni.attn_kernel == "pallas" for ni in op.nis):
+        hit = "pallas", "name"
+    if hit is None:
+        return None
+    kernel, src = hit
+    p, where = matmul_precision(op, allow_int=False)
+    return Verdict("attention", None, None, kernel, public_precision(p),
+              f"attention kernel ({kernel}) by {src}, {p or 'unknown'} from {where}", "kernel")
+
+
+def _r_megablox(op: Op) -> Verdict | None:
+    by = ""
+    for n, ni in zip(op.names, op.nis):
+        if ni.gmm:
+            by = f"name '{clip(n)}'"
+            break
+    if not by and op.is_kernel_op:
+        if op.tf.gmm_scope:
+            by = "gmm/tgmm scope + kernel op"
+        elif op.attrs and GMM.search(op.attrs):
+            by = "gmm kernel in custom-call attributes"
+    if not by:
+        return None
+    p, where = matmul_precision(op)
+    bucket = matmul_bucket(p)
+    return Verdict(bucket, None, None, "megablox_gmm", public_precision(p),
+              f"Megablox grouped matmul by {by}, {p or 'unknown'} from {where} -> {bucket}")
+
+
+def _quant_precision(op: Op) -> tuple[str, str]:
+    """(precision, bucket) of a quantized matmul kernel from its operands:
+    the activation (the widest float or int8 matrix) sets the MXU precision,
+    the narrowest matrix the weight width (w4a16: 4-bit weights, bf16 in)."""
+    seg = op.operands or op.text
+    arrays = [(t, d) for t, d in ARRAY.findall(seg) if sum(x > 1 for x in shape_dims(d)) >= 2]
+    types = [t for t, _ in arrays]
+    if "bf16" in types or "f16" in types:
+        act: str | None = "bf16"
+    elif any(t.startswith("f8e") for t in types):
+        act = "fp8"
+    elif any(t in INT8 for t in types):
+        act = "int8"
+    else:
+        act = "f32" if "f32" in types else None
+    # f32 matrices next to narrower ones are scales, not weights.
+    bits = [4 if t.startswith("f4e") else BITS.get(t, 8 if t.startswith("f8e") else 16) for t in types if t != "f32"]
+    wbits = min(bits) if bits else 16
+    if act in ("bf16", "f32") and wbits < 16:
+        prec, bucket = f"w{wbits}a16", "matmul_bf16"
+    elif act == "fp8":
+        prec, bucket = ("fp8" if wbits >= 8 else "w4a8"), "matmul_fp8"
+    elif act == "int8":
+        prec, bucket = ("w8a8" if wbits >= 8 else "w4a8"), "matmul_int8"
+    else:
+        prec, bucket = (act or "unknown"), matmul_bucket(act)
+    return prec, bucket
+
+
+def _r_quantized_matmul(op: Op) -> Verdict | None:
+    if not op.is_kernel_op:
+        return None
+    by = ""
+    for n in op.names:
+        if QUANT_MATMUL.search(n.lower()):
+            by = f"name '{clip(n)}'"
+            break
+    if not by and any(QUANT_MATMUL.search(t.lower()) for t in op.tf.tokens):
+        by = "tf_op scope"
+    if not by and op.attrs and QUANT_MATMUL.search(op.attrs):
+        by = "custom-call attributes"
+    if not by and any(MATMUL_NAME.search(n.lower()) for n in op.names) and LOWBIT_ARRAY.search(op.operand_text):
+        by = "matmul kernel with low-bit operands"
+    if not by:
+        return None
+    prec, bucket = _quant_precision(op)
+    flops = matmul_kernel_flops(op.operands, op.output_text)
+    how = "FLOPs 2*M*N*K from operand shapes" if flops else "FLOPs not derivable from the shapes"
+    return Verdict(bucket, None, None, "quantized_matmul", prec,
+              f"quantized matmul kernel by {by}, {prec} -> {bucket}; {how}", None, flops)
+
+
+def _matmul_evidence(op: Op) -> str:
+    if op.cat.matmul:
+        return f"hlo_category '{op.cat.norm}'"
+    if op.opc.matmul:
+        return f"opcode '{op.opcode}'"
+    if not op.cat.norm and op.opcode == "fusion" and OUTPUT_FUSION_KIND.search(op.text):
+        return "kOutput fusion"
+    return ""
+
+
+def _r_attention_scope(op: Op) -> Verdict | None:
+    tf = op.tf
+    if tf.attn_kernel and not op.is_kernel_op:
+        # Under a fused kernel's own scope (`jit(ragged_paged_attention)/transpose`):
+        # the transposes, reshapes, copies and masks that feed the kernel.
+        return Verdict("attention", None, None, None, None,
+                  f"layout/helper op feeding the fused {tf.attn_kernel} kernel (under its tf_op scope)", "layout")
+    if tf.attn_core:
+        p, _ = matmul_precision(op, allow_int=False)
+        return Verdict("attention", None, None, None, public_precision(p),
+                  f"tf_op inside attention core scope '{clip(tf.attn_core, 40)}'", "unfused")
+    if not tf.attn_generic or tf.attn_excluded:
+        return None
+    mm = _matmul_evidence(op)
+    if not (mm or tf.attn_softmax):
+        return None
+    p, _ = matmul_precision(op, allow_int=False)
+    what = f"matmul ({mm})" if mm else f"softmax-like '{clip(tf.attn_softmax, 24)}'"
+    return Verdict("attention", None, None, None, public_precision(p),
+              f"{what} under attention scope '{clip(tf.attn_generic, 40)}' (not a projection)", "unfused")
+
+
+def _r_matmul(op: Op) -> Verdict | None:
+    why = _matmul_evidence(op)
+    if not why:
+        return None
+    p, where = matmul_precision(op)
+    bucket = matmul_bucket(p)
+    if p == "int8" and where == "operands":  # int8 weights: bf16 activations make it w8a16 on a bf16 MXU
+        p, bucket = _quant_precision(op)
+    return Verdict(bucket, None, None, None, public_precision(p), f"{why} + {p or 'unknown'} from {where} -> {bucket}")
+
+
+def _r_pallas(op: Op) -> Verdict | None:
+    if (op.opc.custom_call and TPU_CUSTOM_CALL.search(op.attrs)) or (
+            not op.opcode_from_text and op.tf.pallas_last):
+        return Verdict("other_compute", None, None, "pallas", None, "other Pallas kernel (tpu_custom_call)")
+    return None
+
+
+def _r_default(op: Op) -> Verdict | None:
+    what = f"hlo_category '{op.cat.norm}'" if op.cat.norm else (f"opcode '{op.opcode}'" if op.opcode else "op")
+    return Verdict("other_compute", reason=f"{clip(what, 60)}: no matmul/attention/collective evidence")
+
+
+RULES: tuple[Rule, ...] = (
+    Rule("empty", "No identity at all -> other_compute.", _r_empty),
+    Rule("host_offload", "copy / copy-start / copy-done (or an async wrapper around a copy) of a host-memory "
+         "buffer (layout memory space S(5)) -> host_offload.", _r_host_offload),
+    Rule("async_copy", "copy-start/copy-done (opcode, category or name) -> other_compute.", _r_async_copy),
+    Rule("collective.offload", "SparseCore offload wrapper `<kind>....call-start/-done` -> kind, offload role.",
+         _r_offload),
+    Rule("collective.async_fusion", "async-collective-start/-done continuation fusions; kind from calls= or "
+         "buffer sizes.", _r_async_collective_fusion),
+    Rule("collective.opcode", "Collective HLO opcode (sync, -start, -done, send/recv, infeed/outfeed).",
+         _r_collective_opcode),
+    Rule("collective.category", "XProf category naming a collective (incl. `all-reduce-scatter fusion`).",
+         _r_collective_category),
+    Rule("collective.async_wrapper", "async-start/-done/-update; kind from calls=, name or operand.",
+         _r_generic_async),
+    Rule("collective.name", "Opcode not in the text; instruction name starts with a collective opcode.",
+         _r_collective_name),
+    Rule("attention.kernel", "Pallas attention kernel (splash/flash/ragged paged) -> attention.",
+         _r_attention_kernel),
+    Rule("matmul.megablox", "Megablox gmm/tgmm kernel -> matmul by precision.", _r_megablox),
+    Rule("matmul.quantized", "Quantized / low-bit matmul kernel (quantized_matmul, qmm, w8a8, w4a16, int8/fp8/fp4 "
+         "operands) -> matmul bucket of its activation precision; FLOPs from operand shapes.", _r_quantized_matmul),
+    Rule("attention.scope", "Op under an attention-core tf_op scope, or matmul/softmax under an attention "
+         "scope outside projections -> attention.", _r_attention_scope),
+    Rule("matmul", "convolution/output fusion category, dot/convolution opcode or kOutput fusion -> matmul "
+         "by operand precision.", _r_matmul),
+    Rule("pallas", "Other Pallas tpu_custom_call -> other_compute (kernel=pallas).", _r_pallas),
+    Rule("default", "Everything else -> other_compute.", _r_default),
+)
+
+
+# --------------------------------------------------------------------------
+# Tags
+# --------------------------------------------------------------------------
+def op_remat(op: Op) -> bool:
+    return op.tf.remat or any(ni.remat for ni in op.nis)
+
+
+def op_phase(op: Op) -> str | None:
+    return op.tf.phase
+
+
