@@ -38,10 +38,13 @@ reason. Imports: model and vocab only.
 from __future__ import annotations
 
 import math
+import statistics
 from dataclasses import dataclass
-from typing import Mapping
+from pathlib import Path
+from typing import Mapping, Sequence
 
-from profanalyzer.model import Analysis, Finding, Findings, to_jsonable
+from profanalyzer.errors import InputError
+from profanalyzer.model import Analysis, Finding, Findings, read_document, read_json, to_jsonable
 
 #: A pulled lever that delivered less than this share of its prediction is called out.
 SHORTFALL_RATIO = 0.5
@@ -49,6 +52,9 @@ SHORTFALL_RATIO = 0.5
 #: it is a follow-on (not pulled) when its saving per claimed ps of pool
 #: moved by less than this share.
 FOLLOW_ON_TOLERANCE = 0.05
+#: Calibration across a history: a change counts when the prediction exceeds
+#: this share of the earlier run's step (compare's MIN_EFFECT floor).
+CALIBRATION_MIN_EFFECT = 0.005
 
 
 @dataclass(frozen=True)
@@ -120,17 +126,10 @@ def _same_rate(bl: list[Finding], nl: list[Finding], base: Analysis, new: Analys
     """The finding shrank only because the pools it claims shrank (another
     lever's doing): every pool it claims on BASE it still claims on NEW, at
     the same share of the pool (within FOLLOW_ON_TOLERANCE)."""
-    bc, nc = _claims(bl), _claims(nl)
-    if not bc or set(bc) - set(nc):
-        return False
-    for key, b in bc.items():
-        bp, np_ = _pool_ps(base, key), _pool_ps(new, key)
-        if bp <= 0 or np_ <= 0:
-            return False
-        rb, rn = b / bp, nc[key] / np_
-        if abs(rn - rb) > FOLLOW_ON_TOLERANCE * max(rb, 1e-12):
-            return False
-    return True
+    def rates(found: list[Finding], a: Analysis) -> dict[str, float]:
+        return {k: (c / _pool_ps(a, k) if _pool_ps(a, k) > 0 else 0.0) for k, c in _claims(found).items()}
+
+    return _same_rates(rates(bl, base), rates(nl, new))
 
 
 def comparable(base: Analysis, base_f: Findings, new: Analysis, new_f: Findings) -> str:
@@ -226,9 +225,112 @@ def verify(base: Analysis, base_f: Findings | None, new: Analysis, new_f: Findin
     return Verification(tuple(checks), "")
 
 
+# ---------------------------------------------------------------------------
+# Calibration across runs
+# ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RunPoint:
+    """What calibration needs of one run: its step, its findings' savings."""
+
+    label: str
+    chip: str
+    workload: str | None
+    step_ps: float
+    savings: Mapping[str, tuple[str, float]]  # code -> (lever, estimated saving ps)
+    rates: Mapping[str, Mapping[str, float]]  # code -> claim key -> claimed ps / the pool's ps (follow-on test)
+
+
+@dataclass(frozen=True)
+class CalibrationRow:
+    code: str
+    lever: str
+    changes: int  # pulled-lever changes counted
+    median_ratio: float
+    low_ratio: float  # smallest and largest ratio seen
+    high_ratio: float
+    predicted_ps: float  # summed over the changes
+    observed_ps: float  # credited, summed
+    runs: tuple[str, ...]  # the NEW side of each change
+
+    @property
+    def sentence(self) -> str:
+        return f"{self.code} has delivered {self.median_ratio:.2g}x of its estimate over {self.changes} change{'s' if self.changes != 1 else ''}"
+
+
+def point_of(label: str, a: Analysis, f: Findings) -> RunPoint:
+    sav: dict[str, tuple[str, float]] = {}
+    found = _by_code(f)
+    for code, xs in found.items():
+        sav[code] = (xs[0].lever, math.fsum(float(x.estimated_saving_ps) for x in xs))
+    rates = {code: {k: (c / _pool_ps(a, k) if _pool_ps(a, k) > 0 else 0.0) for k, c in _claims(xs).items()} for code, xs in found.items()}
+    return RunPoint(label, a.hardware.key, f.workload.row if f.workload is not None else None,
+                    float(a.steps.step_time_ps.get("mean", 0.0) or 0.0), sav, rates)
+
+
+def _same_rates(b: Mapping[str, float], n: Mapping[str, float]) -> bool:
+    if not b or set(b) - set(n):
+        return False
+    return all(b[k] > 0 and abs(n[k] - b[k]) <= FOLLOW_ON_TOLERANCE * b[k] for k in b)
+
+
+def pair_ratios(b: RunPoint, n: RunPoint, threshold_ps: float) -> list[tuple[str, str, float, float]]:
+    """(code, lever, predicted, credited) of the rules of `b` pulled in `n`
+    (vanished, or shrunk by more than FOLLOW_ON_TOLERANCE) whose prediction
+    can show above `threshold_ps`; credit shared in proportion to predictions."""
+    if b.chip != n.chip or (b.workload and n.workload and b.workload != n.workload):
+        return []
+    pulled = []
+    for code, (lever, bs) in sorted(b.savings.items()):
+        ns = n.savings.get(code, (lever, 0.0))[1]
+        if code in n.savings and _same_rates(b.rates.get(code, {}), n.rates.get(code, {})):
+            continue  # follow-on: its pools shrank under another lever
+        if bs - ns > FOLLOW_ON_TOLERANCE * bs and bs - ns > threshold_ps:
+            pulled.append((code, lever, bs - ns))
+    joint = math.fsum(p[2] for p in pulled)
+    observed = b.step_ps - n.step_ps
+    return [(code, lever, pred, observed * pred / joint) for code, lever, pred in pulled]
+
+
+def calibrate(points: Sequence[RunPoint], min_effect: float = CALIBRATION_MIN_EFFECT) -> tuple[CalibrationRow, ...]:
+    """Per rule, over consecutive runs of `points` (in time order): the ratio
+    credited / predicted of every change that pulled its lever. The threshold
+    of a change is `min_effect` of the earlier run's step (runs in a history
+    carry no per-step spread of each other)."""
+    acc: dict[str, list[tuple[float, float, str, str]]] = {}
+    for b, n in zip(points, points[1:]):
+        for code, lever, pred, cred in pair_ratios(b, n, min_effect * b.step_ps):
+            acc.setdefault(code, []).append((pred, cred, lever, n.label))
+    rows = []
+    for code, xs in sorted(acc.items()):
+        ratios = sorted(c / p for p, c, _, _ in xs)
+        rows.append(CalibrationRow(code, xs[0][2], len(xs), statistics.median(ratios), ratios[0], ratios[-1],
+                                   math.fsum(p for p, _, _, _ in xs), math.fsum(c for _, c, _, _ in xs), tuple(x[3] for x in xs)))
+    return tuple(rows)
+
+
+def history_points(folder: str | Path) -> list[RunPoint]:
+    """The runs of a history folder: every `*.json` / `*.json.gz` in it (saved
+    `profanalyze analyze --json` documents with findings), in file-name order
+    (name them so that order is time order, e.g. by date). InputError (one
+    line) when the folder is missing or a file is not such a document."""
+    d = Path(folder)
+    if not d.is_dir():
+        raise InputError(f"{folder}: --history needs a folder of `profanalyze analyze --json` files")
+    files = sorted(p for p in d.iterdir() if p.is_file() and (p.name.endswith(".json") or p.name.endswith(".json.gz")))
+    out = []
+    for p in files:
+        a, f = read_document(read_json(p), str(p))
+        if f is None:
+            raise InputError(f"{p}: an analysis JSON without recommendations; the history needs `analyze --json` documents")
+        out.append(point_of(p.name.removesuffix(".gz").removesuffix(".json"), a, f))
+    return out
+
+
 def called_out(v: Verification) -> tuple[RuleCheck, ...]:
     """The pulled levers that saved far less than predicted."""
     return tuple(c for c in v.checks if c.shortfall)
 
 
-__all__ = ["SHORTFALL_RATIO", "PoolCheck", "RuleCheck", "Verification", "verify", "comparable", "ratio_verdict", "called_out"]
+__all__ = ["history_points", "RunPoint", "CalibrationRow", "point_of", "pair_ratios", "calibrate", "CALIBRATION_MIN_EFFECT", "SHORTFALL_RATIO", "PoolCheck", "RuleCheck", "Verification", "verify", "comparable", "ratio_verdict", "called_out"]
