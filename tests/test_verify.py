@@ -140,3 +140,27 @@ def test_compare_cli_json_has_verification(tmp_path, capsys):
     assert rc == 0
     d = json.loads(out)
     assert [v["code"] for v in d["verification"] if v["ratio"] is not None] == ["SC001"]
+
+
+def test_fleet_keeps_a_calibration_table(tmp_path):
+    """A run history (log dir, timestamped runs): remat_full then remat_minimal
+    then bf16_dense then fp8_dense. RM001 and FP001 each pulled once."""
+    import shutil
+
+    from conftest import sample_path
+    from profanalyzer.fleet import run_fleet
+
+    runs = ("remat_full", "remat_minimal", "bf16_dense", "fp8_dense")
+    for i, name in enumerate(runs):
+        d = tmp_path / "plugins" / "profile" / f"2024_01_0{i + 1}_00_00_00"
+        d.mkdir(parents=True)
+        shutil.copy(sample_path(name), d / "t1v-host-0.xplane.pb.gz")
+    res = run_fleet([str(tmp_path)], workers=0, use_cache=False)
+    cal = {r.code: r for r in res.calibration}
+    assert set(cal) >= {"RM001", "FP001"}
+    assert cal["RM001"].changes == 1 and cal["FP001"].changes == 1
+    assert cal["RM001"].runs == ("2024_01_02_00_00_00",) and cal["FP001"].runs == ("2024_01_04_00_00_00",)
+    for r in cal.values():
+        assert 1 / 1.5 < r.median_ratio < 1.5 and r.low_ratio <= r.median_ratio <= r.high_ratio
+    d = res.to_dict()
+    assert {x["code"] for x in d["calibration"]} == set(cal)
