@@ -65,6 +65,7 @@ from profanalyzer.model import (
     to_jsonable,
     validate_document,
 )
+from profanalyzer.verify import RuleCheck, verify
 from profanalyzer.vocab import BUCKETS, COLLECTIVE_TYPES
 
 #: Comparison JSON schema version.
@@ -237,6 +238,8 @@ class Comparison:
     headline: str
     method: Mapping[str, str]
     notes: tuple[str, ...]
+    verification: tuple[RuleCheck, ...] = ()  # rules of BASE pulled in NEW: predicted vs observed (profanalyzer.verify)
+    verification_skipped: str = ""  # why no rule was checked ('' when the check ran)
 
     @property
     def new_findings(self) -> tuple[FindingChange, ...]:
@@ -416,6 +419,9 @@ def compare(base: Mapping | Analysis | tuple[Analysis, Findings | None], new: Ma
         findings = _findings(base_f, new_f)
     ops = _ops(base, new, b_step)
 
+    pools = {f"bucket:{b}": s.noise_ps for b, s in buckets.items()}
+    checked = verify(base, base_f, new, new_f, step.noise_ps, step.threshold_ps, pools)
+
     bs, ns = _side(base, base_label), _side(new, new_label)
     if bs.chip != ns.chip:
         notes.append(f"different chips: {bs.chip} vs {ns.chip}")
@@ -438,7 +444,7 @@ def compare(base: Mapping | Analysis | tuple[Analysis, Findings | None], new: Ma
         utilisation=util,
         findings=findings,
         ops=ops,
-        headline=_headline(step, buckets, remat, exposed, findings),
+        headline=_headline(step, buckets, remat, exposed, findings, checked.checks),
         method={
             "step_time": "mean over kept steps (the buckets sum to it); median reported too",
             "noise": (
@@ -447,8 +453,14 @@ def compare(base: Mapping | Analysis | tuple[Analysis, Findings | None], new: Ma
             "significance": f"|delta| > max({NOISE_K:g} x noise, {MIN_EFFECT:.1%} of the base step time); else within noise",
             "op_match": OP_KEY,
             "remat_noise": "remat has no per-step series in the analysis: its verdict uses the minimum effect only",
+            "verification": (
+                "rules of BASE whose finding vanished or shrank in NEW: predicted = BASE saving - NEW saving, observed = BASE step - NEW step; "
+                "ratio = observed / predicted; within noise when |observed| <= the step significance threshold; shortfall when ratio < 0.5"
+            ),
         },
         notes=tuple(notes),
+        verification=checked.checks,
+        verification_skipped=checked.skipped,
     )
 
 
@@ -619,7 +631,7 @@ def _signed_ms(ps: float) -> str:
     return signed_ms(ps, zero_unsigned=False)
 
 
-def _headline(step: StepTimeChange, buckets, remat, exposed, findings) -> str:
+def _headline(step: StepTimeChange, buckets, remat, exposed, findings, checks: tuple[RuleCheck, ...] = ()) -> str:
     rel = f" ({step.relative:+.2%})" if step.relative is not None else ""
     noise = f", noise ±{_ms(step.noise_ps)} ms" if step.noise_ps is not None else ""
     head = f"Step time {_ms(step.base_ps)} -> {_ms(step.new_ps)} ms{rel}{noise}: {step.verdict}."
@@ -641,4 +653,7 @@ def _headline(step: StepTimeChange, buckets, remat, exposed, findings) -> str:
         head += f" New findings: {', '.join(new)}."
     if gone:
         head += f" Resolved: {', '.join(gone)}."
+    short = [c for c in checks if c.shortfall]
+    if short:
+        head += " Saved far less than predicted: " + ", ".join(f"{c.code} ({c.ratio:.2f}x)" for c in short if c.ratio is not None) + "."
     return head

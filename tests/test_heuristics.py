@@ -63,7 +63,7 @@ def test_stressed_lever_is_in_top_two(name):
 PAIRS = sorted(
     (n, SCENARIOS[n].pair)
     for n in sample_names()
-    if SCENARIOS[n].role == "before" and SCENARIOS[n].pair in sample_names()
+    if SCENARIOS[n].role == "before" and SCENARIOS[n].pair in sample_names() and not SCENARIOS[n].also  # two-lever pairs: tests/test_whatif.py
 )
 
 

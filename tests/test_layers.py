@@ -25,7 +25,7 @@ FLOORS = {
     "profanalyzer.analysis": 6, "profanalyzer.workload": 6,
     "profanalyzer.rules": 7,
     "heuristics": 8,
-    "profanalyzer.findings": 9,
+    "profanalyzer.findings": 9, "profanalyzer.verify": 9, "profanalyzer.whatif": 9,
     "profanalyzer.compare": 10, "profanalyzer.budget": 10,
     "profanalyzer.report": 11,
 }
@@ -33,6 +33,7 @@ CHECKED = [
     "profanalyzer/vocab.py", "profanalyzer/format.py", "profanalyzer/hardware.py", "profanalyzer/records.py", "profanalyzer/model.py", "profanalyzer/rules.py",
     "profanalyzer/workload.py", "profanalyzer/attribution.py", "profanalyzer/overlap.py", "profanalyzer/timeline.py",
     "profanalyzer/analysis.py", "profanalyzer/findings.py", "profanalyzer/compare.py", "profanalyzer/budget.py",
+    "profanalyzer/verify.py",
     *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "heuristics").glob("*.py")),
     *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "profanalyzer" / "report").glob("*.py") if p.name != "fleet_html.py"),
 ]

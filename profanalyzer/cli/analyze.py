@@ -89,9 +89,14 @@ def _no_cyclic_gc():
 @click.option("--markdown", "md_out", type=click.Path(dir_okay=False, allow_dash=True), default=None, help="Write a Markdown summary for tickets (- for stdout).")
 @click.option("--timestamp", is_flag=True, help="Stamp the HTML report with the current UTC time (off: reports are byte-identical).")
 @click.option("-q", "--quiet", is_flag=True, help="No terminal summary.")
+@click.option("--what-if", "what_if_levers", metavar="LEVERS", default=None,
+              help="Re-time the step with these levers applied together (comma-separated: fp8,sc_offload,remat); JSON key what_if.")
+@click.option("--history", "history", type=click.Path(file_okay=False), default=None,
+              help="Folder of earlier `analyze --json` files (name order = time order): per rule, predicted vs observed over the changes; JSON key calibration.")
 @_no_cyclic_gc()
 def analyze(trace: str, chip: str | None, jobs: int | None, json_out: str | None, top: int, select: str, ignore: str,
-            output: str | None, no_html: bool, md_out: str | None, timestamp: bool, quiet: bool) -> None:
+            output: str | None, no_html: bool, md_out: str | None, timestamp: bool, quiet: bool,
+            what_if_levers: str | None = None, history: str | None = None) -> None:
     """Attribute step time, analyse overlap, rank recommendations, write the HTML report."""
     from profanalyzer.analysis import AnalysisOptions, analyze_trace, read_trace
     from profanalyzer.findings import analyze_source, run_rules
@@ -112,13 +117,17 @@ def analyze(trace: str, chip: str | None, jobs: int | None, json_out: str | None
         a = analyze_trace(model, options)
         del model
         f = run_rules(a, select=_codes(select), ignore=_codes(ignore))
+    extra, extra_lines = _levers_and_history(a, f, what_if_levers, history, trace)
     to_stdout = json_out == "-" or md_out == "-"
     if json_out:
-        write_json(result_dict(a, f), json_out)
+        write_json({**result_dict(a, f), **extra}, json_out)
     if md_out:
         from profanalyzer.report.markdown import render_markdown
 
-        write_text(render_markdown(a, f), md_out)
+        md = render_markdown(a, f)
+        if extra_lines:
+            md += "\n#### What-if and calibration\n\n```\n" + "\n".join(extra_lines) + "\n```\n"
+        write_text(md, md_out)
     if digest is not None:
         from profanalyzer.report.html import default_output_path, render_html
 
@@ -129,6 +138,39 @@ def analyze(trace: str, chip: str | None, jobs: int | None, json_out: str | None
         click.echo(f"report: {dest}", err=to_stdout)
     if not quiet and not to_stdout:
         echo(format_summary(a, top=top, findings=f))
+        for line in extra_lines:
+            echo(line)
+
+
+def _levers_and_history(a, f, levers: str | None, history: str | None, trace: str) -> tuple[dict, list[str]]:
+    """--what-if and --history: (JSON keys, terminal/Markdown lines)."""
+    extra: dict = {}
+    lines: list[str] = []
+    if levers is not None:
+        from profanalyzer.whatif import format_what_if, parse_levers, what_if
+
+        w = what_if(a, f, parse_levers(levers))
+        extra["what_if"] = w.to_dict()
+        lines += format_what_if(w)
+    if history is not None:
+        from pathlib import Path
+
+        from profanalyzer.model import to_jsonable
+        from profanalyzer.verify import calibrate, history_points, point_of
+
+        points = history_points(history) + [point_of(Path(trace).name, a, f)]
+        rows = calibrate(points)
+        extra["calibration"] = {"runs": [p.label for p in points], "rules": to_jsonable(list(rows))}
+        lines.append(f"calibration over {len(points)} runs ({history} + this trace):" if rows else
+                     f"calibration over {len(points)} runs ({history} + this trace): no lever pulled between consecutive runs")
+        for r in rows:
+            lines.append(f"  {r.sentence} (ratio {r.low_ratio:.2f}-{r.high_ratio:.2f}; predicted {r.predicted_ps / 1e9:.3f} ms, "
+                         f"credited {r.observed_ps / 1e9:.3f} ms)")
+        own = {x.code for x in f.recommendations}
+        for r in rows:
+            if r.code in own:
+                lines.append(f"  this run's {r.code} estimate, read with its history: x{r.median_ratio:.2f}")
+    return extra, lines
 
 
 def _hash_in_background(trace: str):

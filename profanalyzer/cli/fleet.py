@@ -113,6 +113,10 @@ def format_fleet_summary(result) -> str:
             lines.append(f"      {m}: {g.run} (+{ms(g.delta_ps)} over the median {ms(g.baseline_ps)} of {g.baseline_runs} previous run(s))")
     elif len(result.runs) > 1:
         lines.append("  no regression across runs")
+    if result.calibration:
+        lines.append("  calibration (predicted vs observed over consecutive runs):")
+        for c in result.calibration:
+            lines.append(f"      {c.sentence} (ratio {c.low_ratio:.2f}-{c.high_ratio:.2f})")
     if result.failures:
         lines.append("  failures:")
         for f in result.failures:

@@ -247,6 +247,11 @@ DEFINITIONS = {
         f"for the run's slowest host: the bucket with the largest excess over the pod's per-bucket median when the host is "
         f"more than {STRAGGLER_MIN_REL_SCALE:.1%} slower than the pod median step, else its largest bucket"
     ),
+    "calibration": (
+        "per rule, over consecutive runs of the same chip and workload: a rule whose finding vanished or shrank (not only because "
+        "another lever shrank the pool it claims) is credited with the run's step change, shared in proportion to the predictions "
+        "when several were pulled; ratio = credited / predicted; median, range and count per rule"
+    ),
     "run_time": "the run folder name when it is a YYYY_MM_DD_HH_MM_SS timestamp (read as UTC), else the folder's modification time",
     "cache": (
         "per-file records (or the InputError of an unreadable file) stored by sha256(file bytes) + profanalyzer version "
@@ -291,4 +296,27 @@ def aggregate_fleet(
         failures=tuple(failures),
         cache={"enabled": bool(use_cache), "hits": hits, "analysed": len(outputs) - hits},
         definitions=dict(DEFINITIONS),
+        calibration=calibration(runs, [[by_file[f] for f in r.files] for r in exp.runs]),
     )
+
+
+def calibration(runs: Sequence[RunResult], outputs: Sequence[Sequence[dict]]) -> tuple:
+    """Per rule, predicted vs observed over consecutive runs (profanalyzer.verify.calibrate):
+    a run's step is the mean over its analysed hosts, a rule's saving the mean over them
+    (0 on a host without the finding)."""
+    from profanalyzer.verify import RunPoint, calibrate
+
+    points = []
+    for r, outs in zip(runs, outputs):
+        recs = [o["record"] for o in outs if o.get("ok") and "findings" in o.get("record", {})]
+        if r.step_ps is None or not recs:
+            continue
+        sav: dict[str, tuple[str, float]] = {}
+        rates: dict[str, dict[str, float]] = {}
+        for rec in recs:
+            for code, x in sorted(rec["findings"].items()):
+                lever, ps = sav.get(code, (x["lever"], 0.0))
+                sav[code] = (lever, ps + float(x["saving_ps"]) / len(recs))
+                rates.setdefault(code, dict(x.get("rates") or {}))
+        points.append(RunPoint(r.run, r.chip or "", r.workload, float(r.step_ps), sav, rates))
+    return calibrate(points)

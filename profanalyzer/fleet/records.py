@@ -15,10 +15,11 @@ from typing import Mapping
 
 from profanalyzer.errors import ProfanalyzerError
 from profanalyzer.model import to_jsonable
+from profanalyzer.verify import CalibrationRow
 
 FLEET_SCHEMA_VERSION = 1
 #: Version of the per-file record layout (part of the cache key).
-RECORD_VERSION = 1
+RECORD_VERSION = 2
 
 
 @dataclass(frozen=True)
@@ -53,6 +54,13 @@ def failure_from(path: str, err: BaseException, run: str | None = None, host: st
 def one_line(text: str, limit: int = 500) -> str:
     s = " ".join(str(text).split())
     return s if len(s) <= limit else s[: limit - 1] + "…"
+
+
+def _findings_of(a, f) -> dict:
+    from profanalyzer.verify import point_of
+
+    p = point_of("", a, f)
+    return {code: {"lever": lever, "saving_ps": ps, "rates": dict(p.rates.get(code, {}))} for code, (lever, ps) in p.savings.items()}
 
 
 def host_record(analysis, findings) -> dict:
@@ -98,6 +106,8 @@ def host_record(analysis, findings) -> dict:
             for r in recs[:3]
         ],
         "notes": list(a.notes),
+        # every finding's saving and claim rates: calibration across runs (profanalyzer.verify)
+        "findings": _findings_of(a, findings) if findings is not None else {},
     })
     # JSON round trip: a fresh record and a cached one are the same objects.
     return json.loads(json.dumps(rec, sort_keys=True))
@@ -208,6 +218,7 @@ class FleetResult:
     failures: tuple[Failure, ...]
     cache: Mapping[str, object]
     definitions: Mapping[str, str]
+    calibration: tuple[CalibrationRow, ...] = ()  # per rule: predicted vs observed over consecutive runs
 
     def to_dict(self) -> dict:
         return to_jsonable(self)

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 from profanalyzer.format import ms, noise, pct, pts, signed_ms, signed_pct
 from profanalyzer.compare import MIN_EFFECT, NOISE_K, Comparison, ExposedChange, OpChange, ShareChange
+from profanalyzer.verify import SHORTFALL_RATIO, RuleCheck
 from profanalyzer.report import context as _context
 from profanalyzer.report import svg
 
@@ -93,6 +94,37 @@ def _exposed_shown(c: Comparison) -> list[tuple[str, ExposedChange]]:
     return rows
 
 
+def ratio_text(r: float | None) -> str:
+    return f"{r:.2f}x" if r is not None else "-"
+
+
+def pools_text(c: RuleCheck) -> str:
+    """`matmul_bf16 claimed 21.8 ms, fell 20.1 ms; ...` (the pools a rule claimed)."""
+    parts = []
+    for key, p in c.buckets.items():
+        name = key.split(":", 1)[-1]
+        moved = f"fell {ms(p.observed_ps)} ms" if p.observed_ps >= 0 else f"grew {ms(-p.observed_ps)} ms"
+        parts.append(f"{name} claimed {ms(p.claimed_ps)} ms, {moved}")
+    return "; ".join(parts)
+
+
+def verification_lines(c: Comparison) -> list[str]:
+    """One line per checked rule (terminal and Markdown share the wording)."""
+    out = []
+    for v in c.verification:
+        shared = f", pulled with {', '.join(v.shared_with)}" if v.shared_with else ""
+        out.append(
+            f"{v.code} ({v.lever}, {v.status}{shared}): predicted {ms(v.predicted_ps)} ms, step {sms(-v.observed_ps)} ms"
+            f" (credited {ms(v.attributed_ps)} ms), ratio {ratio_text(v.ratio)}: {v.verdict}"
+        )
+    return out
+
+
+def shortfall_line(v: RuleCheck) -> str:
+    return (f"{v.code} saved {ratio_text(v.ratio)} of its prediction ({ms(v.attributed_ps)} of {ms(v.predicted_ps)} ms, "
+            f"under {SHORTFALL_RATIO:g}x): check the lever was applied as the finding's actions say")
+
+
 # ---------------------------------------------------------------------------
 # Terminal
 # ---------------------------------------------------------------------------
@@ -136,6 +168,13 @@ def format_text(c: Comparison, ops: int = OPS_SHORT) -> str:
         out.append(f"  new       {f.code} {f.title} (~{ms(f.new_saving_ps)} ms/step)")
     for f in vf:
         out.append(f"  resolved  {f.code} {f.title}")
+    if c.verification:
+        out.append("")
+        out.append("predicted vs observed (rules of BASE pulled in NEW):")
+        out += [f"  {line}" for line in verification_lines(c)]
+        out += [f"  SHORTFALL {shortfall_line(v)}" for v in c.verification if v.shortfall]
+    elif c.verification_skipped:
+        out.append(f"predicted vs observed: not checked ({c.verification_skipped})")
     for title, rows in (("slower ops", c.ops.slower), ("faster ops", c.ops.faster), ("ops entering the top lists", c.ops.entered), ("ops leaving the top lists", c.ops.left)):
         if not rows:
             continue
@@ -211,6 +250,24 @@ def render_diff_markdown(c: Comparison, ops: int = OPS_SHORT) -> str:
         out.append(f"- **new** {md_escape(f.code)}: {md_escape(f.title)} (about {ms(f.new_saving_ps)} ms/step)")
     for f in vf:
         out.append(f"- **resolved** {md_escape(f.code)}: {md_escape(f.title)}")
+    out.append("")
+    out.append("#### Predicted vs observed")
+    out.append("")
+    if c.verification:
+        out.append("| Rule | Lever | Status | Predicted ms | Step Δ ms | Credited ms | Ratio | Beyond noise | Claimed pools | Verdict |")
+        out.append("|---|---|---|--:|--:|--:|--:|---|---|---|")
+        for v in c.verification:
+            shared = f" (with {md_escape(', '.join(v.shared_with))})" if v.shared_with else ""
+            out.append(
+                f"| {md_escape(v.code)} | {md_escape(v.lever)} | {v.status}{shared} | {ms(v.predicted_ps)} | {sms(-v.observed_ps)} | "
+                f"{ms(v.attributed_ps)} | {ratio_text(v.ratio)} | {'no' if v.within_noise else 'yes'} | {md_escape(pools_text(v))} | {v.verdict} |"
+            )
+        for v in c.verification:
+            if v.shortfall:
+                out.append("")
+                out.append(f"> **Shortfall:** {md_escape(shortfall_line(v))}")
+    else:
+        out.append(f"_No rule of BASE was pulled in NEW{' (' + md_escape(c.verification_skipped) + ')' if c.verification_skipped else ''}._")
     for title, rows in (
         ("Slower ops", c.ops.slower),
         ("Faster ops", c.ops.faster),
@@ -295,6 +352,22 @@ class FindingRow:
 
 
 @dataclass(frozen=True)
+class CheckRow:
+    code: str
+    lever: str
+    status: str
+    predicted: str
+    step_delta: str
+    credited: str
+    ratio: str
+    beyond_noise: str
+    pools: str
+    verdict: str
+    tone: str
+    shortfall: str  # the call-out sentence ('' when none)
+
+
+@dataclass(frozen=True)
 class OpRow:
     name: str
     name_full: str
@@ -336,6 +409,8 @@ class DiffContext:
     op_key: str
     method: tuple[tuple[str, str], ...]
     notes: tuple[str, ...]
+    checks: tuple[CheckRow, ...] = ()
+    checks_skipped: str = ""
 
 
 def _w(x: float, top: float) -> str:
@@ -470,6 +545,26 @@ def build_diff_context(c: Comparison) -> DiffContext:
         op_key=c.ops.key,
         method=tuple(sorted(c.method.items())),
         notes=c.notes,
+        checks=tuple(_check_row(v) for v in c.verification),
+        checks_skipped=c.verification_skipped,
+    )
+
+
+def _check_row(v: RuleCheck) -> CheckRow:
+    tone_of = {"delivered": "good", "shortfall": "bad", "overshoot": "neutral"}
+    return CheckRow(
+        code=v.code,
+        lever=v.lever,
+        status=v.status + (f" (with {', '.join(v.shared_with)})" if v.shared_with else ""),
+        predicted=f"{ms(v.predicted_ps)} ms",
+        step_delta=f"{sms(-v.observed_ps)} ms",
+        credited=f"{ms(v.attributed_ps)} ms",
+        ratio=ratio_text(v.ratio),
+        beyond_noise="no" if v.within_noise else "yes",
+        pools=pools_text(v),
+        verdict=v.verdict,
+        tone=tone_of.get(v.verdict, "neutral"),
+        shortfall=shortfall_line(v) if v.shortfall else "",
     )
 
 

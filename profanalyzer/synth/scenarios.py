@@ -115,6 +115,9 @@ class Scenario:
     overlap_every: int = 3  # ... on 1 in N consecutive op pairs
     async_line: bool = True  # write the Async XLA Ops line
 
+    # -- issue #18: lever pairs that change two levers at once (defaults keep the old bytes) --
+    also: tuple[str, ...] = ()  # levers the pair changes besides `stresses`
+
     @property
     def extended_truth(self) -> bool:
         """Truth carries the #14 fields (run kind, host offload, layout, precision, overlaps)."""
@@ -610,6 +613,96 @@ _CATALOG: list[Scenario] = [
     ),
 ]
 
+# ---- two-lever pairs (issue #18): the combined what-if is checked against them ----
+_OFFLOAD_OFF = _colls(all_gather=("cont", "short"), reduce_scatter=("sync", "short"), all_reduce=("sync", "short"))
+_CATALOG += [
+    _DENSE.with_(
+        name="fp8_offload_before",
+        finding="BF16 matmuls and exposed FSDP collectives (no SparseCore offload). Recommend fp8 and sc_offload; "
+        "calibrate the two together against fp8_offload_after.",
+        description="Dense 4k-sequence model in BF16 without SparseCore offload (all-gathers as continuation "
+        "fusions issued just before use, reduce-scatters and all-reduces synchronous). Before side of a pair "
+        "that changes two levers at once (fp8 + sc_offload).",
+        stresses="fp8",
+        also=("sc_offload",),
+        pair="fp8_offload_after",
+        role="before",
+        seq_len=4096,
+        collectives=_OFFLOAD_OFF,
+        expect_fire=("fp8", "sc_offload"),
+    ),
+    _DENSE.with_(
+        name="fp8_offload_after",
+        finding="FP8 matmuls and collectives offloaded to SparseCore and hidden; fp8 and sc_offload quiet.",
+        description="Same model as fp8_offload_before with FP8 matmuls and SparseCore offload of all-gather, "
+        "reduce-scatter and all-reduce. After side.",
+        stresses="fp8",
+        also=("sc_offload",),
+        pair="fp8_offload_before",
+        role="after",
+        seq_len=4096,
+        precision="fp8",
+        matmul_eff=0.6,
+        expect_quiet=("fp8", "sc_offload"),
+    ),
+    _DENSE.with_(
+        name="fp8_remat_before",
+        finding="BF16 matmuls with a full remat policy: recompute and BF16 both large. Recommend fp8 and remat; "
+        "calibrate the two together against fp8_remat_after.",
+        description="Dense 4k-sequence model in BF16 with remat policy full. Before side of a pair that changes "
+        "two levers at once (fp8 + remat).",
+        stresses="fp8",
+        also=("remat",),
+        pair="fp8_remat_after",
+        role="before",
+        seq_len=4096,
+        remat="full",
+        expect_fire=("fp8", "remat"),
+    ),
+    _DENSE.with_(
+        name="fp8_remat_after",
+        finding="FP8 matmuls, remat policy minimal; fp8 and remat quiet.",
+        description="Same model as fp8_remat_before with FP8 matmuls and remat policy minimal. After side.",
+        stresses="fp8",
+        also=("remat",),
+        pair="fp8_remat_before",
+        role="after",
+        seq_len=4096,
+        remat="minimal",
+        precision="fp8",
+        matmul_eff=0.6,
+        expect_quiet=("fp8", "remat"),
+    ),
+    _DENSE.with_(
+        name="remat_offload_before",
+        finding="Full remat and exposed FSDP collectives. Recommend remat and sc_offload; calibrate the two "
+        "together against remat_offload_after.",
+        description="Dense 8k-sequence model in BF16, remat policy full, without SparseCore offload. Before side "
+        "of a pair that changes two levers at once (remat + sc_offload).",
+        stresses="remat",
+        also=("sc_offload",),
+        pair="remat_offload_after",
+        role="before",
+        layers=3,
+        remat="full",
+        collectives=_OFFLOAD_OFF,
+        expect_fire=("remat", "sc_offload"),
+    ),
+    _DENSE.with_(
+        name="remat_offload_after",
+        finding="Remat policy minimal, collectives offloaded and hidden; remat and sc_offload quiet (fp8 remains).",
+        description="Same model as remat_offload_before with remat policy minimal and SparseCore offload. After side.",
+        stresses="remat",
+        also=("sc_offload",),
+        pair="remat_offload_before",
+        role="after",
+        layers=3,
+        remat="minimal",
+        expect_fire=("fp8",),
+        expect_quiet=("remat", "sc_offload"),
+    ),
+]
+
 SCENARIOS: dict[str, Scenario] = {s.name: s for s in _CATALOG}
 
 
@@ -628,6 +721,8 @@ def _check_catalog() -> None:
     for s in _CATALOG:
         if s.pair is not None and s.pair not in SCENARIOS:
             raise AssertionError(f"{s.name}: pair {s.pair} unknown")
+        if any(x not in LEVERS for x in s.also):
+            raise AssertionError(f"{s.name}: lever in {s.also} unknown")
         if s.stresses is not None and s.stresses not in LEVERS:
             raise AssertionError(f"{s.name}: lever {s.stresses} unknown")
         if s.workload is not None and s.workload not in WORKLOADS:
