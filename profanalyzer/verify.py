@@ -125,11 +125,18 @@ def _claims(found: list[Finding]) -> dict[str, float]:
 def _same_rate(bl: list[Finding], nl: list[Finding], base: Analysis, new: Analysis) -> bool:
     """The finding shrank only because the pools it claims shrank (another
     lever's doing): every pool it claims on BASE it still claims on NEW, at
-    the same share of the pool (within FOLLOW_ON_TOLERANCE)."""
+    the same share of the pool (within FOLLOW_ON_TOLERANCE), or the same
+    share of the step when its saving is bounded by one."""
     def rates(found: list[Finding], a: Analysis) -> dict[str, float]:
         return {k: (c / _pool_ps(a, k) if _pool_ps(a, k) > 0 else 0.0) for k, c in _claims(found).items()}
 
-    return _same_rates(rates(bl, base), rates(nl, new))
+    def step_shares(found: list[Finding], a: Analysis) -> dict[str, float]:
+        step = a.steps.step_time_ps["mean"] or 1.0
+        return {k: c / step for k, c in _claims(found).items()}
+
+    # the same share of its pools, or (a saving bounded by a share of the step,
+    # e.g. the guide's FP8 "up to 1.3x") the same share of the step
+    return _same_rates(rates(bl, base), rates(nl, new)) or _same_rates(step_shares(bl, base), step_shares(nl, new))
 
 
 def comparable(base: Analysis, base_f: Findings, new: Analysis, new_f: Findings) -> str:
