@@ -8,6 +8,7 @@ importing the CLI costs click and nothing heavy.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import sys
 
 import click
@@ -17,6 +18,7 @@ from profanalyzer.cli._common import (
     command_line,
     echo,
     jobs_option,
+    is_url,
     neutralise,
     refuse_overwriting_input,
     trace_argument,
@@ -52,7 +54,10 @@ def info(trace: str, chip: str | None, jobs: int | None, json_out: str | None, q
     from profanalyzer.info import format_info, trace_info
     from profanalyzer.trace import load_trace
 
-    ti = trace_info(load_trace(trace, chip=chip, jobs=jobs, progress=_progress(quiet)))
+    with _local(trace, selective=False) as local:
+        ti = trace_info(load_trace(local, chip=chip, jobs=jobs, progress=_progress(quiet)))
+    if local != trace:  # a URL: name it, not the temporary copy
+        ti = dataclasses.replace(ti, source=trace)
     if json_out:
         write_json(ti.to_dict(), json_out)
         if json_out == "-":
@@ -93,6 +98,21 @@ def _no_cyclic_gc():
 def analyze(trace: str, chip: str | None, jobs: int | None, json_out: str | None, top: int, select: str, ignore: str,
             output: str | None, no_html: bool, md_out: str | None, timestamp: bool, quiet: bool) -> None:
     """Attribute step time, analyse overlap, rank recommendations, write the HTML report."""
+    with _local(trace) as local:
+        _analyze(local, trace, chip, jobs, json_out, top, select, ignore, output, no_html, md_out, timestamp, quiet)
+
+
+def _local(trace: str, selective: bool = True):
+    """The trace itself, or a temporary local copy of a URL (profanalyzer.sources)."""
+    if not is_url(trace):
+        return contextlib.nullcontext(trace)
+    from profanalyzer.sources import local_copy
+
+    return local_copy(trace, selective=selective)
+
+
+def _analyze(trace: str, label: str, chip: str | None, jobs: int | None, json_out: str | None, top: int, select: str, ignore: str,
+             output: str | None, no_html: bool, md_out: str | None, timestamp: bool, quiet: bool) -> None:
     from profanalyzer.analysis import AnalysisOptions, analyze_trace, read_trace
     from profanalyzer.findings import run_rules
     from profanalyzer.report.terminal import format_summary
@@ -102,9 +122,11 @@ def analyze(trace: str, chip: str | None, jobs: int | None, json_out: str | None
     model = read_trace(trace, options)
     # The input's hash (report footer) runs on a second core during the
     # single-threaded analysis; during the read both cores decode.
-    digest = None if no_html else _hash_in_background(trace)
+    digest = None if no_html else (_hash_in_background(trace) if label == trace else (lambda: "not computed (a URL input, read through a partial copy)"))
     a = analyze_trace(model, options)
     del model
+    if label != trace:  # a URL: the report names it, not the temporary copy
+        a = dataclasses.replace(a, source=label)
     f = run_rules(a, select=_codes(select), ignore=_codes(ignore))
     to_stdout = json_out == "-" or md_out == "-"
     if json_out:
@@ -118,7 +140,7 @@ def analyze(trace: str, chip: str | None, jobs: int | None, json_out: str | None
 
         stamp = utc_timestamp() if timestamp else None
         html = render_html(a, f, command_line=command_line(), input_sha256=digest(), timestamp=stamp)
-        dest = output or str(default_output_path(trace))
+        dest = output or str(default_output_path(label))
         write_text(html, dest, announce=False)
         click.echo(f"report: {dest}", err=to_stdout)
     if not quiet and not to_stdout:
