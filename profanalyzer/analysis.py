@@ -20,7 +20,7 @@ from typing import Mapping
 
 import numpy as np
 
-from profanalyzer import __version__
+from profanalyzer.version import __version__
 from profanalyzer.attribution import CoreWork, PlaneClasses, attribute_trace, classify_plane, locate  # noqa: F401 - old import paths
 from profanalyzer.errors import InputError
 from profanalyzer.stats import STRAGGLER_MIN_MEMBERS, STRAGGLER_MIN_REL_SCALE, STRAGGLER_Z, modified_z

@@ -362,6 +362,18 @@ class Analysis(Record):
     definitions: Mapping[str, str]
     notes: tuple[str, ...]
 
+    def frames(self, findings: "Findings | None" = None) -> dict:
+        """pandas DataFrames of this analysis (steps, buckets, ops, windows,
+        findings; columns in profanalyzer.frames). Imports pandas."""
+        from profanalyzer.frames import analysis_frames
+
+        return analysis_frames(self, findings)
+
+    def _repr_html_(self) -> str:
+        from profanalyzer.frames import analysis_card
+
+        return analysis_card(self)
+
     def self_check(self) -> None:
         """Raise InvariantError when the analysis contradicts itself (see check_analysis)."""
         problems = check_analysis(self)
@@ -393,6 +405,11 @@ class Finding(Record):
     claims: tuple[tuple[str, float], ...] = ()  # (pool key, ps) this saving comes out of
 
     merged_note: str = ""
+
+    def _repr_html_(self) -> str:
+        from profanalyzer.frames import finding_card
+
+        return finding_card(self)
 
 
 @dataclass(frozen=True)
