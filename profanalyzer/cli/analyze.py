@@ -94,12 +94,19 @@ def _no_cyclic_gc():
 @click.option("--markdown", "md_out", type=click.Path(dir_okay=False, allow_dash=True), default=None, help="Write a Markdown summary for tickets (- for stdout).")
 @click.option("--timestamp", is_flag=True, help="Stamp the HTML report with the current UTC time (off: reports are byte-identical).")
 @click.option("-q", "--quiet", is_flag=True, help="No terminal summary.")
+@click.option("--trace-out", type=click.Path(dir_okay=False), default=None,
+              help="Write the analysed window as an annotated Chrome/Perfetto trace (FILE.json.gz or FILE.json).")
+@click.option("--steps", "trace_steps", default=None, metavar="STEPS",
+              help="Steps --trace-out exports, e.g. 3 or 3,5-7 (default: the representative step).")
 @_no_cyclic_gc()
 def analyze(trace: str, chip: str | None, jobs: int | None, json_out: str | None, top: int, select: str, ignore: str,
-            output: str | None, no_html: bool, md_out: str | None, timestamp: bool, quiet: bool) -> None:
+            output: str | None, no_html: bool, md_out: str | None, timestamp: bool, quiet: bool,
+            trace_out: str | None, trace_steps: str | None) -> None:
     """Attribute step time, analyse overlap, rank recommendations, write the HTML report."""
+    if trace_steps is not None and not trace_out:
+        raise click.UsageError("--steps selects what --trace-out exports: pass --trace-out FILE.json.gz too")
     with _local(trace) as local:
-        _analyze(local, trace, chip, jobs, json_out, top, select, ignore, output, no_html, md_out, timestamp, quiet)
+        _analyze(local, trace, chip, jobs, json_out, top, select, ignore, output, no_html, md_out, timestamp, quiet, trace_out, trace_steps)
 
 
 def _local(trace: str, selective: bool = True):
@@ -112,22 +119,32 @@ def _local(trace: str, selective: bool = True):
 
 
 def _analyze(trace: str, label: str, chip: str | None, jobs: int | None, json_out: str | None, top: int, select: str, ignore: str,
-             output: str | None, no_html: bool, md_out: str | None, timestamp: bool, quiet: bool) -> None:
+             output: str | None, no_html: bool, md_out: str | None, timestamp: bool, quiet: bool,
+             trace_out: str | None = None, trace_steps: str | None = None) -> None:
     from profanalyzer.analysis import AnalysisOptions, analyze_trace, read_trace
     from profanalyzer.findings import run_rules
     from profanalyzer.report.terminal import format_summary
 
-    refuse_overwriting_input(trace, json_out, md_out, None if no_html else output)
+    refuse_overwriting_input(trace, json_out, md_out, None if no_html else output, trace_out)
+    if trace_out:
+        from profanalyzer.perfetto import parse_steps
+
+        wanted = parse_steps(trace_steps or "")
     options = AnalysisOptions(chip=chip, jobs=jobs, progress=_progress(quiet))
     model = read_trace(trace, options)
     # The input's hash (report footer) runs on a second core during the
     # single-threaded analysis; during the read both cores decode.
     digest = None if no_html else (_hash_in_background(trace) if label == trace else (lambda: "not computed (a URL input, read through a partial copy)"))
     a = analyze_trace(model, options)
-    del model
     if label != trace:  # a URL: the report names it, not the temporary copy
         a = dataclasses.replace(a, source=label)
     f = run_rules(a, select=_codes(select), ignore=_codes(ignore))
+    if trace_out:
+        from profanalyzer.perfetto import trace_events, write_trace
+
+        write_trace(trace_events(model, a, f, wanted), trace_out)
+        click.echo(f"trace: {trace_out}", err=True)
+    del model
     to_stdout = json_out == "-" or md_out == "-"
     if json_out:
         write_json(result_dict(a, f), json_out)
