@@ -30,7 +30,7 @@ from profanalyzer.frames import analysis_card, analysis_frames
 from profanalyzer.model import Analysis, Findings, read_document, result_document
 from profanalyzer.sources import is_url, local_copy
 
-__all__ = ["LoadedAnalysis", "load"]
+__all__ = ["LoadedAnalysis", "load", "document"]
 
 
 @dataclass(frozen=True)
@@ -116,3 +116,18 @@ def _load_bytes(data: bytes, options: AnalysisOptions, select: tuple[str, ...], 
         p.write_bytes(data)
         a, f = analyze_source(p, options, select, ignore)
     return _loaded(a, f, source="<bytes>")
+
+
+def document(path: str, chip: str | None = None) -> dict:
+    """The analysis document of a path or URL, as `compare` and `check` read
+    it (compare.load_document: a saved `--json` file, or a trace analysed now
+    with the default rules); a URL is read through a temporary local copy."""
+    from profanalyzer.compare import load_document
+
+    if not is_url(path):
+        return load_document(path, chip=chip)
+    with local_copy(path) as local:
+        doc = load_document(local, chip=chip)
+    if isinstance(doc.get("source"), str) and doc["source"].startswith(local):  # analysed now: name the URL
+        doc["source"] = path
+    return doc

@@ -17,7 +17,7 @@ import click
 from profanalyzer import __version__
 from profanalyzer.cli._common import CONTEXT_SETTINGS, run_command
 from profanalyzer.cli.analyze import analyze, info, result_dict
-from profanalyzer.cli.api import explain, schema
+from profanalyzer.cli.api import explain, mcp, schema
 from profanalyzer.cli.compare import check, compare
 from profanalyzer.cli.fleet import fleet
 from profanalyzer.cli.synth import synth
@@ -56,6 +56,7 @@ cli.add_command(fleet)
 cli.add_command(synth)
 cli.add_command(schema)
 cli.add_command(explain)
+cli.add_command(mcp)
 
 
 def main(argv: list[str] | None = None) -> int:

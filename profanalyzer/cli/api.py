@@ -36,3 +36,12 @@ def explain(code: str, json_out: str | None) -> None:
         if json_out == "-":
             return
     echo(format_explanation(e))
+
+
+@click.command()
+def mcp() -> None:
+    """Serve the tools analyze, compare, check, explain and top_ops to agents
+    over the Model Context Protocol (stdio); needs the [mcp] extra."""
+    from profanalyzer.mcp_server import serve_stdio
+
+    serve_stdio()

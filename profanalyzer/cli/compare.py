@@ -54,19 +54,10 @@ def compare(base: str, new: str, chip: str | None, output: str | None, json_out:
 
 
 def _document(path: str, chip: str | None) -> dict:
-    """compare.load_document of a path or URL (a URL is read through a
-    temporary local copy, profanalyzer.sources)."""
-    from profanalyzer.compare import load_document
+    """The analysis document of a path or URL (profanalyzer.notebook.document)."""
+    from profanalyzer.notebook import document
 
-    if not is_url(path):
-        return load_document(path, chip=chip)
-    from profanalyzer.sources import local_copy
-
-    with local_copy(path) as local:
-        doc = load_document(local, chip=chip)
-    if isinstance(doc.get("source"), str) and doc["source"].startswith(local):  # analysed now: name the URL
-        doc["source"] = path
-    return doc
+    return document(path, chip)
 
 
 @click.command()
