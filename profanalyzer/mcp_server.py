@@ -54,9 +54,12 @@ def compare_document(base: str, new: str, chip: str | None = None) -> dict:
 def check_document(trace: str, budget: str, baseline: str | None = None, chip: str | None = None) -> dict:
     from profanalyzer.budget import BudgetError, evaluate, load_budget
     from profanalyzer.notebook import document
+    from profanalyzer.sources import is_url
 
     b = load_budget(budget)
     base_path = baseline if baseline is not None else (str(b.baseline) if b.baseline is not None else None)
+    if baseline is None and b.baseline_text and is_url(b.baseline_text):  # a URL is not relative to the budget file
+        base_path = b.baseline_text
     if b.regressions and base_path is None:
         raise BudgetError(f"{budget}: [max_regression] needs a baseline (baseline = \"path\" in the budget file, or baseline)")
     base_doc = document(base_path, chip) if base_path is not None else None

@@ -160,6 +160,12 @@ def test_info_compare_check_read_gs(gcs, capsys, tmp_path):
     rc, out, err = run_cli(capsys, "check", "gs://bkt/one/dense_short_fsdp.xplane.pb.gz", "--budget", budget)
     assert rc == 0, err
     assert "all 1 checks passed" in out
+    # A budget file's baseline may be a URL (not taken relative to the file).
+    budget.write_text('baseline = "gs://bkt/one/dense_short_fsdp.xplane.pb.gz"\n[max_regression]\nstep_time = "1%"\n')
+    _fresh()
+    rc, out, err = run_cli(capsys, "check", sample_path("dense_short_fsdp"), "--budget", budget)
+    assert rc == 0, err
+    assert "all 1 checks passed" in out and "vs baseline" in out
 
 
 def test_missing_object_is_one_line_exit_2(gcs, capsys):

@@ -84,6 +84,8 @@ def check(trace: str, budget_path: str | None, baseline: str | None, chip: str |
         budget_path = str(found)
     budget = load_budget(budget_path)
     base_path = baseline if baseline is not None else (str(budget.baseline) if budget.baseline is not None else None)
+    if baseline is None and budget.baseline_text and is_url(budget.baseline_text):  # a URL is not relative to the budget file
+        base_path = budget.baseline_text
     if budget.regressions and base_path is None:
         raise BudgetError(f"{budget_path}: [max_regression] needs a baseline (baseline = \"path\" in the budget file, or --baseline)")
     base_doc = None
