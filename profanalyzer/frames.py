@@ -8,15 +8,20 @@ imports no record module (model.py calls it, so it sits beside the records).
 
 The frames and their columns (times in picoseconds, fractions of the step):
 
-steps     one row per step of the steps table (the step's time is the median
-          over TensorCores, as the analysis keeps steps):
-          step, step_ps, kept, reason, core ('median' : the cores' median)
-buckets   the step time by bucket at three scopes, `scope` says which:
+steps     step x TensorCore when the per-core step times are at hand
+          (`profanalyzer.load` of a trace: `core` is host:plane); else (a
+          saved document, or `Analysis.frames()`) one row per step of the
+          steps table, its time the median over TensorCores (`core`
+          'median'). kept/reason are the step's (the analysis keeps or drops
+          a step for all cores):
+          step, step_ps, kept, reason, core
+buckets   the step time by bucket at up to four scopes, `scope` says which:
           'run' (the breakdown: mean per kept step over TensorCores),
           'step' (one step, mean over TensorCores), 'core' (one TensorCore,
-          mean over its kept steps):
-          scope, step (<NA> unless 'step'), core (<NA> unless 'core'),
-          bucket, ps, fraction
+          mean over its kept steps), 'step_core' (one TensorCore in one
+          step, when the per-core step times are at hand):
+          scope, step (<NA> for 'run' and 'core'), core (<NA> for 'run'
+          and 'step'), bucket, ps, fraction
 ops       the ops tables: top ops, recomputed (remat) ops and kernels
           (`table`: 'top_ops' | 'remat_ops' | 'kernel_ops'), every TopOp
           field: name, hlo_category, bucket, tags, tf_op, reason, self_ps,
@@ -58,10 +63,16 @@ FRAME_COLUMNS: dict[str, tuple[str, ...]] = {
 }
 
 
-def _rows(a: Any, findings: Any) -> dict[str, list[tuple]]:
+def _rows(a: Any, findings: Any, core_steps: Any = None) -> dict[str, list[tuple]]:
     rows: dict[str, list[tuple]] = {k: [] for k in FRAME_COLUMNS}
-    for r in a.steps.table:
-        rows["steps"].append((r.number, r.step_ps, r.kept, r.reason, "median"))
+    if core_steps:
+        verdict = {r.number: (r.kept, r.reason) for r in a.steps.table}
+        for c in core_steps:
+            kept, reason = verdict.get(c.step, (False, "not in the steps table"))
+            rows["steps"].append((c.step, float(c.step_ps), kept, reason, c.core))
+    else:
+        for r in a.steps.table:
+            rows["steps"].append((r.number, r.step_ps, r.kept, r.reason, "median"))
     for b, s in a.breakdown.items():
         rows["buckets"].append(("run", None, None, b, s.ps, s.fraction))
     for r in a.steps.table:
@@ -71,6 +82,9 @@ def _rows(a: Any, findings: Any) -> dict[str, list[tuple]]:
     for c in a.per_core:
         for b, ps in c.buckets.items():
             rows["buckets"].append(("core", None, c.core, b, ps, ps / c.step_ps if c.step_ps else None))
+    for cs in core_steps or ():
+        for b, ps in cs.buckets.items():
+            rows["buckets"].append(("step_core", cs.step, cs.core, b, float(ps), ps / cs.step_ps if cs.step_ps else None))
     for table in ("top_ops", "remat_ops", "kernel_ops"):
         for op in getattr(a, table):
             rows["ops"].append((table,) + tuple(list(v) if isinstance(v, tuple) else v for v in (getattr(op, f) for f in _OP_FIELDS)))
@@ -93,13 +107,14 @@ def _rows(a: Any, findings: Any) -> dict[str, list[tuple]]:
     return rows
 
 
-def analysis_frames(a: Any, findings: Any = None) -> dict[str, Any]:
+def analysis_frames(a: Any, findings: Any = None, core_steps: Any = None) -> dict[str, Any]:
     """The DataFrames of an analysis (and of its findings, when given; else
-    the `findings` frame is empty with its columns)."""
+    the `findings` frame is empty with its columns; and of each TensorCore's
+    time per step, when given: `profanalyzer.load` of a trace gives them)."""
     import pandas as pd  # the notebook API's dependency; never imported by the CLI
 
     out = {}
-    for name, rows in _rows(a, findings).items():
+    for name, rows in _rows(a, findings, core_steps).items():
         df = pd.DataFrame.from_records(rows, columns=list(FRAME_COLUMNS[name]))
         if name == "buckets":
             df["step"] = df["step"].astype("Int64")

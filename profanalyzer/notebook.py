@@ -21,28 +21,43 @@ import os
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable
+from typing import Iterable, Mapping
 
-from profanalyzer.analysis import AnalysisOptions
+from profanalyzer.analysis import AnalysisOptions, analyze_trace, read_trace
+from profanalyzer.attribution import attribute_trace
 from profanalyzer.errors import InputError
 from profanalyzer.findings import analyze_source, run_rules
 from profanalyzer.frames import analysis_card, analysis_frames
-from profanalyzer.model import Analysis, Findings, read_document, result_document
+from profanalyzer.model import Analysis, Findings, Record, is_json_document, read_document, result_document
 from profanalyzer.sources import is_url, local_copy
+from profanalyzer.vocab import BUCKETS
 
-__all__ = ["LoadedAnalysis", "load", "document"]
+__all__ = ["CoreStep", "LoadedAnalysis", "load", "document"]
+
+
+@dataclass(frozen=True)
+class CoreStep(Record):
+    """One TensorCore's time in one step (integer ps, its buckets sum to it)."""
+
+    core: str  # host:plane, as per_core names it
+    step: int
+    step_ps: int
+    buckets: Mapping[str, int]
 
 
 @dataclass(frozen=True)
 class LoadedAnalysis(Analysis):
-    """An Analysis with the findings of its rules (what `load` returns)."""
+    """An Analysis with the findings of its rules (what `load` returns), and,
+    when it was analysed from a trace, each TensorCore's time per step
+    (`core_steps`: a saved document does not hold them)."""
 
     findings: Findings | None = None
+    core_steps: tuple[CoreStep, ...] = ()
 
     def frames(self, findings: Findings | None = None) -> dict:
         """pandas DataFrames: steps, buckets, ops, windows, findings (see
         profanalyzer.frames for the columns)."""
-        return analysis_frames(self, findings if findings is not None else self.findings)
+        return analysis_frames(self, findings if findings is not None else self.findings, self.core_steps or None)
 
     def to_dict(self) -> dict:
         """The `profanalyze analyze --json` document."""
@@ -60,11 +75,30 @@ def analysis_of(x: Analysis) -> Analysis:
     return Analysis(**{f.name: getattr(x, f.name) for f in dataclasses.fields(Analysis)})
 
 
-def _loaded(a: Analysis, f: Findings | None, source: str | None = None) -> LoadedAnalysis:
+def _loaded(a: Analysis, f: Findings | None, source: str | None = None, core_steps: tuple[CoreStep, ...] = ()) -> LoadedAnalysis:
     kw = {fl.name: getattr(a, fl.name) for fl in dataclasses.fields(Analysis)}
     if source is not None:
         kw["source"] = source
-    return LoadedAnalysis(**kw, findings=f)
+    return LoadedAnalysis(**kw, findings=f, core_steps=core_steps)
+
+
+def _analyze_path(path: Path, options: AnalysisOptions, select: tuple[str, ...],
+                  ignore: tuple[str, ...]) -> tuple[Analysis, Findings, tuple[CoreStep, ...]]:
+    """findings.analyze_source, plus each TensorCore's time per step when
+    `path` is a trace (a second attribution pass over the trace it read)."""
+    if is_json_document(path):
+        a, f = analyze_source(path, options, select, ignore)
+        return a, f, ()
+    trace = read_trace(path, options)
+    a = analyze_trace(trace, options)
+    f = run_rules(a, select, ignore)
+    steps: list[CoreStep] = []
+    for w in attribute_trace(trace):
+        att = w.attribution
+        for i, n in enumerate(att.step_numbers.tolist()):
+            steps.append(CoreStep(w.plane.label, int(n), int(att.step_ps[i]),
+                                  {b: int(v) for b, v in zip(BUCKETS, att.buckets[i].tolist())}))
+    return a, f, tuple(steps)
 
 
 def load(source: str | os.PathLike | bytes | bytearray | memoryview, *, chip: str | None = None,
@@ -85,10 +119,10 @@ def load(source: str | os.PathLike | bytes | bytearray | memoryview, *, chip: st
     text = os.fspath(source)
     if is_url(text):
         with local_copy(text) as local:
-            a, f = analyze_source(local, options, select, ignore)
-        return _loaded(a, f, source=text if a.source.startswith(local) else None)
-    a, f = analyze_source(Path(text), options, select, ignore)
-    return _loaded(a, f)
+            a, f, cs = _analyze_path(Path(local), options, select, ignore)
+        return _loaded(a, f, source=text if a.source.startswith(local) else None, core_steps=cs)
+    a, f, cs = _analyze_path(Path(text), options, select, ignore)
+    return _loaded(a, f, core_steps=cs)
 
 
 def _load_bytes(data: bytes, options: AnalysisOptions, select: tuple[str, ...], ignore: tuple[str, ...]) -> LoadedAnalysis:
@@ -114,8 +148,8 @@ def _load_bytes(data: bytes, options: AnalysisOptions, select: tuple[str, ...], 
     with tempfile.TemporaryDirectory(prefix="profanalyzer-bytes-") as d:
         p = Path(d) / ("host.xplane.pb.gz" if gz else "host.xplane.pb")
         p.write_bytes(data)
-        a, f = analyze_source(p, options, select, ignore)
-    return _loaded(a, f, source="<bytes>")
+        a, f, cs = _analyze_path(p, options, select, ignore)
+    return _loaded(a, f, source="<bytes>", core_steps=cs)
 
 
 def document(path: str, chip: str | None = None) -> dict:

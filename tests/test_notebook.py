@@ -99,6 +99,37 @@ def test_frames_hold_what_the_records_hold(name):
     assert tuple(a.frames()["findings"].columns) == FRAME_COLUMNS["findings"]
 
 
+def test_step_by_core_frames_of_a_loaded_trace():
+    """profanalyzer.load of a trace keeps each TensorCore's time per step:
+    the steps frame is step x core, and its medians are the steps table."""
+    a = profanalyzer.load(sample_path("straggler_core"))
+    plain = analysis_of("straggler_core")
+    fr = a.frames()
+    steps = fr["steps"]
+    assert set(steps.core) == {c.core for c in plain.per_core}
+    assert len(steps) == len(a.core_steps) == len(plain.steps.table) * plain.tensorcores
+    med = steps.groupby("step").step_ps.median()
+    for r in plain.steps.table:
+        assert med[r.number] == pytest.approx(r.step_ps)
+        assert (steps[steps.step == r.number].kept == r.kept).all()
+    b = fr["buckets"]
+    sc = b[b.scope == "step_core"]
+    sums = {(int(k[0]), k[1]): v for k, v in sc.groupby(["step", "core"]).ps.sum().items()}
+    per = {(int(r.step), r.core): r.step_ps for r in steps.itertuples()}
+    assert sums == per  # integer ps: each core's buckets sum to its step exactly
+    # the 'step' scope is the mean over cores of 'step_core'
+    mean = {(int(k[0]), k[1]): v for k, v in sc.groupby(["step", "bucket"]).ps.mean().items()}
+    st = {(int(r.step), r.bucket): r.ps for r in b[b.scope == "step"].itertuples()}
+    assert mean.keys() == st.keys() and max(abs(mean[k] - st[k]) for k in st) < 1.0
+    # each core's mean over the kept steps is the per-core summary
+    kept = steps[steps.kept].groupby("core").step_ps.mean()
+    for c in plain.per_core:
+        assert kept[c.core] == pytest.approx(c.step_ps, rel=1e-9)
+    # a saved document has no per-core step times: one median row per step
+    saved = profanalyzer.load(json.dumps(sample_doc("straggler_core")).encode())
+    assert saved.core_steps == () and list(saved.frames()["steps"].core.unique()) == ["median"]
+
+
 def test_cards_are_escaped():
     a = profanalyzer.load(sample_path("xss_names"))
     page = a._repr_html_() + "".join(f._repr_html_() for f in a.findings.recommendations)
