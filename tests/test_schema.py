@@ -159,3 +159,11 @@ def test_explain_unknown_code_is_one_line(capsys):
     rc, out, err = run_cli(capsys, "explain", "ZZ999")
     assert rc == 2 and len(err.strip().splitlines()) == 1 and "ZZ999" in err and "SC001" in err
 
+
+
+def test_mcp_without_the_sdk_is_one_line(capsys, monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "mcp.server.mcpserver", None)  # as if the [mcp] extra were not installed
+    rc, out, err = run_cli(capsys, "mcp")
+    assert rc == 2 and len(err.strip().splitlines()) == 1 and "pip install 'profanalyzer[mcp]'" in err
