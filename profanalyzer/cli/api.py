@@ -26,8 +26,8 @@ def schema(out: str) -> None:
 @click.option("--json", "json_out", type=click.Path(dir_okay=False, allow_dash=True), default=None,
               help="Write the explanation as JSON (- for stdout).")
 def explain(code: str, json_out: str | None) -> None:
-    """Explain a rule CODE (e.g. SC001): what it detects, why it costs time,
-    what to change, and the guide section it is tied to."""
+    """Explain a rule CODE: what it detects, why it costs time, what to
+    change, and the guide section it is tied to (CODE e.g. SC001)."""
     from profanalyzer.explain import explain as explain_code, format_explanation
 
     e = explain_code(code)
