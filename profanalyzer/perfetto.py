@@ -41,7 +41,7 @@ from profanalyzer.overlap import window_class, window_name, windows_for_core
 from profanalyzer.trace import LINE_SC_OPS, Trace
 from profanalyzer.vocab import BUCKETS
 
-__all__ = ["trace_events", "write_trace", "parse_steps", "CLASS_COLOURS"]
+__all__ = ["trace_events", "write_trace", "parse_steps", "marker_notes", "CLASS_COLOURS"]
 
 #: Chrome trace reserved colour names for the window classes (Perfetto keeps
 #: the class in the name and args).
@@ -229,6 +229,19 @@ def parse_steps(text: str) -> tuple[int, ...]:
             raise InputError(f"--steps: {part!r} is not a range of at most 10000 steps")
         out.extend(range(a, b + 1))
     return tuple(out)
+
+
+def marker_notes(doc: dict, dest: str) -> dict[str, str]:
+    """Per rule code, where its marker is in the written trace (the report's
+    cards show it): 'Trace export FILE: marker "CODE" at T µs (step N)'."""
+    steps = doc.get("otherData", {}).get("steps", [])
+    where = f" (step {steps[0]})" if len(steps) == 1 else ""
+    out = {}
+    for e in doc["traceEvents"]:
+        if e.get("cat") == "finding":
+            code = e["args"]["code"]
+            out[code] = f"Trace export {dest}: marker \u201c{code}\u201d at {e['ts']:,.3f} \u00b5s{where}"
+    return out
 
 
 def write_trace(doc: dict, dest: str) -> None:

@@ -102,3 +102,23 @@ def test_trace_export_bad_steps_are_one_line(capsys, tmp_path):
     rc, out, err = run_cli(capsys, "analyze", src, "-q", "--no-html", "--steps", "2")  # a usage error (click's form)
     assert rc == 2 and "Error: --steps selects what --trace-out exports" in err
     assert not (tmp_path / "t.json.gz").exists()
+
+
+def test_report_cards_name_their_trace_marker(capsys, tmp_path):
+    """With --trace-out, each recommendation card names the instant of its
+    marker in the exported file; without it the report is unchanged."""
+    src = sample_path("offload_off")
+    html = tmp_path / "r.html"
+    dest = tmp_path / "t.json.gz"
+    rc, out, err = run_cli(capsys, "analyze", src, "-q", "-o", html, "--trace-out", dest)
+    assert rc == 0, err
+    page = html.read_text(encoding="utf-8")
+    doc = json.loads(gzip.decompress(dest.read_bytes()))
+    marks = {e["args"]["code"]: e["ts"] for e in doc["traceEvents"] if e.get("cat") == "finding"}
+    assert marks
+    for code, ts in marks.items():
+        assert f"marker \u201c{code}\u201d at {ts:,.3f} \u00b5s" in page
+    assert page.count('data-field="trace"') == len(marks)
+    plain = tmp_path / "p.html"
+    rc, out, err = run_cli(capsys, "analyze", src, "-q", "-o", plain)
+    assert 'data-field="trace"' not in plain.read_text(encoding="utf-8")

@@ -126,6 +126,7 @@ def _analyze(trace: str, label: str, chip: str | None, jobs: int | None, json_ou
     from profanalyzer.report.terminal import format_summary
 
     refuse_overwriting_input(trace, json_out, md_out, None if no_html else output, trace_out)
+    markers: dict[str, str] | None = None
     if trace_out:
         from profanalyzer.perfetto import parse_steps
 
@@ -140,9 +141,12 @@ def _analyze(trace: str, label: str, chip: str | None, jobs: int | None, json_ou
         a = dataclasses.replace(a, source=label)
     f = run_rules(a, select=_codes(select), ignore=_codes(ignore))
     if trace_out:
-        from profanalyzer.perfetto import trace_events, write_trace
+        from profanalyzer.perfetto import marker_notes, trace_events, write_trace
 
-        write_trace(trace_events(model, a, f, wanted), trace_out)
+        exported = trace_events(model, a, f, wanted)
+        write_trace(exported, trace_out)
+        markers = marker_notes(exported, trace_out)
+        del exported
         click.echo(f"trace: {trace_out}", err=True)
     del model
     to_stdout = json_out == "-" or md_out == "-"
@@ -156,7 +160,8 @@ def _analyze(trace: str, label: str, chip: str | None, jobs: int | None, json_ou
         from profanalyzer.report.html import default_output_path, render_html
 
         stamp = utc_timestamp() if timestamp else None
-        html = render_html(a, f, command_line=command_line(), input_sha256=digest(), timestamp=stamp)
+        html = render_html(a, f, command_line=command_line(), input_sha256=digest(), timestamp=stamp,
+                           trace_markers=markers)
         dest = output or str(default_output_path(label))
         write_text(html, dest, announce=False)
         click.echo(f"report: {dest}", err=to_stdout)
