@@ -13,7 +13,7 @@ LINTED ?= profanalyzer heuristics tests tools benchmarks setup.py
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[test,xprof,fleet,lint]'
+	$(PY) -m pip install -q -e '.[test,xprof,fleet,gcs,mcp,lint]'
 	touch $@
 
 venv: $(VENV)/.installed

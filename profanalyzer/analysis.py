@@ -19,7 +19,7 @@ from typing import Mapping
 
 import numpy as np
 
-from profanalyzer import __version__
+from profanalyzer.version import __version__
 from profanalyzer.attribution import CoreWork, PlaneClasses, attribute_trace, classify_plane, locate  # noqa: F401 - old import paths
 from profanalyzer.capture import assumptions, capture_quality
 from profanalyzer.errors import InputError

@@ -407,6 +407,18 @@ class Analysis(Record):
     capture: CaptureQuality | None = None
     assumptions: tuple[str, ...] = ()  # what the analysis assumed where the trace lacks evidence
 
+    def frames(self, findings: "Findings | None" = None) -> dict:
+        """pandas DataFrames of this analysis (steps, buckets, ops, windows,
+        findings; columns in profanalyzer.frames). Imports pandas."""
+        from profanalyzer.frames import analysis_frames
+
+        return analysis_frames(self, findings)
+
+    def _repr_html_(self) -> str:
+        from profanalyzer.frames import analysis_card
+
+        return analysis_card(self)
+
     def self_check(self) -> None:
         """Raise InvariantError when the analysis contradicts itself (see check_analysis)."""
         problems = check_analysis(self)
@@ -438,6 +450,11 @@ class Finding(Record):
     claims: tuple[tuple[str, float], ...] = ()  # (pool key, ps) this saving comes out of
 
     merged_note: str = ""
+
+    def _repr_html_(self) -> str:
+        from profanalyzer.frames import finding_card
+
+        return finding_card(self)
 
 
 @dataclass(frozen=True)

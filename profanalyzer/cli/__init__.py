@@ -7,6 +7,7 @@ prints, and maps typed errors to exit codes (see profanalyzer.errors).
     compare    compare, check
     fleet      fleet (Dask loads only when it runs)
     synth      synth
+    api        schema, explain, mcp (interfaces for programs and agents)
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import click
 from profanalyzer import __version__
 from profanalyzer.cli._common import CONTEXT_SETTINGS, run_command
 from profanalyzer.cli.analyze import analyze, info, result_dict
+from profanalyzer.cli.api import explain, mcp, schema
 from profanalyzer.cli.compare import check, compare
 from profanalyzer.cli.fleet import fleet
 from profanalyzer.cli.synth import synth
@@ -52,6 +54,9 @@ cli.add_command(compare)
 cli.add_command(check)
 cli.add_command(fleet)
 cli.add_command(synth)
+cli.add_command(schema)
+cli.add_command(explain)
+cli.add_command(mcp)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -8,6 +8,7 @@ importing the CLI costs click and nothing heavy.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import sys
 
 import click
@@ -17,6 +18,7 @@ from profanalyzer.cli._common import (
     command_line,
     echo,
     jobs_option,
+    is_url,
     neutralise,
     refuse_overwriting_input,
     trace_argument,
@@ -52,7 +54,10 @@ def info(trace: str, chip: str | None, jobs: int | None, json_out: str | None, q
     from profanalyzer.info import format_info, trace_info
     from profanalyzer.tracebuild import load_trace
 
-    ti = trace_info(load_trace(trace, chip=chip, jobs=jobs, progress=_progress(quiet)))
+    with _local(trace, selective=False) as local:
+        ti = trace_info(load_trace(local, chip=chip, jobs=jobs, progress=_progress(quiet)))
+    if local != trace:  # a URL: name it, not the temporary copy
+        ti = dataclasses.replace(ti, source=trace)
     if json_out:
         write_json(ti.to_dict(), json_out)
         if json_out == "-":
@@ -93,30 +98,72 @@ def _no_cyclic_gc():
               help="Re-time the step with these levers applied together (comma-separated: fp8,sc_offload,remat); JSON key what_if.")
 @click.option("--history", "history", type=click.Path(file_okay=False), default=None,
               help="Folder of earlier `analyze --json` files (name order = time order): per rule, predicted vs observed over the changes; JSON key calibration.")
+@click.option("--trace-out", type=click.Path(dir_okay=False), default=None,
+              help="Write the analysed window as an annotated Chrome/Perfetto trace (FILE.json.gz or FILE.json).")
+@click.option("--steps", "trace_steps", default=None, metavar="STEPS",
+              help="Steps --trace-out exports, e.g. 3 or 3,5-7 (default: the representative step).")
 @_no_cyclic_gc()
 def analyze(trace: str, chip: str | None, jobs: int | None, json_out: str | None, top: int, select: str, ignore: str,
             output: str | None, no_html: bool, md_out: str | None, timestamp: bool, quiet: bool,
-            what_if_levers: str | None = None, history: str | None = None) -> None:
+            what_if_levers: str | None = None, history: str | None = None,
+            trace_out: str | None = None, trace_steps: str | None = None) -> None:
     """Attribute step time, analyse overlap, rank recommendations, write the HTML report."""
+    if trace_steps is not None and not trace_out:
+        raise click.UsageError("--steps selects what --trace-out exports: pass --trace-out FILE.json.gz too")
+    with _local(trace) as local:
+        _analyze(local, trace, chip, jobs, json_out, top, select, ignore, output, no_html, md_out, timestamp, quiet,
+                 trace_out, trace_steps, what_if_levers, history)
+
+
+def _local(trace: str, selective: bool = True):
+    """The trace itself, or a temporary local copy of a URL (profanalyzer.sources)."""
+    if not is_url(trace):
+        return contextlib.nullcontext(trace)
+    from profanalyzer.sources import local_copy
+
+    return local_copy(trace, selective=selective)
+
+
+def _analyze(trace: str, label: str, chip: str | None, jobs: int | None, json_out: str | None, top: int, select: str, ignore: str,
+             output: str | None, no_html: bool, md_out: str | None, timestamp: bool, quiet: bool,
+             trace_out: str | None = None, trace_steps: str | None = None, what_if_levers: str | None = None,
+             history: str | None = None) -> None:
     from profanalyzer.analysis import AnalysisOptions, analyze_trace, read_trace
     from profanalyzer.findings import analyze_source, run_rules
     from profanalyzer.model import is_analysis_document
     from profanalyzer.report.terminal import format_summary
 
-    refuse_overwriting_input(trace, json_out, md_out, None if no_html else output)
+    refuse_overwriting_input(trace, json_out, md_out, None if no_html else output, trace_out)
+    markers: dict[str, str] | None = None
+    if trace_out:
+        from profanalyzer.perfetto import parse_steps
+
+        wanted = parse_steps(trace_steps or "")
     options = AnalysisOptions(chip=chip, jobs=jobs, progress=_progress(quiet))
     if is_analysis_document(trace):
         # A saved `--json` document: rendered again without the trace.
+        if trace_out:
+            raise click.UsageError("--trace-out needs the trace itself, not a saved analysis")
         a, f = analyze_source(trace, options, select=_codes(select), ignore=_codes(ignore))
         digest = None if no_html else _hash_in_background(trace)
     else:
         model = read_trace(trace, options)
         # The input's hash (report footer) runs on a second core during the
         # single-threaded analysis; during the read both cores decode.
-        digest = None if no_html else _hash_in_background(trace)
+        digest = None if no_html else (_hash_in_background(trace) if label == trace else (lambda: "not computed (a URL input, read through a partial copy)"))
         a = analyze_trace(model, options)
-        del model
+        if label != trace:  # a URL: the report names it, not the temporary copy
+            a = dataclasses.replace(a, source=label)
         f = run_rules(a, select=_codes(select), ignore=_codes(ignore))
+        if trace_out:
+            from profanalyzer.perfetto import marker_notes, trace_events, write_trace
+
+            exported = trace_events(model, a, f, wanted)
+            write_trace(exported, trace_out)
+            markers = marker_notes(exported, trace_out)
+            del exported
+            click.echo(f"trace: {trace_out}", err=True)
+        del model
     extra, extra_lines = _levers_and_history(a, f, what_if_levers, history, trace)
     to_stdout = json_out == "-" or md_out == "-"
     if json_out:
@@ -132,8 +179,9 @@ def analyze(trace: str, chip: str | None, jobs: int | None, json_out: str | None
         from profanalyzer.report.html import default_output_path, render_html
 
         stamp = utc_timestamp() if timestamp else None
-        html = render_html(a, f, command_line=command_line(), input_sha256=digest(), timestamp=stamp)
-        dest = output or str(default_output_path(trace))
+        html = render_html(a, f, command_line=command_line(), input_sha256=digest(), timestamp=stamp,
+                           trace_markers=markers)
+        dest = output or str(default_output_path(label))
         write_text(html, dest, announce=False)
         click.echo(f"report: {dest}", err=to_stdout)
     if not quiet and not to_stdout:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import click
 
-from profanalyzer.cli._common import chip_option, echo, write_json, write_text
+from profanalyzer.cli._common import chip_option, echo, is_url, write_json, write_text
 from profanalyzer.errors import EXIT_GATE_FAILED, EXIT_OK
 
 _chip_option = chip_option("Chip generation for inputs that are traces; overrides the trace's device_type_string.")
@@ -36,10 +36,10 @@ def compare(base: str, new: str, chip: str | None, output: str | None, json_out:
     exposed-communication deltas, remat, new/vanished findings, slower/faster ops.
 
     BASE and NEW are traces or `profanalyze analyze --json` files."""
-    from profanalyzer.compare import compare as run_compare, load_document
+    from profanalyzer.compare import compare as run_compare
     from profanalyzer.report.diff import format_text, render_diff_html, render_diff_markdown
 
-    c = run_compare(load_document(base, chip=chip), load_document(new, chip=chip), base_label=base, new_label=new)
+    c = run_compare(_document(base, chip), _document(new, chip), base_label=base, new_label=new)
     to_stdout = json_out == "-" or md_out == "-"
     if json_out:
         write_json(c.to_dict(), json_out)
@@ -51,6 +51,13 @@ def compare(base: str, new: str, chip: str | None, output: str | None, json_out:
     if not quiet and not to_stdout:
         echo(format_text(c))
     return EXIT_OK
+
+
+def _document(path: str, chip: str | None) -> dict:
+    """The analysis document of a path or URL (profanalyzer.notebook.document)."""
+    from profanalyzer.notebook import document
+
+    return document(path, chip)
 
 
 @click.command()
@@ -69,7 +76,6 @@ def check(trace: str, budget_path: str | None, baseline: str | None, chip: str |
     Exit 0 when every check passes, 1 when a check fails (each failing check
     is printed on its own line), 2 on a bad budget file or input."""
     from profanalyzer.budget import BudgetError, evaluate, find_budget, junit_xml, load_budget
-    from profanalyzer.compare import load_document
 
     if budget_path is None:
         found = find_budget(".")
@@ -78,17 +84,19 @@ def check(trace: str, budget_path: str | None, baseline: str | None, chip: str |
         budget_path = str(found)
     budget = load_budget(budget_path)
     base_path = baseline if baseline is not None else (str(budget.baseline) if budget.baseline is not None else None)
+    if baseline is None and budget.baseline_text and is_url(budget.baseline_text):  # a URL is not relative to the budget file
+        base_path = budget.baseline_text
     if budget.regressions and base_path is None:
         raise BudgetError(f"{budget_path}: [max_regression] needs a baseline (baseline = \"path\" in the budget file, or --baseline)")
     base_doc = None
     if base_path is not None:
         from pathlib import Path
 
-        if not Path(base_path).exists():
+        if not is_url(base_path) and not Path(base_path).exists():
             origin = "--baseline" if baseline is not None else f"baseline = {budget.baseline_text!r} in {budget_path}"
             raise BudgetError(f"baseline not found: {base_path} ({origin})")
-        base_doc = load_document(base_path, chip=chip)
-    doc = load_document(trace, chip=chip)
+        base_doc = _document(base_path, chip)
+    doc = _document(trace, chip)
     report = evaluate(budget, doc, base_doc, trace=trace, baseline=base_path)
 
     to_stdout = json_out == "-"

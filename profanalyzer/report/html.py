@@ -11,6 +11,8 @@ the same bytes (no timestamp unless one is passed).
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import hashlib
 from functools import lru_cache
 from pathlib import Path
@@ -55,16 +57,21 @@ def render_html(
     input_sha256: str,
     timestamp: str | None = None,
     docs: Mapping[str, RuleDoc] | None = None,
+    trace_markers: Mapping[str, str] | None = None,
 ) -> str:
     """The report as one HTML document (str).
 
     `findings` None: the recommendations section says they were not computed.
     `docs`: rule docs by code (default: the registered rules' docs of the
-    recommendations shown).
+    recommendations shown). `trace_markers`: per rule code, where the trace
+    export (`--trace-out`) put its marker (shown on its card).
     """
     if docs is None and findings is not None and findings.recommendations:
         docs = rule_docs(f.code for f in findings.recommendations)
     ctx = build_context(analysis, findings, command_line=command_line, input_sha256=input_sha256, timestamp=timestamp, docs=docs)
+    if trace_markers:
+        cards = tuple(replace(c, trace_marker=trace_markers.get(c.code, "")) for c in ctx.recs.cards)
+        ctx = replace(ctx, recs=replace(ctx.recs, cards=cards))
     return render_context(ctx)
 
 

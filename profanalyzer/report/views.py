@@ -70,6 +70,7 @@ class Card:
     guide_section: str
     doc: DocView | None
     merged_note: str
+    trace_marker: str = ""  # where `--trace-out` put this finding's marker ('' without an export)
 
 
 @dataclass(frozen=True)
