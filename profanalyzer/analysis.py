@@ -39,6 +39,7 @@ from profanalyzer.model import (  # noqa: F401 - the records' old import path
     to_jsonable,
 )
 from profanalyzer.overlap import analyze_overlap
+from profanalyzer.scopes import scope_rollup
 from profanalyzer.timeline import build_timeline
 from profanalyzer.vocab import ATTENTION_SPLIT, BUCKETS, COLLECTIVE_BUCKETS, MATMUL_BUCKETS, PHASES
 from profanalyzer.trace import ANALYSIS_LINES, LINE_OPS, Trace, load_trace
@@ -188,6 +189,7 @@ def analyze_trace(trace: Trace, options: AnalysisOptions = AnalysisOptions()) ->
         timeline=timeline,
         definitions=_definitions(steps),
         notes=tuple(notes),
+        scopes=scope_rollup(trace, work, kept_steps, step_mean),
     )
     analysis.self_check()
     return analysis

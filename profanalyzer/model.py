@@ -64,6 +64,8 @@ __all__ = [
     "CorePeaks",
     "RidgePoints",
     "ChipSpec",
+    "ScopeRow",
+    "IdleCause",
     "Analysis",
     "RuleDoc",
     "Finding",
@@ -333,6 +335,29 @@ class ChipSpec(Record):
 
 
 @dataclass(frozen=True)
+class ScopeRow(Record):
+    """Time of one JAX name scope (tf_op path, folded: see profanalyzer.scopes),
+    self time per kept step per TensorCore."""
+
+    scope: str  # folded path ('decoder/layers/mlp'), '(no scope)' for ops without tf_op
+    ps: float  # all of its ops' self time
+    fraction: float  # of step time
+    buckets: Mapping[str, float]  # bucket -> ps (non-zero ones)
+    exposed_comm_ps: float  # collective buckets
+    remat_ps: float  # recomputed ops
+    ops: int  # distinct ops (metadata rows, all cores)
+    count: int  # repeats per step: layer indices folded, or runs of its most run op (a scanned loop's trip count)
+
+
+@dataclass(frozen=True)
+class IdleCause(Record):
+    """One cause of the idle bucket (profanalyzer.idle)."""
+
+    ps: float  # per kept step per TensorCore
+    fraction: float  # of step time (the causes' fractions sum to the idle bucket's)
+
+
+@dataclass(frozen=True)
 class Analysis(Record):
     schema_version: int
     tool_version: str
@@ -361,6 +386,7 @@ class Analysis(Record):
     timeline: TimelineSample | None
     definitions: Mapping[str, str]
     notes: tuple[str, ...]
+    scopes: tuple[ScopeRow, ...] = ()  # by JAX name scope, folded (profanalyzer.scopes)
 
     def self_check(self) -> None:
         """Raise InvariantError when the analysis contradicts itself (see check_analysis)."""

@@ -88,10 +88,12 @@ def _no_cyclic_gc():
 @click.option("--no-html", is_flag=True, help="Do not write the HTML report.")
 @click.option("--markdown", "md_out", type=click.Path(dir_okay=False, allow_dash=True), default=None, help="Write a Markdown summary for tickets (- for stdout).")
 @click.option("--timestamp", is_flag=True, help="Stamp the HTML report with the current UTC time (off: reports are byte-identical).")
+@click.option("--by-scope", "by_scope", type=click.IntRange(1, 8), default=None, metavar="DEPTH",
+              help="Add the time by JAX name scope (tf_op), collapsed to DEPTH components, to the terminal summary.")
 @click.option("-q", "--quiet", is_flag=True, help="No terminal summary.")
 @_no_cyclic_gc()
 def analyze(trace: str, chip: str | None, jobs: int | None, json_out: str | None, top: int, select: str, ignore: str,
-            output: str | None, no_html: bool, md_out: str | None, timestamp: bool, quiet: bool) -> None:
+            output: str | None, no_html: bool, md_out: str | None, timestamp: bool, by_scope: int | None, quiet: bool) -> None:
     """Attribute step time, analyse overlap, rank recommendations, write the HTML report."""
     from profanalyzer.analysis import AnalysisOptions, analyze_trace, read_trace
     from profanalyzer.findings import run_rules
@@ -122,7 +124,7 @@ def analyze(trace: str, chip: str | None, jobs: int | None, json_out: str | None
         write_text(html, dest, announce=False)
         click.echo(f"report: {dest}", err=to_stdout)
     if not quiet and not to_stdout:
-        echo(format_summary(a, top=top, findings=f))
+        echo(format_summary(a, top=top, findings=f, by_scope=by_scope))
 
 
 def _hash_in_background(trace: str):

@@ -32,7 +32,25 @@ def format_recommendations(findings, n: int = 3) -> list[str]:
     return out
 
 
-def format_summary(a: Analysis, top: int = 10, findings=None) -> str:
+def format_scopes(a: Analysis, depth: int, limit: int = 25) -> list[str]:
+    """The name-scope rollup collapsed to `depth` components (`--by-scope DEPTH`)."""
+    from profanalyzer.scopes import collapse
+
+    if not a.scopes:
+        return ["name scopes: none (the ops carry no tf_op stat)"]
+    rows = collapse(a.scopes, depth)
+    width = min(70, max(len(r.scope) for r in rows[:limit]))
+    out = [f"name scopes to depth {depth} (self time per step, per TensorCore; count: layers folded or loop trip count):",
+           f"{'scope':<{width}} {'ms/step':>9} {'share':>7} {'comm ms':>8} {'remat ms':>9} {'count':>6}"]
+    for r in rows[:limit]:
+        name = r.scope if len(r.scope) <= width else r.scope[: width - 1] + "…"
+        out.append(f"{name:<{width}} {ms(r.ps):>9} {pct(r.fraction):>7} {ms(r.exposed_comm_ps):>8} {ms(r.remat_ps):>9} {r.count:>6}")
+    if len(rows) > limit:
+        out.append(f"({len(rows) - limit} smaller scopes not shown)")
+    return out
+
+
+def format_summary(a: Analysis, top: int = 10, findings=None, by_scope: int | None = None) -> str:
     chip = a.hardware.name
     out = [
         f"profanalyze: {a.source}",
@@ -79,6 +97,9 @@ def format_summary(a: Analysis, top: int = 10, findings=None) -> str:
                 f"{i:>3}. {op.name[:60]:<60} {op.bucket:<15} {ms(op.self_ps):>8} ms {pct(op.fraction):>6}"
                 f"  {op.bound_by}-bound{roof}{tags}"
             )
+    if by_scope is not None:
+        out.append("")
+        out.extend(format_scopes(a, by_scope))
     if findings is not None:
         out.append("")
         out.extend(format_recommendations(findings))
