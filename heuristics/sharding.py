@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from heuristics._util import ms, pct
+from heuristics.host_bound import host_bound  # HB001, filed under this lever
 from profanalyzer.workload import classify_workload
 from profanalyzer.rules import rule
 from profanalyzer.vocab import COMPUTE_BUCKETS
@@ -165,4 +166,4 @@ def communication_bound(self, analysis):
     ]
 
 
-RULES = (overlap_all_to_all, pipeline_bubbles, communication_bound)
+RULES = (overlap_all_to_all, pipeline_bubbles, communication_bound, host_bound)

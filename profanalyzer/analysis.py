@@ -39,6 +39,7 @@ from profanalyzer.model import (  # noqa: F401 - the records' old import path
     to_jsonable,
 )
 from profanalyzer.overlap import analyze_overlap
+from profanalyzer.idle import idle_causes
 from profanalyzer.scopes import scope_rollup
 from profanalyzer.timeline import build_timeline
 from profanalyzer.vocab import ATTENTION_SPLIT, BUCKETS, COLLECTIVE_BUCKETS, MATMUL_BUCKETS, PHASES
@@ -161,6 +162,7 @@ def analyze_trace(trace: Trace, options: AnalysisOptions = AnalysisOptions()) ->
     steps = _steps_summary(table, step_med[kept_mask], step_mean, sources)
     if any(s.startswith("XLA Modules") for s in sources):
         notes.append("no Steps line: steps are the runs of the dominant program on XLA Modules")
+    idle = idle_causes(trace, work, kept_steps, step_mean)
     analysis = Analysis(
         schema_version=SCHEMA_VERSION,
         tool_version=__version__,
@@ -188,7 +190,8 @@ def analyze_trace(trace: Trace, options: AnalysisOptions = AnalysisOptions()) ->
         sparsecore_offload=overlap.sparsecore,
         timeline=timeline,
         definitions=_definitions(steps),
-        notes=tuple(notes),
+        notes=tuple(notes) + idle.notes,
+        idle_causes=idle.causes,
         scopes=scope_rollup(trace, work, kept_steps, step_mean),
     )
     analysis.self_check()

@@ -46,7 +46,7 @@ from typing import Any, Iterable, Mapping
 
 from profanalyzer.errors import InputError
 from profanalyzer.format import NOT_AVAILABLE, noise
-from profanalyzer.vocab import BUCKETS, COLLECTIVE_TYPES
+from profanalyzer.vocab import BUCKETS, COLLECTIVE_TYPES, IDLE_CAUSES
 from profanalyzer.model import Analysis, BucketShare, Findings, SchemaError, to_jsonable
 
 TOP_KEYS = ("baseline", "fail_on", "budget", "max_regression")
@@ -93,6 +93,9 @@ def _metrics() -> dict[str, Metric]:
         what = "all collectives" if t == "total" else t
         m.append(Metric(f"exposed.{t}.fraction", "fraction", False, f"exposed {what} share of the step"))
         m.append(Metric(f"exposed.{t}.ms", "ms", False, f"exposed {what} time per step"))
+    for c in IDLE_CAUSES:
+        m.append(Metric(f"idle.{c}.fraction", "fraction", False, f"idle time ({c}) share of the step"))
+        m.append(Metric(f"idle.{c}.ms", "ms", False, f"idle time ({c}) per step"))
     return {x.name: x for x in m}
 
 
@@ -132,6 +135,12 @@ def metric_value(doc: Analysis | Mapping, name: str) -> float | None:
         if ct is None:  # the type does not occur: nothing exposed
             return 0.0
         return _num(ct.fraction_of_step) if kind == "fraction" else _num(ct.exposed_ps, 1e-9)
+    if group == "idle":
+        cause, kind = rest.rsplit(".", 1)
+        ic = a.idle_causes.get(cause)
+        if ic is None:  # an analysis saved before idle causes existed
+            return None
+        return _num(ic.fraction) if kind == "fraction" else _num(ic.ps, 1e-9)
     raise KeyError(name)
 
 

@@ -46,7 +46,7 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -65,7 +65,7 @@ from profanalyzer.model import (
     to_jsonable,
     validate_document,
 )
-from profanalyzer.vocab import BUCKETS, COLLECTIVE_TYPES
+from profanalyzer.vocab import BUCKETS, COLLECTIVE_TYPES, IDLE_CAUSES
 
 #: Comparison JSON schema version.
 COMPARISON_SCHEMA_VERSION = 1
@@ -237,6 +237,7 @@ class Comparison:
     headline: str
     method: Mapping[str, str]
     notes: tuple[str, ...]
+    idle_causes: Mapping[str, ShareChange] = field(default_factory=dict)  # the idle bucket by cause (both sides have them)
 
     @property
     def new_findings(self) -> tuple[FindingChange, ...]:
@@ -449,7 +450,21 @@ def compare(base: Mapping | Analysis | tuple[Analysis, Findings | None], new: Ma
             "remat_noise": "remat has no per-step series in the analysis: its verdict uses the minimum effect only",
         },
         notes=tuple(notes),
+        idle_causes=_idle_changes(base, new, b_step, notes),
     )
+
+
+def _idle_changes(base: Analysis, new: Analysis, b_step: float, notes: list[str]) -> dict[str, ShareChange]:
+    """Idle-cause deltas (minimum-effect verdict: no per-step series), when both sides have them."""
+    if not base.idle_causes or not new.idle_causes:
+        if base.idle_causes or new.idle_causes:
+            notes.append("idle causes on one side only (an analysis saved by an older version): not compared")
+        return {}
+    out = {}
+    for c in IDLE_CAUSES:
+        bc, nc = base.idle_causes.get(c), new.idle_causes.get(c)
+        out[c] = _share((bc.ps, bc.fraction) if bc else (0.0, 0.0), (nc.ps, nc.fraction) if nc else (0.0, 0.0), None, b_step)
+    return out
 
 
 def _exposed_changes(base: Analysis, new: Analysis, b_step: float) -> dict[str, ExposedChange]:

@@ -387,6 +387,7 @@ class Analysis(Record):
     definitions: Mapping[str, str]
     notes: tuple[str, ...]
     scopes: tuple[ScopeRow, ...] = ()  # by JAX name scope, folded (profanalyzer.scopes)
+    idle_causes: Mapping[str, IdleCause] = field(default_factory=dict)  # the idle bucket by cause (profanalyzer.idle)
 
     def self_check(self) -> None:
         """Raise InvariantError when the analysis contradicts itself (see check_analysis)."""

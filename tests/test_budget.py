@@ -81,6 +81,7 @@ def test_every_metric_is_addressable():
     want = {"step_time_ms", "step_time_mean_ms", "mfu", "mxu_matmul", "remat.fraction", "remat.ms"}
     want |= {f"bucket.{b}.{k}" for b in BUCKETS for k in ("fraction", "ms")}
     want |= {f"exposed.{t}.{k}" for t in (*TYPES, "total") for k in ("fraction", "ms")}
+    want |= {f"idle.{c}.{k}" for c in ("host_dispatch", "host_wait", "peer_wait", "unexplained") for k in ("fraction", "ms")}
     assert set(METRICS) == want
     assert "bucket.idle.fraction" in METRICS and "exposed.all_gather.fraction" in METRICS
     assert set(REGRESSION_METRICS) == want | {"step_time"}

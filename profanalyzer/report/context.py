@@ -589,6 +589,7 @@ def _cores(a: Analysis) -> CoresView:
 NAV = (
     NavItem("recommendations", "Recommendations"),
     NavItem("breakdown", "Step breakdown"),
+    NavItem("idle", "Why idle"),
     NavItem("timeline", "Timeline"),
     NavItem("communication", "Communication"),
     NavItem("remat", "Remat"),

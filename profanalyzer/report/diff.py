@@ -20,6 +20,7 @@ from profanalyzer.format import ms, noise, pct, pts, signed_ms, signed_pct
 from profanalyzer.compare import MIN_EFFECT, NOISE_K, Comparison, ExposedChange, OpChange, ShareChange
 from profanalyzer.report import context as _context
 from profanalyzer.report import svg
+from profanalyzer.vocab import IDLE_CAUSE_COLOURS, IDLE_CAUSE_LABELS
 
 TEMPLATE = "diff.html.j2"
 #: Rows of each op table in Markdown / terminal.
@@ -115,6 +116,8 @@ def format_text(c: Comparison, ops: int = OPS_SHORT) -> str:
         )
     r = c.remat
     out.append(f"{'remat (overlaps)':<18}{ms(r.base_ps):>10}{ms(r.new_ps):>10}{sms(r.delta_ps):>10}{pct(r.base_fraction):>8}{pct(r.new_fraction):>8}{pts(r.delta_points):>11}{'-':>9}  {r.verdict}")
+    for k, s in c.idle_causes.items():
+        out.append(f"{'idle.' + k:<18}{ms(s.base_ps):>10}{ms(s.new_ps):>10}{sms(s.delta_ps):>10}{pct(s.base_fraction):>8}{pct(s.new_fraction):>8}{pts(s.delta_points):>11}{'-':>9}  {s.verdict}")
     out.append("")
     out.append(f"{'exposed comm':<18}{'base ms':>10}{'new ms':>10}{'delta ms':>10}{'base':>8}{'new':>8}{'delta':>11}  engine")
     for t, e in _exposed_shown(c):
@@ -192,6 +195,16 @@ def render_diff_markdown(c: Comparison, ops: int = OPS_SHORT) -> str:
         out.append(
             f"| {md_escape(bucket_label(b))} | {ms(s.base_ps)} | {ms(s.new_ps)} | {sms(s.delta_ps)} | {pct(s.base_fraction)} | {pct(s.new_fraction)} | {pts(s.delta_points)} | {s.verdict} |"
         )
+    if c.idle_causes:
+        out.append("")
+        out.append("#### Idle by cause (ms per step)")
+        out.append("")
+        out.append("| Cause | Base ms | New ms | Δ ms | Base | New | Δ | Verdict |")
+        out.append("|---|--:|--:|--:|--:|--:|--:|---|")
+        for k, s in c.idle_causes.items():
+            out.append(
+                f"| {md_escape(IDLE_CAUSE_LABELS.get(k, k))} | {ms(s.base_ps)} | {ms(s.new_ps)} | {sms(s.delta_ps)} | {pct(s.base_fraction)} | {pct(s.new_fraction)} | {pts(s.delta_points)} | {s.verdict} |"
+            )
     out.append("")
     out.append("#### Exposed communication per collective type")
     out.append("")
@@ -336,6 +349,7 @@ class DiffContext:
     op_key: str
     method: tuple[tuple[str, str], ...]
     notes: tuple[str, ...]
+    idle: tuple[DeltaRow, ...] = ()  # the idle bucket by cause
 
 
 def _w(x: float, top: float) -> str:
@@ -470,7 +484,14 @@ def build_diff_context(c: Comparison) -> DiffContext:
         op_key=c.ops.key,
         method=tuple(sorted(c.method.items())),
         notes=c.notes,
+        idle=_idle_rows(c),
     )
+
+
+def _idle_rows(c: Comparison) -> tuple[DeltaRow, ...]:
+    items = list(c.idle_causes.items())
+    top = max([abs(s.delta_ps) for _, s in items] + [0.0])
+    return tuple(_row(k, IDLE_CAUSE_LABELS.get(k, k), IDLE_CAUSE_COLOURS.get(k, "#BBBBBB"), s, top, noise=False) for k, s in items)
 
 
 def _tool_version() -> str:

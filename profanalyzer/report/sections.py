@@ -9,12 +9,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from markupsafe import Markup
+
 from profanalyzer.format import ms, pct
 from profanalyzer.model import Analysis
+from profanalyzer.report import svg
 from profanalyzer.scopes import DEFAULT_DEPTH, collapse
-from profanalyzer.vocab import BUCKETS
+from profanalyzer.vocab import BUCKETS, IDLE_CAUSE_LABELS, IDLE_CAUSES
 
-__all__ = ["ScopeRowView", "ScopesView", "Sections", "scopes_view", "build_sections", "SCOPE_ROWS"]
+__all__ = ["ScopeRowView", "ScopesView", "IdleRowView", "IdleView", "Sections", "scopes_view", "idle_view", "build_sections", "markdown_sections", "MARKDOWN_SCOPE_ROWS", "SCOPE_ROWS"]
 
 #: Rows of the HTML/Markdown scope table.
 SCOPE_ROWS = 40
@@ -72,9 +75,79 @@ def scopes_view(a: Analysis, depth: int = DEFAULT_DEPTH, limit: int = SCOPE_ROWS
 
 
 @dataclass(frozen=True)
+class IdleRowView:
+    key: str
+    label: str
+    colour: str
+    ms: str
+    step_pct: str
+    idle_pct: str
+
+
+@dataclass(frozen=True)
+class IdleView:
+    chart: Markup | None
+    rows: tuple[IdleRowView, ...]
+    total: str  # the idle bucket
+    note: str
+
+
+def idle_view(a: Analysis) -> IdleView | None:
+    """The idle bucket by cause (None when the analysis has no idle causes)."""
+    if not a.idle_causes:
+        return None
+    idle = a.breakdown.get("idle")
+    total = sum(c.ps for c in a.idle_causes.values())
+    rows = tuple(
+        IdleRowView(k, IDLE_CAUSE_LABELS[k], svg.colour(k), ms(a.idle_causes[k].ps), pct(a.idle_causes[k].fraction),
+                    pct(a.idle_causes[k].ps / total if total > 0 else None))
+        for k in IDLE_CAUSES if k in a.idle_causes
+    )
+    chart = None
+    if total > 0:
+        segs = [svg.Segment(k, IDLE_CAUSE_LABELS[k], a.idle_causes[k].ps, a.idle_causes[k].ps / total) for k in IDLE_CAUSES if k in a.idle_causes]
+        desc = "Idle time by cause: " + ", ".join(f"{s.label} {s.fraction * 100:.1f}%" for s in segs if s.fraction > 0) + "."
+        chart = svg.share_bar(segs, "Why the TensorCore was idle", desc)
+    note = ("The idle bucket split per core and kept step into causes that sum to it: idle outside every program run "
+            "(XLA Modules) is host dispatch; inside a run, the time before an op talking to the host (infeed/outfeed, "
+            "host callbacks, host transfers) is waiting on the host, before a collective or barrier waiting on a peer; "
+            "the rest is unexplained.")
+    return IdleView(chart, rows, f"{ms(idle.ps)} ms ({pct(idle.fraction)} of the step)" if idle else "-", note)
+
+
+@dataclass(frozen=True)
 class Sections:
     scopes: ScopesView | None
+    idle: IdleView | None = None
 
 
 def build_sections(a: Analysis) -> Sections:
-    return Sections(scopes=scopes_view(a))
+    return Sections(scopes=scopes_view(a), idle=idle_view(a))
+
+
+#: Rows of the Markdown scope table.
+MARKDOWN_SCOPE_ROWS = 8
+
+
+def markdown_sections(a: Analysis, esc) -> list[str]:
+    """The Markdown lines of these sections (`esc`: the Markdown escaper)."""
+    out: list[str] = []
+    iv = idle_view(a)
+    idle = a.breakdown.get("idle")
+    if iv is not None and idle is not None and idle.ps > 0:
+        parts = [f"{esc(r.label)} {r.ms} ms ({r.idle_pct})" for r in iv.rows if a.idle_causes[r.key].ps > 0]
+        out.append("Idle by cause: " + "; ".join(parts) + ".")
+        out.append("")
+    sv = scopes_view(a, limit=MARKDOWN_SCOPE_ROWS)
+    if sv is not None:
+        out.append(f"#### Name scopes (depth {sv.depth}, self time per kept step)")
+        out.append("")
+        out.append("| Scope | ms/step | Share | Exposed comm ms | Remat ms | Count |")
+        out.append("|---|--:|--:|--:|--:|--:|")
+        for r in sv.rows:
+            out.append(f"| {esc(r.scope)} | {r.ms} | {r.pct} | {r.comm_ms} | {r.remat_ms} | {r.count} |")
+        if sv.more:
+            out.append("")
+            out.append(f"_{sv.more} more scopes in the HTML report and the JSON._")
+        out.append("")
+    return out

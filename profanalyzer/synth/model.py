@@ -212,6 +212,8 @@ def simulate(plan: Plan, *, seed: int = 0, hosts: int = 1, steps: int | None = N
             # collective truth counts what the step window holds (programs outside it: a scratch acc)
             cacc = acc if (in_train or spec.steps_line) else StepAcc.zeros(C)
             remat_acc = acc.remat_train if in_train else acc.remat_other
+            if in_train and spec.host_gap_us:  # host-bound: the program launches late (outside every module)
+                t = t + int(spec.host_gap_us * US)
             if in_train and s == 0:
                 wait = int(plan.est_step_ps * 0.8)
                 tm.append(("dependency-wait", t.copy(), np.full(C, wait, dtype=np.int64), s))

@@ -115,6 +115,9 @@ class Scenario:
     overlap_every: int = 3  # ... on 1 in N consecutive op pairs
     async_line: bool = True  # write the Async XLA Ops line
 
+    # -- issue #16 (defaults keep the old bytes) --------------------------------
+    host_gap_us: float = 0.0  # host-bound: each step's train program launches this late (host dispatch / input pipeline)
+
     @property
     def extended_truth(self) -> bool:
         """Truth carries the #14 fields (run kind, host offload, layout, precision, overlaps)."""
@@ -607,6 +610,25 @@ _CATALOG: list[Scenario] = [
         device_stats_every=0,
         host_gbps=20.0,
         expect_quiet=("remat", "sc_offload", "fp8"),
+    ),
+    _DENSE.with_(
+        name="host_bound_input",
+        finding=(
+            "Host-bound steps: every step the TensorCore sits idle ~15 ms between programs before the train "
+            "step launches (the host was late: input pipeline, dispatch, a block_until_ready in the loop); "
+            "that idle is host dispatch, not device work. Recommend prefetching input to device and "
+            "asynchronous dispatch before any device-side lever."
+        ),
+        description=(
+            "dense_short_fsdp with 2 layers whose host launches the train program 15 ms late every step: "
+            "the gap lies inside the step window but outside every program run on XLA Modules."
+        ),
+        stresses=None,
+        layers=2,
+        steps=5,
+        host_gap_us=15000.0,
+        expect_fire=(),
+        expect_quiet=("sc_offload", "fp8", "scoped_vmem", "tokamax"),
     ),
 ]
 
