@@ -40,6 +40,7 @@ from profanalyzer.model import (  # noqa: F401 - the records' old import path
 )
 from profanalyzer.overlap import analyze_overlap
 from profanalyzer.idle import idle_causes
+from profanalyzer.memory import trace_memory
 from profanalyzer.scopes import scope_rollup
 from profanalyzer.timeline import build_timeline
 from profanalyzer.vocab import ATTENTION_SPLIT, BUCKETS, COLLECTIVE_BUCKETS, MATMUL_BUCKETS, PHASES
@@ -117,6 +118,7 @@ class AnalysisOptions:
     top_ops: int = 30
     jobs: int | None = None  # host files decoded in parallel (default: one per core)
     progress: object = None  # callable(done, total, label) after each host file
+    memory: bool = False  # read HBM use (HLO buffer assignment, allocator activity): profanalyzer.memory
 
 
 def read_trace(path: str | Path, options: AnalysisOptions = AnalysisOptions()) -> Trace:
@@ -192,6 +194,7 @@ def analyze_trace(trace: Trace, options: AnalysisOptions = AnalysisOptions()) ->
         definitions=_definitions(steps),
         notes=tuple(notes) + idle.notes,
         idle_causes=idle.causes,
+        memory=trace_memory(trace) if options.memory else None,
         scopes=scope_rollup(trace, work, kept_steps, step_mean),
     )
     analysis.self_check()

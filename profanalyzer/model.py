@@ -66,6 +66,8 @@ __all__ = [
     "ChipSpec",
     "ScopeRow",
     "IdleCause",
+    "MemoryBuffer",
+    "MemorySummary",
     "Analysis",
     "RuleDoc",
     "Finding",
@@ -358,6 +360,37 @@ class IdleCause(Record):
 
 
 @dataclass(frozen=True)
+class MemoryBuffer(Record):
+    """One buffer of the dominant program's buffer assignment."""
+
+    name: str  # defining instruction (and shape index)
+    size_bytes: int
+    shape: str
+    kind: str  # parameter | output | temp | constant | preallocated
+    memory_space: str  # hbm | host (S(5)) | other
+
+
+@dataclass(frozen=True)
+class MemorySummary(Record):
+    """HBM use and headroom of one device (profanalyzer.memory; `--memory`)."""
+
+    source: str  # allocator | buffer_assignment | allocator+buffer_assignment | none
+    program: str  # the dominant program whose HLO was read ('' when none)
+    peak_bytes: int | None  # peak HBM in use per device (the allocator's when recorded, else the program's allocations)
+    peak_instruction: str  # where the program's temp heap peaks ('' when unknown)
+    hbm_bytes: int  # capacity per device (the allocator's when recorded, else the chip's HBM per TensorCore plane)
+    headroom_bytes: int | None  # hbm_bytes - peak_bytes
+    top_buffers: tuple[MemoryBuffer, ...]  # live at the program's peak, largest first
+    host_offload_bytes: int  # program buffers in host memory (memory space S(5))
+    program_hbm_bytes: int | None = None  # the program's HBM allocations (buffer assignment)
+    allocator_peak_bytes: int | None = None  # max over devices of stack + heap in use (allocator activity)
+    allocator_stack_bytes: int | None = None  # stack reservation at that peak
+    allocator_heap_bytes: int | None = None  # heap allocations at that peak
+    capacity_source: str = ""
+    notes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class Analysis(Record):
     schema_version: int
     tool_version: str
@@ -388,6 +421,7 @@ class Analysis(Record):
     notes: tuple[str, ...]
     scopes: tuple[ScopeRow, ...] = ()  # by JAX name scope, folded (profanalyzer.scopes)
     idle_causes: Mapping[str, IdleCause] = field(default_factory=dict)  # the idle bucket by cause (profanalyzer.idle)
+    memory: MemorySummary | None = None  # HBM use and headroom (profanalyzer.memory), only with --memory
 
     def self_check(self) -> None:
         """Raise InvariantError when the analysis contradicts itself (see check_analysis)."""

@@ -31,7 +31,7 @@ FLOORS = {
 }
 CHECKED = [
     "profanalyzer/vocab.py", "profanalyzer/format.py", "profanalyzer/hardware.py", "profanalyzer/records.py", "profanalyzer/model.py", "profanalyzer/rules.py",
-    "profanalyzer/workload.py", "profanalyzer/attribution.py", "profanalyzer/overlap.py", "profanalyzer/timeline.py", "profanalyzer/scopes.py",
+    "profanalyzer/workload.py", "profanalyzer/attribution.py", "profanalyzer/overlap.py", "profanalyzer/timeline.py", "profanalyzer/scopes.py", "profanalyzer/idle.py", "profanalyzer/memory.py",
     "profanalyzer/analysis.py", "profanalyzer/findings.py", "profanalyzer/compare.py", "profanalyzer/budget.py",
     *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "heuristics").glob("*.py")),
     *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "profanalyzer" / "report").glob("*.py") if p.name != "fleet_html.py"),

@@ -130,6 +130,8 @@ def format_text(c: Comparison, ops: int = OPS_SHORT) -> str:
     if u is not None and (u.base is not None or u.new is not None):
         out.append("")
         out.append(f"MFU: {pct(u.base)} -> {pct(u.new)} ({pts(u.delta)})")
+    for k, v in c.memory.items():
+        out.append(f"memory {k}: {gb(v.base)} -> {gb(v.new)} ({sgb(v.delta)})")
     if c.base.offload != c.new.offload:
         out.append(f"SparseCore offload: {c.base.offload or '-'} -> {c.new.offload or '-'}")
     out.append("")
@@ -149,6 +151,14 @@ def format_text(c: Comparison, ops: int = OPS_SHORT) -> str:
     for n in c.notes:
         out.append(f"note: {n}")
     return "\n".join(out)
+
+
+def gb(n: float | None) -> str:
+    return "-" if n is None else f"{n / 1e9:.2f} GB"
+
+
+def sgb(n: float | None) -> str:
+    return "-" if n is None else f"{n / 1e9:+.2f} GB"
 
 
 def _op_delta(o: OpChange) -> str:
@@ -184,6 +194,8 @@ def render_diff_markdown(c: Comparison, ops: int = OPS_SHORT) -> str:
     u = c.utilisation.get("mfu")
     if u is not None:
         out.append(f"| MFU | {pct(u.base)} | {pct(u.new)} | {pts(u.delta)} | |")
+    for k, v in c.memory.items():
+        out.append(f"| Memory {k} | {gb(v.base)} | {gb(v.new)} | {sgb(v.delta)} | |")
     if c.base.offload != c.new.offload:
         out.append(f"| SparseCore offload | {md_escape(c.base.offload or '-')} | {md_escape(c.new.offload or '-')} | | |")
     out.append("")
@@ -350,6 +362,7 @@ class DiffContext:
     method: tuple[tuple[str, str], ...]
     notes: tuple[str, ...]
     idle: tuple[DeltaRow, ...] = ()  # the idle bucket by cause
+    memory: tuple[Fact, ...] = ()  # memory deltas (label, base, new) when both sides read memory
 
 
 def _w(x: float, top: float) -> str:
@@ -485,6 +498,7 @@ def build_diff_context(c: Comparison) -> DiffContext:
         method=tuple(sorted(c.method.items())),
         notes=c.notes,
         idle=_idle_rows(c),
+        memory=tuple(Fact(f"Memory {k}", gb(v.base), f"{gb(v.new)} ({sgb(v.delta)})") for k, v in c.memory.items()),
     )
 
 

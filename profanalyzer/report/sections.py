@@ -17,7 +17,7 @@ from profanalyzer.report import svg
 from profanalyzer.scopes import DEFAULT_DEPTH, collapse
 from profanalyzer.vocab import BUCKETS, IDLE_CAUSE_LABELS, IDLE_CAUSES
 
-__all__ = ["ScopeRowView", "ScopesView", "IdleRowView", "IdleView", "Sections", "scopes_view", "idle_view", "build_sections", "markdown_sections", "MARKDOWN_SCOPE_ROWS", "SCOPE_ROWS"]
+__all__ = ["ScopeRowView", "ScopesView", "IdleRowView", "IdleView", "Sections", "scopes_view", "idle_view", "build_sections", "markdown_sections", "MARKDOWN_SCOPE_ROWS", "MemoryView", "BufferRowView", "memory_view", "SCOPE_ROWS"]
 
 #: Rows of the HTML/Markdown scope table.
 SCOPE_ROWS = 40
@@ -115,14 +115,60 @@ def idle_view(a: Analysis) -> IdleView | None:
     return IdleView(chart, rows, f"{ms(idle.ps)} ms ({pct(idle.fraction)} of the step)" if idle else "-", note)
 
 
+def gb(n: float | None) -> str:
+    return "-" if n is None else f"{n / 1e9:,.2f} GB"
+
+
+@dataclass(frozen=True)
+class BufferRowView:
+    name: str
+    shape: str
+    kind: str
+    space: str
+    size: str
+    of_capacity: str
+    bar: str  # CSS width
+
+
+@dataclass(frozen=True)
+class MemoryView:
+    source: str
+    summary: str
+    peak_bar: str  # CSS width of the peak against capacity
+    peak_pct: str
+    rows: tuple[BufferRowView, ...]
+    notes: tuple[str, ...]
+
+
+def memory_view(a: Analysis) -> MemoryView | None:
+    """The memory section (None unless the analysis read memory: `--memory`)."""
+    m = a.memory
+    if m is None:
+        return None
+    cap = m.hbm_bytes or 0
+    if m.source == "none":
+        return MemoryView(m.source, "Memory is not in this capture.", "0%", "-", (), m.notes)
+    frac = (m.peak_bytes / cap) if m.peak_bytes is not None and cap > 0 else None
+    summary = (f"Peak {gb(m.peak_bytes)} in use of {gb(cap)} HBM per device ({m.capacity_source}); headroom {gb(m.headroom_bytes)}."
+               + (f" {m.program} peaks at {m.peak_instruction}." if m.peak_instruction else "")
+               + (f" Its buffers in host memory (S(5)): {gb(m.host_offload_bytes)}." if m.host_offload_bytes else ""))
+    rows = tuple(
+        BufferRowView(b.name, b.shape, b.kind, b.memory_space, gb(b.size_bytes), pct(b.size_bytes / cap if cap else None),
+                      f"{min(1.0, b.size_bytes / cap) * 100:.1f}%" if cap else "0%")
+        for b in m.top_buffers
+    )
+    return MemoryView(m.source, summary, f"{min(1.0, frac) * 100:.1f}%" if frac is not None else "0%", pct(frac), rows, m.notes)
+
+
 @dataclass(frozen=True)
 class Sections:
     scopes: ScopesView | None
     idle: IdleView | None = None
+    memory: MemoryView | None = None
 
 
 def build_sections(a: Analysis) -> Sections:
-    return Sections(scopes=scopes_view(a), idle=idle_view(a))
+    return Sections(scopes=scopes_view(a), idle=idle_view(a), memory=memory_view(a))
 
 
 #: Rows of the Markdown scope table.
@@ -132,6 +178,10 @@ MARKDOWN_SCOPE_ROWS = 8
 def markdown_sections(a: Analysis, esc) -> list[str]:
     """The Markdown lines of these sections (`esc`: the Markdown escaper)."""
     out: list[str] = []
+    mv = memory_view(a)
+    if mv is not None:
+        out.append(f"Memory ({esc(mv.source)}): {esc(mv.summary)}")
+        out.append("")
     iv = idle_view(a)
     idle = a.breakdown.get("idle")
     if iv is not None and idle is not None and idle.ps > 0:

@@ -50,6 +50,26 @@ def format_scopes(a: Analysis, depth: int, limit: int = 25) -> list[str]:
     return out
 
 
+def _gb(n: float | None) -> str:
+    return "-" if n is None else f"{n / 1e9:.2f} GB"
+
+
+def format_memory(a: Analysis) -> list[str]:
+    """The memory section (`--memory`)."""
+    m = a.memory
+    if m is None:
+        return []
+    if m.source == "none":
+        return ["memory: not in this capture (" + "; ".join(m.notes) + ")"]
+    out = [f"memory ({m.source}): peak {_gb(m.peak_bytes)} of {_gb(m.hbm_bytes)} HBM per device, headroom {_gb(m.headroom_bytes)}"
+           + (f"; {m.program} peaks at {m.peak_instruction}" if m.peak_instruction else "")]
+    if m.host_offload_bytes:
+        out.append(f"  host memory (S(5)) buffers of the program: {_gb(m.host_offload_bytes)}")
+    for b in m.top_buffers[:5]:
+        out.append(f"  {_gb(b.size_bytes):>10}  {b.kind:<9} {b.memory_space:<5} {b.name[:50]}  {b.shape[:60]}")
+    return out
+
+
 def format_summary(a: Analysis, top: int = 10, findings=None, by_scope: int | None = None) -> str:
     chip = a.hardware.name
     out = [
@@ -97,6 +117,9 @@ def format_summary(a: Analysis, top: int = 10, findings=None, by_scope: int | No
                 f"{i:>3}. {op.name[:60]:<60} {op.bucket:<15} {ms(op.self_ps):>8} ms {pct(op.fraction):>6}"
                 f"  {op.bound_by}-bound{roof}{tags}"
             )
+    if a.memory is not None:
+        out.append("")
+        out.extend(format_memory(a))
     if by_scope is not None:
         out.append("")
         out.extend(format_scopes(a, by_scope))
