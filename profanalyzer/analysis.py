@@ -14,7 +14,7 @@ writes; `findings.load_analysis` reads it back.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Mapping
 
@@ -42,6 +42,7 @@ from profanalyzer.overlap import analyze_overlap
 from profanalyzer.idle import idle_causes
 from profanalyzer.memory import trace_memory
 from profanalyzer.scopes import scope_rollup
+from profanalyzer.stepclass import step_classes
 from profanalyzer.timeline import build_timeline
 from profanalyzer.vocab import ATTENTION_SPLIT, BUCKETS, COLLECTIVE_BUCKETS, MATMUL_BUCKETS, PHASES
 from profanalyzer.trace import ANALYSIS_LINES, LINE_OPS, Trace, load_trace
@@ -162,6 +163,7 @@ def analyze_trace(trace: Trace, options: AnalysisOptions = AnalysisOptions()) ->
 
     sources = sorted({trace.steps[w.plane.label].source for w in work})
     steps = _steps_summary(table, step_med[kept_mask], step_mean, sources)
+    steps = replace(steps, classes=step_classes(table))
     if any(s.startswith("XLA Modules") for s in sources):
         notes.append("no Steps line: steps are the runs of the dominant program on XLA Modules")
     idle = idle_causes(trace, work, kept_steps, step_mean)

@@ -48,6 +48,7 @@ __all__ = [
     "BucketShare",
     "StepRow",
     "StepsSummary",
+    "StepClass",
     "CoreSummary",
     "HostSummary",
     "TopOp",
@@ -122,6 +123,21 @@ class StepRow(Record):
 
 
 @dataclass(frozen=True)
+class StepClass(Record):
+    """Dropped steps that recur on a schedule (profanalyzer.stepclass)."""
+
+    kind: str  # periodic
+    period: int  # every `period` steps
+    first: int  # from this step number
+    steps: tuple[int, ...]  # its steps in the capture
+    step_ps: float  # their mean step time (median over TensorCores per step)
+    extra_ps: float  # over the median kept step
+    amortized_fraction: float  # extra / period / median kept step: what it costs the average step
+    main_bucket: str  # the bucket that grew most
+    main_bucket_extra_ps: float
+
+
+@dataclass(frozen=True)
 class StepsSummary(Record):
     count: int  # steps seen
     kept: int
@@ -130,6 +146,7 @@ class StepsSummary(Record):
     dropped: tuple[StepRow, ...]
     rule: str
     table: tuple[StepRow, ...]
+    classes: tuple[StepClass, ...] = ()  # periodic heavy steps among the dropped (profanalyzer.stepclass)
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ from profanalyzer.report import svg
 from profanalyzer.scopes import DEFAULT_DEPTH, collapse
 from profanalyzer.vocab import BUCKETS, IDLE_CAUSE_LABELS, IDLE_CAUSES
 
-__all__ = ["ScopeRowView", "ScopesView", "IdleRowView", "IdleView", "Sections", "scopes_view", "idle_view", "build_sections", "markdown_sections", "MARKDOWN_SCOPE_ROWS", "MemoryView", "BufferRowView", "memory_view", "SCOPE_ROWS"]
+__all__ = ["ScopeRowView", "ScopesView", "IdleRowView", "IdleView", "Sections", "scopes_view", "idle_view", "build_sections", "markdown_sections", "MARKDOWN_SCOPE_ROWS", "MemoryView", "BufferRowView", "memory_view", "step_class_text", "SCOPE_ROWS"]
 
 #: Rows of the HTML/Markdown scope table.
 SCOPE_ROWS = 40
@@ -160,15 +160,26 @@ def memory_view(a: Analysis) -> MemoryView | None:
     return MemoryView(m.source, summary, f"{min(1.0, frac) * 100:.1f}%" if frac is not None else "0%", pct(frac), rows, m.notes)
 
 
+def step_class_text(c) -> str:
+    """One line on a periodic class of heavy steps."""
+    steps = ", ".join(str(n) for n in c.steps[:12]) + (", ..." if len(c.steps) > 12 else "")
+    return (f"Periodic heavy steps every {c.period} steps from step {c.first} ({steps}): {ms(c.step_ps)} ms, "
+            f"+{ms(c.extra_ps)} ms over the median kept step, mostly {c.main_bucket} (+{ms(c.main_bucket_extra_ps)} ms); "
+            f"amortised over the period it costs {pct(c.amortized_fraction)} of the average step "
+            "(dropped from the steady state, reported as a class).")
+
+
 @dataclass(frozen=True)
 class Sections:
     scopes: ScopesView | None
     idle: IdleView | None = None
     memory: MemoryView | None = None
+    step_classes: tuple[str, ...] = ()
 
 
 def build_sections(a: Analysis) -> Sections:
-    return Sections(scopes=scopes_view(a), idle=idle_view(a), memory=memory_view(a))
+    return Sections(scopes=scopes_view(a), idle=idle_view(a), memory=memory_view(a),
+                    step_classes=tuple(step_class_text(c) for c in a.steps.classes))
 
 
 #: Rows of the Markdown scope table.
@@ -178,6 +189,9 @@ MARKDOWN_SCOPE_ROWS = 8
 def markdown_sections(a: Analysis, esc) -> list[str]:
     """The Markdown lines of these sections (`esc`: the Markdown escaper)."""
     out: list[str] = []
+    for c in a.steps.classes:
+        out.append(esc(step_class_text(c)))
+        out.append("")
     mv = memory_view(a)
     if mv is not None:
         out.append(f"Memory ({esc(mv.source)}): {esc(mv.summary)}")

@@ -80,6 +80,10 @@ def format_summary(a: Analysis, top: int = 10, findings=None, by_scope: int | No
     st = a.steps
     dropped = ", ".join(f"step {r.number} ({r.reason})" for r in st.dropped) or "none"
     out.append(f"steps: {st.kept} kept of {st.count} (source: {st.source}); dropped: {dropped}")
+    if st.classes:
+        from profanalyzer.report.sections import step_class_text
+
+        out.extend(step_class_text(c) for c in st.classes)
     t = st.step_time_ps
     u = a.utilisation
     util = []

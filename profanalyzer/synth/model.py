@@ -214,6 +214,8 @@ def simulate(plan: Plan, *, seed: int = 0, hosts: int = 1, steps: int | None = N
             remat_acc = acc.remat_train if in_train else acc.remat_other
             if in_train and spec.host_gap_us:  # host-bound: the program launches late (outside every module)
                 t = t + int(spec.host_gap_us * US)
+            if in_train and spec.heavy_every and s >= spec.heavy_every and s % spec.heavy_every == 0:
+                t = t + int(spec.heavy_extra_us * US)  # periodic heavy step (checkpoint on the host)
             if in_train and s == 0:
                 wait = int(plan.est_step_ps * 0.8)
                 tm.append(("dependency-wait", t.copy(), np.full(C, wait, dtype=np.int64), s))

@@ -117,6 +117,8 @@ class Scenario:
 
     # -- issue #16 (defaults keep the old bytes) --------------------------------
     host_gap_us: float = 0.0  # host-bound: each step's train program launches this late (host dispatch / input pipeline)
+    heavy_every: int = 0  # periodic heavy steps: steps s >= N with s % N == 0 (checkpointing) ...
+    heavy_extra_us: float = 0.0  # ... wait this long on the host before their train program
 
     @property
     def extended_truth(self) -> bool:
@@ -627,6 +629,25 @@ _CATALOG: list[Scenario] = [
         layers=2,
         steps=5,
         host_gap_us=15000.0,
+        expect_fire=(),
+        expect_quiet=("sc_offload", "fp8", "scoped_vmem", "tokamax"),
+    ),
+    _DENSE.with_(
+        name="periodic_checkpoint",
+        finding=(
+            "Every 3rd step (3, 6, 9) is ~40 ms slower: the host saves a checkpoint before the train step "
+            "launches, so the TensorCore idles between programs. A periodic class (every 3 steps, its "
+            "cost amortised over the period), not outliers to drop silently."
+        ),
+        description=(
+            "dense_short_fsdp with 2 layers and 10 steps; steps 3, 6 and 9 wait 40 ms on the host "
+            "(outside every program run) before the train program."
+        ),
+        stresses=None,
+        layers=2,
+        steps=10,
+        heavy_every=3,
+        heavy_extra_us=40000.0,
         expect_fire=(),
         expect_quiet=("sc_offload", "fp8", "scoped_vmem", "tokamax"),
     ),
