@@ -56,6 +56,8 @@ def host_bound(self, analysis):
     if host and host.ps > 0:
         evidence.append(f"inside programs, waiting on the host (infeed/outfeed, callbacks, transfers): {ms(host.ps)} per step ({pct(host.fraction)})")
     evidence.append(f"idle in all: {ms(analysis.breakdown['idle'].ps)} per step ({pct(analysis.breakdown['idle'].fraction)})")
+    for h in analysis.idle_host_activity[:3]:
+        evidence.append(f"host activity then: {h.name} {ms(h.ps)} per step ({pct(h.fraction)} of the host-caused idle)")
     return [
         self.finding(
             analysis,

@@ -39,6 +39,7 @@ from profanalyzer.model import (  # noqa: F401 - the records' old import path
     to_jsonable,
 )
 from profanalyzer.overlap import analyze_overlap
+from profanalyzer.hostplanes import host_activity, no_host_planes_note
 from profanalyzer.idle import idle_causes
 from profanalyzer.memory import trace_memory
 from profanalyzer.scopes import scope_rollup
@@ -120,6 +121,7 @@ class AnalysisOptions:
     jobs: int | None = None  # host files decoded in parallel (default: one per core)
     progress: object = None  # callable(done, total, label) after each host file
     memory: bool = False  # read HBM use (HLO buffer assignment, allocator activity): profanalyzer.memory
+    host_activity: bool = False  # read the host planes' dispatch/input lines: profanalyzer.hostplanes
 
 
 def read_trace(path: str | Path, options: AnalysisOptions = AnalysisOptions()) -> Trace:
@@ -167,6 +169,8 @@ def analyze_trace(trace: Trace, options: AnalysisOptions = AnalysisOptions()) ->
     if any(s.startswith("XLA Modules") for s in sources):
         notes.append("no Steps line: steps are the runs of the dominant program on XLA Modules")
     idle = idle_causes(trace, work, kept_steps, step_mean)
+    activity, activity_notes = host_activity(trace, work, kept_steps) if options.host_activity else ((), ())
+    no_host = no_host_planes_note(trace)
     analysis = Analysis(
         schema_version=SCHEMA_VERSION,
         tool_version=__version__,
@@ -194,9 +198,10 @@ def analyze_trace(trace: Trace, options: AnalysisOptions = AnalysisOptions()) ->
         sparsecore_offload=overlap.sparsecore,
         timeline=timeline,
         definitions=_definitions(steps),
-        notes=tuple(notes) + idle.notes,
+        notes=tuple(notes) + idle.notes + tuple(dict.fromkeys(n for n in (*activity_notes, no_host) if n)),
         idle_causes=idle.causes,
         memory=trace_memory(trace) if options.memory else None,
+        idle_host_activity=activity,
         scopes=scope_rollup(trace, work, kept_steps, step_mean),
     )
     analysis.self_check()

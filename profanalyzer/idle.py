@@ -41,7 +41,7 @@ from profanalyzer.model import IdleCause
 from profanalyzer.trace import LINE_MODULES, LINE_OPS, Trace
 from profanalyzer.vocab import BUCKETS, COLLECTIVE_BUCKETS, IDLE_CAUSES
 
-__all__ = ["IdleResult", "idle_causes", "core_step_causes", "reconcile", "HOST_CALLBACK"]
+__all__ = ["IdleResult", "idle_causes", "core_step_causes", "host_gaps", "union_intervals", "reconcile", "HOST_CALLBACK"]
 
 #: Host callbacks (custom-call targets and instruction names).
 HOST_CALLBACK = re.compile(r"cpu_callback|host_callback|python_callback|io_callback|pure_callback", re.I)
@@ -77,7 +77,7 @@ def _row_kinds(w: CoreWork) -> np.ndarray:
     return out
 
 
-def _union(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def union_intervals(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Merged intervals of (sorted by start) events: (starts, ends, index of
     the event opening each merged interval)."""
     if not len(start):
@@ -102,64 +102,116 @@ def _covered_before(ms: np.ndarray, me: np.ndarray, t: np.ndarray) -> np.ndarray
     return np.where(i >= 0, cum[ic] + np.maximum(part, 0), 0)
 
 
+def _gaps(w: CoreWork) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, bool]:
+    """The idle gaps of a core's XLA Ops line (start, end, kind of the op
+    that ends each) and its program runs (merged XLA Modules events)."""
+    ln = w.plane.line(LINE_OPS)
+    mods = w.plane.line(LINE_MODULES)
+    have_mods = mods is not None and len(mods.events) > 0
+    if have_mods:
+        ms_, mend, _ = union_intervals(mods.events.start_ps, mods.events.end_ps)
+    else:
+        ms_ = mend = np.zeros(0, dtype=np.int64)
+    lo = np.iinfo(np.int64).min // 4
+    hi = np.iinfo(np.int64).max // 4
+    if ln is None or len(ln.events) == 0:
+        gs, ge, nxt = np.asarray([lo]), np.asarray([hi]), np.asarray([UNEXPLAINED], dtype=np.int8)
+    else:
+        ev = ln.events
+        top = np.flatnonzero(ev.parent < 0)
+        us, ue, first = union_intervals(ev.start_ps[top], ev.end_ps[top])
+        kinds = _row_kinds(w)
+        rows = ev.meta[top[first]].astype(np.int64)
+        rows = np.where((rows >= 0) & (rows < len(kinds) - 1), rows, len(kinds) - 1)
+        op_kind = kinds[rows]  # kind of the op opening each merged interval
+        # gaps: before the first interval, between intervals, after the last
+        gs = np.concatenate([[lo], ue])
+        ge = np.concatenate([us, [hi]])
+        nxt = np.concatenate([op_kind, [UNEXPLAINED]]).astype(np.int8)
+    keep = ge > gs
+    return gs[keep], ge[keep], nxt[keep], ms_, mend, have_mods
+
+
+def _pieces(gs, ge, nxt, ms_, mend, have_mods, a: int, b: int):
+    """The gaps inside one step window [a, b): (start, end, duration, time
+    inside program runs, time before the next op inside its run, next op kind)."""
+    j0 = int(np.searchsorted(ge, a, side="right"))
+    j1 = int(np.searchsorted(gs, b, side="left"))
+    if j1 <= j0:
+        return None
+    s = np.maximum(gs[j0:j1], a)
+    e = np.minimum(ge[j0:j1], b)
+    d = np.maximum(e - s, 0)
+    g_end = ge[j0:j1]
+    ends_here = g_end <= b  # the op after the gap starts in this window
+    if have_mods:
+        inside = _covered_before(ms_, mend, e) - _covered_before(ms_, mend, s)
+        # the part inside the program run that the next op starts in
+        m = np.clip(np.searchsorted(ms_, g_end, side="left") - 1, 0, max(len(ms_) - 1, 0))
+        in_run = ends_here & (ms_[m] < g_end) & (g_end <= mend[m]) if len(ms_) else np.zeros(len(s), dtype=bool)
+        before = np.where(in_run, np.maximum(e - np.maximum(s, ms_[m]), 0), 0)
+    else:
+        inside = d
+        before = np.where(ends_here, d, 0)
+    return s, e, d, inside, before, nxt[j0:j1]
+
+
 def core_step_causes(w: CoreWork, step_start: np.ndarray, step_end: np.ndarray) -> tuple[np.ndarray, bool]:
     """(n_steps, 4) idle picoseconds per cause for the given step windows of
     one core (before reconciling with the idle bucket), and whether program
     boundaries were known."""
     ns = len(step_start)
     out = np.zeros((ns, len(IDLE_CAUSES)), dtype=np.int64)
-    ln = w.plane.line(LINE_OPS)
-    mods = w.plane.line(LINE_MODULES)
-    have_mods = mods is not None and len(mods.events) > 0
-    if have_mods:
-        me_ = mods.events
-        ms_, mend, _ = _union(me_.start_ps, me_.end_ps)
-    else:
-        ms_ = mend = np.zeros(0, dtype=np.int64)
-    if ln is None or len(ln.events) == 0:
-        gs, ge, nxt = step_start.copy(), step_end.copy(), np.full(ns, UNEXPLAINED, dtype=np.int8)
-    else:
-        ev = ln.events
-        top = np.flatnonzero(ev.parent < 0)
-        us, ue, first = _union(ev.start_ps[top], ev.end_ps[top])
-        kinds = _row_kinds(w)
-        rows = ev.meta[top[first]].astype(np.int64)
-        rows = np.where((rows >= 0) & (rows < len(kinds) - 1), rows, len(kinds) - 1)
-        op_kind = kinds[rows]  # kind of the op opening each merged interval
-        # gaps: before the first interval, between intervals, after the last
-        lo = np.iinfo(np.int64).min // 4
-        hi = np.iinfo(np.int64).max // 4
-        gs = np.concatenate([[lo], ue])
-        ge = np.concatenate([us, [hi]])
-        nxt = np.concatenate([op_kind, [UNEXPLAINED]]).astype(np.int8)
-    keep = ge > gs
-    gs, ge, nxt = gs[keep], ge[keep], nxt[keep]
+    gs, ge, nxt, ms_, mend, have_mods = _gaps(w)
     for i in range(ns):
-        a, b = int(step_start[i]), int(step_end[i])
-        j0 = int(np.searchsorted(ge, a, side="right"))
-        j1 = int(np.searchsorted(gs, b, side="left"))
-        if j1 <= j0:
+        got = _pieces(gs, ge, nxt, ms_, mend, have_mods, int(step_start[i]), int(step_end[i]))
+        if got is None:
             continue
-        s = np.maximum(gs[j0:j1], a)
-        e = np.minimum(ge[j0:j1], b)
-        d = np.maximum(e - s, 0)
-        g_end = ge[j0:j1]
-        ends_here = g_end <= b  # the op after the gap starts in this window
-        if have_mods:
-            inside = _covered_before(ms_, mend, e) - _covered_before(ms_, mend, s)
-            # the part inside the program run that the next op starts in
-            m = np.clip(np.searchsorted(ms_, g_end, side="left") - 1, 0, max(len(ms_) - 1, 0))
-            in_run = ends_here & (ms_[m] < g_end) & (g_end <= mend[m]) if len(ms_) else np.zeros(len(s), dtype=bool)
-            before = np.where(in_run, np.maximum(e - np.maximum(s, ms_[m]), 0), 0)
-        else:
-            inside = d
-            before = np.where(ends_here, d, 0)
+        s, e, d, inside, before, k = got
         out[i, HOST_DISPATCH] += int((d - inside).sum())
-        k = nxt[j0:j1]
         for c in (HOST_WAIT, PEER_WAIT):
             out[i, c] += int(before[k == c].sum())
         out[i, UNEXPLAINED] += int((inside - np.where((k == HOST_WAIT) | (k == PEER_WAIT), before, 0)).sum())
     return out, have_mods
+
+
+def host_gaps(w: CoreWork, step_start: np.ndarray, step_end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The host-caused idle of one core in the given step windows as sorted
+    disjoint intervals: idle outside program runs, and idle before an op
+    talking to the host inside its run."""
+    gs, ge, nxt, ms_, mend, have_mods = _gaps(w)
+    out_s: list[int] = []
+    out_e: list[int] = []
+    for i in range(len(step_start)):
+        got = _pieces(gs, ge, nxt, ms_, mend, have_mods, int(step_start[i]), int(step_end[i]))
+        if got is None:
+            continue
+        s, e, d, inside, before, k = got
+        for j in np.flatnonzero((d - inside > 0) | ((k == HOST_WAIT) & (before > 0))).tolist():
+            a, b = int(s[j]), int(e[j])
+            if have_mods:  # the parts outside every run
+                lo = int(np.searchsorted(mend, a, side="right"))
+                cur = a
+                for x, y in zip(ms_[lo:].tolist(), mend[lo:].tolist()):
+                    if x >= b:
+                        break
+                    if x > cur:
+                        out_s.append(cur)
+                        out_e.append(x)
+                    cur = max(cur, y)
+                if cur < b:
+                    out_s.append(cur)
+                    out_e.append(b)
+            if k[j] == HOST_WAIT and before[j] > 0:
+                out_s.append(b - int(before[j]))
+                out_e.append(b)
+    if not out_s:
+        z = np.zeros(0, dtype=np.int64)
+        return z, z
+    order = np.argsort(out_s, kind="mergesort")
+    ss, ee = np.asarray(out_s, dtype=np.int64)[order], np.asarray(out_e, dtype=np.int64)[order]
+    us, ue, _ = union_intervals(ss, ee)
+    return us, ue
 
 
 def reconcile(raw: np.ndarray, idle: np.ndarray) -> np.ndarray:

@@ -67,6 +67,7 @@ __all__ = [
     "ChipSpec",
     "ScopeRow",
     "IdleCause",
+    "HostActivity",
     "MemoryBuffer",
     "MemorySummary",
     "Analysis",
@@ -377,6 +378,15 @@ class IdleCause(Record):
 
 
 @dataclass(frozen=True)
+class HostActivity(Record):
+    """A host TraceMe name overlapping host-caused idle (profanalyzer.hostplanes)."""
+
+    name: str
+    ps: float  # overlapped time per kept step (first TensorCore of each host, averaged over hosts)
+    fraction: float  # of the host-caused idle (between programs + waiting on the host)
+
+
+@dataclass(frozen=True)
 class MemoryBuffer(Record):
     """One buffer of the dominant program's buffer assignment."""
 
@@ -439,6 +449,7 @@ class Analysis(Record):
     scopes: tuple[ScopeRow, ...] = ()  # by JAX name scope, folded (profanalyzer.scopes)
     idle_causes: Mapping[str, IdleCause] = field(default_factory=dict)  # the idle bucket by cause (profanalyzer.idle)
     memory: MemorySummary | None = None  # HBM use and headroom (profanalyzer.memory), only with --memory
+    idle_host_activity: tuple[HostActivity, ...] = ()  # host TraceMe names during host-caused idle (--host-activity)
 
     def self_check(self) -> None:
         """Raise InvariantError when the analysis contradicts itself (see check_analysis)."""

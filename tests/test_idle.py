@@ -116,3 +116,50 @@ def testreconcile_is_exact():
     fixed = reconcile(raw, np.array([12, 7], dtype=np.int64))
     assert fixed.sum(axis=1).tolist() == [12, 7]
     assert (fixed >= 0).all() and fixed[0].tolist() == [5, 3, 2, 2]
+
+
+def test_host_activity_names_what_the_host_did(monkeypatch):
+    from profanalyzer.analysis import AnalysisOptions, analyze
+    from profanalyzer.synth.program import US
+    from profanalyzer.synth.scenarios import SCENARIOS
+    from conftest import sample_path
+
+    spec = SCENARIOS["host_bound_input"]
+    a = analyze(sample_path("host_bound_input"), AnalysisOptions(host_activity=True))
+    top = a.idle_host_activity[0]
+    # the synthesizer's input-pipeline event spans exactly the late launch of every step
+    assert top.name == "InputPipeline::GetNext"
+    assert top.ps == pytest.approx(spec.host_gap_us * US, rel=0.01)
+    assert top.fraction == pytest.approx(a.idle_causes["host_dispatch"].ps / (a.idle_causes["host_dispatch"].ps + a.idle_causes["host_wait"].ps), rel=0.01)
+    # the rule cites it
+    from heuristics.host_bound import host_bound
+
+    (f,) = host_bound.check(a)
+    assert any("InputPipeline::GetNext" in e for e in f.evidence)
+
+    # without the option the host planes are never read
+    import profanalyzer.hostplanes as hp
+
+    def boom(*args, **kw):
+        raise AssertionError("host planes read without --host-activity")
+
+    monkeypatch.setattr(hp, "read_host_events", boom)
+    assert analyze(sample_path("host_bound_input")).idle_host_activity == ()
+
+
+def test_no_host_planes_is_said():
+    from profanalyzer.analysis import AnalysisOptions, analyze
+    from realcap import VLLM, real_path
+
+    a = analyze(real_path(VLLM), AnalysisOptions(host_activity=True))
+    assert a.idle_host_activity == () and any("no host planes" in n for n in a.notes)
+
+
+def test_host_activity_on_the_real_v6e_capture():
+    from profanalyzer.analysis import AnalysisOptions, analyze
+    from realcap import V6E, real_path
+
+    a = analyze(real_path(V6E), AnalysisOptions(host_activity=True))
+    names = {h.name for h in a.idle_host_activity}
+    assert "PjitFunction(f)" in names  # JAX dispatching jit_f while the core waits for it
+    assert all(0 < h.fraction <= 1 for h in a.idle_host_activity)

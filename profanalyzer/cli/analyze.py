@@ -91,17 +91,18 @@ def _no_cyclic_gc():
 @click.option("--by-scope", "by_scope", type=click.IntRange(1, 8), default=None, metavar="DEPTH",
               help="Add the time by JAX name scope (tf_op), collapsed to DEPTH components, to the terminal summary.")
 @click.option("--memory", is_flag=True, help="Read HBM use: the dominant program's buffer assignment (HLO proto) and the allocator activity.")
+@click.option("--host-activity", "host_act", is_flag=True, help="Read the host planes' dispatch and input-pipeline lines and name the host activity during host-caused idle.")
 @click.option("-q", "--quiet", is_flag=True, help="No terminal summary.")
 @_no_cyclic_gc()
 def analyze(trace: str, chip: str | None, jobs: int | None, json_out: str | None, top: int, select: str, ignore: str,
-            output: str | None, no_html: bool, md_out: str | None, timestamp: bool, by_scope: int | None, memory: bool, quiet: bool) -> None:
+            output: str | None, no_html: bool, md_out: str | None, timestamp: bool, by_scope: int | None, memory: bool, host_act: bool, quiet: bool) -> None:
     """Attribute step time, analyse overlap, rank recommendations, write the HTML report."""
     from profanalyzer.analysis import AnalysisOptions, analyze_trace, read_trace
     from profanalyzer.findings import run_rules
     from profanalyzer.report.terminal import format_summary
 
     refuse_overwriting_input(trace, json_out, md_out, None if no_html else output)
-    options = AnalysisOptions(chip=chip, jobs=jobs, progress=_progress(quiet), memory=memory)
+    options = AnalysisOptions(chip=chip, jobs=jobs, progress=_progress(quiet), memory=memory, host_activity=host_act)
     model = read_trace(trace, options)
     # The input's hash (report footer) runs on a second core during the
     # single-threaded analysis; during the read both cores decode.

@@ -17,7 +17,7 @@ from profanalyzer.report import svg
 from profanalyzer.scopes import DEFAULT_DEPTH, collapse
 from profanalyzer.vocab import BUCKETS, IDLE_CAUSE_LABELS, IDLE_CAUSES
 
-__all__ = ["ScopeRowView", "ScopesView", "IdleRowView", "IdleView", "Sections", "scopes_view", "idle_view", "build_sections", "markdown_sections", "MARKDOWN_SCOPE_ROWS", "MemoryView", "BufferRowView", "memory_view", "step_class_text", "SCOPE_ROWS"]
+__all__ = ["ScopeRowView", "ScopesView", "IdleRowView", "IdleView", "Sections", "scopes_view", "idle_view", "build_sections", "markdown_sections", "MARKDOWN_SCOPE_ROWS", "MemoryView", "BufferRowView", "memory_view", "step_class_text", "host_activity_lines", "SCOPE_ROWS"]
 
 #: Rows of the HTML/Markdown scope table.
 SCOPE_ROWS = 40
@@ -90,6 +90,11 @@ class IdleView:
     rows: tuple[IdleRowView, ...]
     total: str  # the idle bucket
     note: str
+    activity: tuple[str, ...] = ()  # host TraceMe names during host-caused idle (--host-activity)
+
+
+def host_activity_lines(a: Analysis) -> tuple[str, ...]:
+    return tuple(f"{h.name}: {ms(h.ps)} ms per step ({pct(h.fraction)} of the host-caused idle)" for h in a.idle_host_activity)
 
 
 def idle_view(a: Analysis) -> IdleView | None:
@@ -112,7 +117,8 @@ def idle_view(a: Analysis) -> IdleView | None:
             "(XLA Modules) is host dispatch; inside a run, the time before an op talking to the host (infeed/outfeed, "
             "host callbacks, host transfers) is waiting on the host, before a collective or barrier waiting on a peer; "
             "the rest is unexplained.")
-    return IdleView(chart, rows, f"{ms(idle.ps)} ms ({pct(idle.fraction)} of the step)" if idle else "-", note)
+    return IdleView(chart, rows, f"{ms(idle.ps)} ms ({pct(idle.fraction)} of the step)" if idle else "-", note,
+                    host_activity_lines(a))
 
 
 def gb(n: float | None) -> str:
@@ -202,6 +208,9 @@ def markdown_sections(a: Analysis, esc) -> list[str]:
         parts = [f"{esc(r.label)} {r.ms} ms ({r.idle_pct})" for r in iv.rows if a.idle_causes[r.key].ps > 0]
         out.append("Idle by cause: " + "; ".join(parts) + ".")
         out.append("")
+        if iv.activity:
+            out.append("Host activity during host-caused idle: " + "; ".join(esc(x) for x in iv.activity) + ".")
+            out.append("")
     sv = scopes_view(a, limit=MARKDOWN_SCOPE_ROWS)
     if sv is not None:
         out.append(f"#### Name scopes (depth {sv.depth}, self time per kept step)")

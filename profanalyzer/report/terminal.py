@@ -7,6 +7,8 @@ from profanalyzer.format import ms, pct
 from profanalyzer.vocab import BUCKETS
 
 BAR_WIDTH = 24
+#: The terminal lists idle causes when idle is at least this share of the step.
+IDLE_CAUSES_SHOWN = 0.01
 
 
 def _bar(frac: float) -> str:
@@ -101,6 +103,11 @@ def format_summary(a: Analysis, top: int = 10, findings=None, by_scope: int | No
         s = a.breakdown[b]
         out.append(f"{b:<18}{ms(s.ps):>10}{pct(s.fraction):>9}  {_bar(s.fraction)}")
     out.append(f"{'remat (overlaps)':<18}{ms(a.remat.ps):>10}{pct(a.remat.fraction):>9}  {_bar(a.remat.fraction)}")
+    idle = a.breakdown.get("idle")
+    if a.idle_causes and idle is not None and idle.fraction >= IDLE_CAUSES_SHOWN:
+        out.append("idle by cause: " + ", ".join(f"{k} {ms(c.ps)} ms" for k, c in a.idle_causes.items() if c.ps > 0))
+    if a.idle_host_activity:
+        out.append("host activity during host-caused idle: " + "; ".join(f"{h.name} {ms(h.ps)} ms" for h in a.idle_host_activity))
     if len(a.per_host) > 1:
         slow = [h.host for h in a.per_host if h.straggler]
         steps = ", ".join(f"{h.host} {ms(h.step_ps)}" for h in a.per_host[:8])

@@ -405,6 +405,14 @@ def _host_cpu_plane(tl: Timeline, h: int, clock: _Clock, rng: random.Random, pid
         g = np.array(steps, dtype=np.int64)
         lines.append(_line(tid, tname, clock, starts_a, durs_a, lambda o, s_=starts_a, d_=durs_a, m_=m, g_=g:
                            P.encode_events(m_, s_ - o, d_, [(st.id("step_num"), P.V_INT64, g_, None)])))
+    if tl.host_waits:  # issue #16: the host work a host-bound step waits for (new scenarios only)
+        starts_a = np.array([int(w[1][gi]) for w in tl.host_waits], dtype=np.int64)
+        durs_a = np.array([int(w[2][gi]) for w in tl.host_waits], dtype=np.int64)
+        m = np.array([ev.get(("h", w[0]), w[0]) for w in tl.host_waits], dtype=np.int64)
+        g = np.array([w[3] for w in tl.host_waits], dtype=np.int64)
+        lines.append(_line(rng.randrange(1000, 60000), "input_pipeline", clock, starts_a, durs_a,
+                           lambda o, s_=starts_a, d_=durs_a, m_=m, g_=g:
+                           P.encode_events(m_, s_ - o, d_, [(st.id("step_num"), P.V_INT64, g_, None)])))
     return P.encode_plane(pid, "/host:CPU", lines, ev.serialized(), st.metadata(), [])
 
 
