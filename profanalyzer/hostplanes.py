@@ -23,6 +23,7 @@ import re
 from pathlib import Path
 
 import numpy as np
+from google.protobuf.message import DecodeError
 
 from profanalyzer.attribution import CoreWork
 from profanalyzer.idle import host_gaps, union_intervals
@@ -151,7 +152,10 @@ def host_activity(trace: Trace, work: list[CoreWork], kept_steps: set[int]) -> t
         if not kept.any():
             continue
         gs, ge = host_gaps(w, steps.start_ps[kept], steps.end_ps[kept])
-        names, ix, s, e, n_lines = read_host_events(h.file, trace.origin_ns)
+        try:
+            names, ix, s, e, n_lines = read_host_events(h.file, trace.origin_ns)
+        except (ValueError, DecodeError) as exc:
+            return (), (f"{h.name}: host planes not read: corrupt ({exc})",)
         lines += n_lines
         hosts_used += 1
         nk = int(kept.sum())

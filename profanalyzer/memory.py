@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+from google.protobuf.message import DecodeError
 
 from profanalyzer.hardware import Chip
 from profanalyzer.model import MemoryBuffer, MemorySummary
@@ -380,8 +381,11 @@ def _hlo_proto(meta: xplane_pb2.XPlane, program: str) -> bytes | None:
     sid = next((k for k, v in meta.stat_metadata.items() if v.name == HLO_PROTO_STAT), None)
     if sid is None:
         return None
-    for em in meta.event_metadata.values():
-        if em.name == program:
+    # the exact name ("jit_f(1219...)"), else the name without its "(fingerprint)"
+    entries = sorted(meta.event_metadata.values(), key=lambda em: em.name != program)
+    base = program.split("(", 1)[0]
+    for em in entries:
+        if em.name == program or em.name.split("(", 1)[0] == base:
             for s in em.stats:
                 if s.metadata_id == sid and s.WhichOneof("value") == "bytes_value":
                     return s.bytes_value
@@ -389,7 +393,15 @@ def _hlo_proto(meta: xplane_pb2.XPlane, program: str) -> bytes | None:
 
 
 def read_sources(file: str | Path, program: str) -> MemorySources:
-    """Decode `/host:metadata` and the host planes of one host file (only these)."""
+    """Decode `/host:metadata` and the host planes of one host file (only
+    these); corrupt planes become a note, never an exception."""
+    try:
+        return _read_sources(file, program)
+    except (ValueError, DecodeError) as e:
+        return MemorySources(program=program, notes=[f"memory not read: a metadata or host plane is corrupt ({e})"])
+
+
+def _read_sources(file: str | Path, program: str) -> MemorySources:
     path = Path(file)
     buf = reader.read_bytes(path)
     index = reader.scan_space(buf, path)
@@ -404,11 +416,11 @@ def read_sources(file: str | Path, program: str) -> MemorySources:
         else:
             try:
                 ba = parse_hlo_proto(data, program)
+                if ba is None:
+                    out.notes.append(f"the HLO proto of {program} has no buffer assignment")
             except ValueError as e:
                 ba = None
-                out.notes.append(f"the HLO proto of {program} is malformed ({e})")
-            if ba is None:
-                out.notes.append(f"the HLO proto of {program} has no buffer assignment")
+                out.notes.append(f"the HLO proto of {program} is not readable ({e})")
             out = MemorySources(program, ba, None, out.notes)
     elif not metas:
         out.notes.append("no /host:metadata plane: no HLO protos, no buffer assignment")

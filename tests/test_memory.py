@@ -186,3 +186,18 @@ def test_memory_regression_against_a_baseline(v6e):
     smaller["memory"]["peak_bytes"] = v6e.memory.peak_bytes // 2
     worse = evaluate(parse_budget({"baseline": "x", "max_regression": {"memory.peak_bytes": 1e9}}), doc, smaller)
     assert not worse.passed
+
+
+def test_synthesized_capture_matches_its_plan():
+    from conftest import truth_of
+    from profanalyzer.hardware import TPU7X
+
+    t = truth_of("hlo_memory_dense")["memory"]
+    a = analyze(sample_path("hlo_memory_dense"), AnalysisOptions(memory=True))
+    m = a.memory
+    assert m.source == "buffer_assignment" and m.program.startswith("jit_train_step")
+    assert m.program_hbm_bytes == t["program_hbm_bytes"] and m.peak_bytes == t["program_hbm_bytes"]
+    assert m.peak_instruction == t["peak_instruction"] and m.host_offload_bytes == t["host_offload_bytes"]
+    assert [[b.name, b.size_bytes, b.kind, b.shape] for b in m.top_buffers] == t["top_buffers"]
+    per_device = int(TPU7X.hbm_gib * 2**30 / TPU7X.planes_per_chip)
+    assert m.hbm_bytes == per_device and m.headroom_bytes == per_device - t["program_hbm_bytes"]

@@ -119,6 +119,7 @@ class Scenario:
     host_gap_us: float = 0.0  # host-bound: each step's train program launches this late (host dispatch / input pipeline)
     heavy_every: int = 0  # periodic heavy steps: steps s >= N with s % N == 0 (checkpointing) ...
     heavy_extra_us: float = 0.0  # ... wait this long on the host before their train program
+    hlo_memory: bool = False  # the train program's Hlo Proto is a real one with a buffer assignment (synth.hlo_memory)
 
     @property
     def extended_truth(self) -> bool:
@@ -648,6 +649,24 @@ _CATALOG: list[Scenario] = [
         steps=10,
         heavy_every=3,
         heavy_extra_us=40000.0,
+        expect_fire=(),
+        expect_quiet=("sc_offload", "fp8", "scoped_vmem", "tokamax"),
+    ),
+    _DENSE.with_(
+        name="hlo_memory_dense",
+        finding=(
+            "The train program's buffer assignment is in /host:metadata: per TensorCore the stacked layer "
+            "weights and Adam moments (parameters), and a temp heap that peaks at logits_dense with every "
+            "layer's saved activation and the f32 logits live. Memory: peak, top buffers and headroom."
+        ),
+        description=(
+            "dense_short_fsdp with 2 layers and 4 steps whose train program carries a real HloProto "
+            "(instructions, shapes, buffer assignment with a heap-simulator trace); no allocator activity."
+        ),
+        stresses=None,
+        layers=2,
+        steps=4,
+        hlo_memory=True,
         expect_fire=(),
         expect_quiet=("sc_offload", "fp8", "scoped_vmem", "tokamax"),
     ),

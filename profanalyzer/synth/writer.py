@@ -26,6 +26,7 @@ import numpy as np
 from ..hardware import TPU7X
 from ..xspace import xplane_pb2 as pb
 from . import pbenc as P
+from .hlo_memory import hlo_proto
 from .model import SC_PER_CORE, Rng, Timeline
 from .program import stable_hash
 
@@ -422,7 +423,8 @@ def _metadata_plane(tl: Timeline, seed: int, pid: int) -> bytes:
     for p in tl.plan.programs:
         r = random.Random(p.program_id ^ seed)
         size = 24_576 if p.is_train else 3_072
-        blob = r.randbytes(size)
+        # issue #16: a real HloProto with a buffer assignment (new scenarios only), else opaque bulk
+        blob = hlo_proto(tl.plan, p.module) if p.is_train and tl.plan.spec.hlo_memory else r.randbytes(size)
         md = pb.XEventMetadata(id=p.program_id, name=p.module)
         md.stats.append(st.xstat("Hlo Proto", P.V_BYTES, blob))
         msgs[p.program_id] = md.SerializeToString()
