@@ -201,3 +201,15 @@ def test_synthesized_capture_matches_its_plan():
     assert [[b.name, b.size_bytes, b.kind, b.shape] for b in m.top_buffers] == t["top_buffers"]
     per_device = int(TPU7X.hbm_gib * 2**30 / TPU7X.planes_per_chip)
     assert m.hbm_bytes == per_device and m.headroom_bytes == per_device - t["program_hbm_bytes"]
+
+
+def test_headroom_line_for_the_rules(v6e):
+    from heuristics.headroom import headroom
+
+    h = headroom(v6e, need_bytes=5e9)
+    assert h.known and h.fits and "+5.0 GB needed, peak 21.5 of 33.6 GB per device: fits" in h.line
+    assert headroom(v6e, need_bytes=20e9).fits is False
+    plain = analyze(sample_path("dense_short_fsdp"))
+    assert headroom(plain).known is False and "analyze --memory" in headroom(plain).line
+    none = analyze(sample_path("dense_short_fsdp"), AnalysisOptions(memory=True))
+    assert headroom(none, 1e9).fits is None and "not in this capture" in headroom(none).line
