@@ -17,6 +17,8 @@ same run:
                  HOME/TMPDIR redirected so nothing is written elsewhere)
   profanalyze    `profanalyze FILE -o report.html -q` end to end (read,
                  analysis, rules, HTML), as a user runs it
+  profanalyze_memory  the same with `--memory` (also decodes /host:metadata
+                 and the host planes: what the default run never touches)
 
 No timing is asserted anywhere; numbers go into benchmarks/README.md.
 """
@@ -67,6 +69,11 @@ TASKS = {
     "profanalyze": (
         "from profanalyzer.cli import main\n"
         "rc = main([PATH, '-o', OUT, '-q'])\n"
+        "note = rc\n"
+    ),
+    "profanalyze_memory": (
+        "from profanalyzer.cli import main\n"
+        "rc = main([PATH, '-o', OUT, '-q', '--memory'])\n"
         "note = rc\n"
     ),
 }

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from heuristics._util import ms, pct, serving, step_ps
+from heuristics.host_bound import host_bound  # HB001, filed under this lever
 from profanalyzer.workload import classify_workload
 from profanalyzer.rules import rule
 from profanalyzer.vocab import COMPUTE_BUCKETS
@@ -222,4 +223,4 @@ def tp_all_reduce_critical(self, analysis):
     return [self.finding(analysis, saving, evidence, actions, assumptions, claims={"bucket:all_reduce": saving})]
 
 
-RULES = (overlap_all_to_all, pipeline_bubbles, communication_bound, tp_all_reduce_critical)
+RULES = (overlap_all_to_all, pipeline_bubbles, communication_bound, tp_all_reduce_critical, host_bound)

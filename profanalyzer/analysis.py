@@ -13,7 +13,7 @@ writes; `findings.load_analysis` reads it back.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Mapping
 
@@ -40,6 +40,11 @@ from profanalyzer.model import (  # noqa: F401 - the records' old import path
 )
 from profanalyzer.opstats import OpsResult, ops_and_roofline, program_names, run_kind_of  # noqa: F401 - OpsResult's old path
 from profanalyzer.overlap import analyze_overlap
+from profanalyzer.hostplanes import host_activity, no_host_planes_note
+from profanalyzer.idle import idle_causes
+from profanalyzer.memory import trace_memory
+from profanalyzer.scopes import scope_rollup
+from profanalyzer.stepclass import step_classes
 from profanalyzer.timeline import build_timeline
 from profanalyzer.vocab import BUCKETS, COLLECTIVE_BUCKETS, PHASES
 from profanalyzer.trace import ANALYSIS_LINES, Trace
@@ -109,6 +114,8 @@ class AnalysisOptions:
     top_ops: int = 30
     jobs: int | None = None  # host files decoded in parallel (default: one per core)
     progress: object = None  # callable(done, total, label) after each host file
+    memory: bool = False  # read HBM use (HLO buffer assignment, allocator activity): profanalyzer.memory
+    host_activity: bool = False  # read the host planes' dispatch/input lines: profanalyzer.hostplanes
 
 
 def read_trace(path: str | Path, options: AnalysisOptions = AnalysisOptions()) -> Trace:
@@ -152,11 +159,15 @@ def analyze_trace(trace: Trace, options: AnalysisOptions = AnalysisOptions()) ->
 
     sources = sorted({trace.steps[w.plane.label].source for w in work})
     steps = _steps_summary(table, step_med[kept_mask], step_mean, sources)
+    steps = replace(steps, classes=step_classes(table))
     if any(s.startswith("XLA Modules") for s in sources):
         notes.append("no Steps line: steps are the runs of the dominant program on XLA Modules")
     n_core_steps = max(1, sum(core_counts))
     run_kind = run_kind_of(ops.groups, step_mean, n_core_steps, phases, remat.ps, program_names(trace))
     has_colls = any(t.count > 0 for t in overlap.types.values())
+    idle = idle_causes(trace, work, kept_steps, step_mean)
+    activity, activity_notes = host_activity(trace, work, kept_steps) if options.host_activity else ((), ())
+    no_host = no_host_planes_note(trace)
     analysis = Analysis(
         schema_version=SCHEMA_VERSION,
         tool_version=__version__,
@@ -184,11 +195,15 @@ def analyze_trace(trace: Trace, options: AnalysisOptions = AnalysisOptions()) ->
         sparsecore_offload=overlap.sparsecore,
         timeline=timeline,
         definitions=_definitions(steps),
-        notes=tuple(notes),
         run_kind=run_kind,
         host_offload=ops.host_offload,
         capture=capture_quality(trace, work, steps, util, has_colls),
         assumptions=assumptions(trace, util),
+        notes=tuple(notes) + idle.notes + tuple(dict.fromkeys(n for n in (*activity_notes, no_host) if n)),
+        idle_causes=idle.causes,
+        memory=trace_memory(trace) if options.memory else None,
+        idle_host_activity=activity,
+        scopes=scope_rollup(trace, work, kept_steps, step_mean),
     )
     analysis.self_check()
     return analysis

@@ -46,7 +46,7 @@ from typing import Any, Iterable, Mapping
 
 from profanalyzer.errors import InputError
 from profanalyzer.format import NOT_AVAILABLE, noise
-from profanalyzer.vocab import BUCKETS, COLLECTIVE_TYPES
+from profanalyzer.vocab import BUCKETS, COLLECTIVE_TYPES, IDLE_CAUSES
 from profanalyzer.model import Analysis, BucketShare, Findings, SchemaError, to_jsonable
 
 TOP_KEYS = ("baseline", "fail_on", "budget", "max_regression")
@@ -72,7 +72,7 @@ def _collective_types() -> tuple[str, ...]:
 @dataclass(frozen=True)
 class Metric:
     name: str
-    unit: str  # ms | fraction
+    unit: str  # ms | fraction | bytes
     higher_is_better: bool
     doc: str
 
@@ -93,6 +93,10 @@ def _metrics() -> dict[str, Metric]:
         what = "all collectives" if t == "total" else t
         m.append(Metric(f"exposed.{t}.fraction", "fraction", False, f"exposed {what} share of the step"))
         m.append(Metric(f"exposed.{t}.ms", "ms", False, f"exposed {what} time per step"))
+    for c in IDLE_CAUSES:
+        m.append(Metric(f"idle.{c}.fraction", "fraction", False, f"idle time ({c}) share of the step"))
+        m.append(Metric(f"idle.{c}.ms", "ms", False, f"idle time ({c}) per step"))
+    m.append(Metric("memory.peak_bytes", "bytes", False, "peak HBM in use per device (analyze --memory)"))
     return {x.name: x for x in m}
 
 
@@ -132,6 +136,15 @@ def metric_value(doc: Analysis | Mapping, name: str) -> float | None:
         if ct is None:  # the type does not occur: nothing exposed
             return 0.0
         return _num(ct.fraction_of_step) if kind == "fraction" else _num(ct.exposed_ps, 1e-9)
+    if group == "memory":
+        mem = a.memory
+        return _num(mem.peak_bytes) if mem is not None and mem.peak_bytes is not None else None
+    if group == "idle":
+        cause, kind = rest.rsplit(".", 1)
+        ic = a.idle_causes.get(cause)
+        if ic is None:  # an analysis saved before idle causes existed
+            return None
+        return _num(ic.fraction) if kind == "fraction" else _num(ic.ps, 1e-9)
     raise KeyError(name)
 
 
@@ -343,7 +356,7 @@ def _parse_regressions(table: Mapping, where: str) -> tuple[RegressionLimit, ...
             out.append(RegressionLimit(metric, float(m.group(1)) / 100.0, None, v.strip()))
         elif _is_number(v):
             _check_range(metric, unit, float(v), where, "max_regression", "the limit")
-            text = f"{float(v):g} ms" if unit == "ms" else f"{float(v) * 100:g} pts ({float(v):g})"
+            text = f"{float(v):g} {unit}" if unit in ("ms", "bytes") else f"{float(v) * 100:g} pts ({float(v):g})"
             out.append(RegressionLimit(metric, None, float(v), text))
         else:
             raise BudgetError(f'{where}: bad value for [max_regression] {metric}: expected "N%" or a number in {unit}, got {_show(v)}')
@@ -405,10 +418,14 @@ def _fmt(v: float | None, unit: str) -> str:
         return NOT_AVAILABLE
     if unit == "ms":
         return f"{v:.3f} ms"
+    if unit == "bytes":
+        return f"{v:,.0f} bytes ({v / 1e9:.2f} GB)"
     return f"{v:.4f} ({v * 100:.2f}%)"
 
 
 def _fmt_limit(v: float, unit: str) -> str:
+    if unit == "bytes":
+        return f"{v:,.0f} bytes"
     return f"{v:g} ms" if unit == "ms" else f"{v:g} ({v * 100:.4g}%)"
 
 
@@ -478,8 +495,8 @@ def _check_regression(r: RegressionLimit, a: Analysis, base: Analysis, compariso
     worse = (bv - nv) if higher_better else (nv - bv)  # > 0: got worse
     allowed = r.absolute if r.absolute is not None else abs(bv) * r.relative
     ok = worse <= allowed
-    rel = f" ({(nv - bv) / abs(bv):+.2%})" if bv and (unit == "ms" or r.relative is not None) else ""
-    delta = f"{nv - bv:+.3f} ms" if unit == "ms" else f"{(nv - bv) * 100:+.2f} pts"
+    rel = f" ({(nv - bv) / abs(bv):+.2%})" if bv and (unit in ("ms", "bytes") or r.relative is not None) else ""
+    delta = f"{nv - bv:+.3f} ms" if unit == "ms" else (f"{nv - bv:+,.0f} bytes" if unit == "bytes" else f"{(nv - bv) * 100:+.2f} pts")
     msg = f"{name}: {_fmt(bv, unit)} -> {_fmt(nv, unit)}, {delta}{rel}; allowed worse by {r.text}"
     if r.metric == "step_time":
         st = comparison.step_time

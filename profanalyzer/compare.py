@@ -46,7 +46,7 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -66,7 +66,7 @@ from profanalyzer.model import (
     validate_document,
 )
 from profanalyzer.verify import RuleCheck, verify
-from profanalyzer.vocab import BUCKETS, COLLECTIVE_TYPES
+from profanalyzer.vocab import BUCKETS, COLLECTIVE_TYPES, IDLE_CAUSES
 
 #: Comparison JSON schema version.
 COMPARISON_SCHEMA_VERSION = 1
@@ -100,7 +100,7 @@ def _looks_like_json(p: Path) -> bool:
     return is_json_document(p)
 
 
-def load_document(path: str | Path, chip: str | None = None) -> dict:
+def load_document(path: str | Path, chip: str | None = None, memory: bool = False) -> dict:
     """The analysis document of `path`: a saved `profanalyze analyze --json`
     file (validated), or a trace / run folder / log dir analysed now (with the
     default rules). Raises InputError with one line when it is neither."""
@@ -114,7 +114,7 @@ def load_document(path: str | Path, chip: str | None = None) -> dict:
     from profanalyzer.analysis import AnalysisOptions, analyze
     from profanalyzer.findings import result_document, run_rules
 
-    a = analyze(p, AnalysisOptions(chip=chip))
+    a = analyze(p, AnalysisOptions(chip=chip, memory=memory))
     return result_document(a, run_rules(a))
 
 
@@ -240,6 +240,8 @@ class Comparison:
     notes: tuple[str, ...]
     verification: tuple[RuleCheck, ...] = ()  # rules of BASE pulled in NEW: predicted vs observed (profanalyzer.verify)
     verification_skipped: str = ""  # why no rule was checked ('' when the check ran)
+    idle_causes: Mapping[str, ShareChange] = field(default_factory=dict)  # the idle bucket by cause (both sides have them)
+    memory: Mapping[str, ValueChange] = field(default_factory=dict)  # bytes (peak_bytes, headroom_bytes, ...) when both sides read memory
 
     @property
     def new_findings(self) -> tuple[FindingChange, ...]:
@@ -461,7 +463,41 @@ def compare(base: Mapping | Analysis | tuple[Analysis, Findings | None], new: Ma
         notes=tuple(notes),
         verification=checked.checks,
         verification_skipped=checked.skipped,
+        idle_causes=_idle_changes(base, new, b_step, notes),
+        memory=_memory_changes(base, new, notes),
     )
+
+
+#: The memory numbers compare reports (bytes).
+MEMORY_KEYS = ("peak_bytes", "headroom_bytes", "hbm_bytes", "host_offload_bytes", "program_hbm_bytes")
+
+
+def _memory_changes(base: Analysis, new: Analysis, notes: list[str]) -> dict[str, ValueChange]:
+    """Memory deltas (bytes), when both sides read memory (`--memory`)."""
+    if base.memory is None or new.memory is None:
+        if base.memory is not None or new.memory is not None:
+            notes.append("memory read on one side only (analyze --memory): memory not compared")
+        return {}
+    out = {}
+    for k in MEMORY_KEYS:
+        bv, nv = getattr(base.memory, k), getattr(new.memory, k)
+        bf = float(bv) if bv is not None else None
+        nf = float(nv) if nv is not None else None
+        out[k] = ValueChange(bf, nf, (nf - bf) if bf is not None and nf is not None else None)
+    return out
+
+
+def _idle_changes(base: Analysis, new: Analysis, b_step: float, notes: list[str]) -> dict[str, ShareChange]:
+    """Idle-cause deltas (minimum-effect verdict: no per-step series), when both sides have them."""
+    if not base.idle_causes or not new.idle_causes:
+        if base.idle_causes or new.idle_causes:
+            notes.append("idle causes on one side only (an analysis saved by an older version): not compared")
+        return {}
+    out = {}
+    for c in IDLE_CAUSES:
+        bc, nc = base.idle_causes.get(c), new.idle_causes.get(c)
+        out[c] = _share((bc.ps, bc.fraction) if bc else (0.0, 0.0), (nc.ps, nc.fraction) if nc else (0.0, 0.0), None, b_step)
+    return out
 
 
 def _exposed_changes(base: Analysis, new: Analysis, b_step: float) -> dict[str, ExposedChange]:

@@ -49,6 +49,7 @@ __all__ = [
     "BucketShare",
     "StepRow",
     "StepsSummary",
+    "StepClass",
     "CoreSummary",
     "HostSummary",
     "TopOp",
@@ -69,6 +70,11 @@ __all__ = [
     "CorePeaks",
     "RidgePoints",
     "ChipSpec",
+    "ScopeRow",
+    "IdleCause",
+    "HostActivity",
+    "MemoryBuffer",
+    "MemorySummary",
     "Analysis",
     "RuleDoc",
     "Finding",
@@ -123,6 +129,21 @@ class StepRow(Record):
 
 
 @dataclass(frozen=True)
+class StepClass(Record):
+    """Dropped steps that recur on a schedule (profanalyzer.stepclass)."""
+
+    kind: str  # periodic
+    period: int  # every `period` steps
+    first: int  # from this step number
+    steps: tuple[int, ...]  # its steps in the capture
+    step_ps: float  # their mean step time (median over TensorCores per step)
+    extra_ps: float  # over the median kept step
+    amortized_fraction: float  # extra / period / median kept step: what it costs the average step
+    main_bucket: str  # the bucket that grew most
+    main_bucket_extra_ps: float
+
+
+@dataclass(frozen=True)
 class StepsSummary(Record):
     count: int  # steps seen
     kept: int
@@ -131,6 +152,7 @@ class StepsSummary(Record):
     dropped: tuple[StepRow, ...]
     rule: str
     table: tuple[StepRow, ...]
+    classes: tuple[StepClass, ...] = ()  # periodic heavy steps among the dropped (profanalyzer.stepclass)
 
 
 @dataclass(frozen=True)
@@ -374,6 +396,69 @@ class ChipSpec(Record):
 
 
 @dataclass(frozen=True)
+class ScopeRow(Record):
+    """Time of one JAX name scope (tf_op path, folded: see profanalyzer.scopes),
+    self time per kept step per TensorCore."""
+
+    scope: str  # folded path ('decoder/layers/mlp'), '(no scope)' for ops without tf_op
+    ps: float  # all of its ops' self time
+    fraction: float  # of step time
+    buckets: Mapping[str, float]  # bucket -> ps (non-zero ones)
+    exposed_comm_ps: float  # collective buckets
+    remat_ps: float  # recomputed ops
+    ops: int  # distinct ops (metadata rows, all cores)
+    count: int  # repeats per step: layer indices folded, or runs of its most run op (a scanned loop's trip count)
+
+
+@dataclass(frozen=True)
+class IdleCause(Record):
+    """One cause of the idle bucket (profanalyzer.idle)."""
+
+    ps: float  # per kept step per TensorCore
+    fraction: float  # of step time (the causes' fractions sum to the idle bucket's)
+
+
+@dataclass(frozen=True)
+class HostActivity(Record):
+    """A host TraceMe name overlapping host-caused idle (profanalyzer.hostplanes)."""
+
+    name: str
+    ps: float  # overlapped time per kept step (first TensorCore of each host, averaged over hosts)
+    fraction: float  # of the host-caused idle (between programs + waiting on the host)
+
+
+@dataclass(frozen=True)
+class MemoryBuffer(Record):
+    """One buffer of the dominant program's buffer assignment."""
+
+    name: str  # defining instruction (and shape index)
+    size_bytes: int
+    shape: str
+    kind: str  # parameter | output | temp | constant | preallocated
+    memory_space: str  # hbm | host (S(5)) | other
+
+
+@dataclass(frozen=True)
+class MemorySummary(Record):
+    """HBM use and headroom of one device (profanalyzer.memory; `--memory`)."""
+
+    source: str  # allocator | buffer_assignment | allocator+buffer_assignment | none
+    program: str  # the dominant program whose HLO was read ('' when none)
+    peak_bytes: int | None  # peak HBM in use per device (the allocator's when recorded, else the program's allocations)
+    peak_instruction: str  # where the program's temp heap peaks ('' when unknown)
+    hbm_bytes: int  # capacity per device (the allocator's when recorded, else the chip's HBM per TensorCore plane)
+    headroom_bytes: int | None  # hbm_bytes - peak_bytes
+    top_buffers: tuple[MemoryBuffer, ...]  # live at the program's peak, largest first
+    host_offload_bytes: int  # program buffers in host memory (memory space S(5))
+    program_hbm_bytes: int | None = None  # the program's HBM allocations (buffer assignment)
+    allocator_peak_bytes: int | None = None  # max over devices of stack + heap in use (allocator activity)
+    allocator_stack_bytes: int | None = None  # stack reservation at that peak
+    allocator_heap_bytes: int | None = None  # heap allocations at that peak
+    capacity_source: str = ""
+    notes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class Analysis(Record):
     schema_version: int
     tool_version: str
@@ -406,6 +491,10 @@ class Analysis(Record):
     host_offload: HostOffloadSummary | None = None
     capture: CaptureQuality | None = None
     assumptions: tuple[str, ...] = ()  # what the analysis assumed where the trace lacks evidence
+    scopes: tuple[ScopeRow, ...] = ()  # by JAX name scope, folded (profanalyzer.scopes)
+    idle_causes: Mapping[str, IdleCause] = field(default_factory=dict)  # the idle bucket by cause (profanalyzer.idle)
+    memory: MemorySummary | None = None  # HBM use and headroom (profanalyzer.memory), only with --memory
+    idle_host_activity: tuple[HostActivity, ...] = ()  # host TraceMe names during host-caused idle (--host-activity)
 
     def frames(self, findings: "Findings | None" = None) -> dict:
         """pandas DataFrames of this analysis (steps, buckets, ops, windows,

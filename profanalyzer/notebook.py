@@ -152,16 +152,16 @@ def _load_bytes(data: bytes, options: AnalysisOptions, select: tuple[str, ...], 
     return _loaded(a, f, source="<bytes>", core_steps=cs)
 
 
-def document(path: str, chip: str | None = None) -> dict:
+def document(path: str, chip: str | None = None, memory: bool = False) -> dict:
     """The analysis document of a path or URL, as `compare` and `check` read
     it (compare.load_document: a saved `--json` file, or a trace analysed now
     with the default rules); a URL is read through a temporary local copy."""
     from profanalyzer.compare import load_document
 
     if not is_url(path):
-        return load_document(path, chip=chip)
+        return load_document(path, chip=chip, memory=memory)
     with local_copy(path) as local:
-        doc = load_document(local, chip=chip)
+        doc = load_document(local, chip=chip, memory=memory)
     if isinstance(doc.get("source"), str) and doc["source"].startswith(local):  # analysed now: name the URL
         doc["source"] = path
     return doc

@@ -55,6 +55,17 @@ COMPUTE_ORDER: tuple[str, ...] = tuple(b.name for b in BUCKET_TABLE if b.kind in
 BUCKET_LABELS: dict[str, str] = {b.name: b.label for b in BUCKET_TABLE}
 BUCKET_COLOURS: dict[str, str] = {b.name: b.colour for b in BUCKET_TABLE}
 
+#: Causes of the idle bucket (profanalyzer.idle), in report order: name -> (label, colour).
+IDLE_CAUSE_TABLE: tuple[tuple[str, str, str], ...] = (
+    ("host_dispatch", "Between programs (host dispatch)", "#BB5566"),
+    ("host_wait", "Waiting on the host (infeed/outfeed, callbacks, transfers)", "#EE8866"),
+    ("peer_wait", "Waiting on a peer (before a collective or barrier)", "#DDAA33"),
+    ("unexplained", "Unexplained", "#BBBBBB"),
+)
+IDLE_CAUSES: tuple[str, ...] = tuple(c[0] for c in IDLE_CAUSE_TABLE)
+IDLE_CAUSE_LABELS: dict[str, str] = {c[0]: c[1] for c in IDLE_CAUSE_TABLE}
+IDLE_CAUSE_COLOURS: dict[str, str] = {c[0]: c[2] for c in IDLE_CAUSE_TABLE}
+
 #: Collective kinds (the `collective` of a classified op) -> the bucket their time goes to.
 COLLECTIVE_KIND_BUCKET: dict[str | None, str] = {
     "all_gather": "all_gather",

@@ -424,7 +424,9 @@ def test_samples_regenerate_identically(tmp_path):
         pb.XSpace.FromString(gzip.decompress(raw))
         truth = json.loads(truth_path_for(f).read_text())
         assert truth["scenario"] == f.name[: -len(".xplane.pb.gz")]
-        assert truth["steps"]["warmup"] == [0], f.name
+        spec = SCENARIOS[truth["scenario"]]
+        heavy = [n for n in truth["steps"]["numbers"] if spec.heavy_every and n >= spec.heavy_every and n % spec.heavy_every == 0]
+        assert truth["steps"]["warmup"] == [0] + heavy, f.name  # the warm-up, and periodic heavy steps (issue #16)
         assert sum(truth["summary"]["breakdown_fraction"].values()) == pytest.approx(1.0, abs=1e-9)
         assert truth["scenario"] in SCENARIOS and truth["expect"]["fire"] == list(SCENARIOS[truth["scenario"]].expect_fire)
     readme = (SAMPLES / "README.md").read_text()

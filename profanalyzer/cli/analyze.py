@@ -93,6 +93,10 @@ def _no_cyclic_gc():
 @click.option("--no-html", is_flag=True, help="Do not write the HTML report.")
 @click.option("--markdown", "md_out", type=click.Path(dir_okay=False, allow_dash=True), default=None, help="Write a Markdown summary for tickets (- for stdout).")
 @click.option("--timestamp", is_flag=True, help="Stamp the HTML report with the current UTC time (off: reports are byte-identical).")
+@click.option("--by-scope", "by_scope", type=click.IntRange(1, 8), default=None, metavar="DEPTH",
+              help="Add the time by JAX name scope (tf_op), collapsed to DEPTH components, to the terminal summary.")
+@click.option("--memory", is_flag=True, help="Read HBM use: the dominant program's buffer assignment (HLO proto) and the allocator activity.")
+@click.option("--host-activity", "host_act", is_flag=True, help="Read the host planes' dispatch and input-pipeline lines and name the host activity during host-caused idle.")
 @click.option("-q", "--quiet", is_flag=True, help="No terminal summary.")
 @click.option("--what-if", "what_if_levers", metavar="LEVERS", default=None,
               help="Re-time the step with these levers applied together (comma-separated: fp8,sc_offload,remat); JSON key what_if.")
@@ -104,15 +108,15 @@ def _no_cyclic_gc():
               help="Steps --trace-out exports, e.g. 3 or 3,5-7 (default: the representative step).")
 @_no_cyclic_gc()
 def analyze(trace: str, chip: str | None, jobs: int | None, json_out: str | None, top: int, select: str, ignore: str,
-            output: str | None, no_html: bool, md_out: str | None, timestamp: bool, quiet: bool,
-            what_if_levers: str | None = None, history: str | None = None,
+            output: str | None, no_html: bool, md_out: str | None, timestamp: bool, by_scope: int | None, memory: bool,
+            host_act: bool, quiet: bool, what_if_levers: str | None = None, history: str | None = None,
             trace_out: str | None = None, trace_steps: str | None = None) -> None:
     """Attribute step time, analyse overlap, rank recommendations, write the HTML report."""
     if trace_steps is not None and not trace_out:
         raise click.UsageError("--steps selects what --trace-out exports: pass --trace-out FILE.json.gz too")
     with _local(trace) as local:
         _analyze(local, trace, chip, jobs, json_out, top, select, ignore, output, no_html, md_out, timestamp, quiet,
-                 trace_out, trace_steps, what_if_levers, history)
+                 trace_out, trace_steps, what_if_levers, history, by_scope, memory, host_act)
 
 
 def _local(trace: str, selective: bool = True):
@@ -127,7 +131,7 @@ def _local(trace: str, selective: bool = True):
 def _analyze(trace: str, label: str, chip: str | None, jobs: int | None, json_out: str | None, top: int, select: str, ignore: str,
              output: str | None, no_html: bool, md_out: str | None, timestamp: bool, quiet: bool,
              trace_out: str | None = None, trace_steps: str | None = None, what_if_levers: str | None = None,
-             history: str | None = None) -> None:
+             history: str | None = None, by_scope: int | None = None, memory: bool = False, host_act: bool = False) -> None:
     from profanalyzer.analysis import AnalysisOptions, analyze_trace, read_trace
     from profanalyzer.findings import analyze_source, run_rules
     from profanalyzer.model import is_analysis_document
@@ -139,7 +143,7 @@ def _analyze(trace: str, label: str, chip: str | None, jobs: int | None, json_ou
         from profanalyzer.perfetto import parse_steps
 
         wanted = parse_steps(trace_steps or "")
-    options = AnalysisOptions(chip=chip, jobs=jobs, progress=_progress(quiet))
+    options = AnalysisOptions(chip=chip, jobs=jobs, progress=_progress(quiet), memory=memory, host_activity=host_act)
     if is_analysis_document(trace):
         # A saved `--json` document: rendered again without the trace.
         if trace_out:
@@ -185,7 +189,7 @@ def _analyze(trace: str, label: str, chip: str | None, jobs: int | None, json_ou
         write_text(html, dest, announce=False)
         click.echo(f"report: {dest}", err=to_stdout)
     if not quiet and not to_stdout:
-        echo(format_summary(a, top=top, findings=f))
+        echo(format_summary(a, top=top, findings=f, by_scope=by_scope))
         for line in extra_lines:
             echo(line)
 

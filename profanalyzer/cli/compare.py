@@ -30,8 +30,9 @@ _chip_option = chip_option("Chip generation for inputs that are traces; override
 @click.option("-o", "--output", type=click.Path(dir_okay=False), default=None, help="Write the comparison as a self-contained HTML page.")
 @click.option("--json", "json_out", type=click.Path(dir_okay=False, allow_dash=True), default=None, help="Write the comparison JSON (- for stdout).")
 @click.option("--markdown", "md_out", type=click.Path(dir_okay=False, allow_dash=True), default=None, help="Write a Markdown summary (- for stdout).")
+@click.option("--memory", is_flag=True, help="Read HBM use of inputs that are traces (as analyze --memory) and compare it.")
 @click.option("-q", "--quiet", is_flag=True, help="No terminal summary.")
-def compare(base: str, new: str, chip: str | None, output: str | None, json_out: str | None, md_out: str | None, quiet: bool) -> int:
+def compare(base: str, new: str, chip: str | None, output: str | None, json_out: str | None, md_out: str | None, memory: bool, quiet: bool) -> int:
     """Compare two runs: step-time delta with a noise estimate, per-bucket and
     exposed-communication deltas, remat, new/vanished findings, slower/faster ops.
 
@@ -39,7 +40,7 @@ def compare(base: str, new: str, chip: str | None, output: str | None, json_out:
     from profanalyzer.compare import compare as run_compare
     from profanalyzer.report.diff import format_text, render_diff_html, render_diff_markdown
 
-    c = run_compare(_document(base, chip), _document(new, chip), base_label=base, new_label=new)
+    c = run_compare(_document(base, chip, memory), _document(new, chip, memory), base_label=base, new_label=new)
     to_stdout = json_out == "-" or md_out == "-"
     if json_out:
         write_json(c.to_dict(), json_out)
@@ -53,11 +54,11 @@ def compare(base: str, new: str, chip: str | None, output: str | None, json_out:
     return EXIT_OK
 
 
-def _document(path: str, chip: str | None) -> dict:
+def _document(path: str, chip: str | None, memory: bool = False) -> dict:
     """The analysis document of a path or URL (profanalyzer.notebook.document)."""
     from profanalyzer.notebook import document
 
-    return document(path, chip)
+    return document(path, chip, memory)
 
 
 @click.command()
@@ -95,8 +96,10 @@ def check(trace: str, budget_path: str | None, baseline: str | None, chip: str |
         if not is_url(base_path) and not Path(base_path).exists():
             origin = "--baseline" if baseline is not None else f"baseline = {budget.baseline_text!r} in {budget_path}"
             raise BudgetError(f"baseline not found: {base_path} ({origin})")
-        base_doc = _document(base_path, chip)
-    doc = _document(trace, chip)
+        memory = any(m.startswith("memory.") for m in (*(x.metric for x in budget.limits), *(x.metric for x in budget.regressions)))
+        base_doc = _document(base_path, chip, memory)
+    memory = any(m.startswith("memory.") for m in (*(x.metric for x in budget.limits), *(x.metric for x in budget.regressions)))
+    doc = _document(trace, chip, memory)
     report = evaluate(budget, doc, base_doc, trace=trace, baseline=base_path)
 
     to_stdout = json_out == "-"

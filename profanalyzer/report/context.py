@@ -21,6 +21,7 @@ from typing import Mapping, Sequence
 from profanalyzer.format import ms, pct
 from profanalyzer.model import Analysis, Finding, Findings, RuleDoc, TopOp
 from profanalyzer.report import svg
+from profanalyzer.report.sections import build_sections
 from profanalyzer.report.views import (  # noqa: F401 - the view records' old import path
     Fact,
     Kpi,
@@ -604,12 +605,14 @@ def _cores(a: Analysis) -> CoresView:
 NAV = (
     NavItem("recommendations", "Recommendations"),
     NavItem("breakdown", "Step breakdown"),
+    NavItem("idle", "Why idle"),
     NavItem("timeline", "Timeline"),
     NavItem("communication", "Communication"),
     NavItem("remat", "Remat"),
     NavItem("attention", "Attention"),
     NavItem("roofline", "Roofline"),
     NavItem("top-ops", "Top ops"),
+    NavItem("scopes", "Name scopes"),
     NavItem("cores", "Cores"),
 )
 
@@ -662,4 +665,5 @@ def build_context(
         command_line=command_line,
         input_sha256=input_sha256,
         timestamp=timestamp,
+        sections=build_sections(a),
     )

@@ -21,6 +21,7 @@ from profanalyzer.compare import MIN_EFFECT, NOISE_K, Comparison, ExposedChange,
 from profanalyzer.verify import SHORTFALL_RATIO, RuleCheck
 from profanalyzer.report import context as _context
 from profanalyzer.report import svg
+from profanalyzer.vocab import IDLE_CAUSE_COLOURS, IDLE_CAUSE_LABELS
 
 TEMPLATE = "diff.html.j2"
 #: Rows of each op table in Markdown / terminal.
@@ -147,6 +148,8 @@ def format_text(c: Comparison, ops: int = OPS_SHORT) -> str:
         )
     r = c.remat
     out.append(f"{'remat (overlaps)':<18}{ms(r.base_ps):>10}{ms(r.new_ps):>10}{sms(r.delta_ps):>10}{pct(r.base_fraction):>8}{pct(r.new_fraction):>8}{pts(r.delta_points):>11}{'-':>9}  {r.verdict}")
+    for k, s in c.idle_causes.items():
+        out.append(f"{'idle.' + k:<18}{ms(s.base_ps):>10}{ms(s.new_ps):>10}{sms(s.delta_ps):>10}{pct(s.base_fraction):>8}{pct(s.new_fraction):>8}{pts(s.delta_points):>11}{'-':>9}  {s.verdict}")
     out.append("")
     out.append(f"{'exposed comm':<18}{'base ms':>10}{'new ms':>10}{'delta ms':>10}{'base':>8}{'new':>8}{'delta':>11}  engine")
     for t, e in _exposed_shown(c):
@@ -159,6 +162,8 @@ def format_text(c: Comparison, ops: int = OPS_SHORT) -> str:
     if u is not None and (u.base is not None or u.new is not None):
         out.append("")
         out.append(f"MFU: {pct(u.base)} -> {pct(u.new)} ({pts(u.delta)})")
+    for k, v in c.memory.items():
+        out.append(f"memory {k}: {gb(v.base)} -> {gb(v.new)} ({sgb(v.delta)})")
     if c.base.offload != c.new.offload:
         out.append(f"SparseCore offload: {c.base.offload or '-'} -> {c.new.offload or '-'}")
     out.append("")
@@ -185,6 +190,14 @@ def format_text(c: Comparison, ops: int = OPS_SHORT) -> str:
     for n in c.notes:
         out.append(f"note: {n}")
     return "\n".join(out)
+
+
+def gb(n: float | None) -> str:
+    return "-" if n is None else f"{n / 1e9:.2f} GB"
+
+
+def sgb(n: float | None) -> str:
+    return "-" if n is None else f"{n / 1e9:+.2f} GB"
 
 
 def _op_delta(o: OpChange) -> str:
@@ -220,6 +233,8 @@ def render_diff_markdown(c: Comparison, ops: int = OPS_SHORT) -> str:
     u = c.utilisation.get("mfu")
     if u is not None:
         out.append(f"| MFU | {pct(u.base)} | {pct(u.new)} | {pts(u.delta)} | |")
+    for k, v in c.memory.items():
+        out.append(f"| Memory {k} | {gb(v.base)} | {gb(v.new)} | {sgb(v.delta)} | |")
     if c.base.offload != c.new.offload:
         out.append(f"| SparseCore offload | {md_escape(c.base.offload or '-')} | {md_escape(c.new.offload or '-')} | | |")
     out.append("")
@@ -231,6 +246,16 @@ def render_diff_markdown(c: Comparison, ops: int = OPS_SHORT) -> str:
         out.append(
             f"| {md_escape(bucket_label(b))} | {ms(s.base_ps)} | {ms(s.new_ps)} | {sms(s.delta_ps)} | {pct(s.base_fraction)} | {pct(s.new_fraction)} | {pts(s.delta_points)} | {s.verdict} |"
         )
+    if c.idle_causes:
+        out.append("")
+        out.append("#### Idle by cause (ms per step)")
+        out.append("")
+        out.append("| Cause | Base ms | New ms | Δ ms | Base | New | Δ | Verdict |")
+        out.append("|---|--:|--:|--:|--:|--:|--:|---|")
+        for k, s in c.idle_causes.items():
+            out.append(
+                f"| {md_escape(IDLE_CAUSE_LABELS.get(k, k))} | {ms(s.base_ps)} | {ms(s.new_ps)} | {sms(s.delta_ps)} | {pct(s.base_fraction)} | {pct(s.new_fraction)} | {pts(s.delta_points)} | {s.verdict} |"
+            )
     out.append("")
     out.append("#### Exposed communication per collective type")
     out.append("")
@@ -411,6 +436,8 @@ class DiffContext:
     notes: tuple[str, ...]
     checks: tuple[CheckRow, ...] = ()
     checks_skipped: str = ""
+    idle: tuple[DeltaRow, ...] = ()  # the idle bucket by cause
+    memory: tuple[Fact, ...] = ()  # memory deltas (label, base, new) when both sides read memory
 
 
 def _w(x: float, top: float) -> str:
@@ -545,6 +572,8 @@ def build_diff_context(c: Comparison) -> DiffContext:
         op_key=c.ops.key,
         method=tuple(sorted(c.method.items())),
         notes=c.notes,
+        idle=_idle_rows(c),
+        memory=tuple(Fact(f"Memory {k}", gb(v.base), f"{gb(v.new)} ({sgb(v.delta)})") for k, v in c.memory.items()),
         checks=tuple(_check_row(v) for v in c.verification),
         checks_skipped=c.verification_skipped,
     )
@@ -566,6 +595,12 @@ def _check_row(v: RuleCheck) -> CheckRow:
         tone=tone_of.get(v.verdict, "neutral"),
         shortfall=shortfall_line(v) if v.shortfall else "",
     )
+
+
+def _idle_rows(c: Comparison) -> tuple[DeltaRow, ...]:
+    items = list(c.idle_causes.items())
+    top = max([abs(s.delta_ps) for _, s in items] + [0.0])
+    return tuple(_row(k, IDLE_CAUSE_LABELS.get(k, k), IDLE_CAUSE_COLOURS.get(k, "#BBBBBB"), s, top, noise=False) for k, s in items)
 
 
 def _tool_version() -> str:

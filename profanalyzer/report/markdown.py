@@ -15,6 +15,7 @@ import re
 from profanalyzer.analysis import Analysis
 from profanalyzer.findings import Findings
 from profanalyzer.report.context import bucket_rows, exposed_comm, headline, remat_row
+from profanalyzer.report.sections import markdown_sections as _sections_md
 from profanalyzer.format import ms, pct
 from profanalyzer.vocab import LEVER_LABELS
 
@@ -143,6 +144,7 @@ def render_markdown(analysis: Analysis, findings: Findings | None, *, max_recomm
     rr = remat_row(a)
     out.append(f"| _Recompute (overlaps the buckets)_ | {rr.ms} | {rr.pct} |")
     out.append("")
+    out.extend(_sections_md(a, md_escape))
     dropped = a.steps.dropped
     if dropped:
         out.append("Dropped steps: " + "; ".join(f"step {d.number} ({md_escape(d.reason)})" for d in dropped) + ".")

@@ -21,7 +21,7 @@ from typing import Iterable, Sequence
 from markupsafe import Markup, escape
 
 from profanalyzer.format import ms
-from profanalyzer.vocab import BUCKET_COLOURS, BUCKET_LABELS
+from profanalyzer.vocab import BUCKET_COLOURS, BUCKET_LABELS, IDLE_CAUSE_COLOURS
 
 #: Bucket colours and labels: profanalyzer.vocab's bucket table (fixed fills,
 #: Paul Tol's colour-blind-safe "muted" scheme).
@@ -32,7 +32,8 @@ DEFAULT_COLOUR = "#8A8F98"
 
 
 def colour(bucket: str) -> str:
-    return BUCKET_COLOURS.get(bucket, DEFAULT_COLOUR)
+    """Fill of a bucket (or of an idle cause)."""
+    return BUCKET_COLOURS.get(bucket) or IDLE_CAUSE_COLOURS.get(bucket, DEFAULT_COLOUR)
 
 
 def esc(text: object) -> str:

@@ -7,6 +7,8 @@ from profanalyzer.format import ms, pct
 from profanalyzer.vocab import BUCKETS
 
 BAR_WIDTH = 24
+#: The terminal lists idle causes when idle is at least this share of the step.
+IDLE_CAUSES_SHOWN = 0.01
 
 
 def _bar(frac: float) -> str:
@@ -32,7 +34,45 @@ def format_recommendations(findings, n: int = 3) -> list[str]:
     return out
 
 
-def format_summary(a: Analysis, top: int = 10, findings=None) -> str:
+def format_scopes(a: Analysis, depth: int, limit: int = 25) -> list[str]:
+    """The name-scope rollup collapsed to `depth` components (`--by-scope DEPTH`)."""
+    from profanalyzer.scopes import collapse
+
+    if not a.scopes:
+        return ["name scopes: none (the ops carry no tf_op stat)"]
+    rows = collapse(a.scopes, depth)
+    width = min(70, max(len(r.scope) for r in rows[:limit]))
+    out = [f"name scopes to depth {depth} (self time per step, per TensorCore; count: layers folded or loop trip count):",
+           f"{'scope':<{width}} {'ms/step':>9} {'share':>7} {'comm ms':>8} {'remat ms':>9} {'count':>6}"]
+    for r in rows[:limit]:
+        name = r.scope if len(r.scope) <= width else r.scope[: width - 1] + "…"
+        out.append(f"{name:<{width}} {ms(r.ps):>9} {pct(r.fraction):>7} {ms(r.exposed_comm_ps):>8} {ms(r.remat_ps):>9} {r.count:>6}")
+    if len(rows) > limit:
+        out.append(f"({len(rows) - limit} smaller scopes not shown)")
+    return out
+
+
+def _gb(n: float | None) -> str:
+    return "-" if n is None else f"{n / 1e9:.2f} GB"
+
+
+def format_memory(a: Analysis) -> list[str]:
+    """The memory section (`--memory`)."""
+    m = a.memory
+    if m is None:
+        return []
+    if m.source == "none":
+        return ["memory: not in this capture (" + "; ".join(m.notes) + ")"]
+    out = [f"memory ({m.source}): peak {_gb(m.peak_bytes)} of {_gb(m.hbm_bytes)} HBM per device, headroom {_gb(m.headroom_bytes)}"
+           + (f"; {m.program} peaks at {m.peak_instruction}" if m.peak_instruction else "")]
+    if m.host_offload_bytes:
+        out.append(f"  host memory (S(5)) buffers of the program: {_gb(m.host_offload_bytes)}")
+    for b in m.top_buffers[:5]:
+        out.append(f"  {_gb(b.size_bytes):>10}  {b.kind:<9} {b.memory_space:<5} {b.name[:50]}  {b.shape[:60]}")
+    return out
+
+
+def format_summary(a: Analysis, top: int = 10, findings=None, by_scope: int | None = None) -> str:
     chip = a.hardware.name
     out = [
         f"profanalyze: {a.source}",
@@ -44,6 +84,10 @@ def format_summary(a: Analysis, top: int = 10, findings=None) -> str:
     if a.run_kind is not None:
         out.append(f"run kind: {a.run_kind.kind} ({'; '.join(a.run_kind.reasons[:2])})")
     out.append(f"steps: {st.kept} kept of {st.count} (source: {st.source}); dropped: {dropped}")
+    if st.classes:
+        from profanalyzer.report.sections import step_class_text
+
+        out.extend(step_class_text(c) for c in st.classes)
     t = st.step_time_ps
     u = a.utilisation
     util = []
@@ -67,6 +111,11 @@ def format_summary(a: Analysis, top: int = 10, findings=None) -> str:
         rate = f", {ho.gbps:.1f} GB/s while waiting" if ho.gbps else ""
         out.append(f"host offload: {ho.bytes_per_step / 1e9:.2f} GB per step and TensorCore "
                    f"({ho.from_host_bytes / 1e9:.2f} GB from host, {ho.to_host_bytes / 1e9:.2f} GB to host){rate}")
+    idle = a.breakdown.get("idle")
+    if a.idle_causes and idle is not None and idle.fraction >= IDLE_CAUSES_SHOWN:
+        out.append("idle by cause: " + ", ".join(f"{k} {ms(c.ps)} ms" for k, c in a.idle_causes.items() if c.ps > 0))
+    if a.idle_host_activity:
+        out.append("host activity during host-caused idle: " + "; ".join(f"{h.name} {ms(h.ps)} ms" for h in a.idle_host_activity))
     if len(a.per_host) > 1:
         slow = [h.host for h in a.per_host if h.straggler]
         steps = ", ".join(f"{h.host} {ms(h.step_ps)}" for h in a.per_host[:8])
@@ -87,6 +136,12 @@ def format_summary(a: Analysis, top: int = 10, findings=None) -> str:
                 f"{i:>3}. {op.name[:60]:<60} {op.bucket:<15} {ms(op.self_ps):>8} ms {pct(op.fraction):>6}"
                 f"  {op.bound_by}-bound{roof}{tags}"
             )
+    if a.memory is not None:
+        out.append("")
+        out.extend(format_memory(a))
+    if by_scope is not None:
+        out.append("")
+        out.extend(format_scopes(a, by_scope))
     if findings is not None:
         out.append("")
         out.extend(format_recommendations(findings))

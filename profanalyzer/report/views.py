@@ -8,6 +8,8 @@ from dataclasses import dataclass
 
 from markupsafe import Markup
 
+from profanalyzer.report.sections import Sections
+
 
 @dataclass(frozen=True)
 class Fact:
@@ -294,6 +296,7 @@ class ReportContext:
     command_line: str
     input_sha256: str
     timestamp: str | None
+    sections: Sections | None = None  # name scopes, idle causes, memory (report.sections)
 
 
 # ---------------------------------------------------------------------------

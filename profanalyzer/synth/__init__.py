@@ -27,6 +27,7 @@ import json
 import os
 from pathlib import Path
 
+from .hlo_memory import memory_truth
 from .model import simulate
 from .truth import build_truth
 from . import real_shapes
@@ -79,6 +80,8 @@ def synthesize(
     truth = build_truth(tl, names, plane_names(tl))
     counts: dict = {}
     files = [(names[h], write_host(tl, h, names[h], seed, counts)) for h in range(hosts)]
+    if spec.hlo_memory:  # issue #16: the train program's buffer assignment, from the plan
+        truth["memory"] = memory_truth(plan)
     truth["counts"] = {
         "xla_ops_events": counts["xla_ops_events"],
         "device_events": counts["device_events"],

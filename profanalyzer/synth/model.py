@@ -132,6 +132,7 @@ class Timeline:
     core_factor: np.ndarray
     step_factor: np.ndarray
     occ_trim: np.ndarray | None = None  # ps each occurrence lost to the next op's overlap (issue #14)
+    host_waits: list | None = None  # (name, start (C,), dur (C,), step): host work the device waits for (issue #16)
 
 
 def _step_factors(n: int, rng: Rng) -> np.ndarray:
@@ -185,6 +186,7 @@ def simulate(plan: Plan, *, seed: int = 0, hosts: int = 1, steps: int | None = N
     sc_rows: list[tuple] = []
     mods: list[tuple] = []
     tm: list[tuple] = []
+    hw: list[tuple] = []  # host work the device waits for (host-bound scenarios only)
     accs: list[StepAcc] = []
     step_start = np.zeros((S, C), dtype=np.int64)
     step_end = np.zeros((S, C), dtype=np.int64)
@@ -212,6 +214,12 @@ def simulate(plan: Plan, *, seed: int = 0, hosts: int = 1, steps: int | None = N
             # collective truth counts what the step window holds (programs outside it: a scratch acc)
             cacc = acc if (in_train or spec.steps_line) else StepAcc.zeros(C)
             remat_acc = acc.remat_train if in_train else acc.remat_other
+            if in_train and spec.host_gap_us:  # host-bound: the program launches late (outside every module)
+                hw.append(("InputPipeline::GetNext", t.copy(), np.full(C, int(spec.host_gap_us * US), dtype=np.int64), s))
+                t = t + int(spec.host_gap_us * US)
+            if in_train and spec.heavy_every and s >= spec.heavy_every and s % spec.heavy_every == 0:
+                hw.append(("Checkpointer::Save", t.copy(), np.full(C, int(spec.heavy_extra_us * US), dtype=np.int64), s))
+                t = t + int(spec.heavy_extra_us * US)  # periodic heavy step (checkpoint on the host)
             if in_train and s == 0:
                 wait = int(plan.est_step_ps * 0.8)
                 tm.append(("dependency-wait", t.copy(), np.full(C, wait, dtype=np.int64), s))
@@ -404,6 +412,7 @@ def simulate(plan: Plan, *, seed: int = 0, hosts: int = 1, steps: int | None = N
         end_ps=int(t.max()),
         core_factor=core_f,
         step_factor=step_f,
+        host_waits=hw or None,
     )
     if ov_ps:
         trim = np.zeros(n, dtype=np.int64)

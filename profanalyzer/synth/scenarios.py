@@ -117,6 +117,11 @@ class Scenario:
 
     # -- issue #18: lever pairs that change two levers at once (defaults keep the old bytes) --
     also: tuple[str, ...] = ()  # levers the pair changes besides `stresses`
+    # -- issue #16 (defaults keep the old bytes) --------------------------------
+    host_gap_us: float = 0.0  # host-bound: each step's train program launches this late (host dispatch / input pipeline)
+    heavy_every: int = 0  # periodic heavy steps: steps s >= N with s % N == 0 (checkpointing) ...
+    heavy_extra_us: float = 0.0  # ... wait this long on the host before their train program
+    hlo_memory: bool = False  # the train program's Hlo Proto is a real one with a buffer assignment (synth.hlo_memory)
 
     @property
     def extended_truth(self) -> bool:
@@ -610,6 +615,62 @@ _CATALOG: list[Scenario] = [
         device_stats_every=0,
         host_gbps=20.0,
         expect_quiet=("remat", "sc_offload", "fp8"),
+    ),
+    _DENSE.with_(
+        name="host_bound_input",
+        finding=(
+            "Host-bound steps: every step the TensorCore sits idle ~15 ms between programs before the train "
+            "step launches (the host was late: input pipeline, dispatch, a block_until_ready in the loop); "
+            "that idle is host dispatch, not device work. Recommend prefetching input to device and "
+            "asynchronous dispatch before any device-side lever."
+        ),
+        description=(
+            "dense_short_fsdp with 2 layers whose host launches the train program 15 ms late every step: "
+            "the gap lies inside the step window but outside every program run on XLA Modules."
+        ),
+        stresses=None,
+        layers=2,
+        steps=5,
+        host_gap_us=15000.0,
+        expect_fire=(),
+        expect_quiet=("sc_offload", "fp8", "scoped_vmem", "tokamax"),
+    ),
+    _DENSE.with_(
+        name="periodic_checkpoint",
+        finding=(
+            "Every 3rd step (3, 6, 9) is ~40 ms slower: the host saves a checkpoint before the train step "
+            "launches, so the TensorCore idles between programs. A periodic class (every 3 steps, its "
+            "cost amortised over the period), not outliers to drop silently."
+        ),
+        description=(
+            "dense_short_fsdp with 2 layers and 10 steps; steps 3, 6 and 9 wait 40 ms on the host "
+            "(outside every program run) before the train program."
+        ),
+        stresses=None,
+        layers=2,
+        steps=10,
+        heavy_every=3,
+        heavy_extra_us=40000.0,
+        expect_fire=(),
+        expect_quiet=("sc_offload", "fp8", "scoped_vmem", "tokamax"),
+    ),
+    _DENSE.with_(
+        name="hlo_memory_dense",
+        finding=(
+            "The train program's buffer assignment is in /host:metadata: per TensorCore the stacked layer "
+            "weights and Adam moments (parameters), and a temp heap that peaks at logits_dense with every "
+            "layer's saved activation and the f32 logits live. Memory: peak, top buffers and headroom."
+        ),
+        description=(
+            "dense_short_fsdp with 2 layers and 4 steps whose train program carries a real HloProto "
+            "(instructions, shapes, buffer assignment with a heap-simulator trace); no allocator activity."
+        ),
+        stresses=None,
+        layers=2,
+        steps=4,
+        hlo_memory=True,
+        expect_fire=(),
+        expect_quiet=("sc_offload", "fp8", "scoped_vmem", "tokamax"),
     ),
 ]
 

@@ -26,6 +26,7 @@ import numpy as np
 from ..hardware import TPU7X
 from ..xspace import xplane_pb2 as pb
 from . import pbenc as P
+from .hlo_memory import hlo_proto
 from .model import SC_PER_CORE, Rng, Timeline
 from .builder import stable_hash
 
@@ -405,6 +406,14 @@ def _host_cpu_plane(tl: Timeline, h: int, clock: _Clock, rng: random.Random, pid
         g = np.array(steps, dtype=np.int64)
         lines.append(_line(tid, tname, clock, starts_a, durs_a, lambda o, s_=starts_a, d_=durs_a, m_=m, g_=g:
                            P.encode_events(m_, s_ - o, d_, [(st.id("step_num"), P.V_INT64, g_, None)])))
+    if tl.host_waits:  # issue #16: the host work a host-bound step waits for (new scenarios only)
+        starts_a = np.array([int(w[1][gi]) for w in tl.host_waits], dtype=np.int64)
+        durs_a = np.array([int(w[2][gi]) for w in tl.host_waits], dtype=np.int64)
+        m = np.array([ev.get(("h", w[0]), w[0]) for w in tl.host_waits], dtype=np.int64)
+        g = np.array([w[3] for w in tl.host_waits], dtype=np.int64)
+        lines.append(_line(rng.randrange(1000, 60000), "input_pipeline", clock, starts_a, durs_a,
+                           lambda o, s_=starts_a, d_=durs_a, m_=m, g_=g:
+                           P.encode_events(m_, s_ - o, d_, [(st.id("step_num"), P.V_INT64, g_, None)])))
     return P.encode_plane(pid, "/host:CPU", lines, ev.serialized(), st.metadata(), [])
 
 
@@ -414,7 +423,8 @@ def _metadata_plane(tl: Timeline, seed: int, pid: int) -> bytes:
     for p in tl.plan.programs:
         r = random.Random(p.program_id ^ seed)
         size = 24_576 if p.is_train else 3_072
-        blob = r.randbytes(size)
+        # issue #16: a real HloProto with a buffer assignment (new scenarios only), else opaque bulk
+        blob = hlo_proto(tl.plan, p.module) if p.is_train and tl.plan.spec.hlo_memory else r.randbytes(size)
         md = pb.XEventMetadata(id=p.program_id, name=p.module)
         md.stats.append(st.xstat("Hlo Proto", P.V_BYTES, blob))
         msgs[p.program_id] = md.SerializeToString()

@@ -1,0 +1,259 @@
+"""Why the TensorCore was idle: the `idle` bucket split into causes.
+
+Idle time is every instant of a step window with no op on the core's `XLA
+Ops` line. Each idle gap (between the union of the core's top-level ops,
+clipped to the kept step windows) is split into:
+
+* `host_dispatch`: the part outside every program run (`XLA Modules` line):
+  the core waits for the host to launch the next program (dispatch overhead,
+  Python between steps, `jax.block_until_ready` in the loop, input pipeline);
+* `host_wait`: inside a program run, the time before an op talking to the host
+  (infeed/outfeed, host send/recv, host callbacks, host-offload copies of
+  memory space S(5) buffers): the program waits on the host;
+* `peer_wait`: inside a program run, the time before a collective or barrier
+  op: the core waits for the slowest participant before the exchange (only
+  the part of a gap inside the run the op belongs to counts, from the run's
+  start at the earliest);
+* `unexplained`: the rest (gaps between compute ops, scheduling bubbles).
+
+Per core and kept step the causes sum to the step's `idle` bucket exactly:
+the gaps are integer picoseconds; when the attribution's idle differs from
+the gaps' union (overlapping top-level ops), `unexplained` absorbs the
+difference and, if it would go negative, the causes are scaled down to fit.
+The summary averages like the breakdown (mean over each core's kept steps,
+then over cores), so the causes' fractions sum to the idle bucket's.
+
+Without an `XLA Modules` line, program boundaries are unknown: dispatch gaps
+are not separated (a note says so).
+
+Imports: model, vocab, trace, attribution (the analysis stage).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import numpy as np
+
+from profanalyzer.attribution import IDLE, CoreWork
+from profanalyzer.model import IdleCause
+from profanalyzer.trace import LINE_MODULES, LINE_OPS, Trace
+from profanalyzer.vocab import BUCKETS, COLLECTIVE_BUCKETS, IDLE_CAUSES
+
+__all__ = ["IdleResult", "idle_causes", "core_step_causes", "host_gaps", "union_intervals", "reconcile", "HOST_CALLBACK"]
+
+#: Host callbacks (custom-call targets and instruction names).
+HOST_CALLBACK = re.compile(r"cpu_callback|host_callback|python_callback|io_callback|pure_callback", re.I)
+_BARRIER = re.compile(r"barrier", re.I)
+HOST_DISPATCH, HOST_WAIT, PEER_WAIT, UNEXPLAINED = range(4)
+assert IDLE_CAUSES == ("host_dispatch", "host_wait", "peer_wait", "unexplained")
+
+
+@dataclass(frozen=True)
+class IdleResult:
+    causes: dict[str, IdleCause]
+    notes: tuple[str, ...]
+
+
+def _row_kinds(w: CoreWork) -> np.ndarray:
+    """Per metadata row: HOST_WAIT for ops talking to the host, PEER_WAIT for
+    collectives and barriers, UNEXPLAINED otherwise."""
+    md = w.plane.meta
+    n = len(md)
+    out = np.full(n + 1, UNEXPLAINED, dtype=np.int8)
+    cols = w.classes.columns
+    coll = cols.get("collective")
+    host_b = BUCKETS.index("host_offload")
+    coll_b = {BUCKETS.index(b) for b in COLLECTIVE_BUCKETS}
+    bucket = w.classes.bucket
+    for r in range(min(n, len(bucket))):
+        kind = coll[r] if coll is not None and r < len(coll) else None
+        text = md.name[r]
+        if int(bucket[r]) == host_b or kind == "host_transfer" or HOST_CALLBACK.search(text) or HOST_CALLBACK.search(md.display_name[r]):
+            out[r] = HOST_WAIT
+        elif int(bucket[r]) in coll_b or _BARRIER.search(md.short_name(r)):
+            out[r] = PEER_WAIT
+    return out
+
+
+def union_intervals(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Merged intervals of (sorted by start) events: (starts, ends, index of
+    the event opening each merged interval)."""
+    if not len(start):
+        z = np.zeros(0, dtype=np.int64)
+        return z, z, z
+    run_end = np.maximum.accumulate(end)
+    new = np.ones(len(start), dtype=bool)
+    new[1:] = start[1:] > run_end[:-1]
+    first = np.flatnonzero(new)
+    last = np.concatenate([first[1:] - 1, [len(start) - 1]])
+    return start[first], run_end[last], first
+
+
+def _covered_before(ms: np.ndarray, me: np.ndarray, t: np.ndarray) -> np.ndarray:
+    """Time covered by disjoint sorted intervals [ms, me) before each t."""
+    if not len(ms):
+        return np.zeros(len(t), dtype=np.int64)
+    cum = np.concatenate([[0], np.cumsum(me - ms)])
+    i = np.searchsorted(ms, t, side="right") - 1
+    ic = np.clip(i, 0, len(ms) - 1)
+    part = np.where(i >= 0, np.minimum(t, me[ic]) - ms[ic], 0)
+    return np.where(i >= 0, cum[ic] + np.maximum(part, 0), 0)
+
+
+def _gaps(w: CoreWork) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, bool]:
+    """The idle gaps of a core's XLA Ops line (start, end, kind of the op
+    that ends each) and its program runs (merged XLA Modules events)."""
+    ln = w.plane.line(LINE_OPS)
+    mods = w.plane.line(LINE_MODULES)
+    have_mods = mods is not None and len(mods.events) > 0
+    if have_mods:
+        ms_, mend, _ = union_intervals(mods.events.start_ps, mods.events.end_ps)
+    else:
+        ms_ = mend = np.zeros(0, dtype=np.int64)
+    lo = np.iinfo(np.int64).min // 4
+    hi = np.iinfo(np.int64).max // 4
+    if ln is None or len(ln.events) == 0:
+        gs, ge, nxt = np.asarray([lo]), np.asarray([hi]), np.asarray([UNEXPLAINED], dtype=np.int8)
+    else:
+        ev = ln.events
+        top = np.flatnonzero(ev.parent < 0)
+        us, ue, first = union_intervals(ev.start_ps[top], ev.end_ps[top])
+        kinds = _row_kinds(w)
+        rows = ev.meta[top[first]].astype(np.int64)
+        rows = np.where((rows >= 0) & (rows < len(kinds) - 1), rows, len(kinds) - 1)
+        op_kind = kinds[rows]  # kind of the op opening each merged interval
+        # gaps: before the first interval, between intervals, after the last
+        gs = np.concatenate([[lo], ue])
+        ge = np.concatenate([us, [hi]])
+        nxt = np.concatenate([op_kind, [UNEXPLAINED]]).astype(np.int8)
+    keep = ge > gs
+    return gs[keep], ge[keep], nxt[keep], ms_, mend, have_mods
+
+
+def _pieces(gs, ge, nxt, ms_, mend, have_mods, a: int, b: int):
+    """The gaps inside one step window [a, b): (start, end, duration, time
+    inside program runs, time before the next op inside its run, next op kind)."""
+    j0 = int(np.searchsorted(ge, a, side="right"))
+    j1 = int(np.searchsorted(gs, b, side="left"))
+    if j1 <= j0:
+        return None
+    s = np.maximum(gs[j0:j1], a)
+    e = np.minimum(ge[j0:j1], b)
+    d = np.maximum(e - s, 0)
+    g_end = ge[j0:j1]
+    ends_here = g_end <= b  # the op after the gap starts in this window
+    if have_mods:
+        inside = _covered_before(ms_, mend, e) - _covered_before(ms_, mend, s)
+        # the part inside the program run that the next op starts in
+        m = np.clip(np.searchsorted(ms_, g_end, side="left") - 1, 0, max(len(ms_) - 1, 0))
+        in_run = ends_here & (ms_[m] < g_end) & (g_end <= mend[m]) if len(ms_) else np.zeros(len(s), dtype=bool)
+        before = np.where(in_run, np.maximum(e - np.maximum(s, ms_[m]), 0), 0)
+    else:
+        inside = d
+        before = np.where(ends_here, d, 0)
+    return s, e, d, inside, before, nxt[j0:j1]
+
+
+def core_step_causes(w: CoreWork, step_start: np.ndarray, step_end: np.ndarray) -> tuple[np.ndarray, bool]:
+    """(n_steps, 4) idle picoseconds per cause for the given step windows of
+    one core (before reconciling with the idle bucket), and whether program
+    boundaries were known."""
+    ns = len(step_start)
+    out = np.zeros((ns, len(IDLE_CAUSES)), dtype=np.int64)
+    gs, ge, nxt, ms_, mend, have_mods = _gaps(w)
+    for i in range(ns):
+        got = _pieces(gs, ge, nxt, ms_, mend, have_mods, int(step_start[i]), int(step_end[i]))
+        if got is None:
+            continue
+        s, e, d, inside, before, k = got
+        out[i, HOST_DISPATCH] += int((d - inside).sum())
+        for c in (HOST_WAIT, PEER_WAIT):
+            out[i, c] += int(before[k == c].sum())
+        out[i, UNEXPLAINED] += int((inside - np.where((k == HOST_WAIT) | (k == PEER_WAIT), before, 0)).sum())
+    return out, have_mods
+
+
+def host_gaps(w: CoreWork, step_start: np.ndarray, step_end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The host-caused idle of one core in the given step windows as sorted
+    disjoint intervals: idle outside program runs, and idle before an op
+    talking to the host inside its run."""
+    gs, ge, nxt, ms_, mend, have_mods = _gaps(w)
+    out_s: list[int] = []
+    out_e: list[int] = []
+    for i in range(len(step_start)):
+        got = _pieces(gs, ge, nxt, ms_, mend, have_mods, int(step_start[i]), int(step_end[i]))
+        if got is None:
+            continue
+        s, e, d, inside, before, k = got
+        for j in np.flatnonzero((d - inside > 0) | ((k == HOST_WAIT) & (before > 0))).tolist():
+            a, b = int(s[j]), int(e[j])
+            if have_mods:  # the parts outside every run
+                lo = int(np.searchsorted(mend, a, side="right"))
+                cur = a
+                for x, y in zip(ms_[lo:].tolist(), mend[lo:].tolist()):
+                    if x >= b:
+                        break
+                    if x > cur:
+                        out_s.append(cur)
+                        out_e.append(x)
+                    cur = max(cur, y)
+                if cur < b:
+                    out_s.append(cur)
+                    out_e.append(b)
+            if k[j] == HOST_WAIT and before[j] > 0:
+                out_s.append(b - int(before[j]))
+                out_e.append(b)
+    if not out_s:
+        z = np.zeros(0, dtype=np.int64)
+        return z, z
+    order = np.argsort(out_s, kind="mergesort")
+    ss, ee = np.asarray(out_s, dtype=np.int64)[order], np.asarray(out_e, dtype=np.int64)[order]
+    us, ue, _ = union_intervals(ss, ee)
+    return us, ue
+
+
+def reconcile(raw: np.ndarray, idle: np.ndarray) -> np.ndarray:
+    """Make each row sum to the idle bucket exactly (integer ps)."""
+    out = raw.copy()
+    for i in range(len(out)):
+        tot = int(out[i].sum())
+        target = int(idle[i])
+        if tot <= target:
+            out[i, UNEXPLAINED] += target - tot
+            continue
+        # more gap time than idle (overlapping top-level ops): scale down
+        scaled = np.floor(out[i] * (target / tot)).astype(np.int64) if tot else out[i] * 0
+        scaled[UNEXPLAINED] += target - int(scaled.sum())
+        out[i] = scaled
+    return out
+
+
+def idle_causes(trace: Trace, work: list[CoreWork], kept_steps: set[int], step_mean: float) -> IdleResult:
+    """The idle bucket split into causes, averaged like the breakdown."""
+    kept_list = np.asarray(sorted(kept_steps), dtype=np.int64)
+    per_core = []
+    no_modules = 0
+    for w in work:
+        att = w.attribution
+        if not len(att.step_numbers):
+            continue
+        kept = np.isin(att.step_numbers, kept_list)
+        if not kept.any():
+            continue
+        steps = trace.steps[w.plane.label]
+        # attribution rows are in the order of trace.steps (same arrays)
+        raw, have = core_step_causes(w, steps.start_ps[kept], steps.end_ps[kept])
+        no_modules += 0 if have else 1
+        fixed = reconcile(raw, att.buckets[kept, IDLE])
+        per_core.append(fixed.mean(axis=0))
+    notes = []
+    if no_modules:
+        notes.append(f"{no_modules} TensorCore(s) have no XLA Modules line: idle between programs (host dispatch) "
+                     "is not separated from idle inside programs")
+    if not per_core:
+        return IdleResult({c: IdleCause(0.0, 0.0) for c in IDLE_CAUSES}, tuple(notes))
+    avg = np.asarray(per_core, dtype=np.float64).mean(axis=0)
+    denom = step_mean if step_mean > 0 else 1.0
+    return IdleResult({c: IdleCause(float(avg[i]), float(avg[i]) / denom) for i, c in enumerate(IDLE_CAUSES)}, tuple(notes))

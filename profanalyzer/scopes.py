@@ -1,0 +1,208 @@
+"""Where in the model the time went: a rollup by JAX name scope.
+
+Every op's `tf_op` stat is the JAX name stack it was traced under plus its
+primitive (`jit(train_step)/jit(main)/transpose(jvp(Transformer))/decoder/
+while/body/checkpoint/layers/mlp/wi_0/dot_general[...]:`). `fold_scope` turns
+it into a readable path (`decoder/layers/mlp/wi_0`):
+
+* the trailing primitive (the last component) is dropped;
+* wrapper components `name(...)` (jit, jvp, transpose, vmap, remat,
+  shard_map, ...) are dropped: forward and backward of a block fold together
+  (the phases are reported separately);
+* loop and checkpoint plumbing (`while`, `body`, `cond`, `checkpoint`,
+  `rematted_computation`, ...) is dropped, so a scanned layer loop is one path;
+* layer indices are folded: `layers_12`, `layers.12`, `block_3` -> `layers`,
+  `block`, and a pure-number component (`layers/12/mlp`) is dropped; the
+  indices seen are counted, so 64 unrolled layers make one row with count 64.
+
+`scope_rollup` attributes each instant of the kept steps to the deepest op
+running (the same exclusive self time as the buckets, so the rows sum to the
+step's busy time) and sums it per folded path, per bucket, with the exposed
+communication (collective buckets) and remat. Rows are leaves (full folded
+paths, at most MAX_DEPTH components); `collapse(rows, depth)` sums them to
+any shallower depth exactly (the terminal's `--by-scope DEPTH`).
+
+Imports: model, vocab, trace, attribution (the analysis stage).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Iterable
+
+import numpy as np
+
+from profanalyzer.attribution import CoreWork
+from profanalyzer.model import ScopeRow
+from profanalyzer.trace import LINE_OPS, Trace
+from profanalyzer.vocab import BUCKETS, COLLECTIVE_BUCKETS
+
+__all__ = ["fold_scope", "scope_rollup", "collapse", "NO_SCOPE", "TOP_LEVEL", "MAX_DEPTH", "DEFAULT_DEPTH", "MAX_ROWS"]
+
+#: Row of the ops without a tf_op stat, and of those whose path folds to nothing.
+NO_SCOPE = "(no scope)"
+TOP_LEVEL = "(top level)"
+#: Components kept in a leaf path; deeper ones are summed into it.
+MAX_DEPTH = 8
+#: The depth of the HTML table and Markdown (the terminal's `--by-scope DEPTH` picks any).
+DEFAULT_DEPTH = 3
+#: Leaf rows kept in the JSON; the smallest beyond it are summed into their depth-2 parents.
+MAX_ROWS = 300
+
+#: Components dropped: loop, checkpoint and call plumbing.
+PLUMBING = frozenset({"while", "body", "cond", "checkpoint", "rematted_computation", "remat", "scan", "shard_map",
+                      "closed_call", "core_call", "custom_jvp_call", "custom_vjp_call", "pjit", "xla_call", "named_call"})
+_WRAPPER = re.compile(r"^[A-Za-z_][\w.]*\(.*\)$", re.S)
+_INDEXED = re.compile(r"^(?P<base>(?:[A-Za-z_]\w*_)?(?:layers?|blocks?|h|stages?|decoder_?layers?|encoder_?layers?|transformer_?blocks?))[_.](?P<idx>\d+)$", re.I)
+_NUMBER = re.compile(r"^\d+$")
+
+
+def _split(tf_op: str) -> list[str]:
+    """Split on '/' outside brackets and parentheses."""
+    parts, depth, cur = [], 0, []
+    for ch in tf_op:
+        if ch in "([{":
+            depth += 1
+        elif ch in ")]}" and depth:
+            depth -= 1
+        if ch == "/" and depth == 0:
+            parts.append("".join(cur))
+            cur = []
+        else:
+            cur.append(ch)
+    parts.append("".join(cur))
+    return parts
+
+
+def fold_scope(tf_op: str) -> tuple[str, tuple[int, ...]]:
+    """(folded path, layer indices folded out of it) of one tf_op stat."""
+    text = (tf_op or "").strip()
+    if not text:
+        return NO_SCOPE, ()
+    if text.endswith(":"):
+        text = text[:-1]
+    parts = _split(text)[:-1]  # the last component is the primitive
+    out: list[str] = []
+    idx: list[int] = []
+    for p in parts:
+        p = p.strip()
+        if not p or p in PLUMBING or _WRAPPER.match(p):
+            continue
+        if _NUMBER.match(p):
+            idx.append(int(p))
+            continue
+        m = _INDEXED.match(p)
+        if m:
+            idx.append(int(m.group("idx")))
+            p = m.group("base")
+        out.append(p)
+    if not out:
+        return TOP_LEVEL, tuple(idx)
+    return "/".join(out[:MAX_DEPTH]), tuple(idx)
+
+
+def _prefix(scope: str, depth: int) -> str:
+    if scope in (NO_SCOPE, TOP_LEVEL) or depth <= 0:
+        return scope
+    return "/".join(scope.split("/")[:depth])
+
+
+def collapse(rows: Iterable[ScopeRow], depth: int) -> tuple[ScopeRow, ...]:
+    """The rows summed to their first `depth` components (sorted by time, then name).
+
+    Times, ops and buckets add up; count is the largest of the merged rows."""
+    acc: dict[str, list] = {}
+    for r in rows:
+        key = _prefix(r.scope, depth)
+        a = acc.get(key)
+        if a is None:
+            acc[key] = [r.ps, r.fraction, dict(r.buckets), r.exposed_comm_ps, r.remat_ps, r.ops, r.count]
+            continue
+        a[0] += r.ps
+        a[1] += r.fraction
+        for b, v in r.buckets.items():
+            a[2][b] = a[2].get(b, 0.0) + v
+        a[3] += r.exposed_comm_ps
+        a[4] += r.remat_ps
+        a[5] += r.ops
+        a[6] = max(a[6], r.count)
+    out = [ScopeRow(k, ps, fr, {b: v for b, v in sorted(bk.items())}, ex, rm, ops, cnt)
+           for k, (ps, fr, bk, ex, rm, ops, cnt) in acc.items()]
+    return tuple(sorted(out, key=lambda r: (-r.ps, r.scope)))
+
+
+def scope_rollup(trace: Trace, work: list[CoreWork], kept_steps: set[int], step_mean: float) -> tuple[ScopeRow, ...]:
+    """Self time per folded name scope over the kept steps of every TensorCore,
+    per kept step per TensorCore (the divisor of the top ops: kept core-steps)."""
+    nb = len(BUCKETS)
+    coll = np.asarray([b in COLLECTIVE_BUCKETS for b in BUCKETS], dtype=bool)
+    kept_list = np.asarray(sorted(kept_steps), dtype=np.int64)
+    ids: dict[str, int] = {}
+    bucket_ps: dict[int, np.ndarray] = {}
+    remat_ps: dict[int, float] = {}
+    ops: dict[int, set[str]] = {}
+    runs: dict[int, float] = {}  # max runs per kept step of one op
+    layers: dict[int, set[int]] = {}
+    n_core_steps = 0
+    for w in work:
+        steps = trace.steps[w.plane.label]
+        kept = np.isin(steps.number, kept_list)
+        nk = int(kept.sum())
+        n_core_steps += nk
+        ln = w.plane.line(LINE_OPS)
+        if ln is None or len(ln.events) == 0 or nk == 0:
+            continue
+        md = w.plane.meta
+        fold = [fold_scope(t) for t in md.tf_op]
+        row_scope = np.asarray([ids.setdefault(s, len(ids)) for s, _ in fold] + [ids.setdefault(NO_SCOPE, len(ids))], dtype=np.int64)
+        ev = ln.events
+        rows = np.where((ev.meta >= 0) & (ev.meta < len(md)), ev.meta, len(md)).astype(np.int64)
+        ev_scope = row_scope[rows]
+        remat_rows = np.concatenate([np.asarray(w.classes.remat, dtype=bool)[: len(md)], [False]]) if len(w.classes.remat) >= len(md) \
+            else np.zeros(len(md) + 1, dtype=bool)
+        ev_remat = remat_rows[rows].astype(np.int64)
+        ns = len(ids)
+        ks, ke = steps.start_ps[kept], steps.end_ps[kept]
+        order = np.argsort(ks)
+        ks, ke = ks[order], ke[order]
+        by_bucket, by_remat = w.ops.exclusive_many([(ev_scope * nb + w.ev_bucket, ns * nb), (ev_scope * 2 + ev_remat, ns * 2)], ks, ke)
+        tot_b = by_bucket.sum(axis=0).reshape(ns, nb)
+        tot_r = by_remat.sum(axis=0).reshape(ns, 2)[:, 1]
+        # runs of each metadata row inside the kept steps
+        lo = np.searchsorted(ks, ev.start_ps, side="right") - 1
+        inside = (lo >= 0) & (ev.start_ps < ke[np.clip(lo, 0, len(ke) - 1)])
+        counts = np.bincount(rows[inside], minlength=len(md) + 1)
+        for r in np.flatnonzero(counts).tolist():
+            sid = int(row_scope[r])
+            ops.setdefault(sid, set()).add(md.name[r] if r < len(md) else "")
+            runs[sid] = max(runs.get(sid, 0.0), counts[r] / nk)
+            if r < len(fold) and fold[r][1]:
+                layers.setdefault(sid, set()).update(fold[r][1])
+        for sid in np.flatnonzero(tot_b.sum(axis=1)).tolist():
+            acc = bucket_ps.get(sid)
+            bucket_ps[sid] = tot_b[sid].astype(np.float64) + (acc if acc is not None else 0.0)
+            remat_ps[sid] = remat_ps.get(sid, 0.0) + float(tot_r[sid])
+    if not bucket_ps or n_core_steps == 0:
+        return ()
+    names = {v: k for k, v in ids.items()}
+    denom = step_mean if step_mean > 0 else 1.0
+    out = []
+    for sid, b in bucket_ps.items():
+        per = np.rint(b / n_core_steps)  # whole picoseconds: sums of rows are exact after the JSON round trip
+        ps = float(per.sum())
+        count = max(len(layers.get(sid, ())), int(round(runs.get(sid, 0.0))), 1)
+        out.append(ScopeRow(
+            scope=names[sid],
+            ps=ps,
+            fraction=ps / denom,
+            buckets={BUCKETS[i]: float(per[i]) for i in np.flatnonzero(per).tolist()},
+            exposed_comm_ps=float(per[coll].sum()),
+            remat_ps=float(round(remat_ps.get(sid, 0.0) / n_core_steps)),
+            ops=len(ops.get(sid, ())),
+            count=count,
+        ))
+    out.sort(key=lambda r: (-r.ps, r.scope))
+    if len(out) > MAX_ROWS:
+        out = list(out[:MAX_ROWS]) + list(collapse(out[MAX_ROWS:], 2))
+        out = list(collapse(out, MAX_DEPTH))
+    return tuple(out)
