@@ -10,7 +10,8 @@ from conftest import analysis_of, sample_names
 from profanalyzer.analysis import analyze_trace
 from profanalyzer.synth import real_shapes
 from profanalyzer.synth.model import simulate
-from profanalyzer.synth.program import DONE, OP, START, SYNC, WB, WE, build_plan
+from profanalyzer.synth.builder import DONE, OP, START, SYNC, WB, WE
+from profanalyzer.synth.program import build_plan
 from profanalyzer.synth.scenarios import get_scenario
 from profanalyzer.synth.writer import hostnames_for, write_host
 from profanalyzer.tracebuild import load_trace
@@ -120,7 +121,7 @@ def testreconcile_is_exact():
 
 def test_host_activity_names_what_the_host_did(monkeypatch):
     from profanalyzer.analysis import AnalysisOptions, analyze
-    from profanalyzer.synth.program import US
+    from profanalyzer.synth.builder import US
     from profanalyzer.synth.scenarios import SCENARIOS
     from conftest import sample_path
 

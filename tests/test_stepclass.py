@@ -7,7 +7,7 @@ import pytest
 from conftest import analysis_of, sample_names
 from profanalyzer.model import StepRow
 from profanalyzer.stepclass import step_classes
-from profanalyzer.synth.program import US
+from profanalyzer.synth.builder import US
 from profanalyzer.synth.scenarios import SCENARIOS
 
 

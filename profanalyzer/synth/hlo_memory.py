@@ -22,7 +22,7 @@ peak by construction), never by decoding the bytes.
 from __future__ import annotations
 
 from .pbenc import f_bytes, f_varint
-from .program import Plan
+from .builder import Plan
 
 F32, BF16 = 11, 16
 ALLOC, FREE = 0, 1
