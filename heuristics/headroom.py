@@ -4,8 +4,7 @@ A lighter remat policy, `device` instead of `offload`, a bigger per-device
 batch or less sharding all need HBM. `headroom` states what the capture says
 about it (from `Analysis.memory`, read with `--memory`), so a card can say
 "+X GB needed, peak Y of Z GB" or that memory is not in the capture.
-Not a rule: the lever modules call it (no lever module imports it yet; see
-the branch report of issue #16).
+Not a rule: the lever modules call it (RM001, HO001, SH003).
 """
 
 from __future__ import annotations

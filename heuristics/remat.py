@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from heuristics._util import ms, op_line, pct, serving
+from heuristics.headroom import headroom
 from profanalyzer.workload import classify_workload
 from profanalyzer.rules import rule
 from profanalyzer.vocab import COLLECTIVE_BUCKETS, COMPUTE_BUCKETS
@@ -74,7 +75,8 @@ def lighter_remat_policy(self, analysis):
         assumptions = [
             "a `minimal` policy saves matmul and attention outputs: their recompute disappears; "
             f"cheap elementwise recompute ({ms(kept_by_minimal)} per step) stays",
-            "the saved activations fit in HBM (192 GB per chip); the rest of the step is unchanged",
+            "the saved activations fit in HBM; the rest of the step is unchanged",
+            headroom(analysis).line,
             f"measured recompute, not a modelled one (the guide: ~25-30% extra FLOPs per transformer block under "
             f"full remat; here {pct(remat.fraction)} of the step)",
         ]
@@ -125,13 +127,19 @@ def host_offload_wait(self, analysis):
             "# set the offloaded checkpoints to `device` (keep in HBM) instead of `offload` where HBM allows;",
             "# lever L1: FP8 / BF16 activations halve the bytes that still have to move",
         ]
+    m = analysis.memory
+    room = headroom(analysis, float(m.host_offload_bytes) if m is not None and m.host_offload_bytes else None)
+    saving = ho.ps
     assumptions = [
-        "the offloaded buffers fit in HBM once kept there (memory is not measured in this analysis: check the "
-        f"peak against the chip's {analysis.hardware.hbm_gib_per_chip:.0f} GiB HBM per chip)",
         "with the buffers in HBM the copy-done waits disappear; the rest of the step is unchanged",
-        "halving the bytes instead (L1) would save about half of this",
+        room.line,
     ]
-    return [self.finding(analysis, ho.ps, evidence, actions, assumptions, claims={"bucket:host_offload": ho.ps})]
+    if room.fits is False:
+        saving = ho.ps * 0.5
+        assumptions.append("the offloaded buffers do not fit in HBM: the estimate is L1's, halving the bytes (half the wait)")
+    else:
+        assumptions.append("halving the bytes instead (L1) would save about half of this")
+    return [self.finding(analysis, saving, evidence, actions, assumptions, claims={"bucket:host_offload": saving})]
 
 
 RULES = (lighter_remat_policy, host_offload_wait)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from heuristics._util import ms, pct, serving, step_ps
+from heuristics.headroom import headroom
 from heuristics.host_bound import host_bound  # HB001, filed under this lever
 from profanalyzer.workload import classify_workload
 from profanalyzer.rules import rule
@@ -164,7 +165,8 @@ def communication_bound(self, analysis):
             [f"exposed {', '.join(f'{t} {ms(c.exposed_ps)}' for t, c in exposed.items())} per step ({pct(total / step)})",
              _intensity_line(analysis), f"workload: {wl.row} ({'; '.join(wl.reasons)})"],
             actions,
-            ["halving the sharded-traffic per token (smaller CP degree or twice the per-device batch) halves its exposed time"],
+            ["halving the sharded-traffic per token (smaller CP degree or twice the per-device batch) halves its exposed time",
+             headroom(analysis).line],
             claims={f"bucket:{c.bucket}": c.exposed_ps * FSDP_BATCH_GAIN for c in exposed.values()},
         )
     ]
