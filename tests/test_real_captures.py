@@ -104,3 +104,17 @@ def test_v6e_host_offload_loop():
     top = f.recommendations[0]
     assert top.estimated_saving_fraction > 0.5
     assert not any(r.code in ("RM001", "FP001", "TK001") for r in f.recommendations)
+
+
+def test_v6e_host_offload_card_checks_the_hbm_headroom():
+    """With memory read, keeping the 16.1 GB of offloaded arrays in HBM does not
+    fit beside the 21.5 GB peak on a 33.6 GB v6e core: HO001 falls back to
+    halving the bytes (L1) and says why."""
+    from profanalyzer.analysis import AnalysisOptions, analyze
+    from profanalyzer.findings import run_rules
+
+    a = analyze(realcap.real_path(realcap.V6E), AnalysisOptions(memory=True))
+    ho = next(r for r in run_rules(a).recommendations if r.code == "HO001")
+    assert a.memory is not None and a.memory.host_offload_bytes == pytest.approx(16.1e9, rel=0.01)
+    assert any("does not fit" in x for x in ho.assumptions)
+    assert ho.estimated_saving_ps == pytest.approx(0.5 * a.host_offload.ps)
