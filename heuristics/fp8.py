@@ -14,9 +14,19 @@ FP8_EFFICIENCY_RATIO = 0.92
 QUANTISATION_OVERHEAD = 0.06
 
 
-def fp8_saving(bf16_ps: float) -> float:
+def fp8_saving(bf16_ps: float, flops: float = 0.0, fp8_peak_flops: float = 0.0) -> float:
+    """Time FP8 saves on `bf16_ps` of BF16 matmuls: twice the peak at
+    FP8_EFFICIENCY_RATIO of today's efficiency, but never faster than their
+    FLOPs at the FP8 peak (matmuls already above the BF16 peak, e.g. quantized
+    kernels, gain less), minus the quantisation fusions."""
     new = bf16_ps / (2.0 * FP8_EFFICIENCY_RATIO)
+    if flops > 0 and fp8_peak_flops > 0:
+        new = max(new, flops / fp8_peak_flops * 1e12)
     return max(0.0, bf16_ps - new - QUANTISATION_OVERHEAD * bf16_ps)
+
+
+def _fp8_peak(analysis) -> float:
+    return analysis.hardware.per_core.peak_fp8_tflops * 1e12
 
 
 @rule("FP001", "fp8", "BF16 matmuls that FP8 would run at twice the peak", fixtures=("bf16_dense", "fp8_dense"))
@@ -38,7 +48,7 @@ def bf16_to_fp8(self, analysis):
     mm = analysis.bucket_ops.get("matmul_bf16")
     if mm is None or mm.fraction < BF16_MIN_FRACTION or serving(analysis):
         return []
-    raw = fp8_saving(mm.ps)
+    raw = fp8_saving(mm.ps, mm.flops, _fp8_peak(analysis))
     saving = min(raw, guide_fp8_cap(analysis))
     evidence = [
         f"BF16 matmuls: {ms(mm.ps)} per step ({pct(mm.fraction)} of the step) over {mm.ops} distinct ops",
@@ -84,10 +94,15 @@ def serve_fp8_activations(self, analysis):
     mm = analysis.bucket_ops.get("matmul_bf16")
     if mm is None or mm.fraction < BF16_MIN_FRACTION or not serving(analysis):
         return []
-    raw = fp8_saving(mm.ps)
+    raw = fp8_saving(mm.ps, mm.flops, _fp8_peak(analysis))
     saving = min(raw, guide_fp8_cap(analysis))
     quant = [op for op in analysis.top_ops if op.bucket == "matmul_bf16" and any(t.startswith("precision:w") for t in op.tags)]
     evidence = [f"BF16-MXU matmuls: {ms(mm.ps)} per step ({pct(mm.fraction)} of the step) over {mm.ops} distinct ops"]
+    if mm.flops > 0 and mm.ps > 0:
+        rate = mm.flops / (mm.ps * 1e-12)
+        bf16_peak = analysis.hardware.per_core.peak_bf16_tflops * 1e12
+        evidence.append(f"they run at {rate / 1e12:.0f} TFLOP/s per core ({rate / bf16_peak:.0%} of the BF16 peak): "
+                        "FP8 can at most reach the FP8 peak, which bounds the estimate")
     if quant:
         precs = sorted({t.split(":", 1)[1] for op in quant for t in op.tags if t.startswith("precision:w")})
         evidence.append(f"weight-only quantized kernels ({', '.join(precs)}): weights are narrow, activations BF16")

@@ -87,7 +87,7 @@ def tensor_parallel(analysis: Analysis) -> str:
     return ""
 
 
-def _serving_class(analysis: Analysis, kind: str, long_seq: bool, reasons: list[str], rk_reasons: tuple[str, ...]) -> WorkloadClass:
+def _serving_class(analysis: Analysis, kind: str, reasons: list[str], rk_reasons: tuple[str, ...]) -> WorkloadClass:
     """The serving verdict: what dominates the step and which parallelism it uses."""
     b = analysis.breakdown
     top = sorted((k for k in b if k != "idle"), key=lambda k: -b[k].fraction)[:SERVING_TOP]
@@ -106,7 +106,7 @@ def _serving_class(analysis: Analysis, kind: str, long_seq: bool, reasons: list[
     secondary = "expert parallelism (EP)" if tp and kind == "moe" else "—"
     return WorkloadClass(
         kind=kind,
-        sequence=("long" if long_seq else "short"),
+        sequence="n/a (inference)",
         row=f"inference step ({kind}): {dominant}" if dominant else f"inference step ({kind})",
         primary_sharding=primary,
         secondary_sharding=secondary,
@@ -136,7 +136,11 @@ def classify_workload(analysis: Analysis) -> WorkloadClass:
     pipeline = any(t in colls and colls[t].count > 0 for t in ("collective_permute", "send_recv"))
     share, basis = attention_share(analysis)
     long_seq = share >= LONG_SEQ_ATTENTION_SHARE or cp_evidence(analysis)
-    if share >= LONG_SEQ_ATTENTION_SHARE:
+    rk, rk_reasons = run_kind(analysis)
+    if rk == "inference":
+        # the guide's short / long sequence split is about training steps
+        reasons.append(f"attention is {share * 100:.0f}% of {basis}")
+    elif share >= LONG_SEQ_ATTENTION_SHARE:
         reasons.append(f"attention is {share * 100:.0f}% of {basis} (>= {LONG_SEQ_ATTENTION_SHARE * 100:.0f}%): long sequence")
     elif cp_evidence(analysis):
         reasons.append("all-gathers inside attention scopes: context parallelism, long sequence")
@@ -151,9 +155,8 @@ def classify_workload(analysis: Analysis) -> WorkloadClass:
         key = ("dense", "long" if long_seq else "short")
     if not moe:
         reasons.insert(0, "no expert kernels, expert-scoped ops or expert all-to-alls: dense model")
-    rk, rk_reasons = run_kind(analysis)
     if rk == "inference":
-        return _serving_class(analysis, key[0], long_seq, reasons, rk_reasons)
+        return _serving_class(analysis, key[0], reasons, rk_reasons)
     if rk == "unknown":
         reasons.append("run kind unknown: the guide's (training) workload row is assumed")
     row, primary, secondary, bottleneck = TABLE[key]
