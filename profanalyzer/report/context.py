@@ -239,7 +239,7 @@ def _kpis(a: Analysis, findings: Findings | None) -> tuple[Kpi, ...]:
             "MFU",
             pct(u.mfu) + (" *" if u.low_confidence else ""),
             ("model FLOPs / BF16 peak" + (f" (* FLOPs known for {pct(u.flops_coverage, 0)} of the compute)" if u.low_confidence else ""))
-            if u.mfu is not None else "no FLOP counts in the trace",
+            if u.mfu is not None else (u.mfu_flops_source[6:-1] if u.mfu_flops_source.startswith("none (") else "no FLOP counts in the trace"),
             "neutral" if u.mfu is None else ("good" if u.mfu >= 0.4 else ("warn" if u.mfu >= 0.25 else "bad")),
         ),
         Kpi("kpi-exposed", "Exposed communication", pct(exp_f), f"{ms(exp_ps)} ms per step", "good" if exp_f < 0.05 else ("warn" if exp_f < 0.15 else "bad")),
