@@ -183,7 +183,7 @@ def analyze_trace(trace: Trace, options: AnalysisOptions = AnalysisOptions()) ->
         breakdown=breakdown,
         remat=remat,
         phases=phases,
-        per_core=tuple(per_core),
+        per_core=tuple(replace(c, idle_causes=idle.by_core.get(c.core, {})) for c in per_core),
         per_host=per_host,
         top_ops=ops.top,
         remat_ops=ops.remat,
@@ -204,6 +204,7 @@ def analyze_trace(trace: Trace, options: AnalysisOptions = AnalysisOptions()) ->
         memory=trace_memory(trace) if options.memory else None,
         idle_host_activity=activity,
         scopes=scope_rollup(trace, work, kept_steps, step_mean),
+        idle_causes_by_step=idle.by_step,
     )
     analysis.self_check()
     return analysis

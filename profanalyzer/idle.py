@@ -11,9 +11,15 @@ clipped to the kept step windows) is split into:
   (infeed/outfeed, host send/recv, host callbacks, host-offload copies of
   memory space S(5) buffers): the program waits on the host;
 * `peer_wait`: inside a program run, the time before a collective or barrier
-  op: the core waits for the slowest participant before the exchange (only
-  the part of a gap inside the run the op belongs to counts, from the run's
-  start at the earliest);
+  op that the slowest participant gates: per kept step, the idle before
+  collectives (only the part of a gap inside the run the op belongs to, from
+  the run's start at the earliest) counts up to the core's *lag*: how much
+  earlier it finished its compute than the slowest core of the capture in
+  that step (compute = step - idle - collectives, as in `per_core`), less
+  what it already waited inside collective ops (its collective time beyond
+  the slowest core's). The slowest core never waits on a peer; idle before a
+  collective beyond the lag is a scheduling bubble and goes to `unexplained`
+  (see :func:`peer_cap`);
 * `unexplained`: the rest (gaps between compute ops, scheduling bubbles).
 
 Per core and kept step the causes sum to the step's `idle` bucket exactly:
@@ -32,7 +38,7 @@ Imports: model, vocab, trace, attribution (the analysis stage).
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -41,7 +47,8 @@ from profanalyzer.model import IdleCause
 from profanalyzer.trace import LINE_MODULES, LINE_OPS, Trace
 from profanalyzer.vocab import BUCKETS, COLLECTIVE_BUCKETS, IDLE_CAUSES
 
-__all__ = ["IdleResult", "idle_causes", "core_step_causes", "host_gaps", "union_intervals", "reconcile", "HOST_CALLBACK"]
+__all__ = ["IdleResult", "idle_causes", "core_step_causes", "host_gaps", "union_intervals", "reconcile", "peer_cap",
+           "HOST_CALLBACK"]
 
 #: Host callbacks (custom-call targets and instruction names).
 HOST_CALLBACK = re.compile(r"cpu_callback|host_callback|python_callback|io_callback|pure_callback", re.I)
@@ -54,6 +61,8 @@ assert IDLE_CAUSES == ("host_dispatch", "host_wait", "peer_wait", "unexplained")
 class IdleResult:
     causes: dict[str, IdleCause]
     notes: tuple[str, ...]
+    by_step: dict[str, dict[str, float]] = field(default_factory=dict)  # step -> cause -> ps (mean over cores)
+    by_core: dict[str, dict[str, float]] = field(default_factory=dict)  # core label -> cause -> ps (mean over kept steps)
 
 
 def _row_kinds(w: CoreWork) -> np.ndarray:
@@ -230,11 +239,48 @@ def reconcile(raw: np.ndarray, idle: np.ndarray) -> np.ndarray:
     return out
 
 
+def peer_cap(raw: list[np.ndarray], steps: list[np.ndarray], compute: list[np.ndarray],
+             coll: list[np.ndarray]) -> list[np.ndarray]:
+    """Keep as `peer_wait` only the idle before collectives that the slowest
+    core gates; move the rest to `unexplained` (each row's sum is unchanged).
+
+    Per core (list index) and kept step (rows; `steps` their numbers): the lag
+    is the slowest core's compute in that step minus this core's, less this
+    core's collective time beyond the slowest core's (a wait already spent
+    inside collective ops); `peer_wait` = min(idle before collectives, lag).
+    A step only one core has keeps no peer wait."""
+    by_step: dict[int, list[tuple[int, int]]] = {}
+    for ci, nums in enumerate(steps):
+        for r, n in enumerate(nums.tolist()):
+            by_step.setdefault(int(n), []).append((ci, r))
+    out = [r.copy() for r in raw]
+    for members in by_step.values():
+        comp = np.asarray([int(compute[ci][r]) for ci, r in members], dtype=np.int64)
+        slow = int(np.argmax(comp)) if len(comp) else 0
+        ref_ci, ref_r = members[slow]
+        for j, (ci, r) in enumerate(members):
+            lag = int(comp[slow] - comp[j]) - max(0, int(coll[ci][r]) - int(coll[ref_ci][ref_r]))
+            lag = max(0, lag) if len(members) > 1 else 0
+            cand = int(out[ci][r, PEER_WAIT])
+            keep = min(cand, lag)
+            out[ci][r, PEER_WAIT] = keep
+            out[ci][r, UNEXPLAINED] += cand - keep
+    return out
+
+
 def idle_causes(trace: Trace, work: list[CoreWork], kept_steps: set[int], step_mean: float) -> IdleResult:
-    """The idle bucket split into causes, averaged like the breakdown."""
+    """The idle bucket split into causes, averaged like the breakdown; also
+    per kept step (mean over the cores that have it) and per core (mean over
+    its kept steps)."""
     kept_list = np.asarray(sorted(kept_steps), dtype=np.int64)
-    per_core = []
+    labels: list[str] = []
+    raws: list[np.ndarray] = []
+    nums: list[np.ndarray] = []
+    comps: list[np.ndarray] = []
+    colls: list[np.ndarray] = []
+    idles: list[np.ndarray] = []
     no_modules = 0
+    coll_cols = [BUCKETS.index(b) for b in COLLECTIVE_BUCKETS]
     for w in work:
         att = w.attribution
         if not len(att.step_numbers):
@@ -246,14 +292,29 @@ def idle_causes(trace: Trace, work: list[CoreWork], kept_steps: set[int], step_m
         # attribution rows are in the order of trace.steps (same arrays)
         raw, have = core_step_causes(w, steps.start_ps[kept], steps.end_ps[kept])
         no_modules += 0 if have else 1
-        fixed = reconcile(raw, att.buckets[kept, IDLE])
-        per_core.append(fixed.mean(axis=0))
+        b = att.buckets[kept]
+        c = b[:, coll_cols].sum(axis=1)
+        labels.append(w.plane.label)
+        raws.append(raw)
+        nums.append(att.step_numbers[kept])
+        idles.append(b[:, IDLE])
+        colls.append(c)
+        comps.append(b.sum(axis=1) - b[:, IDLE] - c)
+    fixed = [reconcile(r, i) for r, i in zip(peer_cap(raws, nums, comps, colls), idles)]
     notes = []
     if no_modules:
         notes.append(f"{no_modules} TensorCore(s) have no XLA Modules line: idle between programs (host dispatch) "
                      "is not separated from idle inside programs")
-    if not per_core:
+    if not fixed:
         return IdleResult({c: IdleCause(0.0, 0.0) for c in IDLE_CAUSES}, tuple(notes))
-    avg = np.asarray(per_core, dtype=np.float64).mean(axis=0)
+    avg = np.asarray([f.mean(axis=0) for f in fixed], dtype=np.float64).mean(axis=0)
     denom = step_mean if step_mean > 0 else 1.0
-    return IdleResult({c: IdleCause(float(avg[i]), float(avg[i]) / denom) for i, c in enumerate(IDLE_CAUSES)}, tuple(notes))
+    by_core = {lab: dict(zip(IDLE_CAUSES, f.mean(axis=0).tolist())) for lab, f in zip(labels, fixed)}
+    acc: dict[int, list[np.ndarray]] = {}
+    for f, n in zip(fixed, nums):
+        for r, s in enumerate(n.tolist()):
+            acc.setdefault(int(s), []).append(f[r])
+    by_step = {str(s): dict(zip(IDLE_CAUSES, np.mean(np.asarray(v, dtype=np.float64), axis=0).tolist()))
+               for s, v in sorted(acc.items())}
+    return IdleResult({c: IdleCause(float(avg[i]), float(avg[i]) / denom) for i, c in enumerate(IDLE_CAUSES)},
+                      tuple(notes), by_step, by_core)

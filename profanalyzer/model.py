@@ -168,6 +168,7 @@ class CoreSummary(Record):
     remat_ps: float
     straggler: bool
     busy_z: float
+    idle_causes: Mapping[str, float] = field(default_factory=dict)  # ps per kept step by cause (profanalyzer.idle)
 
 
 @dataclass(frozen=True)
@@ -495,6 +496,7 @@ class Analysis(Record):
     idle_causes: Mapping[str, IdleCause] = field(default_factory=dict)  # the idle bucket by cause (profanalyzer.idle)
     memory: MemorySummary | None = None  # HBM use and headroom (profanalyzer.memory), only with --memory
     idle_host_activity: tuple[HostActivity, ...] = ()  # host TraceMe names during host-caused idle (--host-activity)
+    idle_causes_by_step: Mapping[str, Mapping[str, float]] = field(default_factory=dict)  # step -> cause -> ps, mean over cores
 
     def frames(self, findings: "Findings | None" = None) -> dict:
         """pandas DataFrames of this analysis (steps, buckets, ops, windows,

@@ -213,3 +213,30 @@ def test_headroom_line_for_the_rules(v6e):
     assert headroom(plain).known is False and "analyze --memory" in headroom(plain).line
     none = analyze(sample_path("dense_short_fsdp"), AnalysisOptions(memory=True))
     assert headroom(none, 1e9).fits is None and "not in this capture" in headroom(none).line
+
+
+def test_cli_reads_memory_only_when_a_memory_rule_fires(monkeypatch, capsys, tmp_path):
+    """`analyze` without --memory: no rule that trades HBM for time fires on
+    bf16_dense, so nothing reads memory; on a sample where RM001 fires and the
+    capture has a buffer assignment (hlo_memory_dense), the card states the
+    headroom in bytes."""
+    import json
+
+    from conftest import run_cli
+    from profanalyzer.cli.analyze import MEMORY_RULES
+
+    calls = []
+    real = memory.read_sources
+    monkeypatch.setattr(memory, "read_sources", lambda *a, **k: calls.append(1) or real(*a, **k))
+    out = tmp_path / "a.json"
+    rc, _, err = run_cli(capsys, "analyze", sample_path("bf16_dense"), "--json", out, "--no-html", "-q")
+    assert rc == 0, err
+    doc = json.loads(out.read_text())
+    assert not {r["code"] for r in doc["recommendations"]} & MEMORY_RULES
+    assert calls == [] and doc.get("memory") is None
+    rc, _, err = run_cli(capsys, "analyze", sample_path("hlo_memory_dense"), "--json", out, "--no-html", "-q")
+    assert rc == 0, err
+    doc = json.loads(out.read_text())
+    fired = [r for r in doc["recommendations"] if r["code"] in MEMORY_RULES]
+    assert fired and calls and doc["memory"]["peak_bytes"] > 0
+    assert all(not any("memory not read" in x for x in r["assumptions"]) for r in fired)

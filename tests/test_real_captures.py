@@ -118,3 +118,22 @@ def test_v6e_host_offload_card_checks_the_hbm_headroom():
     assert a.memory is not None and a.memory.host_offload_bytes == pytest.approx(16.1e9, rel=0.01)
     assert any("does not fit" in x for x in ho.assumptions)
     assert ho.estimated_saving_ps == pytest.approx(0.5 * a.host_offload.ps)
+
+
+def test_v6e_cli_reads_memory_when_a_memory_rule_fires(capsys, tmp_path, monkeypatch):
+    """Without --memory, HO001 (which trades HBM for time) fires: the CLI reads the
+    HLO proto's buffer assignment and runs the rules again, so the card states the
+    headroom in bytes instead of 'memory not read'."""
+    import json
+
+    from conftest import run_cli
+
+    out = tmp_path / "a.json"
+    rc, _, err = run_cli(capsys, "analyze", realcap.real_path(realcap.V6E), "--json", out, "--no-html", "-q")
+    assert rc == 0, err
+    doc = json.loads(out.read_text())
+    assert doc["memory"] is not None and doc["memory"]["peak_bytes"] > 0
+    ho = next(r for r in doc["recommendations"] if r["code"] == "HO001")
+    line = next(x for x in ho["assumptions"] if "GB needed" in x)
+    assert line.startswith("+16.1 GB needed") and "does not fit" in line
+    assert not any("memory not read" in x for x in ho["assumptions"])

@@ -95,7 +95,7 @@ def _no_cyclic_gc():
 @click.option("--timestamp", is_flag=True, help="Stamp the HTML report with the current UTC time (off: reports are byte-identical).")
 @click.option("--by-scope", "by_scope", type=click.IntRange(1, 8), default=None, metavar="DEPTH",
               help="Add the time by JAX name scope (tf_op), collapsed to DEPTH components, to the terminal summary.")
-@click.option("--memory", is_flag=True, help="Read HBM use: the dominant program's buffer assignment (HLO proto) and the allocator activity.")
+@click.option("--memory", is_flag=True, help="Read HBM use: the dominant program's buffer assignment (HLO proto) and the allocator activity (read anyway when HO001, RM001 or SH003 fires).")
 @click.option("--host-activity", "host_act", is_flag=True, help="Read the host planes' dispatch and input-pipeline lines and name the host activity during host-caused idle.")
 @click.option("-q", "--quiet", is_flag=True, help="No terminal summary.")
 @click.option("--what-if", "what_if_levers", metavar="LEVERS", default=None,
@@ -159,6 +159,10 @@ def _analyze(trace: str, label: str, chip: str | None, jobs: int | None, json_ou
         if label != trace:  # a URL: the report names it, not the temporary copy
             a = dataclasses.replace(a, source=label)
         f = run_rules(a, select=_codes(select), ignore=_codes(ignore))
+        if a.memory is None and any(r.code in MEMORY_RULES for r in f.recommendations):
+            read = _with_memory(model, a)
+            if read is not None:  # the cards state the headroom in bytes
+                a, f = read, run_rules(read, select=_codes(select), ignore=_codes(ignore))
         if trace_out:
             from profanalyzer.perfetto import marker_notes, trace_events, write_trace
 
@@ -192,6 +196,20 @@ def _analyze(trace: str, label: str, chip: str | None, jobs: int | None, json_ou
         echo(format_summary(a, top=top, findings=f, by_scope=by_scope))
         for line in extra_lines:
             echo(line)
+
+
+#: Rules that trade HBM for time (heuristics/headroom.py): when one fires, the
+#: analysis reads memory (the HLO proto's buffer assignment) and runs the rules
+#: again so the card states the headroom in bytes.
+MEMORY_RULES = frozenset({"HO001", "RM001", "SH003"})
+
+
+def _with_memory(model, a):
+    """The analysis with its memory section read, when the trace has one (a peak); else None."""
+    from profanalyzer.memory import trace_memory
+
+    mem = trace_memory(model)
+    return dataclasses.replace(a, memory=mem) if mem.peak_bytes is not None else None
 
 
 def _levers_and_history(a, f, levers: str | None, history: str | None, trace: str) -> tuple[dict, list[str]]:

@@ -133,6 +133,7 @@ class Timeline:
     step_factor: np.ndarray
     occ_trim: np.ndarray | None = None  # ps each occurrence lost to the next op's overlap (issue #14)
     host_waits: list | None = None  # (name, start (C,), dur (C,), step): host work the device waits for (issue #16)
+    peer_idle: np.ndarray | None = None  # (S, C) ps idle before top-level collectives waiting on the slowest core (peer_gate)
 
 
 def _step_factors(n: int, rng: Rng) -> np.ndarray:
@@ -190,6 +191,7 @@ def simulate(plan: Plan, *, seed: int = 0, hosts: int = 1, steps: int | None = N
     accs: list[StepAcc] = []
     step_start = np.zeros((S, C), dtype=np.int64)
     step_end = np.zeros((S, C), dtype=np.int64)
+    peer_idle = np.zeros((S, C), dtype=np.int64)
     uid_counter = 1000 + rng.randrange(0, 5000)
     n_items = sum(len(p.items) for p in plan.programs)
 
@@ -297,6 +299,9 @@ def simulate(plan: Plan, *, seed: int = 0, hosts: int = 1, steps: int | None = N
                     t = t + d + g
                 elif code == DONE:
                     begin, t1v, srow, uid = pending.pop(k)
+                    if spec.peer_gate and coll_idx[k] >= 0 and not stack:  # barrier: idle until the slowest core arrives
+                        peer_idle[s] += t.max() - t
+                        t = np.full(C, t.max(), dtype=np.int64)
                     floor = np.rint(base[k] * scale * nz).astype(np.int64)
                     d = np.maximum(floor, t1v - t)
                     row = len(occ_tid)
@@ -321,6 +326,9 @@ def simulate(plan: Plan, *, seed: int = 0, hosts: int = 1, steps: int | None = N
                         stack[-1][2] += d
                     t = t + d + g
                 elif code == SYNC:
+                    if spec.peer_gate and not stack:  # barrier: idle until the slowest core arrives
+                        peer_idle[s] += t.max() - t
+                        t = np.full(C, t.max(), dtype=np.int64)
                     T = int(transfer[k] * tfac[it] * sf)
                     floor = np.rint(base[k] * scale * nz).astype(np.int64)
                     free = dcn_free if engine[k] == "dcn" else ici_free
@@ -413,6 +421,7 @@ def simulate(plan: Plan, *, seed: int = 0, hosts: int = 1, steps: int | None = N
         core_factor=core_f,
         step_factor=step_f,
         host_waits=hw or None,
+        peer_idle=peer_idle if spec.peer_gate else None,
     )
     if ov_ps:
         trim = np.zeros(n, dtype=np.int64)

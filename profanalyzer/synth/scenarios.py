@@ -122,6 +122,7 @@ class Scenario:
     heavy_every: int = 0  # periodic heavy steps: steps s >= N with s % N == 0 (checkpointing) ...
     heavy_extra_us: float = 0.0  # ... wait this long on the host before their train program
     hlo_memory: bool = False  # the train program's Hlo Proto is a real one with a buffer assignment (synth.hlo_memory)
+    peer_gate: bool = False  # each top-level collective done/sync op waits, idle, until the slowest core reaches it (a barrier)
 
     @property
     def extended_truth(self) -> bool:
