@@ -28,7 +28,8 @@ def headroom(analysis, need_bytes: float | None = None) -> Headroom:
     m = analysis.memory
     if m is None or m.peak_bytes is None or m.headroom_bytes is None:
         why = "memory not read (analyze --memory)" if m is None else "memory not in this capture"
-        return Headroom(False, None, f"{why}: the HBM headroom this change needs is unchecked")
+        need = f" (+{need_bytes / GB:.1f} GB per device)" if need_bytes else ""
+        return Headroom(False, None, f"{why}: the HBM headroom this change needs{need} is unchecked")
     peak = f"peak {m.peak_bytes / GB:.1f} of {m.hbm_bytes / GB:.1f} GB per device"
     if need_bytes is None:
         return Headroom(True, None, f"HBM headroom {m.headroom_bytes / GB:.1f} GB ({peak}, {m.source})")

@@ -68,6 +68,14 @@ def lighter_remat_policy(self, analysis):
     else:
         saving = remat.ps - kept_by_minimal
         policy = "minimal" if remat.fraction >= REMAT_HEAVY_FRACTION else "save_dot_with_context_except_mlp"
+        saved = [op for op in analysis.remat_ops if op.bucket not in MINIMAL_KEEPS and op.output_bytes]
+        need = sum(op.output_bytes * op.count for op in saved) if saved else None
+        room = headroom(analysis, need)
+        if room.fits is False and need:
+            m = analysis.memory
+            share = max(0.0, (m.headroom_bytes or 0) / need) if m is not None else 0.0
+            saving *= min(1.0, share)
+            policy = "save_qkv_proj"
         actions = [
             f"remat_policy={policy}",
             "# intermediate steps if HBM is short: save_dot_with_context_except_mlp, save_qkv_proj, save_out_proj",
@@ -76,7 +84,10 @@ def lighter_remat_policy(self, analysis):
             "a `minimal` policy saves matmul and attention outputs: their recompute disappears; "
             f"cheap elementwise recompute ({ms(kept_by_minimal)} per step) stays",
             "the saved activations fit in HBM; the rest of the step is unchanged",
-            headroom(analysis).line,
+            room.line + (f" (need: the outputs of the top {len(saved)} recomputed matmul/attention ops per step, "
+                         "an estimate from their HLO shapes)" if need else ""),
+            *(["the saved activations do not fit: the estimate keeps only the share that fits, with an intermediate policy"]
+              if room.fits is False else []),
             f"measured recompute, not a modelled one (the guide: ~25-30% extra FLOPs per transformer block under "
             f"full remat; here {pct(remat.fraction)} of the step)",
         ]

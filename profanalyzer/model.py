@@ -206,6 +206,7 @@ class TopOp(Record):
     roofline_fraction: float | None  # achieved / attainable at its intensity
     deduplicated_name: str
     model_flops_ratio: float | None = None  # model FLOPs / executed FLOPs (< 1: padding or recompute)
+    output_bytes: float | None = None  # bytes of the op's output (from its HLO shape), per occurrence
 
 
 @dataclass(frozen=True)

@@ -29,6 +29,36 @@ KERNELS_TOP = 20
 #: Below this share of compute time with known FLOPs, MFU is marked low-confidence.
 FLOPS_COVERAGE_MIN = 0.9
 
+#: Bytes per element of HLO element types (4-bit types count half a byte).
+DTYPE_BYTES = {"pred": 1, "s8": 1, "u8": 1, "s16": 2, "u16": 2, "s32": 4, "u32": 4, "s64": 8, "u64": 8, "bf16": 2,
+               "f16": 2, "f32": 4, "f64": 8, "c64": 8, "c128": 16, "s4": 0.5, "u4": 0.5, "s2": 0.25, "u2": 0.25}
+_HEAD = re.compile(r"^\s*(?:ROOT\s+)?%?[^\s=]+\s*=\s*(.*?)\s[a-z][a-z0-9\-]*\(")
+_SHAPE = re.compile(r"(?<![A-Za-z0-9_])([a-z]+[0-9]*[a-z0-9]*)\[([0-9,\s]*)\]")
+
+
+def output_bytes(hlo_text: str) -> float:
+    """Bytes of an op's output shape(s) from its HLO text (nan when not visible)."""
+    m = _HEAD.match(hlo_text[:4096])
+    if not m:
+        return math.nan
+    total = 0.0
+    for dt, dims in _SHAPE.findall(m.group(1)):
+        size = DTYPE_BYTES.get(dt)
+        if size is None and dt.startswith("f8"):
+            size = 1
+        elif size is None and dt.startswith("f4"):
+            size = 0.5
+        if size is None:
+            continue
+        n = 1
+        for d in dims.split(","):
+            d = d.strip()
+            if d.isdigit():
+                n *= int(d)
+        total += n * size
+    return total if total > 0 else math.nan
+
+
 # A host-memory (S(5)) array written as an op's output: `= f32[..]{..S(5)} copy-done(`
 _OUTPUT_TO_HOST = re.compile(r"=\s*\(?[a-z0-9]+\[[^\]]*\]\{[^}]*S\(5\)\}")
 
@@ -49,7 +79,7 @@ class OpGroup:
 
     __slots__ = ("name", "hlo_category", "bucket", "self_ps", "count", "tot_flops", "tot_model_flops", "mf_known",
                  "tot_bytes", "flops", "bytes", "tf_op", "dedup", "remat", "phase", "kernel", "precision", "reason",
-                 "part", "flops_unknown", "to_host", "text_head")
+                 "part", "flops_unknown", "to_host", "out_bytes")
 
     def __init__(self, name: str, hlo_category: str, bucket: str) -> None:
         self.name, self.hlo_category, self.bucket = name, hlo_category, bucket
@@ -58,7 +88,7 @@ class OpGroup:
         self.flops = self.bytes = math.nan
         self.tf_op = self.dedup = self.phase = self.kernel = self.precision = self.reason = self.part = None
         self.remat = self.flops_unknown = self.to_host = False
-        self.text_head = ""
+        self.out_bytes = math.nan
 
 
 def _peak(chip, bucket: str, precision: str | None = None) -> float:
@@ -129,6 +159,8 @@ def _group_rows(w: CoreWork, chip, rows, counts, self_sum, groups: dict, acc: di
             g = groups[(name, cat, bucket)] = OpGroup(name, cat, bucket)
             if bucket == "host_offload":
                 g.to_host = bool(_OUTPUT_TO_HOST.search(md.name[r][:4096]))
+            if known and remat_c[r]:
+                g.out_bytes = output_bytes(md.name[r])
         g.self_ps += sp
         g.count += cnt
         g.tot_flops += tot_f
@@ -207,7 +239,7 @@ def families(agg: list[OpGroup]) -> list[OpGroup]:
             continue
         first = members[0]
         f = OpGroup(f"{key[0]}.* ({len(members)} ops)", first.hlo_category, first.bucket)
-        for attr in ("tf_op", "dedup", "remat", "phase", "kernel", "precision", "reason", "part", "to_host"):
+        for attr in ("tf_op", "dedup", "remat", "phase", "kernel", "precision", "reason", "part", "to_host", "out_bytes"):
             setattr(f, attr, getattr(first, attr))
         for m in members:
             f.self_ps += m.self_ps
@@ -352,6 +384,7 @@ def _top_op(r: OpGroup, chip, n_core_steps: int, denom: float) -> TopOp:
         roofline_fraction=roof,
         deduplicated_name=r.dedup or "",
         model_flops_ratio=(float(mf) / r.tot_flops) if has_f and r.mf_known > 0 and r.tot_flops > 0 else None,
+        output_bytes=float(r.out_bytes) if r.out_bytes == r.out_bytes else None,
     )
 
 
