@@ -1,0 +1,201 @@
+"""Leaf records of an analysis: the parts of `model.Analysis` that hold no
+other part of it (chip spec, timeline sample, host-offload traffic, run kind,
+capture quality, name-scope rows, idle causes, host activity, memory).
+
+Split out of model.py to keep each module readable; `profanalyzer.model`
+re-exports every name here, which is where callers import them from.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Mapping
+
+from profanalyzer.records import Record
+
+__all__ = [
+    "HostOffloadSummary",
+    "RunKind",
+    "CaptureIssue",
+    "CaptureQuality",
+    "Span",
+    "Lane",
+    "WindowSpan",
+    "TimelineSample",
+    "CorePeaks",
+    "RidgePoints",
+    "ChipSpec",
+    "ScopeRow",
+    "IdleCause",
+    "HostActivity",
+    "MemoryBuffer",
+    "MemorySummary",
+]
+
+
+@dataclass(frozen=True)
+class HostOffloadSummary(Record):
+    """Host <-> HBM transfers (memory space S(5)) the TensorCore waited for,
+    per kept step and TensorCore."""
+
+    ps: float  # the host_offload bucket: exposed DMA wait
+    fraction: float  # of the step
+    bytes_per_step: float  # bytes moved (each transfer once, on its done half)
+    to_host_bytes: float
+    from_host_bytes: float
+    gbps: float | None  # bytes / exposed wait: the achieved host link rate while the core waits
+    transfers: float  # transfers per step
+
+
+@dataclass(frozen=True)
+class RunKind(Record):
+    kind: str  # training | inference | unknown (vocab.RUN_KINDS)
+    reasons: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class CaptureIssue(Record):
+    code: str  # short key: edge_steps, missing_cores, no_flops, no_sparsecore, no_program_id, event_cap, chip_assumed, ...
+    message: str
+    affects: tuple[str, ...] = ()  # what rests on the missing data (JSON keys / report sections)
+
+
+@dataclass(frozen=True)
+class CaptureQuality(Record):
+    verdict: str  # good | limited | poor
+    issues: tuple[CaptureIssue, ...]
+
+
+@dataclass(frozen=True)
+class Span(Record):
+    start_ps: int  # from step start
+    end_ps: int
+    bucket: str  # a BUCKETS name, or 'busy' on SparseCore lanes
+    label: str  # op name of the longest piece
+
+
+@dataclass(frozen=True)
+class Lane(Record):
+    name: str
+    engine: str  # TensorCore | SparseCore
+    spans: tuple[Span, ...]
+
+
+@dataclass(frozen=True)
+class WindowSpan(Record):
+    start_ps: int
+    end_ps: int
+    type: str
+    name: str
+    hidden_fraction: float
+    klass: str
+
+
+@dataclass(frozen=True)
+class TimelineSample(Record):
+    core: str
+    step: int
+    step_ps: int
+    lanes: tuple[Lane, ...]
+    windows: tuple[WindowSpan, ...]
+    coalesced: bool  # spans were merged to stay under MAX_SPANS_PER_LANE
+
+
+@dataclass(frozen=True)
+class CorePeaks(Record):
+    """One TensorCore plane's peaks (the chip's divided by its planes)."""
+
+    peak_bf16_tflops: float
+    peak_fp8_tflops: float
+    hbm_gbps: float
+
+
+@dataclass(frozen=True)
+class RidgePoints(Record):
+    """Roofline ridge points of the chip, FLOP/byte."""
+
+    hbm_bf16: float
+    hbm_fp8: float
+    ici: float
+
+
+@dataclass(frozen=True)
+class ChipSpec(Record):
+    """The chip an analysis used (hardware.Chip.to_dict(), typed)."""
+
+    key: str
+    name: str
+    peak_bf16_tflops_per_chip: float
+    peak_fp8_tflops_per_chip: float
+    hbm_gib_per_chip: float
+    hbm_gbps_per_chip: float
+    ici_gbps_per_chip: float
+    tensorcores_per_chip: int
+    sparsecores_per_chip: int
+    planes_per_chip: int
+    vmem_mib_per_core: int
+    per_core: CorePeaks
+    ridge_points_flop_per_byte: RidgePoints
+
+
+@dataclass(frozen=True)
+class ScopeRow(Record):
+    """Time of one JAX name scope (tf_op path, folded: see profanalyzer.scopes),
+    self time per kept step per TensorCore."""
+
+    scope: str  # folded path ('decoder/layers/mlp'), '(no scope)' for ops without tf_op
+    ps: float  # all of its ops' self time
+    fraction: float  # of step time
+    buckets: Mapping[str, float]  # bucket -> ps (non-zero ones)
+    exposed_comm_ps: float  # collective buckets
+    remat_ps: float  # recomputed ops
+    ops: int  # distinct ops (metadata rows, all cores)
+    count: int  # repeats per step: layer indices folded, or runs of its most run op (a scanned loop's trip count)
+
+
+@dataclass(frozen=True)
+class IdleCause(Record):
+    """One cause of the idle bucket (profanalyzer.idle)."""
+
+    ps: float  # per kept step per TensorCore
+    fraction: float  # of step time (the causes' fractions sum to the idle bucket's)
+
+
+@dataclass(frozen=True)
+class HostActivity(Record):
+    """A host TraceMe name overlapping host-caused idle (profanalyzer.hostplanes)."""
+
+    name: str
+    ps: float  # overlapped time per kept step (first TensorCore of each host, averaged over hosts)
+    fraction: float  # of the host-caused idle (between programs + waiting on the host)
+
+
+@dataclass(frozen=True)
+class MemoryBuffer(Record):
+    """One buffer of the dominant program's buffer assignment."""
+
+    name: str  # defining instruction (and shape index)
+    size_bytes: int
+    shape: str
+    kind: str  # parameter | output | temp | constant | preallocated
+    memory_space: str  # hbm | host (S(5)) | other
+
+
+@dataclass(frozen=True)
+class MemorySummary(Record):
+    """HBM use and headroom of one device (profanalyzer.memory; `--memory`)."""
+
+    source: str  # allocator | buffer_assignment | allocator+buffer_assignment | none
+    program: str  # the dominant program whose HLO was read ('' when none)
+    peak_bytes: int | None  # peak HBM in use per device (the allocator's when recorded, else the program's allocations)
+    peak_instruction: str  # where the program's temp heap peaks ('' when unknown)
+    hbm_bytes: int  # capacity per device (the allocator's when recorded, else the chip's HBM per TensorCore plane)
+    headroom_bytes: int | None  # hbm_bytes - peak_bytes
+    top_buffers: tuple[MemoryBuffer, ...]  # live at the program's peak, largest first
+    host_offload_bytes: int  # program buffers in host memory (memory space S(5))
+    program_hbm_bytes: int | None = None  # the program's HBM allocations (buffer assignment)
+    allocator_peak_bytes: int | None = None  # max over devices of stack + heap in use (allocator activity)
+    allocator_stack_bytes: int | None = None  # stack reservation at that peak
+    allocator_heap_bytes: int | None = None  # heap allocations at that peak
+    capacity_source: str = ""
+    notes: tuple[str, ...] = ()
