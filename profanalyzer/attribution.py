@@ -254,7 +254,8 @@ class PlaneClasses:
         return len(self.bucket)
 
 
-def classify_plane(plane: Plane) -> PlaneClasses:
+def classify_plane(plane: Plane, memo: dict | None = None) -> PlaneClasses:
+    """``memo``: shared by the planes of one trace (see ``classify_columns``)."""
     md = plane.meta
     cols = classify_columns(
         {
@@ -265,6 +266,7 @@ def classify_plane(plane: Plane) -> PlaneClasses:
             "shape_with_layout": md.shape_with_layout,
         },
         n=len(md),
+        memo=memo,
     )
     bucket_name, collective, role, reason = cols["bucket"], cols["collective"], cols["role"], cols["reason"]
     # Async done ops whose kind is not visible in their own text inherit it
@@ -310,10 +312,11 @@ def attribute_trace(trace: Trace) -> list[CoreWork]:
     other = BUCKET_INDEX["other_compute"]
     compute_mask = np.asarray([b in COMPUTE_BUCKETS for b in BUCKETS], dtype=bool)
     work = []
+    memo: dict = {}  # op identity -> OpClass, shared by the cores (same metadata on every core of a host)
     for plane in trace.tensorcores:
         ln = plane.line(LINE_OPS)
         steps = trace.steps[plane.label]
-        classes = classify_plane(plane)
+        classes = classify_plane(plane, memo)
         if ln is None or len(ln.events) == 0:
             z = np.zeros(0, dtype=np.int64)
             ops = OpTimeline.of(z, z, z)
