@@ -19,12 +19,12 @@ buckets sum to the step window exactly (integer picoseconds).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable, Mapping
 
 import numpy as np
 
-from profanalyzer.classify import ROLE_CODES, async_pair_key, classify_columns
+from profanalyzer.classify import ROLE_CODES, OpClass, async_pair_key, classify_columns, classify_op
 from profanalyzer.trace import LINE_OPS, Plane, Trace
 from profanalyzer.vocab import BUCKETS, COMPUTE_BUCKETS, PHASES
 from profanalyzer.errors import InvariantError
@@ -249,12 +249,25 @@ class PlaneClasses:
     phase: np.ndarray  # int64 index into PHASES or -1
     role: np.ndarray  # int8 ROLE_CODES (0: not a collective half)
     columns: Mapping[str, np.ndarray]  # classify_columns output (bucket, collective, role, ... reason)
+    memo: dict = field(default_factory=dict)  # the trace's op identity -> OpClass memo (see classify_columns)
 
     def __len__(self) -> int:
         return len(self.bucket)
 
+    def op_class(self, plane: Plane, row: int) -> OpClass:
+        """``classify_op`` of one metadata row of `plane` as classified (before
+        the done ops inherit their start's kind), from the memo when there."""
+        md = plane.meta
+        key = (md.name[row], md.display_name[row], md.category[row], md.tf_op[row], md.shape_with_layout[row])
+        try:
+            hit = self.memo.get(key)
+        except TypeError:  # an unhashable cell
+            hit = None
+        return hit if hit is not None else classify_op(*key)
 
-def classify_plane(plane: Plane) -> PlaneClasses:
+
+def classify_plane(plane: Plane, memo: dict | None = None) -> PlaneClasses:
+    """``memo``: shared by the planes of one trace (see ``classify_columns``)."""
     md = plane.meta
     cols = classify_columns(
         {
@@ -265,6 +278,7 @@ def classify_plane(plane: Plane) -> PlaneClasses:
             "shape_with_layout": md.shape_with_layout,
         },
         n=len(md),
+        memo=memo,
     )
     bucket_name, collective, role, reason = cols["bucket"], cols["collective"], cols["role"], cols["reason"]
     # Async done ops whose kind is not visible in their own text inherit it
@@ -289,7 +303,7 @@ def classify_plane(plane: Plane) -> PlaneClasses:
     phase_idx = {p: i for i, p in enumerate(PHASES)}
     phase = np.asarray([phase_idx.get(p, -1) for p in cols["phase"].tolist()], dtype=np.int64)
     role_code = np.asarray([ROLE_CODES.get(r, 0) if isinstance(r, str) else 0 for r in role_list], dtype=np.int8)
-    return PlaneClasses(bucket, cols["remat"], phase, role_code, cols)
+    return PlaneClasses(bucket, cols["remat"], phase, role_code, cols, memo if memo is not None else {})
 
 
 @dataclass(frozen=True, eq=False)
@@ -310,10 +324,11 @@ def attribute_trace(trace: Trace) -> list[CoreWork]:
     other = BUCKET_INDEX["other_compute"]
     compute_mask = np.asarray([b in COMPUTE_BUCKETS for b in BUCKETS], dtype=bool)
     work = []
+    memo: dict = {}  # op identity -> OpClass, shared by the cores (same metadata on every core of a host)
     for plane in trace.tensorcores:
         ln = plane.line(LINE_OPS)
         steps = trace.steps[plane.label]
-        classes = classify_plane(plane)
+        classes = classify_plane(plane, memo)
         if ln is None or len(ln.events) == 0:
             z = np.zeros(0, dtype=np.int64)
             ops = OpTimeline.of(z, z, z)

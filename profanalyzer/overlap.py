@@ -130,7 +130,7 @@ def windows_for_core(plane: Plane, classes: PlaneClasses, unmatched: dict[str, i
         typ = np.zeros(len(md), dtype=np.int8)
         sc = np.zeros(len(md), dtype=bool)
         for r in uniq.tolist():
-            c = classify_op(md.name[r], md.display_name[r], md.category[r], md.tf_op[r], md.shape_with_layout[r])
+            c = classes.op_class(plane, r)
             if c.bucket in COLLECTIVE_BUCKETS:
                 is_coll[r] = True
                 typ[r] = _type_code(c.collective)

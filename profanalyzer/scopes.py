@@ -144,6 +144,7 @@ def scope_rollup(trace: Trace, work: list[CoreWork], kept_steps: set[int], step_
     runs: dict[int, float] = {}  # max runs per kept step of one op
     layers: dict[int, set[int]] = {}
     n_core_steps = 0
+    folded: dict[str, tuple[str, tuple[int, ...]]] = {}  # tf_op -> fold_scope(tf_op), shared by the cores
     for w in work:
         steps = trace.steps[w.plane.label]
         kept = np.isin(steps.number, kept_list)
@@ -153,7 +154,7 @@ def scope_rollup(trace: Trace, work: list[CoreWork], kept_steps: set[int], step_
         if ln is None or len(ln.events) == 0 or nk == 0:
             continue
         md = w.plane.meta
-        fold = [fold_scope(t) for t in md.tf_op]
+        fold = [folded[t] if t in folded else folded.setdefault(t, fold_scope(t)) for t in md.tf_op]
         row_scope = np.asarray([ids.setdefault(s, len(ids)) for s, _ in fold] + [ids.setdefault(NO_SCOPE, len(ids))], dtype=np.int64)
         ev = ln.events
         rows = np.where((ev.meta >= 0) & (ev.meta < len(md)), ev.meta, len(md)).astype(np.int64)

@@ -254,19 +254,23 @@ _OUT_COLUMNS = ("bucket", "collective", "role", "remat", "phase", "kernel", "pre
 _IN_COLUMNS = ("hlo_text", "display_name", "category", "tf_op", "shape_with_layout")
 
 
-def classify_columns(cols: Mapping[str, Sequence], n: int | None = None) -> dict[str, np.ndarray]:
+def classify_columns(cols: Mapping[str, Sequence], n: int | None = None,
+                     memo: dict | None = None) -> dict[str, np.ndarray]:
     """Vectorised ``classify_op`` over columns (one row per op metadata).
 
     Input columns: hlo_text, display_name, category, tf_op, shape_with_layout
     (missing columns read as ""). Returns numpy arrays bucket, collective,
     role, remat (bool), phase, kernel, precision, reason (object arrays with
     None where classify_op says None). Each distinct input tuple is
-    classified once.
+    classified once; ``memo`` (a dict the caller keeps, e.g. one per trace)
+    extends that across calls: the TensorCores of a host share their op
+    metadata, so each distinct op is classified once per trace, not once per
+    core. The dict holds input tuples -> ``OpClass``; the caller drops it.
     """
     if n is None:
         n = max((len(v) for v in cols.values()), default=0)
     inputs = [list(cols[c]) if c in cols else [""] * n for c in _IN_COLUMNS]
-    cache: dict[tuple, OpClass] = {}
+    cache: dict[tuple, OpClass] = memo if memo is not None else {}
     results: list[OpClass] = []
     append = results.append
     for key in zip(*inputs):

@@ -1,0 +1,216 @@
+"""End-to-end benchmark on trace shapes other than the host-bulk file of
+`e2e_bench.py` (issue #15: fast on every trace shape).
+
+    python benchmarks/shapes_bench.py [--keep DIR] [--base-events 1600000] [--scales 0.25,0.5,1,2]
+                                      [--shapes many_ops,few_ops] [--tasks touch_floor,profanalyze] [--repeat 3]
+
+Shapes (device planes only, no host planes, one host file, built once and
+reused from --keep):
+
+  many_ops   `dense_short_fsdp` with its layer loop *unrolled*: every
+             occurrence of a looped instruction within a step is its own
+             instruction (own metadata, instruction numbers renumbered
+             consistently in the name and the HLO text, operands included),
+             as in a capture of an unrolled model; and the steps rotate
+             through --variants recompiled programs (other instruction
+             numbers), as in a capture of several programs. 128 layers, 5
+             variants: ~1.6M device events, ~37k distinct op names.
+  few_ops    `dense_short_fsdp` with 2 layers and as many steps as it takes
+             to reach the same number of events: a few hundred distinct ops,
+             many events each.
+
+Scaling (--scales): `events` scales the number of steps of the many-ops
+shape (distinct ops fixed); `ops` scales the number of unrolled layers at a
+fixed event count (layers x steps constant, so distinct ops grow and events
+stay put). Each task runs in a fresh interpreter (`_harness.py`): wall
+seconds inside the task and peak RSS (VmHWM), best of --repeat. Tasks:
+`touch_floor` and `profanalyze` as in `e2e_bench.py`, and `xprof_overlap`
+(slow: ~25 s a run on the 1x many-ops file) when asked for.
+
+The generator is benchmark-only: it does not change the synthesizer's
+scenarios or their bytes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import sys
+import tempfile
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _harness import best_of, warm_up  # noqa: E402
+from e2e_bench import TASKS  # noqa: E402
+
+_INSTR = re.compile(r"(?<![\w.\-])(%?[A-Za-z_][\w\-]*)\.(\d+)")
+_RENUMBER = 1_000_000  # clone k of instruction `x.N` is `x.(N + k * _RENUMBER)`
+
+
+def _renumber(text: str, k: int) -> str:
+    if not k or not text:
+        return text
+    return _INSTR.sub(lambda m: f"{m.group(1)}.{int(m.group(2)) + k * _RENUMBER}", text)
+
+
+def unroll(tl, variants: int = 1) -> int:
+    """Give each occurrence of an op template within a step its own template
+    (clone k of a template that runs n times a step, k < n), and with
+    `variants` > 1 a step-dependent one too (step s runs recompiled variant
+    s % variants: other instruction numbers). Mutates the timeline's plan and
+    `occ_tid`; returns the number of templates."""
+    plan = tl.plan
+    ops = list(plan.ops)
+    tid, step = tl.occ_tid, tl.occ_step
+    # k-th occurrence of (step, tid), in row order
+    order = np.lexsort((np.arange(len(tid)), tid, step))
+    key = step[order].astype(np.int64) * (len(ops) + 1) + tid[order]
+    first = np.r_[True, key[1:] != key[:-1]]
+    start_of_run = np.maximum.accumulate(np.where(first, np.arange(len(key)), 0))
+    k_sorted = np.arange(len(key)) - start_of_run
+    k = np.empty_like(k_sorted)
+    k[order] = k_sorted
+    if variants > 1:
+        k = (step.astype(np.int64) % variants) * (int(k.max()) + 1) + k
+    clones: dict[tuple[int, int], int] = {}
+    pairs = sorted(set(zip(tid[k > 0].tolist(), k[k > 0].tolist())))
+    for t, kk in pairs:
+        clones[(t, kk)] = len(ops)
+        o = ops[t]
+        ops.append(replace(o, idx=len(ops), name=_renumber(o.name, kk), hlo=_renumber(o.hlo, kk),
+                           sc_name=_renumber(o.sc_name, kk)))
+    for (t, kk), new in clones.items():  # start <-> done peers follow their clone
+        p = ops[t].peer
+        if p >= 0:
+            ops[new].peer = clones.get((p, kk), p)
+    new_tid = tid.copy()
+    sel = np.nonzero(k > 0)[0]
+    new_tid[sel] = [clones[(t, kk)] for t, kk in zip(tid[sel].tolist(), k[sel].tolist())]
+    plan.ops[:] = ops
+    tl.occ_tid = new_tid
+    return len(ops)
+
+
+def build(path: Path, layers: int, steps: int, unrolled: bool, variants: int = 1) -> dict:
+    from profanalyzer.synth import get_scenario, real_shapes
+    from profanalyzer.synth.model import simulate
+    from profanalyzer.synth.program import build_plan
+    from profanalyzer.synth.writer import hostnames_for, write_host
+
+    spec = get_scenario("dense_short_fsdp")
+    plan = build_plan(spec, seed=0, layers=layers, programs_of=real_shapes.PROGRAM_BUILDERS,
+                      host_offload=real_shapes.splice_host_offload)
+    tl = simulate(plan, seed=0, hosts=1, steps=steps)
+    templates = unroll(tl, variants) if unrolled else len(plan.ops)
+    counts: dict = {}
+    data = write_host(tl, 0, hostnames_for(spec.name, 0, 1)[0], 0, counts)
+    path.write_bytes(data)
+    info = {"mb": len(data) / 1e6, "events": counts["device_events"], "xla_ops": counts["xla_ops_events"],
+            "templates": templates, "layers": layers, "steps": steps}
+    print(f"built {path.name}: {info['mb']:.0f} MB, {info['events']:,} device events, "
+          f"{templates:,} op templates ({layers} layers x {steps} steps)", flush=True)
+    return info
+
+
+def _events_per_step(layers: int) -> float:
+    from profanalyzer.synth import synthesize
+
+    _, probe = synthesize("dense_short_fsdp", steps=3, layers=layers)
+    _, probe2 = synthesize("dense_short_fsdp", steps=2, layers=layers)
+    return probe["counts"]["device_events"] - probe2["counts"]["device_events"]
+
+
+def variants(shapes: list[str], base_events: int, scales: list[float], layers: int) -> list[tuple[str, str, int, int, bool]]:
+    """(label, file stem, layers, steps, unrolled)."""
+    per_layer_step = _events_per_step(layers) / layers
+    out = []
+    base_steps = max(2, round(base_events / (per_layer_step * layers)))
+    if "many_ops" in shapes:
+        out.append(("many_ops 1x", f"many_ops-L{layers}-S{base_steps}", layers, base_steps, True))
+    if "few_ops" in shapes:
+        per_step2 = _events_per_step(2)
+        s = max(2, round(base_events / per_step2))
+        out.append(("few_ops 1x", f"few_ops-L2-S{s}", 2, s, False))
+    for f in scales:
+        if f == 1:
+            continue
+        s = max(2, round(base_steps * f))
+        out.append((f"events {f:g}x (many_ops, steps x{f:g})", f"many_ops-L{layers}-S{s}", layers, s, True))
+    for f in scales:
+        if f == 1:
+            continue
+        lf = max(2, round(layers * f))
+        s = max(2, round(base_steps * layers / lf))
+        out.append((f"distinct ops {f:g}x (layers x{f:g}, steps /{f:g})", f"many_ops-L{lf}-S{s}", lf, s, True))
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--keep", type=Path, default=None, help="folder to keep the built traces in (reused when present)")
+    ap.add_argument("--base-events", type=int, default=1_600_000)
+    ap.add_argument("--layers", type=int, default=128, help="unrolled layers of the 1x many-ops shape")
+    ap.add_argument("--variants", type=int, default=5,
+                    help="recompiled program variants the many-ops steps rotate through (distinct ops x this)")
+    ap.add_argument("--scales", default="0.25,0.5,1,2")
+    ap.add_argument("--shapes", default="many_ops,few_ops")
+    ap.add_argument("--tasks", default="touch_floor,profanalyze")
+    ap.add_argument("--scaling-tasks", default="profanalyze", help="tasks for the scaling rows")
+    ap.add_argument("--repeat", type=int, default=3)
+    args = ap.parse_args()
+    folder = args.keep or Path(tempfile.mkdtemp(prefix="profanalyzer-shapes-"))
+    folder.mkdir(parents=True, exist_ok=True)
+    scales = [float(x) for x in args.scales.split(",") if x]
+    todo = variants(args.shapes.split(","), args.base_events, scales, args.layers)
+    infos = {}
+    for label, stem, layers, steps, unrolled in todo:
+        path = folder / (f"{stem}-V{args.variants}.xplane.pb" if unrolled else f"{stem}.xplane.pb")
+        if not path.exists():
+            t0 = time.perf_counter()
+            build(path, layers, steps, unrolled, args.variants if unrolled else 1)
+            print(f"(build took {time.perf_counter() - t0:.0f} s)", flush=True)
+        infos[label] = path
+    warm_up()
+    out = folder / "shapes.report.html"
+    print(f"\npython {sys.version.split()[0]}; {os.cpu_count()} CPUs; load average {os.getloadavg()[0]:.2f} at start")
+    print("| trace | MB | device events | distinct op metadata | task | seconds | peak RSS MiB | x touch floor |")
+    print("|---|---:|---:|---:|---|---:|---:|---:|")
+    for label, stem, layers, steps, unrolled in todo:
+        path = infos[label]
+        tasks = args.tasks if label.endswith(" 1x") else args.scaling_tasks
+        res = {t: best_of(TASKS[t], args.repeat, str(path), str(out)) for t in tasks.split(",") if t}
+        n_meta = _distinct_ops(path)
+        floor = res.get("touch_floor", {}).get("seconds")
+        for t, r in res.items():
+            if "error" in r:
+                print(f"| {label} | | | | {t} | error: {r['error']} | | |")
+                continue
+            ratio = f"{r['seconds'] / floor:.2f}" if floor else "-"
+            print(f"| {label} | {path.stat().st_size / 1e6:.0f} | {n_meta[1]:,} | {n_meta[0]:,} | {t} | "
+                  f"{r['seconds']:.2f} | {r['maxrss_kib'] / 1024:.0f} | {ratio} |", flush=True)
+
+
+def _distinct_ops(path: Path) -> tuple[int, int]:
+    """(distinct XLA Ops metadata used on TensorCore planes, device events)."""
+    from profanalyzer.xspace import xplane_pb2 as pb
+
+    sp = pb.XSpace.FromString(path.read_bytes())
+    used: set[str] = set()
+    n = 0
+    for p in sp.planes:
+        if not p.name.startswith("/device:"):
+            continue
+        for ln in p.lines:
+            n += len(ln.events)
+            if ln.name == "XLA Ops":
+                used.update(p.event_metadata[i].name for i in {e.metadata_id for e in ln.events})
+    return len(used), n
+
+
+if __name__ == "__main__":
+    main()
