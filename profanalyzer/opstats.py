@@ -19,6 +19,9 @@ from typing import Mapping
 import numpy as np
 
 from profanalyzer.attribution import CoreWork, locate
+from profanalyzer.classify import async_pair_key
+from profanalyzer.classify.parse import shape_dims
+from profanalyzer.classify.tables import ARRAY
 from profanalyzer.model import BucketOps, HostOffloadSummary, RunKind, TopOp, Utilisation
 from profanalyzer.runkind import RunKindEvidence, decide_run_kind, inference_marker
 from profanalyzer.trace import LINE_MODULES, LINE_OPS, Trace
@@ -29,11 +32,16 @@ KERNELS_TOP = 20
 #: Below this share of compute time with known FLOPs, MFU is marked low-confidence.
 FLOPS_COVERAGE_MIN = 0.9
 
-#: Bytes per element of HLO element types (4-bit types count half a byte).
+#: Bytes per element of HLO element types (fp8 one byte, 4-bit types half).
 DTYPE_BYTES = {"pred": 1, "s8": 1, "u8": 1, "s16": 2, "u16": 2, "s32": 4, "u32": 4, "s64": 8, "u64": 8, "bf16": 2,
                "f16": 2, "f32": 4, "f64": 8, "c64": 8, "c128": 16, "s4": 0.5, "u4": 0.5, "s2": 0.25, "u2": 0.25}
 _HEAD = re.compile(r"^\s*(?:ROOT\s+)?%?[^\s=]+\s*=\s*(.*?)\s[a-z][a-z0-9\-]*\(")
-_SHAPE = re.compile(r"(?<![A-Za-z0-9_])([a-z]+[0-9]*[a-z0-9]*)\[([0-9,\s]*)\]")
+
+
+def _dtype_bytes(dt: str) -> float | None:
+    if dt in DTYPE_BYTES:
+        return DTYPE_BYTES[dt]
+    return 1 if dt.startswith("f8") else (0.5 if dt.startswith("f4") else None)
 
 
 def output_bytes(hlo_text: str) -> float:
@@ -42,20 +50,10 @@ def output_bytes(hlo_text: str) -> float:
     if not m:
         return math.nan
     total = 0.0
-    for dt, dims in _SHAPE.findall(m.group(1)):
-        size = DTYPE_BYTES.get(dt)
-        if size is None and dt.startswith("f8"):
-            size = 1
-        elif size is None and dt.startswith("f4"):
-            size = 0.5
-        if size is None:
-            continue
-        n = 1
-        for d in dims.split(","):
-            d = d.strip()
-            if d.isdigit():
-                n *= int(d)
-        total += n * size
+    for dt, dims in ARRAY.findall(m.group(1)):
+        size = _dtype_bytes(dt)
+        if size is not None:
+            total += math.prod(shape_dims(dims)) * size
     return total if total > 0 else math.nan
 
 
@@ -285,7 +283,7 @@ def host_offload_summary(agg: list[OpGroup], n_core_steps: int, denom: float) ->
     if not ops:
         return None
     ps = sum(g.self_ps for g in ops) / n_core_steps
-    done = [g for g in ops if not g.name.endswith("-start") and "-start." not in g.name and "copy-start" not in g.name]
+    done = [g for g in ops if (async_pair_key(g.name) or ("", "sync"))[1] != "start"]
     to_host = sum(g.tot_bytes for g in done if g.to_host) / n_core_steps
     from_host = sum(g.tot_bytes for g in done if not g.to_host) / n_core_steps
     total = to_host + from_host

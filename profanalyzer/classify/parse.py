@@ -400,6 +400,11 @@ class Op:
         return self._attrs
 
     @property
+    def is_async_copy(self) -> bool:
+        """copy-start / copy-done by opcode, category or instruction name."""
+        return self.opc.async_copy or self.cat.async_copy or any(ni.async_copy for ni in self.nis)
+
+    @property
     def is_kernel_op(self) -> bool:
         """A custom-call / Pallas call (the kernel itself, not a helper op).
 

@@ -69,7 +69,7 @@ def _r_empty(op: Op) -> Verdict | None:
 
 
 def _r_host_offload(op: Op) -> Verdict | None:
-    copy = op.opc.async_copy or op.cat.async_copy or any(ni.async_copy for ni in op.nis) or op.opcode == "copy"
+    copy = op.is_async_copy or op.opcode == "copy"
     if not copy:
         generic = op.opc.generic_async or op.cat.generic_async
         copy = bool(generic) and (op.calls.startswith("copy") or any(COMPUTE_ASYNC_NAME.match(n.lower()) for n in op.names))
@@ -80,7 +80,7 @@ def _r_host_offload(op: Op) -> Verdict | None:
 
 
 def _r_async_copy(op: Op) -> Verdict | None:
-    if op.opc.async_copy or op.cat.async_copy or any(ni.async_copy for ni in op.nis):
+    if op.is_async_copy:
         what = op.opcode if op.opc.async_copy else (op.cat.norm if op.cat.async_copy else op.name)
         return Verdict("other_compute", reason=f"async copy '{clip(what)}' (HBM/VMEM DMA, not a collective)")
     return None
