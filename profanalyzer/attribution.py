@@ -266,8 +266,8 @@ class PlaneClasses:
         return hit if hit is not None else classify_op(*key)
 
 
-def classify_plane(plane: Plane, memo: dict | None = None) -> PlaneClasses:
-    """``memo``: shared by the planes of one trace (see ``classify_columns``)."""
+def classify_plane(plane: Plane, memo: dict | None = None, families: dict | None = None) -> PlaneClasses:
+    """``memo``, ``families``: shared by the planes of one trace (see ``classify_columns``)."""
     md = plane.meta
     cols = classify_columns(
         {
@@ -279,6 +279,7 @@ def classify_plane(plane: Plane, memo: dict | None = None) -> PlaneClasses:
         },
         n=len(md),
         memo=memo,
+        families=families,
     )
     bucket_name, collective, role, reason = cols["bucket"], cols["collective"], cols["role"], cols["reason"]
     # Async done ops whose kind is not visible in their own text inherit it
@@ -325,10 +326,14 @@ def attribute_trace(trace: Trace) -> list[CoreWork]:
     compute_mask = np.asarray([b in COMPUTE_BUCKETS for b in BUCKETS], dtype=bool)
     work = []
     memo: dict = {}  # op identity -> OpClass, shared by the cores (same metadata on every core of a host)
+    families: dict = {}  # op family (instruction numbers erased) -> verdict (see classify_columns)
+    by_table: dict[int, PlaneClasses] = {}  # planes sharing one metadata table (tracebuild.MetadataCache)
     for plane in trace.tensorcores:
         ln = plane.line(LINE_OPS)
         steps = trace.steps[plane.label]
-        classes = classify_plane(plane, memo)
+        classes = by_table.get(id(plane.meta))
+        if classes is None:
+            classes = by_table[id(plane.meta)] = classify_plane(plane, memo, families)
         if ln is None or len(ln.events) == 0:
             z = np.zeros(0, dtype=np.int64)
             ops = OpTimeline.of(z, z, z)

@@ -10,6 +10,7 @@ in `profanalyzer.trace`).
 from __future__ import annotations
 
 import os
+import threading
 from pathlib import Path
 from typing import Callable, Collection, Mapping
 
@@ -112,7 +113,9 @@ def _core_details(raw) -> dict:
     }
 
 
-def _build_metadata(plane: xplane_pb2.XPlane, names: Mapping[int, str]) -> tuple[OpMetadata, dict[int, int]]:
+def _build_metadata(plane: xplane_pb2.XPlane, names: Mapping[int, str]) -> OpMetadata:
+    """The op-metadata table from a plane decoded by the protobuf runtime
+    (the reference path; `_metadata_from_columns` is the fast one)."""
     keys = sorted(plane.event_metadata.keys())
     n = len(keys)
     strs = {k: [""] * n for k in META_STR_STATS}
@@ -134,7 +137,85 @@ def _build_metadata(plane: xplane_pb2.XPlane, names: Mapping[int, str]) -> tuple
             for k in META_NUM_STATS:
                 if k in st:
                     nums[k][row] = _num(st[k])
-    row_of = {key: row for row, key in enumerate(keys)}
+    return _finish_metadata(np.asarray(keys, dtype=np.int64), name, disp, strs, nums)
+
+
+def _metadata_from_columns(buf, cols: wire.MetadataColumns, names: Mapping[int, str]) -> OpMetadata:
+    """The op-metadata table from the C decoder's columns, equal to what
+    `_build_metadata` makes of the same entries: the last entry of a key
+    wins (protobuf map semantics), the last stat of a name wins, and values
+    convert the same way (strings, refs to stat names, numbers)."""
+    key = cols.key
+    n_e = len(key)
+    uniq, first_rev = np.unique(key[::-1], return_index=True)
+    ent = (n_e - 1 - first_rev).astype(np.int64)  # entry that defines each (sorted) key
+    n = len(uniq)
+
+    def text(starts: np.ndarray, ends: np.ndarray) -> list[str]:
+        return [str(buf[a:b], "utf-8") if a >= 0 else "" for a, b in zip(starts[ent].tolist(), ends[ent].tolist())]
+
+    name = text(cols.name_start, cols.name_end)
+    disp = text(cols.display_start, cols.display_end)
+    strs = {k: [""] * n for k in META_STR_STATS}
+    nums = {k: np.full(n, np.nan) for k in META_NUM_STATS}
+    wanted = META_STR_STATS + META_NUM_STATS
+    sk = np.full(len(cols.stat_id), -1, dtype=np.int64)
+    for sid, nm in names.items():
+        if nm in wanted:
+            sk[cols.stat_id == sid] = wanted.index(nm)
+    row_of_ent = np.full(n_e, -1, dtype=np.int64)
+    row_of_ent[ent] = np.arange(n, dtype=np.int64)
+    srow = row_of_ent[cols.stat_entry] if len(sk) else sk
+    kept = np.flatnonzero((sk >= 0) & (srow >= 0))
+    code = srow[kept] * len(wanted) + sk[kept]
+    _, last_rev = np.unique(code[::-1], return_index=True)
+    sel = kept[len(code) - 1 - last_rev]  # the last stat of each (row, name)
+    s_row, s_k, s_kind, s_val = srow[sel], sk[sel], cols.stat_kind[sel], cols.stat_value[sel]
+    s_a, s_b = cols.stat_start[sel], cols.stat_end[sel]
+
+    def value(kind: int, v: int, a: int, b: int):  # what _stat_value returns
+        if kind == 5:
+            return str(buf[a:b], "utf-8")
+        if kind == 6:
+            return bytes(buf[a:b])
+        if kind == 7:
+            return names.get(v if v >= 0 else v + (1 << 64), "")
+        if kind == 3:
+            return v if v >= 0 else v + (1 << 64)
+        if kind == 2:
+            return float(np.int64(v).view(np.float64))
+        return v if kind == 4 else None
+
+    n_str = len(META_STR_STATS)
+    for j, k in enumerate(META_STR_STATS):
+        col = strs[k]
+        m = (s_k == j) & (s_kind == 5)
+        for r, a, b in zip(s_row[m].tolist(), s_a[m].tolist(), s_b[m].tolist()):
+            col[r] = str(buf[a:b], "utf-8")
+        m = (s_k == j) & (s_kind >= 6)
+        for r, kind, v, a, b in zip(s_row[m].tolist(), s_kind[m].tolist(), s_val[m].tolist(), s_a[m].tolist(), s_b[m].tolist()):
+            x = value(kind, v, a, b)
+            col[r] = x.decode("utf-8", errors="replace") if isinstance(x, bytes) else x
+    for j, k in enumerate(META_NUM_STATS):
+        m = s_k == n_str + j
+        if not m.any():
+            continue
+        col = nums[k]
+        r, kind, v = s_row[m], s_kind[m], s_val[m]
+        q = kind == 3
+        col[r[q]] = v[q].view(np.uint64).astype(np.float64)
+        q = kind == 4
+        col[r[q]] = v[q].astype(np.float64)
+        q = kind == 2
+        col[r[q]] = v[q].view(np.float64)
+        q = np.flatnonzero((kind >= 5) | (kind == 0))
+        for i in q.tolist():
+            col[int(r[i])] = _num(value(int(kind[i]), int(v[i]), int(s_a[m][i]), int(s_b[m][i])))
+    return _finish_metadata(uniq.astype(np.int64), name, disp, strs, nums)
+
+
+def _finish_metadata(keys: np.ndarray, name: list[str], disp: list[str], strs: dict[str, list[str]],
+                     nums: dict[str, np.ndarray]) -> OpMetadata:
     # Counts (FLOPs, bytes) and ids are integers: 0, or in [1, 2**64) (what an
     # integer stat holds); ids must also fit int64. Anything else (negative,
     # fractional below 1, huge or non-finite doubles) is a corrupt stat and is
@@ -147,8 +228,8 @@ def _build_metadata(plane: xplane_pb2.XPlane, names: Mapping[int, str]) -> tuple
         v = nums[k]
         # -1: missing; -2: present but beyond int64 (XLA program ids are uint64 fingerprints)
         ids[k] = np.where(np.isnan(v), -1, np.where(v >= 2.0**63, -2, np.nan_to_num(v))).astype(np.int64)
-    md = OpMetadata(
-        ids=np.asarray(keys, dtype=np.int64),
+    return OpMetadata(
+        ids=keys,
         name=tuple(name),
         display_name=tuple(disp),
         category=tuple(strs["hlo_category"]),
@@ -163,7 +244,46 @@ def _build_metadata(plane: xplane_pb2.XPlane, names: Mapping[int, str]) -> tuple
         bytes_accessed=nums["bytes_accessed"],
         raw_bytes_accessed=nums["raw_bytes_accessed"],
     )
-    return md, row_of
+
+
+class MetadataCache:
+    """Op-metadata tables shared by the planes of one host file.
+
+    The TensorCores of a host run the same programs, so their planes usually
+    carry byte-identical event-metadata maps (tens of MB of HLO text each on
+    unrolled models): each distinct map (with its stat-name table) is decoded
+    once. Thread-safe; a plane that finds the same map being decoded by
+    another thread waits for it instead of decoding it again."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._done: dict[tuple, OpMetadata] = {}
+        self._pending: dict[tuple, threading.Event] = {}
+
+    def get(self, key: tuple, build: Callable[[], OpMetadata]) -> OpMetadata:
+        with self._lock:
+            hit = self._done.get(key)
+            if hit is not None:
+                return hit
+            ev = self._pending.get(key)
+            mine = ev is None
+            if mine:
+                ev = self._pending[key] = threading.Event()
+        assert ev is not None
+        if not mine:
+            ev.wait()
+            with self._lock:
+                hit = self._done.get(key)
+            return hit if hit is not None else build()  # the other thread failed: fail the same way
+        try:
+            md = build()
+            with self._lock:
+                self._done[key] = md
+            return md
+        finally:
+            with self._lock:
+                self._pending.pop(key, None)
+            ev.set()
 
 
 def _raw_from_message(line, names: Mapping[int, str], want_int: Mapping[int, str], want_str: Mapping[int, str]) -> tuple[wire.RawEvents, dict[str, list[str]]]:
@@ -338,29 +458,33 @@ def _events(raw: wire.RawEvents, strs: dict[str, list[str]], want_int: Mapping[i
 
 
 def build_plane(buf, start: int, end: int, host: str, kind: str, device_id: int, sc_index: int | None,
-                lines: Collection[str] | None = None) -> tuple[Plane, int]:
+                lines: Collection[str] | None = None, meta_cache: MetadataCache | None = None) -> tuple[Plane, int]:
     """Build one plane from its wire bytes buf[start:end].
 
     Returns the plane with times relative to its own origin (its earliest line
     timestamp with events) and that origin in ns. Lines are decoded by the
     vectorised wire decoder when they hold only integer stats, else by the
-    protobuf runtime; everything but the lines is decoded by the runtime.
+    protobuf runtime; the event-metadata map by the C decoder when built
+    (else the runtime), shared through `meta_cache` by planes whose maps are
+    byte-identical; the rest of the plane by the runtime.
     """
-    rest: list[bytes] = []
-    line_spans: list[tuple[int, int]] = []
     try:
-        for field, wt, _, ps, pe, tag_pos in wire.iter_fields(buf, start, end):
-            if field == 3 and wt == 2:
-                line_spans.append((ps, pe))
-            else:
-                rest.append(bytes(buf[tag_pos:pe]))
+        fld, wt, p_start, p_end, tag_at = wire.scan_fields(buf, start, end)
     except ValueError as e:
         raise InputError(f"plane at byte {start} is corrupt ({e})") from None
-    try:
-        plane = xplane_pb2.XPlane.FromString(b"".join(rest))
-    except DecodeError as e:
-        why = wire.explain_decode_error(b"".join(rest), xplane_pb2.XPlane.DESCRIPTOR) or str(e)
-        raise InputError(f"plane at byte {start} is corrupt ({why})") from None
+    is_line = (fld == 3) & (wt == 2)
+    is_meta = (fld == 4) & (wt == 2)
+    line_spans = list(zip(p_start[is_line].tolist(), p_end[is_line].tolist()))
+
+    def parse(which: np.ndarray) -> xplane_pb2.XPlane:
+        data = b"".join(bytes(buf[a:b]) for a, b in zip(tag_at[which].tolist(), p_end[which].tolist()))
+        try:
+            return xplane_pb2.XPlane.FromString(data)
+        except DecodeError as e:
+            why = wire.explain_decode_error(data, xplane_pb2.XPlane.DESCRIPTOR) or str(e)
+            raise InputError(f"plane at byte {start} is corrupt ({why})") from None
+
+    plane = parse(~is_line & ~is_meta)
     names = {k: v.name for k, v in plane.stat_metadata.items()}
     names_rev: dict[str, int] = {}
     for k in sorted(names):
@@ -370,7 +494,23 @@ def build_plane(buf, start: int, end: int, host: str, kind: str, device_id: int,
     pstats = _decode_stats(plane.stats, names)
     if "core_details" in pstats:
         pstats["core_details"] = _core_details(pstats["core_details"])
-    meta, _ = _build_metadata(plane, names)
+
+    def metadata() -> OpMetadata:
+        cols = wire.decode_metadata(buf, np.stack([p_start[is_meta], p_end[is_meta]], axis=1))
+        if cols is not None:
+            return _metadata_from_columns(buf, cols, names)
+        # The runtime decodes the map (and reports corruption) with the plane's other fields, as stored.
+        return _build_metadata(parse(~is_line), names)
+
+    if meta_cache is None:
+        meta = metadata()
+    else:
+        mt, me = tag_at[is_meta], p_end[is_meta]
+        if len(mt) and bool(np.all(mt[1:] == me[:-1])):  # one contiguous run of entries: the usual layout
+            region = bytes(buf[int(mt[0]):int(me[-1])])
+        else:
+            region = b"".join(bytes(buf[a:b]) for a, b in zip(mt.tolist(), me.tolist()))
+        meta = meta_cache.get((tuple(sorted(names.items())), region), metadata)
     meta_index = MetaIndex(meta.ids)
     decoded = []
     skipped: list[tuple[int, str]] = []  # (timestamp, name) of skipped lines with events
@@ -470,9 +610,12 @@ def _load_host(f: Path, include_sparsecore: bool, lines: Collection[str] | None 
     refs = _device_refs(index, include_sparsecore)
     if not any(r.kind == "tensorcore" for r in refs):
         raise NoTpuPlanesError(_no_tpu_message(f, index))
+    meta_cache = MetadataCache()
+
     def one(r: reader.PlaneRef) -> tuple[Plane, int]:
         try:
-            return build_plane(buf, r.offset, r.offset + r.length, host, r.kind, r.device_id or 0, r.sc_index, lines)
+            return build_plane(buf, r.offset, r.offset + r.length, host, r.kind, r.device_id or 0, r.sc_index, lines,
+                               meta_cache)
         except InputError as e:
             raise InputError(f"{f}: plane {r.name!r}: {e}") from None
 

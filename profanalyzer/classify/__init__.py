@@ -94,13 +94,14 @@ Checked against XProf's own per-op table of a real v5p MaxText run by
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import re
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Mapping, Sequence
 
 import numpy as np
 
-from profanalyzer.classify.parse import Op, as_text
+from profanalyzer.classify.parse import Op, as_text, clip, op_names
 from profanalyzer.classify.parse import matmul_kernel_flops as matmul_kernel_flops
 from profanalyzer.classify.rules import RULES, Rule, Verdict, op_phase, op_remat
 from profanalyzer.classify.tables import (
@@ -254,39 +255,126 @@ _OUT_COLUMNS = ("bucket", "collective", "role", "remat", "phase", "kernel", "pre
 _IN_COLUMNS = ("hlo_text", "display_name", "category", "tf_op", "shape_with_layout")
 
 
+#: Instruction numbers (`fusion.123`, `%param.4`, `.cloned.1`): what tells
+#: apart the clones of one op in an unrolled or recompiled program.
+_NUMBER = re.compile(r"\.\d+")
+#: A family whose verdict depends on its members' numbers beyond a quoted
+#: name: its members are classified one by one.
+_BY_MEMBER = object()
+
+
+@dataclass(frozen=True)
+class _Quoting:
+    """A family whose verdict is the same for every member except that its
+    reason quotes the member's `index`-th name (``op_names``): `base` is the
+    verdict of the family's ``.0`` form, whose reason quotes `quoted`."""
+
+    base: OpClass
+    index: int
+    quoted: str
+
+    def member(self, text: str, display: str) -> OpClass:
+        names = op_names(text, display)
+        return replace(self.base, reason=self.base.reason.replace(self.quoted, clip(names[self.index])))
+
+
+def _family_verdict(text: str, disp: str, c_text: str, c_disp: str, rest: tuple[str, str, str]):
+    """(the op's own verdict, what its family shares: the verdict, a
+    `_Quoting`, or `_BY_MEMBER`); see `classify_columns`."""
+    r = classify_op(text, disp, *rest)
+    a = classify_op(c_text, c_disp, *rest)
+    s_text, s_disp = _NUMBER.sub(".7", text), _NUMBER.sub(".7", disp)
+    b = classify_op(s_text, s_disp, *rest)
+    if r == a == b:
+        return r, r
+    if not (replace(r, reason="") == replace(a, reason="") == replace(b, reason="")):
+        return r, _BY_MEMBER
+    names_r, names_a, names_b = op_names(text, disp), op_names(c_text, c_disp), op_names(s_text, s_disp)
+    if not len(names_r) == len(names_a) == len(names_b):
+        return r, _BY_MEMBER
+    for i, na in enumerate(names_a):
+        quoted = clip(na)
+        if quoted and a.reason.count(quoted) == 1:
+            q = _Quoting(a, i, quoted)
+            if q.member(text, disp) == r and q.member(s_text, s_disp) == b:
+                return r, q
+    return r, _BY_MEMBER
+
+
 def classify_columns(cols: Mapping[str, Sequence], n: int | None = None,
-                     memo: dict | None = None) -> dict[str, np.ndarray]:
+                     memo: dict | None = None, families: dict | None = None) -> dict[str, np.ndarray]:
     """Vectorised ``classify_op`` over columns (one row per op metadata).
 
     Input columns: hlo_text, display_name, category, tf_op, shape_with_layout
     (missing columns read as ""). Returns numpy arrays bucket, collective,
     role, remat (bool), phase, kernel, precision, reason (object arrays with
-    None where classify_op says None). Each distinct input tuple is
-    classified once; ``memo`` (a dict the caller keeps, e.g. one per trace)
-    extends that across calls: the TensorCores of a host share their op
-    metadata, so each distinct op is classified once per trace, not once per
-    core. The dict holds input tuples -> ``OpClass``; the caller drops it.
+    None where classify_op says None), equal to ``classify_op`` row by row.
+
+    Cost grows with op *families*, not distinct ops. Unrolled layers and
+    recompiled programs give thousands of ops that differ only in their
+    instruction numbers (``fusion.12`` / ``fusion.1000012``). Rows are grouped
+    by their identity with every ``.<digits>`` written ``.0`` (one regex pass
+    over all the texts at once); a family's first member is classified as
+    is, and again with its numbers written ``.0`` and ``.7``: when all three
+    verdicts (bucket, tags, reason) are equal, the numbers do not matter and
+    every member shares that verdict; otherwise (a reason that quotes an
+    instruction name, say) each member is classified on its own.
+
+    ``memo`` (input tuple -> ``OpClass``) and ``families`` (family key ->
+    verdict) are dicts the caller may keep across calls, e.g. one per trace:
+    the TensorCores of a host share their op metadata, so each op is
+    classified once per trace, not once per core.
     """
     if n is None:
         n = max((len(v) for v in cols.values()), default=0)
     inputs = [list(cols[c]) if c in cols else [""] * n for c in _IN_COLUMNS]
     cache: dict[tuple, OpClass] = memo if memo is not None else {}
-    results: list[OpClass] = []
-    append = results.append
-    for key in zip(*inputs):
+    fam: dict = families if families is not None else {}
+    keys = list(zip(*inputs))
+    new: dict[tuple, None] = {}
+    for i, key in enumerate(keys):
         try:
-            r = cache.get(key)
+            known = key in cache
         except TypeError:  # an unhashable cell (list, dict): use the str forms
-            key = tuple(as_text(v) for v in key)
-            r = cache.get(key)
-        if r is None:
-            r = cache[key] = classify_op(*key)
-        append(r)
+            key = keys[i] = tuple(as_text(v) for v in key)
+            known = key in cache
+        if not known:
+            new[key] = None
+    if new:
+        fresh = list(new)
+        texts = [as_text(k[0], MAX_TEXT) for k in fresh]
+        disps = [as_text(k[1]) for k in fresh]
+        # as_text drops NUL characters, so NUL separates the texts safely.
+        c_texts = _NUMBER.sub(".0", "\x00".join(texts)).split("\x00")
+        c_disps = _NUMBER.sub(".0", "\x00".join(disps)).split("\x00")
+        for key, text, disp, c_text, c_disp in zip(fresh, texts, disps, c_texts, c_disps):
+            rest = (as_text(key[2]), as_text(key[3]), as_text(key[4]))
+            fkey = (c_text, c_disp) + rest
+            verdict = fam.get(fkey)
+            if verdict is None:
+                r, fam[fkey] = _family_verdict(text, disp, c_text, c_disp, rest)
+            elif verdict is _BY_MEMBER:
+                r = classify_op(text, disp, *rest)
+            elif isinstance(verdict, _Quoting):
+                r = verdict.member(text, disp)
+            else:
+                r = verdict
+            cache[key] = r
+    codes = np.empty(len(keys), dtype=np.int64)
+    slot: dict[int, int] = {}
+    uniq: list[OpClass] = []
+    for i, key in enumerate(keys):
+        r = cache[key]
+        c = slot.get(id(r))
+        if c is None:
+            c = slot[id(r)] = len(uniq)
+            uniq.append(r)
+        codes[i] = c
     out: dict[str, np.ndarray] = {}
     for c in _OUT_COLUMNS:
-        col = np.empty(len(results), dtype=object)
-        col[:] = [getattr(r, c) for r in results]
-        out[c] = col
+        col = np.empty(len(uniq), dtype=object)
+        col[:] = [getattr(r, c) for r in uniq]
+        out[c] = col[codes]
     out["remat"] = out["remat"].astype(bool)
     return out
 

@@ -319,6 +319,15 @@ def _prec_arrays(segment: str) -> list[tuple[str, str]]:
     return PREC_ARRAY.findall(segment) if segment else []
 
 
+def op_names(text: str, display: str) -> tuple[str, ...]:
+    """The names an op goes by: its instruction name (before ``=`` in the HLO
+    text, else the display name), then the display name when it differs."""
+    display = display.strip().lstrip("%")
+    m = INSTR.match(text)
+    name = (m.group(1) if m else "") or display
+    return (name,) if name == display or not display else (name, display)
+
+
 class Op:
     """One op's parsed identity; heavier features are computed lazily."""
 
@@ -348,7 +357,7 @@ class Op:
                 opcode = nm.group(1)
         self.opcode = opcode
         self.opc = _opc_info(opcode)
-        self.names = (self.name,) if self.name == self.display or not self.display else (self.name, self.display)
+        self.names = op_names(text, display)
         self.nis = tuple(_name_info(n) for n in self.names)
         self._attrs: str | None = None
 

@@ -1,5 +1,7 @@
 /*
- * profanalyzer.xspace._wire: one-pass decoder of a run of XLine.events.
+ * profanalyzer.xspace._wire: one-pass decoders of XSpace wire bytes: a run
+ * of XLine.events (decode_event_run), a message's top-level fields
+ * (scan_fields) and XPlane.event_metadata map entries (decode_metadata).
  *
  * Optional accelerator for profanalyzer/xspace/wire.py (which has a pure
  * numpy implementation of the same contract). Walks the protobuf wire bytes
@@ -174,13 +176,226 @@ static PyObject *decode_event_run(PyObject *self, PyObject *args) {
     return res;
 }
 
+
+/* ------------------------------------------------------------------------
+ * scan_fields(buf, start, end): the top-level fields of the message in
+ * buf[start:end] as five int64 columns (field number, wire type, payload
+ * start, payload end, tag position), or None on malformed bytes (field 0, a
+ * group or unknown wire type, a field running past the end).
+ * ------------------------------------------------------------------------ */
+static PyObject *scan_fields(PyObject *self, PyObject *args) {
+    Py_buffer view;
+    Py_ssize_t start, end;
+    if (!PyArg_ParseTuple(args, "y*nn", &view, &start, &end)) return NULL;
+    if (start < 0 || end > view.len || start > end) {
+        PyBuffer_Release(&view);
+        Py_RETURN_NONE;
+    }
+    const uint8_t *b = (const uint8_t *)view.buf;
+    vec fld = {0}, wt = {0}, ps = {0}, pe = {0}, tp = {0};
+    Py_ssize_t pos = start;
+    int bad = 0, oom = 0;
+    Py_BEGIN_ALLOW_THREADS
+    while (pos < end) {
+        Py_ssize_t tag_pos = pos, p0, p1;
+        uint64_t key, n;
+        if (rd(b, &pos, end, &key)) { bad = 1; break; }
+        int f = (int)(key >> 3), w = (int)(key & 7);
+        if ((key >> 3) == 0) { bad = 1; break; }
+        if (w == 0) {
+            if (rd(b, &pos, end, &n)) { bad = 1; break; }
+            p0 = p1 = pos;
+        } else if (w == 2) {
+            if (rd(b, &pos, end, &n) || n > (uint64_t)(end - pos)) { bad = 1; break; }
+            p0 = pos;
+            p1 = pos + (Py_ssize_t)n;
+        } else if (w == 1 || w == 5) {
+            Py_ssize_t k = w == 1 ? 8 : 4;
+            if (pos + k > end) { bad = 1; break; }
+            p0 = pos;
+            p1 = pos + k;
+        } else { bad = 1; break; }
+        pos = p1;
+        if (vec_push(&fld, f) || vec_push(&wt, w) || vec_push(&ps, p0) || vec_push(&pe, p1) || vec_push(&tp, tag_pos)) {
+            oom = 1;
+            break;
+        }
+    }
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&view);
+    PyObject *res = NULL;
+    if (oom) {
+        PyErr_NoMemory();
+    } else if (bad) {
+        Py_INCREF(Py_None);
+        res = Py_None;
+    } else {
+        res = Py_BuildValue("(NNNNN)", as_bytearray(&fld), as_bytearray(&wt), as_bytearray(&ps), as_bytearray(&pe),
+                            as_bytearray(&tp));
+    }
+    free(fld.data); free(wt.data); free(ps.data); free(pe.data); free(tp.data);
+    return res;
+}
+
+/* Strict UTF-8 (no overlong forms, surrogates or code points past
+   U+10FFFF), as the protobuf runtime checks proto3 string fields. */
+static int utf8_ok(const uint8_t *s, Py_ssize_t n) {
+    Py_ssize_t i = 0;
+    while (i < n) {
+        uint8_t c = s[i];
+        if (c < 0x80) { i++; continue; }
+        int len;
+        uint8_t lo = 0x80, hi = 0xBF;
+        if (c >= 0xC2 && c <= 0xDF) len = 2;
+        else if (c >= 0xE0 && c <= 0xEF) {
+            len = 3;
+            if (c == 0xE0) lo = 0xA0;
+            else if (c == 0xED) hi = 0x9F;
+        } else if (c >= 0xF0 && c <= 0xF4) {
+            len = 4;
+            if (c == 0xF0) lo = 0x90;
+            else if (c == 0xF4) hi = 0x8F;
+        } else return 0;
+        if (i + len > n) return 0;
+        if (s[i + 1] < lo || s[i + 1] > hi) return 0;
+        for (int k = 2; k < len; k++)
+            if (s[i + k] < 0x80 || s[i + k] > 0xBF) return 0;
+        i += len;
+    }
+    return 1;
+}
+
+/* One XStat in b[pos:end): metadata id, value kind (0: none, else the
+   oneof's field number: 2 double, 3 uint64, 4 int64, 5 string, 6 bytes,
+   7 ref), integer value (or the double's bits), string span. The last
+   value field wins (oneof semantics); fields of another wire type than
+   declared are unknown fields and skipped, as the protobuf runtime does. */
+static int rd_stat(const uint8_t *b, Py_ssize_t pos, Py_ssize_t end, int64_t *sid, int64_t *kind, int64_t *ival,
+                   int64_t *ss, int64_t *se) {
+    *sid = 0; *kind = 0; *ival = 0; *ss = -1; *se = -1;
+    while (pos < end) {
+        uint64_t k, v;
+        if (rd(b, &pos, end, &k)) return -1;
+        int f = (int)(k >> 3), w = (int)(k & 7);
+        if ((k >> 3) == 0) return -1;
+        if (w == 0 && (f == 1 || f == 3 || f == 4 || f == 7)) {
+            if (rd(b, &pos, end, &v)) return -1;
+            if (f == 1) *sid = (int64_t)v;
+            else { *kind = f; *ival = (int64_t)v; *ss = *se = -1; }
+        } else if (w == 1 && f == 2) {
+            if (pos + 8 > end) return -1;
+            memcpy(ival, b + pos, 8);
+            pos += 8;
+            *kind = 2; *ss = *se = -1;
+        } else if (w == 2 && (f == 5 || f == 6)) {
+            if (rd(b, &pos, end, &v) || v > (uint64_t)(end - pos)) return -1;
+            if (f == 5 && !utf8_ok(b + pos, (Py_ssize_t)v)) return -1;
+            *kind = f; *ival = 0; *ss = pos; *se = pos + (Py_ssize_t)v;
+            pos += (Py_ssize_t)v;
+        } else if (skip(b, &pos, end, w)) return -1;
+    }
+    return pos == end ? 0 : -1;
+}
+
+/* ------------------------------------------------------------------------
+ * decode_metadata(buf, spans): the XPlane.event_metadata map entries whose
+ * payloads lie at spans (int64 pairs: start, end) as columns. Per entry:
+ * key, name start/end, display_name start/end (-1: absent). Per stat of the
+ * entry's XEventMetadata: entry index, stat metadata id, kind, value (or
+ * the double's bits), string start/end. None on malformed bytes, invalid
+ * UTF-8 in a string field or an entry holding its value twice (the protobuf
+ * runtime then reports the error, or merges: let it).
+ * ------------------------------------------------------------------------ */
+static PyObject *decode_metadata(PyObject *self, PyObject *args) {
+    Py_buffer view, sview;
+    if (!PyArg_ParseTuple(args, "y*y*", &view, &sview)) return NULL;
+    const uint8_t *b = (const uint8_t *)view.buf;
+    const int64_t *spans = (const int64_t *)sview.buf;
+    Py_ssize_t nspans = sview.len / (Py_ssize_t)(2 * sizeof(int64_t));
+    vec e_key = {0}, e_ns = {0}, e_ne = {0}, e_ds = {0}, e_de = {0};
+    vec s_ent = {0}, s_id = {0}, s_kind = {0}, s_val = {0}, s_ss = {0}, s_se = {0};
+    int bad = 0, oom = 0;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t i = 0; i < nspans && !bad && !oom; i++) {
+        Py_ssize_t pos = (Py_ssize_t)spans[2 * i], end = (Py_ssize_t)spans[2 * i + 1];
+        if (pos < 0 || end > view.len || pos > end) { bad = 1; break; }
+        int64_t key = 0;
+        Py_ssize_t vs = -1, ve = -1;
+        int nval = 0;
+        while (pos < end) {
+            uint64_t k, v;
+            if (rd(b, &pos, end, &k)) { bad = 1; break; }
+            int f = (int)(k >> 3), w = (int)(k & 7);
+            if ((k >> 3) == 0) { bad = 1; break; }
+            if (f == 1 && w == 0) {
+                if (rd(b, &pos, end, &v)) { bad = 1; break; }
+                key = (int64_t)v;
+            } else if (f == 2 && w == 2) {
+                if (rd(b, &pos, end, &v) || v > (uint64_t)(end - pos)) { bad = 1; break; }
+                vs = pos; ve = pos + (Py_ssize_t)v; pos = ve; nval++;
+            } else if (skip(b, &pos, end, w)) { bad = 1; break; }
+        }
+        if (bad || nval > 1) { bad = 1; break; }
+        int64_t ns = -1, ne = -1, ds = -1, de = -1;
+        int64_t ent = (int64_t)e_key.len;
+        pos = vs; end = ve;
+        while (vs >= 0 && pos < end) {
+            uint64_t k, v;
+            if (rd(b, &pos, end, &k)) { bad = 1; break; }
+            int f = (int)(k >> 3), w = (int)(k & 7);
+            if ((k >> 3) == 0) { bad = 1; break; }
+            if (w == 2 && (f == 2 || f == 4 || f == 5)) {
+                if (rd(b, &pos, end, &v) || v > (uint64_t)(end - pos)) { bad = 1; break; }
+                Py_ssize_t p1 = pos + (Py_ssize_t)v;
+                if (f != 5 && !utf8_ok(b + pos, (Py_ssize_t)v)) { bad = 1; break; }
+                if (f == 2) { ns = pos; ne = p1; }
+                else if (f == 4) { ds = pos; de = p1; }
+                else {
+                    int64_t sid, kind, ival, ss, se;
+                    if (rd_stat(b, pos, p1, &sid, &kind, &ival, &ss, &se)) { bad = 1; break; }
+                    if (vec_push(&s_ent, ent) || vec_push(&s_id, sid) || vec_push(&s_kind, kind) ||
+                        vec_push(&s_val, ival) || vec_push(&s_ss, ss) || vec_push(&s_se, se)) { oom = 1; break; }
+                }
+                pos = p1;
+            } else if (skip(b, &pos, end, w)) { bad = 1; break; }
+        }
+        if (bad || oom) break;
+        if (vec_push(&e_key, key) || vec_push(&e_ns, ns) || vec_push(&e_ne, ne) || vec_push(&e_ds, ds) ||
+            vec_push(&e_de, de)) { oom = 1; break; }
+    }
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&view);
+    PyBuffer_Release(&sview);
+    PyObject *res = NULL;
+    if (oom) {
+        PyErr_NoMemory();
+    } else if (bad) {
+        Py_INCREF(Py_None);
+        res = Py_None;
+    } else {
+        res = Py_BuildValue("(NNNNNNNNNNN)", as_bytearray(&e_key), as_bytearray(&e_ns), as_bytearray(&e_ne),
+                            as_bytearray(&e_ds), as_bytearray(&e_de), as_bytearray(&s_ent), as_bytearray(&s_id),
+                            as_bytearray(&s_kind), as_bytearray(&s_val), as_bytearray(&s_ss), as_bytearray(&s_se));
+    }
+    free(e_key.data); free(e_ns.data); free(e_ne.data); free(e_ds.data); free(e_de.data);
+    free(s_ent.data); free(s_id.data); free(s_kind.data); free(s_val.data); free(s_ss.data); free(s_se.data);
+    return res;
+}
+
 static PyMethodDef methods[] = {
     {"decode_event_run", decode_event_run, METH_VARARGS,
      "decode_event_run(buf, start, end[, want]) -> (mid, off, dur, stat_event, stat_id, stat_value, stat_is_ref, stop) "
      "(want: int64 stat metadata ids to keep; default all) "
      "as int64 bytearrays, or None when the bytes are not a well-formed run of XLine events."},
+    {"scan_fields", scan_fields, METH_VARARGS,
+     "scan_fields(buf, start, end) -> (field, wire, payload_start, payload_end, tag_pos) as int64 bytearrays, "
+     "or None when buf[start:end] is not a well-formed run of fields."},
+    {"decode_metadata", decode_metadata, METH_VARARGS,
+     "decode_metadata(buf, spans) -> (key, name_start, name_end, display_start, display_end, stat_entry, stat_id, "
+     "stat_kind, stat_value, stat_start, stat_end) as int64 bytearrays for the XPlane.event_metadata map entries "
+     "at spans (int64 start, end pairs), or None on malformed bytes."},
     {NULL, NULL, 0, NULL}};
 
-static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_wire", "One-pass XLine events decoder.", -1, methods};
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_wire", "One-pass XSpace wire decoders.", -1, methods};
 
 PyMODINIT_FUNC PyInit__wire(void) { return PyModule_Create(&module); }

@@ -261,6 +261,58 @@ def decode_event_run_numpy(buf, start: int, end: int, want=None) -> tuple[RawEve
     )
 
 
+def scan_fields(buf, start: int, end: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The top-level fields of buf[start:end] as int64 columns: (field, wire,
+    payload_start, payload_end, tag_pos). One C pass when the accelerator is
+    built, else `iter_fields`; raises ValueError on malformed bytes either way
+    (the message comes from `iter_fields`)."""
+    if _accel is not None:
+        got = _accel.scan_fields(buf, start, end)
+        if got is not None:
+            f, w, ps, pe, tp = (np.frombuffer(c, dtype=np.int64) for c in got)
+            return f, w, ps, pe, tp
+    rows = [(f, w, ps, pe, tp) for f, w, _, ps, pe, tp in iter_fields(buf, start, end)]
+    arr = np.array(rows, dtype=np.int64).reshape(-1, 5)
+    return arr[:, 0].copy(), arr[:, 1].copy(), arr[:, 2].copy(), arr[:, 3].copy(), arr[:, 4].copy()
+
+
+@dataclass(frozen=True, eq=False)
+class MetadataColumns:
+    """XPlane.event_metadata map entries as columns (`decode_metadata`).
+
+    Per entry, in stream order: map key, name and display_name byte spans
+    (-1: absent). Per XStat of an entry, in stream order: its entry, stat
+    metadata id, kind (0: no value, else the value's field number: 2 double,
+    3 uint64, 4 int64, 5 string, 6 bytes, 7 ref), integer value (uint64 bits
+    for 3 and 7, the double's bits for 2) and string byte span."""
+
+    key: np.ndarray
+    name_start: np.ndarray
+    name_end: np.ndarray
+    display_start: np.ndarray
+    display_end: np.ndarray
+    stat_entry: np.ndarray
+    stat_id: np.ndarray
+    stat_kind: np.ndarray
+    stat_value: np.ndarray
+    stat_start: np.ndarray
+    stat_end: np.ndarray
+
+
+def decode_metadata(buf, spans: np.ndarray) -> MetadataColumns | None:
+    """Decode the event-metadata map entries whose payloads lie at `spans`
+    (an (n, 2) int64 array of start, end) in one C pass; None without the
+    accelerator or on anything the protobuf runtime would treat otherwise
+    (malformed bytes, invalid UTF-8, a value given twice): the caller then
+    decodes the entries with the runtime."""
+    if _accel is None:
+        return None
+    got = _accel.decode_metadata(buf, np.ascontiguousarray(spans, dtype=np.int64).tobytes())
+    if got is None:
+        return None
+    return MetadataColumns(*(np.frombuffer(c, dtype=np.int64) for c in got))
+
+
 @dataclass(frozen=True)
 class LineHeader:
     id: int
