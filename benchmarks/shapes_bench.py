@@ -2,10 +2,16 @@
 `e2e_bench.py` (issue #15: fast on every trace shape).
 
     python benchmarks/shapes_bench.py [--keep DIR] [--base-events 1600000] [--scales 0.25,0.5,1,2]
-                                      [--shapes many_ops,few_ops] [--tasks touch_floor,profanalyze] [--repeat 3]
+                                      [--shapes host_bulk,many_ops,few_ops]
+                                      [--tasks touch_floor,profanalyze,xprof_overlap] [--repeat 3]
 
-Shapes (device planes only, no host planes, one host file, built once and
-reused from --keep):
+Shapes (one host file each, built once and reused from --keep):
+
+  host_bulk  `e2e_bench.py`'s file: 1.5M device events plus host-thread
+             events and `/host:metadata` HLO-proto bulk (80% of its bytes)
+             that profanalyzer skips and the touch floor has to parse.
+
+The other two have device planes only (no host planes):
 
   many_ops   `dense_short_fsdp` with its layer loop *unrolled*: every
              occurrence of a looped instruction within a step is its own
@@ -23,9 +29,11 @@ Scaling (--scales): `events` scales the number of steps of the many-ops
 shape (distinct ops fixed); `ops` scales the number of unrolled layers at a
 fixed event count (layers x steps constant, so distinct ops grow and events
 stay put). Each task runs in a fresh interpreter (`_harness.py`): wall
-seconds inside the task and peak RSS (VmHWM), best of --repeat. Tasks:
-`touch_floor` and `profanalyze` as in `e2e_bench.py`, and `xprof_overlap`
-(slow: ~25 s a run on the 1x many-ops file) when asked for.
+seconds inside the task and peak RSS (VmHWM), best of --repeat (XProf's
+`xprof_overlap`, ~25 s a run, is run --xprof-repeat times). Tasks as in
+`e2e_bench.py`. Every row of one invocation comes from the same run; each
+shape gets its own table, with profanalyze's ratios to the touch floor and
+to XProf.
 
 The generator is benchmark-only: it does not change the synthesizer's
 scenarios or their bytes.
@@ -47,6 +55,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _harness import best_of, warm_up  # noqa: E402
 from e2e_bench import TASKS  # noqa: E402
+from e2e_bench import build as build_host_bulk  # noqa: E402
 
 _INSTR = re.compile(r"(?<![\w.\-])(%?[A-Za-z_][\w\-]*)\.(\d+)")
 _RENUMBER = 1_000_000  # clone k of instruction `x.N` is `x.(N + k * _RENUMBER)`
@@ -129,6 +138,8 @@ def variants(shapes: list[str], base_events: int, scales: list[float], layers: i
     """(label, file stem, layers, steps, unrolled)."""
     per_layer_step = _events_per_step(layers) / layers
     out = []
+    if "host_bulk" in shapes:
+        out.append(("host_bulk 1x", "host_bulk", 48, 0, False))
     base_steps = max(2, round(base_events / (per_layer_step * layers)))
     if "many_ops" in shapes:
         out.append(("many_ops 1x", f"many_ops-L{layers}-S{base_steps}", layers, base_steps, True))
@@ -158,8 +169,9 @@ def main() -> None:
     ap.add_argument("--variants", type=int, default=5,
                     help="recompiled program variants the many-ops steps rotate through (distinct ops x this)")
     ap.add_argument("--scales", default="0.25,0.5,1,2")
-    ap.add_argument("--shapes", default="many_ops,few_ops")
-    ap.add_argument("--tasks", default="touch_floor,profanalyze")
+    ap.add_argument("--shapes", default="host_bulk,many_ops,few_ops")
+    ap.add_argument("--tasks", default="touch_floor,profanalyze,xprof_overlap")
+    ap.add_argument("--xprof-repeat", type=int, default=1)
     ap.add_argument("--scaling-tasks", default="profanalyze", help="tasks for the scaling rows")
     ap.add_argument("--repeat", type=int, default=3)
     args = ap.parse_args()
@@ -172,27 +184,51 @@ def main() -> None:
         path = folder / (f"{stem}-V{args.variants}.xplane.pb" if unrolled else f"{stem}.xplane.pb")
         if not path.exists():
             t0 = time.perf_counter()
-            build(path, layers, steps, unrolled, args.variants if unrolled else 1)
+            if stem == "host_bulk":
+                build_host_bulk(path, 1_500_000, 260, layers)
+            else:
+                build(path, layers, steps, unrolled, args.variants if unrolled else 1)
             print(f"(build took {time.perf_counter() - t0:.0f} s)", flush=True)
         infos[label] = path
     warm_up()
     out = folder / "shapes.report.html"
     print(f"\npython {sys.version.split()[0]}; {os.cpu_count()} CPUs; load average {os.getloadavg()[0]:.2f} at start")
-    print("| trace | MB | device events | distinct op metadata | task | seconds | peak RSS MiB | x touch floor |")
-    print("|---|---:|---:|---:|---|---:|---:|---:|")
+    scaling_header = False
     for label, stem, layers, steps, unrolled in todo:
         path = infos[label]
-        tasks = args.tasks if label.endswith(" 1x") else args.scaling_tasks
-        res = {t: best_of(TASKS[t], args.repeat, str(path), str(out)) for t in tasks.split(",") if t}
-        n_meta = _distinct_ops(path)
-        floor = res.get("touch_floor", {}).get("seconds")
+        one_x = label.endswith(" 1x")
+        tasks = [t for t in (args.tasks if one_x else args.scaling_tasks).split(",") if t]
+        res = {t: best_of(TASKS[t], args.xprof_repeat if t == "xprof_overlap" else args.repeat, str(path), str(out))
+               for t in tasks}
+        n_meta, n_events = _distinct_ops(path)
+        mb = path.stat().st_size / 1e6
+        if one_x:
+            print(f"\n### {label[:-3]}: {mb:.0f} MB, {n_events:,} device events, {n_meta:,} distinct op metadata\n")
+            print("| task | seconds | peak RSS MiB | x touch floor |")
+            print("|---|---:|---:|---:|")
+            floor = res.get("touch_floor", {}).get("seconds")
+            for t, r in res.items():
+                if "error" in r:
+                    print(f"| {t} | error: {r['error']} | | |")
+                    continue
+                ratio = f"{r['seconds'] / floor:.2f}" if floor else "-"
+                print(f"| {t} | {r['seconds']:.2f} | {r['maxrss_kib'] / 1024:.0f} | {ratio} |")
+            x, p = res.get("xprof_overlap", {}), res.get("profanalyze", {})
+            if "seconds" in x and "seconds" in p:
+                print(f"\nprofanalyze vs XProf: {x['seconds'] / p['seconds']:.1f}x faster, peak RSS "
+                      f"{p['maxrss_kib'] / x['maxrss_kib']:.2f} of XProf's", flush=True)
+            continue
+        if not scaling_header:
+            print("\n### scaling (many_ops)\n")
+            print("| scaling | MB | device events | distinct op metadata | task | seconds | peak RSS MiB |")
+            print("|---|---:|---:|---:|---|---:|---:|")
+            scaling_header = True
         for t, r in res.items():
             if "error" in r:
-                print(f"| {label} | | | | {t} | error: {r['error']} | | |")
+                print(f"| {label} | | | | {t} | error: {r['error']} | |")
                 continue
-            ratio = f"{r['seconds'] / floor:.2f}" if floor else "-"
-            print(f"| {label} | {path.stat().st_size / 1e6:.0f} | {n_meta[1]:,} | {n_meta[0]:,} | {t} | "
-                  f"{r['seconds']:.2f} | {r['maxrss_kib'] / 1024:.0f} | {ratio} |", flush=True)
+            print(f"| {label} | {mb:.0f} | {n_events:,} | {n_meta:,} | {t} | {r['seconds']:.2f} | "
+                  f"{r['maxrss_kib'] / 1024:.0f} |", flush=True)
 
 
 def _distinct_ops(path: Path) -> tuple[int, int]:
