@@ -275,7 +275,9 @@ class _Quoting:
 
     def member(self, text: str, display: str) -> OpClass:
         names = op_names(text, display)
-        return replace(self.base, reason=self.base.reason.replace(self.quoted, clip(names[self.index])))
+        fields = dict(self.base.__dict__)  # dataclasses.replace, without its per-call field walk
+        fields["reason"] = self.base.reason.replace(self.quoted, clip(names[self.index]))
+        return OpClass(**fields)
 
 
 def _family_verdict(text: str, disp: str, c_text: str, c_disp: str, rest: tuple[str, str, str]):
