@@ -105,6 +105,7 @@ from profanalyzer.classify.parse import Op, as_text, clip, op_names
 from profanalyzer.classify.parse import matmul_kernel_flops as matmul_kernel_flops
 from profanalyzer.classify.rules import RULES, Rule, Verdict, op_phase, op_remat
 from profanalyzer.classify.tables import (
+    MAX_FIELD,
     ATTENTION_KERNELS as ATTENTION_KERNELS,
     ATTENTION_PARTS as ATTENTION_PARTS,
     COLLECTIVE_FUSION_CATEGORIES as COLLECTIVE_FUSION_CATEGORIES,
@@ -280,6 +281,14 @@ class _Quoting:
         return OpClass(**fields)
 
 
+def _texts(values: list, cap: int) -> list[str]:
+    """``as_text`` of every value; one C-level check instead when they are
+    all clean strings already (the usual metadata columns)."""
+    if values and set(map(type, values)) == {str} and max(map(len, values)) <= cap and "\x00" not in "".join(values):
+        return values
+    return [as_text(v, cap) for v in values]
+
+
 def _family_verdict(text: str, disp: str, c_text: str, c_disp: str, rest: tuple[str, str, str]):
     """(the op's own verdict, what its family shares: the verdict, a
     `_Quoting`, or `_BY_MEMBER`); see `classify_columns`."""
@@ -333,25 +342,21 @@ def classify_columns(cols: Mapping[str, Sequence], n: int | None = None,
     cache: dict[tuple, OpClass] = memo if memo is not None else {}
     fam: dict = families if families is not None else {}
     keys = list(zip(*inputs))
-    new: dict[tuple, None] = {}
-    for i, key in enumerate(keys):
-        try:
-            known = key in cache
-        except TypeError:  # an unhashable cell (list, dict): use the str forms
-            key = keys[i] = tuple(as_text(v) for v in key)
-            known = key in cache
-        if not known:
-            new[key] = None
+    try:
+        new = dict.fromkeys(k for k in keys if k not in cache)
+    except TypeError:  # an unhashable cell (list, dict): use the str forms
+        keys = [tuple(as_text(v) for v in k) for k in keys]
+        new = dict.fromkeys(k for k in keys if k not in cache)
     if new:
         fresh = list(new)
-        texts = [as_text(k[0], MAX_TEXT) for k in fresh]
-        disps = [as_text(k[1]) for k in fresh]
+        fields = [_texts([k[j] for k in fresh], MAX_TEXT if j == 0 else MAX_FIELD) for j in range(len(_IN_COLUMNS))]
+        texts, disps = fields[0], fields[1]
         # as_text drops NUL characters, so NUL separates the texts safely.
         c_texts = _NUMBER.sub(".0", "\x00".join(texts)).split("\x00")
         c_disps = _NUMBER.sub(".0", "\x00".join(disps)).split("\x00")
-        for key, text, disp, c_text, c_disp in zip(fresh, texts, disps, c_texts, c_disps):
-            rest = (as_text(key[2]), as_text(key[3]), as_text(key[4]))
-            fkey = (c_text, c_disp) + rest
+        for key, text, disp, c_text, c_disp, cat, tf, swl in zip(fresh, texts, disps, c_texts, c_disps, *fields[2:]):
+            rest = (cat, tf, swl)
+            fkey = (c_text, c_disp, cat, tf, swl)
             verdict = fam.get(fkey)
             if verdict is None:
                 r, fam[fkey] = _family_verdict(text, disp, c_text, c_disp, rest)
@@ -362,16 +367,11 @@ def classify_columns(cols: Mapping[str, Sequence], n: int | None = None,
             else:
                 r = verdict
             cache[key] = r
-    codes = np.empty(len(keys), dtype=np.int64)
-    slot: dict[int, int] = {}
-    uniq: list[OpClass] = []
-    for i, key in enumerate(keys):
-        r = cache[key]
-        c = slot.get(id(r))
-        if c is None:
-            c = slot[id(r)] = len(uniq)
-            uniq.append(r)
-        codes[i] = c
+    results = [cache[k] for k in keys]
+    _, first, inverse = np.unique(np.fromiter(map(id, results), dtype=np.int64, count=len(results)),
+                                  return_index=True, return_inverse=True)
+    uniq = [results[i] for i in first.tolist()]
+    codes = inverse.reshape(-1)
     out: dict[str, np.ndarray] = {}
     for c in _OUT_COLUMNS:
         col = np.empty(len(uniq), dtype=object)
