@@ -13,18 +13,19 @@ from __future__ import annotations
 
 import math
 import re
+import weakref
 from dataclasses import dataclass
-from typing import Mapping
+from typing import Callable, Mapping, TypeVar
 
 import numpy as np
 
-from profanalyzer.attribution import CoreWork, locate
+from profanalyzer.attribution import CoreWork, PlaneClasses, locate
 from profanalyzer.classify import async_pair_key
 from profanalyzer.classify.parse import shape_dims
 from profanalyzer.classify.tables import ARRAY
 from profanalyzer.model import BucketOps, HostOffloadSummary, RunKind, TopOp, Utilisation
 from profanalyzer.runkind import RunKindEvidence, decide_run_kind, inference_marker
-from profanalyzer.trace import LINE_MODULES, LINE_OPS, Trace
+from profanalyzer.trace import LINE_MODULES, LINE_OPS, Plane, Trace
 from profanalyzer.vocab import ATTENTION_SPLIT, BUCKETS, COMPUTE_BUCKETS, MATMUL_BUCKETS
 
 REMAT_TOP = 15
@@ -35,6 +36,7 @@ FLOPS_COVERAGE_MIN = 0.9
 #: Bytes per element of HLO element types (fp8 one byte, 4-bit types half).
 DTYPE_BYTES = {"pred": 1, "s8": 1, "u8": 1, "s16": 2, "u16": 2, "s32": 4, "u32": 4, "s64": 8, "u64": 8, "bf16": 2,
                "f16": 2, "f32": 4, "f64": 8, "c64": 8, "c128": 16, "s4": 0.5, "u4": 0.5, "s2": 0.25, "u2": 0.25}
+T = TypeVar("T")
 _HEAD = re.compile(r"^\s*(?:ROOT\s+)?%?[^\s=]+\s*=\s*(.*?)\s[a-z][a-z0-9\-]*\(")
 
 
@@ -119,68 +121,267 @@ def _kept_rows(trace: Trace, w: CoreWork, kept_list: np.ndarray):
     return rows, counts[rows], self_sum[rows], int(kept.sum())
 
 
-def _group_rows(w: CoreWork, chip, rows, counts, self_sum, groups: dict, acc: dict) -> None:
-    """Add one core's kept rows to the op groups and the utilisation sums."""
-    md = w.plane.meta
-    cols = w.classes.columns
-    bucket_c, remat_c, phase_c, kernel_c = cols["bucket"], cols["remat"], cols["phase"], cols["kernel"]
-    precision_c, reason_c, part_c, shape_c = cols["precision"], cols["reason"], cols["attention_part"], cols["shape_flops"]
-    for r, cnt, sp, f, mf, by in zip(rows.tolist(), counts.tolist(), self_sum.tolist(),
-                                     md.flops[rows].tolist(), md.model_flops[rows].tolist(), md.bytes_accessed[rows].tolist()):
-        known = r < len(bucket_c)
-        bucket = bucket_c[r] if known else "other_compute"
-        unknown = False
-        if bucket in MATMUL_BUCKETS or bucket == "attention":
-            # No FLOPs in the trace: no stat, or 0 with no model FLOPs (kernels)
-            if not (f > 0) and not (mf > 0) and (bucket in MATMUL_BUCKETS or (known and kernel_c[r])):
-                sf = shape_c[r] if known else None
-                if sf:
-                    f = mf = float(sf)
+class TableMemo:
+    """Per-row features of the op-metadata tables of one trace, computed once
+    per distinct table rather than once per TensorCore (analysis-internal).
+
+    The TensorCores of a host usually carry equal metadata tables (the same
+    programs), each core its own copy. A feature names the columns it reads
+    (`md.<field>` of the plane's OpMetadata, `cls.<column>` of its
+    classification columns, `cls:<array>` of its PlaneClasses arrays); a core
+    reuses the value an earlier core computed when every one of those columns
+    is equal (compared once per pair of columns). `shared` holds trace-wide
+    state of the features (ids that must agree between tables)."""
+
+    def __init__(self) -> None:
+        self._values: dict[str, list[tuple[tuple, object]]] = {}
+        self._equal: dict[tuple[int, int], tuple[object, object, bool]] = {}
+        self.shared: dict[str, object] = {}
+
+    @staticmethod
+    def column(plane: Plane, classes: PlaneClasses, dep: str):
+        if dep.startswith("md."):
+            return getattr(plane.meta, dep[3:])
+        if dep.startswith("cls."):
+            return classes.columns.get(dep[4:]) if len(classes) else None
+        return getattr(classes, dep[4:])
+
+    def same(self, a, b) -> bool:
+        """Equal columns (tuples or numpy arrays of one dtype)."""
+        if a is b:
+            return True
+        if a is None or b is None:
+            return False
+        key = (id(a), id(b))
+        hit = self._equal.get(key)
+        if hit is None:
+            try:
+                if isinstance(a, np.ndarray) and isinstance(b, np.ndarray):
+                    eq = a.dtype == b.dtype and a.shape == b.shape and (
+                        tuple(a.tolist()) == tuple(b.tolist()) if a.dtype == object else bool(np.array_equal(a, b)))
+                elif isinstance(a, tuple) and isinstance(b, tuple):
+                    eq = a == b
                 else:
-                    f, mf, unknown = math.nan, math.nan, True
-        tot_f = (0.0 if f != f else f) * cnt
-        if mf == mf:
-            acc["any_model"] = True
-            acc["mf_model"] += mf * cnt
-        else:
-            acc["mf_model"] += tot_f
-        if f == f:
-            acc["any_flops"] = True
-            acc["mf_flops"] += tot_f
-            if bucket in MATMUL_BUCKETS:
-                acc["mm_self"] += sp
-                acc["mm_cap"] += sp * 1e-12 * _peak(chip, bucket)
-                acc["mm_flops"] += tot_f
-        name, cat = md.short_name(r), md.category[r]
-        g = groups.get((name, cat, bucket))
-        if g is None:
-            g = groups[(name, cat, bucket)] = OpGroup(name, cat, bucket)
-            if bucket == "host_offload":
-                g.to_host = bool(_OUTPUT_TO_HOST.search(md.name[r][:4096]))
-            if known and remat_c[r]:
-                g.out_bytes = output_bytes(md.name[r])
-        g.self_ps += sp
-        g.count += cnt
-        g.tot_flops += tot_f
-        g.tot_bytes += (0.0 if by != by else by) * cnt
-        g.flops_unknown = g.flops_unknown or unknown
-        if mf == mf:
-            g.tot_model_flops += mf * cnt
-            g.mf_known += 1
-        if f == f and not (f <= g.flops):
-            g.flops = f
-        if by == by and not (by <= g.bytes):
-            g.bytes = by
-        if known:
-            g.remat = g.remat or bool(remat_c[r])
-            for attr, v in (("phase", phase_c[r]), ("kernel", kernel_c[r]), ("precision", precision_c[r]),
-                            ("reason", reason_c[r]), ("part", part_c[r])):
-                if getattr(g, attr) is None and v is not None:
-                    setattr(g, attr, v)
-        if g.tf_op is None:
-            g.tf_op = md.tf_op[r]
-        if g.dedup is None:
-            g.dedup = md.deduplicated_name[r]
+                    eq = False
+            except (TypeError, ValueError):
+                eq = False
+            hit = self._equal[key] = (a, b, bool(eq))  # holds both: their ids stay theirs
+        return hit[2]
+
+    def get(self, name: str, plane: Plane, classes: PlaneClasses, deps: tuple[str, ...], compute: Callable[[], T]) -> T:
+        """compute(), or the value it gave for an earlier table whose `deps` columns are equal."""
+        cols = tuple(self.column(plane, classes, d) for d in deps)
+        seen = self._values.setdefault(name, [])
+        for c, value in seen:
+            if all(self.same(a, b) for a, b in zip(c, cols)):
+                return value  # type: ignore[return-value]
+        value = compute()
+        seen.append((cols, value))
+        return value
+
+
+_MEMOS: "weakref.WeakKeyDictionary[Trace, TableMemo]" = weakref.WeakKeyDictionary()
+
+
+def table_memo(trace: Trace) -> TableMemo:
+    """The TableMemo of a trace (kept while the trace lives)."""
+    memo = _MEMOS.get(trace)
+    if memo is None:
+        memo = _MEMOS[trace] = TableMemo()
+    return memo
+
+
+_ATTRS = ("phase", "kernel", "precision", "reason", "part")
+_ATTR_COLUMN = {"phase": "phase", "kernel": "kernel", "precision": "precision", "reason": "reason", "part": "attention_part"}
+_ROW_DEPS = ("md.display_name", "md.name", "md.category", "cls.bucket", "cls.remat", "cls.kernel", "cls.shape_flops",
+             "cls.phase", "cls.precision", "cls.reason", "cls.attention_part")
+
+
+@dataclass(frozen=True, eq=False)
+class _RowTable:
+    """Per metadata row of one table: its op group and what grouping reads."""
+
+    gid: np.ndarray  # int64: id of the (short name, category, bucket) key (TableMemo.shared["opstats.keys"])
+    known: np.ndarray  # bool: the row has classification columns
+    mm: np.ndarray  # bool: matmul bucket
+    mm_or_attn: np.ndarray  # bool: matmul or attention bucket
+    no_flops_ok: np.ndarray  # bool: FLOPs may come from the shape (matmul, or a classified attention kernel)
+    sf_ok: np.ndarray  # bool: shape FLOPs present (truthy)
+    sf: np.ndarray  # float64: shape FLOPs (nan when absent)
+    remat: np.ndarray  # bool
+    attrs: Mapping[str, tuple[np.ndarray, np.ndarray]]  # attr -> (values, not None) of known rows
+    bucket: np.ndarray  # int64 index into BUCKETS
+
+
+def _row_table(w: CoreWork, keys: dict) -> _RowTable:
+    md = w.plane.meta
+    n = len(md)
+    cols = w.classes.columns if len(w.classes) else {}
+    bucket_c = cols.get("bucket", ())
+    nk = min(len(bucket_c), n)
+    bucket_names = [bucket_c[r] if r < nk else "other_compute" for r in range(n)]
+    cat = md.category
+    gid = np.fromiter((keys.setdefault((md.short_name(r), cat[r], b), len(keys)) for r, b in enumerate(bucket_names)),
+                      dtype=np.int64, count=n)
+    known = np.arange(n) < nk
+    bidx = {b: i for i, b in enumerate(BUCKETS)}
+    bucket = np.fromiter((bidx.get(b, -1) for b in bucket_names), dtype=np.int64, count=n)
+    mm_flag = np.asarray([b in MATMUL_BUCKETS for b in BUCKETS] + [False], dtype=bool)
+    attn = np.asarray([b == "attention" for b in BUCKETS] + [False], dtype=bool)
+    mm = mm_flag[bucket]
+    kern = np.zeros(n, dtype=bool)
+    sf_ok = np.zeros(n, dtype=bool)
+    sf = np.full(n, math.nan)
+    remat = np.zeros(n, dtype=bool)
+    attrs = {}
+    if nk:
+        kernel_c, shape_c = cols["kernel"], cols["shape_flops"]
+        kern[:nk] = [bool(k) for k in kernel_c[:nk].tolist()]
+        for r, v in enumerate(shape_c[:nk].tolist()):
+            if v:
+                sf_ok[r] = True
+                sf[r] = float(v)
+        remat[:nk] = np.asarray(cols["remat"][:nk], dtype=bool)
+    for a in _ATTRS:
+        vals = np.empty(n, dtype=object)
+        if nk:
+            vals[:nk] = cols[_ATTR_COLUMN[a]][:nk]
+        attrs[a] = (vals, np.asarray([v is not None for v in vals.tolist()], dtype=bool))
+    return _RowTable(gid, known, mm, mm | attn[bucket], mm | (known & kern), sf_ok, sf, remat, attrs, bucket)
+
+
+def _seq_sum(x: np.ndarray) -> float:
+    """sum(x) added left to right from 0.0, as a Python loop adds (np.sum adds pairwise)."""
+    return float(np.cumsum(np.concatenate([[0.0], x]))[-1]) if len(x) else 0.0
+
+
+def _group_all(trace: Trace, work: list[CoreWork], kept_list: np.ndarray, chip, acc: dict) -> tuple[list[OpGroup], int]:
+    """The op groups of the kept rows of every core, in order of first
+    appearance (core by core, rows ascending), and the kept core-steps.
+
+    Vectorised over (core, row) contributions; the float sums add in that
+    same order (ufunc.at and cumsum add one by one), so they are bit for bit
+    those of a Python loop over the cores and rows."""
+    memo = table_memo(trace)
+    keys = memo.shared.setdefault("opstats.keys", {})
+    assert isinstance(keys, dict)
+    peak_by_bucket = np.asarray([_peak(chip, b) for b in BUCKETS] + [_peak(chip, "other_compute")], dtype=np.float64)
+    parts: list[tuple] = []
+    n_core_steps = 0
+    for ci, w in enumerate(work):
+        rows, counts, self_sum, n_kept = _kept_rows(trace, w, kept_list)
+        n_core_steps += n_kept
+        if rows is None:
+            continue
+        t = memo.get("opstats.rows", w.plane, w.classes, _ROW_DEPS, lambda: _row_table(w, keys))
+        md = w.plane.meta
+        f = md.flops[rows].astype(np.float64)
+        mf = md.model_flops[rows].astype(np.float64)
+        by = md.bytes_accessed[rows].astype(np.float64)
+        # No FLOPs in the trace: no stat, or 0 with no model FLOPs (kernels)
+        sub = t.mm_or_attn[rows] & ~(f > 0) & ~(mf > 0) & t.no_flops_ok[rows]
+        ok = sub & t.sf_ok[rows]
+        f = np.where(ok, t.sf[rows], np.where(sub, math.nan, f))
+        mf = np.where(ok, t.sf[rows], np.where(sub, math.nan, mf))
+        parts.append((np.full(len(rows), ci), rows, counts, self_sum, f, mf, by, sub & ~t.sf_ok[rows], t))
+    groups: list[OpGroup] = []
+    if not parts:
+        return groups, n_core_steps
+    core = np.concatenate([p[0] for p in parts])
+    row = np.concatenate([p[1] for p in parts]).astype(np.int64)
+    cnt = np.concatenate([p[2] for p in parts]).astype(np.int64)
+    sp = np.concatenate([p[3] for p in parts]).astype(np.int64)
+    f = np.concatenate([p[4] for p in parts])
+    mf = np.concatenate([p[5] for p in parts])
+    by = np.concatenate([p[6] for p in parts])
+    unknown = np.concatenate([p[7] for p in parts])
+
+    def col(get):
+        return np.concatenate([get(p[8])[p[1]] for p in parts])
+
+    gid = col(lambda t: t.gid)
+    mm = col(lambda t: t.mm)
+    bucket = col(lambda t: t.bucket)
+    cnt_f = cnt.astype(np.float64)
+    f_ok = ~np.isnan(f)
+    mf_ok = ~np.isnan(mf)
+    tot_f = np.where(f_ok, f, 0.0) * cnt_f
+    mf_tot = mf * cnt_f
+    # utilisation sums, in contribution order
+    acc["any_model"] = bool(mf_ok.any())
+    acc["mf_model"] = _seq_sum(np.where(mf_ok, mf_tot, tot_f))
+    acc["any_flops"] = bool(f_ok.any())
+    acc["mf_flops"] = _seq_sum(tot_f[f_ok])
+    m = f_ok & mm
+    acc["mm_self"] = int(sp[m].sum())
+    acc["mm_cap"] = _seq_sum(sp[m].astype(np.float64) * 1e-12 * peak_by_bucket[bucket[m]])
+    acc["mm_flops"] = _seq_sum(tot_f[m])
+    # groups, numbered in order of first appearance
+    uniq, first = np.unique(gid, return_index=True)
+    order = np.argsort(first, kind="stable")
+    uniq, first = uniq[order], first[order]
+    local = np.empty(int(uniq.max()) + 1, dtype=np.int64)
+    local[uniq] = np.arange(len(uniq))
+    g = local[gid]
+    ng = len(uniq)
+    self_ps = np.zeros(ng, dtype=np.int64)
+    np.add.at(self_ps, g, sp)
+    count = np.zeros(ng, dtype=np.int64)
+    np.add.at(count, g, cnt)
+    tot_flops = np.zeros(ng)
+    np.add.at(tot_flops, g, tot_f)
+    tot_bytes = np.zeros(ng)
+    np.add.at(tot_bytes, g, np.where(np.isnan(by), 0.0, by) * cnt_f)
+    tot_model = np.zeros(ng)
+    np.add.at(tot_model, g[mf_ok], mf_tot[mf_ok])
+    mf_known = np.bincount(g[mf_ok], minlength=ng)
+    flops_unknown = np.bincount(g[unknown], minlength=ng) > 0
+    gflops = _max_not_nan(g, f, ng)
+    gbytes = _max_not_nan(g, by, ng)
+    known = col(lambda t: t.known)
+    remat = np.bincount(g[known & col(lambda t: t.remat)], minlength=ng) > 0
+    firsts = {}
+    for a in _ATTRS:
+        has = known & col(lambda t: t.attrs[a][1])
+        idx = np.flatnonzero(has)
+        ga, fa = np.unique(g[idx], return_index=True)
+        firsts[a] = dict(zip(ga.tolist(), idx[fa].tolist()))
+    key_list = memo.shared.get("opstats.key_list")
+    if not isinstance(key_list, list) or len(key_list) != len(keys):
+        key_list = memo.shared["opstats.key_list"] = list(keys)
+    core_l, row_l, known_l = core[first].tolist(), row[first].tolist(), known[first].tolist()
+    remat_first = (known & col(lambda t: t.remat))[first].tolist()
+    part_of = {int(p[0][0]): p[8] for p in parts}
+    for i, (k, c, r) in enumerate(zip(uniq.tolist(), core_l, row_l)):
+        name, cat, b = key_list[k]
+        grp = OpGroup(name, cat, b)
+        md = work[c].plane.meta
+        if b == "host_offload":
+            grp.to_host = bool(_OUTPUT_TO_HOST.search(md.name[r][:4096]))
+        if known_l[i] and remat_first[i]:
+            grp.out_bytes = output_bytes(md.name[r])
+        grp.tf_op = md.tf_op[r]
+        grp.dedup = md.deduplicated_name[r]
+        groups.append(grp)
+    for a in _ATTRS:
+        vals_by_core = {c: t.attrs[a][0] for c, t in part_of.items()}
+        for gi, j in firsts[a].items():
+            setattr(groups[gi], a, vals_by_core[int(core[j])][int(row[j])])
+    for grp, s_, c_, tf_, tb_, tm_, mk_, fu_, fl_, bt_, rm_ in zip(
+            groups, self_ps.tolist(), count.tolist(), tot_flops.tolist(), tot_bytes.tolist(), tot_model.tolist(),
+            mf_known.tolist(), flops_unknown.tolist(), gflops.tolist(), gbytes.tolist(), remat.tolist()):
+        grp.self_ps, grp.count, grp.tot_flops, grp.tot_bytes, grp.tot_model_flops = s_, c_, tf_, tb_, tm_
+        grp.mf_known, grp.flops_unknown, grp.flops, grp.bytes, grp.remat = mk_, fu_, fl_, bt_, rm_
+    return groups, n_core_steps
+
+
+def _max_not_nan(g: np.ndarray, x: np.ndarray, ng: int) -> np.ndarray:
+    """Per group: the largest non-nan x (nan when none)."""
+    ok = ~np.isnan(x)
+    out = np.full(ng, -np.inf)
+    np.maximum.at(out, g[ok], x[ok])
+    has = np.bincount(g[ok], minlength=ng) > 0
+    return np.where(has, out, math.nan)
 
 
 def ops_and_roofline(trace: Trace, work: list[CoreWork], kept_steps: set[int], step_mean: float,
@@ -189,19 +390,13 @@ def ops_and_roofline(trace: Trace, work: list[CoreWork], kept_steps: set[int], s
     TensorCore, grouped by (name, HLO category, bucket); MFU and MXU use."""
     chip = trace.chip
     kept_list = np.asarray(sorted(kept_steps), dtype=np.int64)
-    groups: dict[tuple[str, str, str], OpGroup] = {}
-    acc = {"mf_model": 0.0, "mf_flops": 0.0, "any_model": False, "any_flops": False,
-           "mm_self": 0, "mm_cap": 0.0, "mm_flops": 0.0}
-    n_core_steps = 0
-    for w in work:
-        rows, counts, self_sum, n_kept = _kept_rows(trace, w, kept_list)
-        n_core_steps += n_kept
-        if rows is not None:
-            _group_rows(w, chip, rows, counts, self_sum, groups, acc)
+    acc: dict = {"mf_model": 0.0, "mf_flops": 0.0, "any_model": False, "any_flops": False,
+                 "mm_self": 0, "mm_cap": 0.0, "mm_flops": 0.0}
+    groups, n_core_steps = _group_all(trace, work, kept_list, chip, acc)
     n_core_steps = n_core_steps or 1
     if not groups:
         return OpsResult((), (), (), {}), Utilisation(None, "none", None)
-    agg = sorted(groups.values(), key=lambda g: (-g.self_ps, g.name))
+    agg = sorted(groups, key=lambda g: (-g.self_ps, g.name))
     util = _utilisation(agg, acc, chip, step_mean, n_core_steps)
     denom = step_mean if step_mean > 0 else 1.0
     ctx = (chip, n_core_steps, denom)
