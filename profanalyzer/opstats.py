@@ -12,6 +12,7 @@ the classifier could derive them (`shape_flops`), else its time counts as
 from __future__ import annotations
 
 import math
+import operator
 import re
 import weakref
 from dataclasses import dataclass
@@ -70,7 +71,7 @@ class OpsResult:
     kernels: tuple[TopOp, ...]
     buckets: Mapping[str, BucketOps]
     host_offload: HostOffloadSummary | None = None
-    groups: tuple["OpGroup", ...] = ()
+    groups: "OpGroups | tuple[OpGroup, ...]" = ()  # most time first
 
 
 class OpGroup:
@@ -89,6 +90,90 @@ class OpGroup:
         self.tf_op = self.dedup = self.phase = self.kernel = self.precision = self.reason = self.part = None
         self.remat = self.flops_unknown = self.to_host = False
         self.out_bytes = math.nan
+
+
+_TEXT_FIELDS = ("name", "hlo_category", "bucket", "tf_op", "dedup", "phase", "kernel", "precision", "reason", "part")
+_INT_FIELDS = ("self_ps", "count", "mf_known")
+_FLOAT_FIELDS = ("tot_flops", "tot_model_flops", "tot_bytes", "flops", "bytes", "out_bytes")
+_BOOL_FIELDS = ("remat", "flops_unknown", "to_host")
+
+
+def _pick(values: list, idx: list[int]) -> list:
+    """[values[i] for i in idx]."""
+    if len(idx) > 1:
+        return list(operator.itemgetter(*idx)(values))
+    return [values[i] for i in idx]
+
+
+@dataclass(frozen=True, eq=False)
+class OpGroups:
+    """Op groups as columns, one per OpGroup attribute (lists for the text
+    and object attributes, numpy for the numbers; analysis-internal)."""
+
+    name: list
+    hlo_category: list
+    bucket: list
+    self_ps: np.ndarray  # int64
+    count: np.ndarray  # int64
+    tot_flops: np.ndarray  # float64
+    tot_model_flops: np.ndarray
+    mf_known: np.ndarray  # int64
+    tot_bytes: np.ndarray
+    flops: np.ndarray
+    bytes: np.ndarray
+    tf_op: list
+    dedup: list
+    remat: np.ndarray  # bool
+    phase: list
+    kernel: list
+    precision: list
+    reason: list
+    part: list
+    flops_unknown: np.ndarray  # bool
+    to_host: np.ndarray  # bool
+    out_bytes: np.ndarray  # float64
+
+    def __len__(self) -> int:
+        return len(self.name)
+
+    def __iter__(self):
+        return (self.group(i) for i in range(len(self)))
+
+    def group(self, i: int) -> OpGroup:
+        """Group i as an OpGroup (Python ints, floats and bools)."""
+        g = OpGroup(self.name[i], self.hlo_category[i], self.bucket[i])
+        for f in _TEXT_FIELDS[3:]:
+            setattr(g, f, getattr(self, f)[i])
+        for f in _INT_FIELDS:
+            setattr(g, f, int(getattr(self, f)[i]))
+        for f in _FLOAT_FIELDS:
+            setattr(g, f, float(getattr(self, f)[i]))
+        for f in _BOOL_FIELDS:
+            setattr(g, f, bool(getattr(self, f)[i]))
+        return g
+
+    def take(self, idx) -> "OpGroups":
+        ix = np.asarray(idx, dtype=np.int64)
+        il = ix.tolist()
+        cols: dict = {f: _pick(getattr(self, f), il) for f in _TEXT_FIELDS}
+        cols.update({f: getattr(self, f)[ix] for f in _INT_FIELDS + _FLOAT_FIELDS + _BOOL_FIELDS})
+        return OpGroups(**cols)
+
+    @staticmethod
+    def of(groups) -> "OpGroups":
+        """Columns of a sequence of OpGroup."""
+        gs = list(groups)
+        cols: dict = {f: [getattr(g, f) for g in gs] for f in _TEXT_FIELDS}
+        cols.update({f: np.asarray([getattr(g, f) for g in gs], dtype=np.int64) for f in _INT_FIELDS})
+        cols.update({f: np.asarray([getattr(g, f) for g in gs], dtype=np.float64) for f in _FLOAT_FIELDS})
+        cols.update({f: np.asarray([bool(getattr(g, f)) for g in gs], dtype=bool) for f in _BOOL_FIELDS})
+        return OpGroups(**cols)
+
+    @staticmethod
+    def concat(parts: list["OpGroups"]) -> "OpGroups":
+        cols: dict = {f: [v for p in parts for v in getattr(p, f)] for f in _TEXT_FIELDS}
+        cols.update({f: np.concatenate([getattr(p, f) for p in parts]) for f in _INT_FIELDS + _FLOAT_FIELDS + _BOOL_FIELDS})
+        return OpGroups(**cols)
 
 
 def _peak(chip, bucket: str, precision: str | None = None) -> float:
@@ -255,7 +340,7 @@ def _seq_sum(x: np.ndarray) -> float:
     return float(np.cumsum(np.concatenate([[0.0], x]))[-1]) if len(x) else 0.0
 
 
-def _group_all(trace: Trace, work: list[CoreWork], kept_list: np.ndarray, chip, acc: dict) -> tuple[list[OpGroup], int]:
+def _group_all(trace: Trace, work: list[CoreWork], kept_list: np.ndarray, chip, acc: dict) -> tuple[OpGroups, int]:
     """The op groups of the kept rows of every core, in order of first
     appearance (core by core, rows ascending), and the kept core-steps.
 
@@ -284,9 +369,8 @@ def _group_all(trace: Trace, work: list[CoreWork], kept_list: np.ndarray, chip, 
         f = np.where(ok, t.sf[rows], np.where(sub, math.nan, f))
         mf = np.where(ok, t.sf[rows], np.where(sub, math.nan, mf))
         parts.append((np.full(len(rows), ci), rows, counts, self_sum, f, mf, by, sub & ~t.sf_ok[rows], t))
-    groups: list[OpGroup] = []
     if not parts:
-        return groups, n_core_steps
+        return OpGroups.of([]), n_core_steps
     core = np.concatenate([p[0] for p in parts])
     row = np.concatenate([p[1] for p in parts]).astype(np.int64)
     cnt = np.concatenate([p[2] for p in parts]).astype(np.int64)
@@ -349,29 +433,31 @@ def _group_all(trace: Trace, work: list[CoreWork], kept_list: np.ndarray, chip, 
     key_list = memo.shared.get("opstats.key_list")
     if not isinstance(key_list, list) or len(key_list) != len(keys):
         key_list = memo.shared["opstats.key_list"] = list(keys)
-    core_l, row_l, known_l = core[first].tolist(), row[first].tolist(), known[first].tolist()
+    core_l, row_l = core[first].tolist(), row[first].tolist()
     remat_first = (known & col(lambda t: t.remat))[first].tolist()
     part_of = {int(p[0][0]): p[8] for p in parts}
-    for i, (k, c, r) in enumerate(zip(uniq.tolist(), core_l, row_l)):
-        name, cat, b = key_list[k]
-        grp = OpGroup(name, cat, b)
-        md = work[c].plane.meta
-        if b == "host_offload":
-            grp.to_host = bool(_OUTPUT_TO_HOST.search(md.name[r][:4096]))
-        if known_l[i] and remat_first[i]:
-            grp.out_bytes = output_bytes(md.name[r])
-        grp.tf_op = md.tf_op[r]
-        grp.dedup = md.deduplicated_name[r]
-        groups.append(grp)
+    gkeys = [key_list[k] for k in uniq.tolist()]
+    mds = [w.plane.meta for w in work]
+    names, cats, buckets = [k[0] for k in gkeys], [k[1] for k in gkeys], [k[2] for k in gkeys]
+    to_host = np.zeros(ng, dtype=bool)
+    out_bytes = np.full(ng, math.nan)
+    for i in [i for i, b in enumerate(buckets) if b == "host_offload"]:
+        to_host[i] = _OUTPUT_TO_HOST.search(mds[core_l[i]].name[row_l[i]][:4096]) is not None
+    for i in [i for i, x in enumerate(remat_first) if x]:
+        out_bytes[i] = output_bytes(mds[core_l[i]].name[row_l[i]])
+    attrs: dict[str, list] = {}
     for a in _ATTRS:
+        vals: list = [None] * ng
         vals_by_core = {c: t.attrs[a][0] for c, t in part_of.items()}
         for gi, j in firsts[a].items():
-            setattr(groups[gi], a, vals_by_core[int(core[j])][int(row[j])])
-    for grp, s_, c_, tf_, tb_, tm_, mk_, fu_, fl_, bt_, rm_ in zip(
-            groups, self_ps.tolist(), count.tolist(), tot_flops.tolist(), tot_bytes.tolist(), tot_model.tolist(),
-            mf_known.tolist(), flops_unknown.tolist(), gflops.tolist(), gbytes.tolist(), remat.tolist()):
-        grp.self_ps, grp.count, grp.tot_flops, grp.tot_bytes, grp.tot_model_flops = s_, c_, tf_, tb_, tm_
-        grp.mf_known, grp.flops_unknown, grp.flops, grp.bytes, grp.remat = mk_, fu_, fl_, bt_, rm_
+            vals[gi] = vals_by_core[int(core[j])][int(row[j])]
+        attrs[a] = vals
+    groups = OpGroups(
+        name=names, hlo_category=cats, bucket=buckets, self_ps=self_ps, count=count, tot_flops=tot_flops,
+        tot_model_flops=tot_model, mf_known=mf_known.astype(np.int64), tot_bytes=tot_bytes, flops=gflops, bytes=gbytes,
+        tf_op=[mds[c].tf_op[r] for c, r in zip(core_l, row_l)], dedup=[mds[c].deduplicated_name[r] for c, r in zip(core_l, row_l)],
+        remat=remat, phase=attrs["phase"], kernel=attrs["kernel"], precision=attrs["precision"], reason=attrs["reason"],
+        part=attrs["part"], flops_unknown=flops_unknown, to_host=to_host, out_bytes=out_bytes)
     return groups, n_core_steps
 
 
@@ -394,19 +480,42 @@ def ops_and_roofline(trace: Trace, work: list[CoreWork], kept_steps: set[int], s
                  "mm_self": 0, "mm_cap": 0.0, "mm_flops": 0.0}
     groups, n_core_steps = _group_all(trace, work, kept_list, chip, acc)
     n_core_steps = n_core_steps or 1
-    if not groups:
+    if not len(groups):
         return OpsResult((), (), (), {}), Utilisation(None, "none", None)
-    agg = sorted(groups, key=lambda g: (-g.self_ps, g.name))
+    agg = groups.take(by_time(groups.self_ps, groups.name))
     util = _utilisation(agg, acc, chip, step_mean, n_core_steps)
     denom = step_mean if step_mean > 0 else 1.0
     ctx = (chip, n_core_steps, denom)
     fam = families(agg)
-    top = tuple(_top_op(g, *ctx) for g in fam[:top_n])
-    remat_ops = tuple(_top_op(g, *ctx) for g in [g for g in fam if g.remat][:REMAT_TOP])
-    kernels = tuple(_top_op(g, *ctx) for g in [g for g in fam if g.kernel is not None and str(g.kernel) != ""][:KERNELS_TOP])
+    top = tuple(_top_op(fam.group(i), *ctx) for i in range(len(fam))[:top_n])
+    remat_ops = tuple(_top_op(fam.group(i), *ctx) for i in np.flatnonzero(fam.remat)[:REMAT_TOP].tolist())
+    kern: list[int] = []
+    for i, k in enumerate(fam.kernel):
+        if len(kern) >= KERNELS_TOP:
+            break
+        if k is not None and str(k) != "":
+            kern.append(i)
+    kernels = tuple(_top_op(fam.group(i), *ctx) for i in kern)
     summaries = _bucket_summaries(agg, n_core_steps, denom, chip)
-    host = host_offload_summary(agg, n_core_steps, denom)
-    return OpsResult(top, remat_ops, kernels, summaries, host, tuple(agg)), util
+    host = host_offload_summary([agg.group(i) for i, b in enumerate(agg.bucket) if b == "host_offload"], n_core_steps, denom)
+    return OpsResult(top, remat_ops, kernels, summaries, host, agg), util
+
+
+def by_time(self_ps: np.ndarray, names: list[str]) -> np.ndarray:
+    """The order of sorted(range(n), key=lambda i: (-self_ps[i], names[i])):
+    most time first, ties by name, then as given."""
+    order = np.argsort(-np.asarray(self_ps, dtype=np.int64), kind="stable")
+    n = len(order)
+    if n < 2:
+        return order
+    sp = np.asarray(self_ps)[order]
+    cut = np.flatnonzero(sp[1:] != sp[:-1]) + 1
+    starts = np.concatenate([[0], cut])
+    ends = np.concatenate([cut, [n]])
+    for a, b in zip(starts[ends - starts > 1].tolist(), ends[ends - starts > 1].tolist()):
+        run = order[a:b].tolist()
+        order[a:b] = sorted(run, key=names.__getitem__)
+    return order
 
 
 #: Ops of one family (same instruction name up to its number, category,
@@ -416,40 +525,77 @@ FAMILY_MIN = 4
 _NUMBER_SUFFIX = re.compile(r"\.\d+$")
 
 
-def families(agg: list[OpGroup]) -> list[OpGroup]:
-    """The op groups with unrolled repeats of one op merged into one row
-    (`name.*`, count and times summed), most time first."""
-    by_key: dict[tuple, list[OpGroup]] = {}
-    for g in agg:
-        stem = _NUMBER_SUFFIX.sub("", g.name)
-        scoped = stem != g.name and bool((g.tf_op or "").strip())  # repeats share a framework scope
-        key = (stem, g.hlo_category, g.bucket, g.tf_op, g.remat, g.kernel, g.precision, g.part) if scoped else (g.name, id(g))
-        by_key.setdefault(key, []).append(g)
-    out: list[OpGroup] = []
-    for key, members in by_key.items():
-        if len(members) < FAMILY_MIN:
-            out.extend(members)
-            continue
-        first = members[0]
-        f = OpGroup(f"{key[0]}.* ({len(members)} ops)", first.hlo_category, first.bucket)
-        for attr in ("tf_op", "dedup", "remat", "phase", "kernel", "precision", "reason", "part", "to_host", "out_bytes"):
-            setattr(f, attr, getattr(first, attr))
-        for m in members:
-            f.self_ps += m.self_ps
-            f.count += m.count
-            f.tot_flops += m.tot_flops
-            f.tot_model_flops += m.tot_model_flops
-            f.mf_known += m.mf_known
-            f.tot_bytes += m.tot_bytes
-            f.flops_unknown = f.flops_unknown or m.flops_unknown
+def families(agg: OpGroups) -> OpGroups:
+    """The op groups (most time first) with unrolled repeats of one op merged
+    into one row (`name.*`, count and times summed), most time first."""
+    n = len(agg)
+    fid = np.empty(n, dtype=np.int64)
+    keys: dict[tuple, int] = {}
+    stems: dict[int, str] = {}
+    nxt = 0
+    for i, (name, tf, cat, b, rm, k, pr, pa) in enumerate(zip(agg.name, agg.tf_op, agg.hlo_category, agg.bucket,
+                                                              agg.remat.tolist(), agg.kernel, agg.precision, agg.part)):
+        stem = _NUMBER_SUFFIX.sub("", name)
+        if stem != name and bool((tf or "").strip()):  # repeats share a framework scope
+            j = keys.setdefault((stem, cat, b, tf, rm, k, pr, pa), nxt)
+            if j == nxt:
+                stems[j] = stem
+                nxt += 1
+        else:
+            j = nxt
+            nxt += 1
+        fid[i] = j
+    size = np.bincount(fid, minlength=nxt)
+    merged = size[fid] >= FAMILY_MIN
+    single = np.flatnonzero(~merged)
+    parts = [agg.take(single)]
+    pos = [fid[single]]  # a family's rows stand where its first member's key first appeared
+    sub = [single]
+    if merged.any():
+        members = np.flatnonzero(merged)
+        mfid = fid[members]
+        ufid, first, inv = np.unique(mfid, return_index=True, return_inverse=True)
+        inv = inv.reshape(-1)
+        nf = len(ufid)
+        first_m = members[first]
+        fam = agg.take(first_m)
+        self_ps = np.zeros(nf, dtype=np.int64)
+        np.add.at(self_ps, inv, agg.self_ps[members])
+        count = np.zeros(nf, dtype=np.int64)
+        np.add.at(count, inv, agg.count[members])
+        sums = {}
+        for f in ("tot_flops", "tot_model_flops", "tot_bytes"):
+            sums[f] = np.zeros(nf)
+            np.add.at(sums[f], inv, getattr(agg, f)[members])  # member by member, in order
+        mf_known = np.zeros(nf, dtype=np.int64)
+        np.add.at(mf_known, inv, agg.mf_known[members])
+        unknown = np.bincount(inv[agg.flops_unknown[members]], minlength=nf) > 0
         # per occurrence: the family's mean
-        f.flops = f.tot_flops / f.count if f.count and any(m.flops == m.flops for m in members) else math.nan
-        f.bytes = f.tot_bytes / f.count if f.count and any(m.bytes == m.bytes for m in members) else math.nan
-        out.append(f)
-    return sorted(out, key=lambda g: (-g.self_ps, g.name))
+        with np.errstate(divide="ignore", invalid="ignore"):
+            mean_f = sums["tot_flops"] / count
+            mean_b = sums["tot_bytes"] / count
+        any_f = np.bincount(inv[~np.isnan(agg.flops[members])], minlength=nf) > 0
+        any_b = np.bincount(inv[~np.isnan(agg.bytes[members])], minlength=nf) > 0
+        names = [f"{stems[j]}.* ({int(size[j])} ops)" for j in ufid.tolist()]
+        fam = OpGroups(**{**{f: getattr(fam, f) for f in _TEXT_FIELDS + _INT_FIELDS + _FLOAT_FIELDS + _BOOL_FIELDS},
+                          "name": names, "self_ps": self_ps, "count": count, "mf_known": mf_known, "flops_unknown": unknown,
+                          "flops": np.where((count != 0) & any_f, mean_f, math.nan),
+                          "bytes": np.where((count != 0) & any_b, mean_b, math.nan), **sums})
+        parts.append(fam)
+        pos.append(ufid)
+        sub.append(first_m)
+    out = OpGroups.concat(parts)
+    out = out.take(np.lexsort((np.concatenate(sub), np.concatenate(pos))))
+    return out.take(by_time(out.self_ps, out.name))
 
 
-def _utilisation(agg: list[OpGroup], acc: dict, chip, step_mean: float, n_core_steps: int) -> Utilisation:
+def _in(values: list, allowed) -> np.ndarray:
+    """Per value: in `allowed` (one test per distinct value)."""
+    memo: dict = {}
+    return np.fromiter((memo[v] if v in memo else memo.setdefault(v, v in allowed) for v in values), dtype=bool, count=len(values))
+
+
+def _utilisation(agg: OpGroups, acc: dict, chip, step_mean: float, n_core_steps: int) -> Utilisation:
     """MFU over all kept steps and cores, with how much compute time its FLOPs cover."""
     total_time_s = step_mean * 1e-12 * n_core_steps
     if acc["any_model"]:
@@ -458,11 +604,11 @@ def _utilisation(agg: list[OpGroup], acc: dict, chip, step_mean: float, n_core_s
         mf, src = acc["mf_flops"], "flops"
     else:
         mf, src = 0.0, "none"
-    compute_ps = sum(g.self_ps for g in agg if g.bucket in COMPUTE_BUCKETS)
-    unknown_ps = sum(g.self_ps for g in agg if g.flops_unknown)
+    compute_ps = int(agg.self_ps[_in(agg.bucket, COMPUTE_BUCKETS)].sum())
+    unknown_ps = int(agg.self_ps[agg.flops_unknown].sum())
     coverage = (1.0 - unknown_ps / compute_ps) if compute_ps > 0 else None
     mfu = mf / (total_time_s * chip.core_peak_bf16_flops) if src != "none" and total_time_s > 0 else None
-    if mfu is not None and not any(g.bucket in MATMUL_BUCKETS or g.bucket == "attention" for g in agg):
+    if mfu is not None and not any(b in MATMUL_BUCKETS or b == "attention" for b in set(agg.bucket)):
         mfu = None  # no matmul and no attention: MFU says nothing about this loop
         src = "none (no matmul or attention in the step)"
     mxu = (acc["mm_flops"] / acc["mm_cap"] if acc["mm_cap"] > 0 else None) if acc["mm_self"] > 0 else None
@@ -501,26 +647,29 @@ def program_names(trace: Trace) -> tuple[str, ...]:
     return ()
 
 
-def run_kind_of(agg: tuple[OpGroup, ...], step_ps: float, n_core_steps: int, phases: Mapping, remat_ps: float,
-                programs: tuple[str, ...]) -> RunKind:
+def run_kind_of(agg: "OpGroups | tuple[OpGroup, ...]", step_ps: float, n_core_steps: int, phases: Mapping,
+                remat_ps: float, programs: tuple[str, ...]) -> RunKind:
     """Training / inference / unknown from the op groups (see profanalyzer.runkind)."""
-    compute = [g for g in agg if g.bucket in COMPUTE_BUCKETS]
-    markers: dict[str, float] = {}
-    marked_ps = 0.0
-    for g in agg:
-        m = inference_marker(g.tf_op or "") or inference_marker(g.name)
-        if m:
-            markers[m] = markers.get(m, 0.0) + g.self_ps
-            marked_ps += g.self_ps
+    g = agg if isinstance(agg, OpGroups) else OpGroups.of(agg)
+    compute = _in(g.bucket, COMPUTE_BUCKETS)
+    by_tf: dict = {}
+    marks = [by_tf[tf] if tf in by_tf else by_tf.setdefault(tf, inference_marker(tf or "")) for tf in g.tf_op]
+    marks = [m or inference_marker(name) for m, name in zip(marks, g.name)]
+    sp = g.self_ps.astype(np.float64)
+    marked = np.asarray([m is not None and m != "" for m in marks], dtype=bool)
+    markers = {m: _seq_sum(sp[np.asarray([x == m for x in marks], dtype=bool)]) for m in dict.fromkeys(m for m in marks if m)}
+    scoped_tf: dict = {}
+    scoped = np.fromiter((scoped_tf[t] if t in scoped_tf else scoped_tf.setdefault(t, bool((t or "").strip())) for t in g.tf_op),
+                         dtype=bool, count=len(g))
     ev = RunKindEvidence(
         step_ps=step_ps,
-        compute_ps=sum(g.self_ps for g in compute) / n_core_steps,
-        scoped_ps=sum(g.self_ps for g in compute if (g.tf_op or "").strip()) / n_core_steps,
+        compute_ps=int(g.self_ps[compute].sum()) / n_core_steps,
+        scoped_ps=int(g.self_ps[compute & scoped].sum()) / n_core_steps,
         forward_ps=phases["forward"].ps if "forward" in phases else 0.0,
         backward_ps=phases["backward"].ps if "backward" in phases else 0.0,
         optimizer_ps=phases["optimizer"].ps if "optimizer" in phases else 0.0,
         remat_ps=remat_ps,
-        inference_ps=marked_ps / n_core_steps,
+        inference_ps=_seq_sum(sp[marked]) / n_core_steps,
         inference_markers=tuple(sorted(markers, key=lambda k: (-markers[k], k))),
         programs=programs,
     )
@@ -598,43 +747,43 @@ def _attention_part(g: OpGroup) -> str:
     return "attention_unfused"
 
 
-def _bucket_summaries(agg: list[OpGroup], n_core_steps: int, denom: float, chip) -> dict:
+def _intensities(flops: np.ndarray, nbytes: np.ndarray) -> np.ndarray:
+    """_intensity of each (flops, bytes) pair."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out = flops / nbytes
+    zero_b = nbytes == 0
+    out = np.where(zero_b, np.copysign(np.inf, flops), out)
+    return np.where(np.isnan(flops) | np.isnan(nbytes) | (zero_b & (flops == 0)), math.nan, out)
+
+
+def _bucket_summaries(agg: OpGroups, n_core_steps: int, denom: float, chip) -> dict:
     """Per bucket (and attention split into kernel / layout / unfused): time,
     FLOPs, bytes, compute- vs HBM-bound time, per step per TensorCore."""
     names = [b for b in BUCKETS if b != "idle"] + list(ATTENTION_SPLIT)
-    acc = {n: [0, 0, 0.0, 0.0, 0.0, 0, 0, 0] for n in names}  # ps, ops, flops, model, bytes, compute, hbm, remat
-    for g in agg:
-        inten = _intensity(g.flops, g.bytes)
-        compute_bound = inten >= _peak(chip, g.bucket) / chip.core_hbm_bytes_per_s
-        targets = [g.bucket] if g.bucket in acc else []
-        if g.bucket == "attention":
-            targets.append(_attention_part(g))
-        for t in targets:
-            a = acc[t]
-            a[0] += g.self_ps
-            a[1] += 1
-            a[2] += g.tot_flops
-            a[3] += g.tot_model_flops if g.mf_known > 0 else g.tot_flops
-            a[4] += g.tot_bytes
-            if compute_bound:
-                a[5] += g.self_ps
-            elif inten == inten:
-                a[6] += g.self_ps
-            if g.remat:
-                a[7] += g.self_ps
+    n = len(agg)
+    peak = {b: _peak(chip, b) / chip.core_hbm_bytes_per_s for b in set(agg.bucket)}
+    ridge = np.fromiter((peak[b] for b in agg.bucket), dtype=np.float64, count=n)
+    inten = _intensities(agg.flops, agg.bytes)
+    compute_bound = inten >= ridge
+    hbm_bound = ~compute_bound & ~np.isnan(inten)
+    model = np.where(agg.mf_known > 0, agg.tot_model_flops, agg.tot_flops)
+    target = np.asarray(agg.bucket, dtype=object)
+    part = np.full(n, None, dtype=object)
+    for i in [i for i, b in enumerate(agg.bucket) if b == "attention"]:
+        part[i] = _attention_part(agg.group(i))
     out = {}
     for name in names:
-        ps_, ops, flops, model, nbytes, cb, hb, rm = acc[name]
-        ps = float(ps_) / n_core_steps
+        m = (target == name) | (part == name)
+        ps = float(int(agg.self_ps[m].sum())) / n_core_steps
         out[name] = BucketOps(
             ps=ps,
             fraction=ps / denom,
-            ops=int(ops),
-            flops=float(flops) / n_core_steps,
-            model_flops=float(model) / n_core_steps,
-            bytes=float(nbytes) / n_core_steps,
-            compute_bound_ps=float(cb) / n_core_steps,
-            hbm_bound_ps=float(hb) / n_core_steps,
-            remat_ps=float(rm) / n_core_steps,
+            ops=int(m.sum()),
+            flops=_seq_sum(agg.tot_flops[m]) / n_core_steps,
+            model_flops=_seq_sum(model[m]) / n_core_steps,
+            bytes=_seq_sum(agg.tot_bytes[m]) / n_core_steps,
+            compute_bound_ps=float(int(agg.self_ps[m & compute_bound].sum())) / n_core_steps,
+            hbm_bound_ps=float(int(agg.self_ps[m & hbm_bound].sum())) / n_core_steps,
+            remat_ps=float(int(agg.self_ps[m & agg.remat].sum())) / n_core_steps,
         )
     return out
