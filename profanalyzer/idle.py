@@ -49,7 +49,7 @@ from profanalyzer.trace import LINE_MODULES, LINE_OPS, Trace
 from profanalyzer.vocab import BUCKETS, COLLECTIVE_BUCKETS, IDLE_CAUSES
 
 __all__ = ["IdleResult", "idle_causes", "core_step_causes", "host_gaps", "union_intervals", "reconcile", "peer_cap",
-           "HOST_CALLBACK"]
+           "HOST_CALLBACK", "row_kinds"]
 
 #: Host callbacks (custom-call targets and instruction names).
 HOST_CALLBACK = re.compile(r"cpu_callback|host_callback|python_callback|io_callback|pure_callback", re.I)
@@ -100,7 +100,7 @@ def _containing(texts, needle: str, pattern: re.Pattern) -> np.ndarray:
 
 
 def _kinds_of_rows(w: CoreWork) -> np.ndarray:
-    """_row_kinds without the memo: the text checks run only on the rows whose
+    """row_kinds without the memo: the text checks run only on the rows whose
     text contains the pattern's letters at all."""
     md = w.plane.meta
     n = len(md)
@@ -132,7 +132,7 @@ def _kinds_of_rows(w: CoreWork) -> np.ndarray:
     return out
 
 
-def _row_kinds(w: CoreWork, memo: TableMemo | None = None) -> np.ndarray:
+def row_kinds(w: CoreWork, memo: TableMemo | None = None) -> np.ndarray:
     """Per metadata row: HOST_WAIT for ops talking to the host, PEER_WAIT for
     collectives and barriers, UNEXPLAINED otherwise (plus one UNEXPLAINED row
     for events without metadata). `memo`: the trace's, so cores with equal
@@ -186,7 +186,7 @@ def _gaps(w: CoreWork, memo: TableMemo | None = None) -> tuple[np.ndarray, np.nd
         ev = ln.events
         top = np.flatnonzero(ev.parent < 0)
         us, ue, first = union_intervals(ev.start_ps[top], ev.end_ps[top])
-        kinds = _row_kinds(w, memo)
+        kinds = row_kinds(w, memo)
         rows = ev.meta[top[first]].astype(np.int64)
         rows = np.where((rows >= 0) & (rows < len(kinds) - 1), rows, len(kinds) - 1)
         op_kind = kinds[rows]  # kind of the op opening each merged interval
