@@ -222,23 +222,52 @@ def _pieces(gs, ge, nxt, ms_, mend, have_mods, a: int, b: int):
     return s, e, d, inside, before, nxt[j0:j1]
 
 
+def _pieces_all(gs, ge, nxt, ms_, mend, have_mods, step_start: np.ndarray, step_end: np.ndarray):
+    """_pieces of every step window at once: (step of each piece, duration,
+    time inside program runs, time before the next op inside its run, next
+    op kind), the pieces of each window in order."""
+    a_all = np.asarray(step_start, dtype=np.int64)
+    b_all = np.asarray(step_end, dtype=np.int64)
+    j0 = np.searchsorted(ge, a_all, side="right")
+    j1 = np.searchsorted(gs, b_all, side="left")
+    cnt = np.maximum(j1 - j0, 0)
+    step = np.repeat(np.arange(len(a_all), dtype=np.int64), cnt)
+    j = np.arange(len(step), dtype=np.int64) + np.repeat(j0 - (np.cumsum(cnt) - cnt), cnt)
+    a, b = a_all[step], b_all[step]
+    s = np.maximum(gs[j], a)
+    e = np.minimum(ge[j], b)
+    d = np.maximum(e - s, 0)
+    g_end = ge[j]
+    ends_here = g_end <= b  # the op after the gap starts in this window
+    if have_mods:
+        inside = _covered_before(ms_, mend, e) - _covered_before(ms_, mend, s)
+        # the part inside the program run that the next op starts in
+        m = np.clip(np.searchsorted(ms_, g_end, side="left") - 1, 0, max(len(ms_) - 1, 0))
+        in_run = ends_here & (ms_[m] < g_end) & (g_end <= mend[m]) if len(ms_) else np.zeros(len(s), dtype=bool)
+        before = np.where(in_run, np.maximum(e - np.maximum(s, ms_[m]), 0), 0) if len(ms_) else np.zeros(len(s), dtype=np.int64)
+    else:
+        inside = d
+        before = np.where(ends_here, d, 0)
+    return step, d, inside, before, nxt[j]
+
+
 def core_step_causes(w: CoreWork, step_start: np.ndarray, step_end: np.ndarray,
                      memo: TableMemo | None = None) -> tuple[np.ndarray, bool]:
     """(n_steps, 4) idle picoseconds per cause for the given step windows of
     one core (before reconciling with the idle bucket), and whether program
-    boundaries were known."""
+    boundaries were known. All windows at once: integer sums per window."""
     ns = len(step_start)
     out = np.zeros((ns, len(IDLE_CAUSES)), dtype=np.int64)
     gs, ge, nxt, ms_, mend, have_mods = _gaps(w, memo)
-    for i in range(ns):
-        got = _pieces(gs, ge, nxt, ms_, mend, have_mods, int(step_start[i]), int(step_end[i]))
-        if got is None:
-            continue
-        s, e, d, inside, before, k = got
-        out[i, HOST_DISPATCH] += int((d - inside).sum())
-        for c in (HOST_WAIT, PEER_WAIT):
-            out[i, c] += int(before[k == c].sum())
-        out[i, UNEXPLAINED] += int((inside - np.where((k == HOST_WAIT) | (k == PEER_WAIT), before, 0)).sum())
+    if not ns:
+        return out, have_mods
+    step, d, inside, before, k = _pieces_all(gs, ge, nxt, ms_, mend, have_mods, step_start, step_end)
+    waits = (k == HOST_WAIT) | (k == PEER_WAIT)
+    np.add.at(out[:, HOST_DISPATCH], step, (d - inside).astype(np.int64))
+    for c in (HOST_WAIT, PEER_WAIT):
+        sel = k == c
+        np.add.at(out[:, c], step[sel], before[sel].astype(np.int64))
+    np.add.at(out[:, UNEXPLAINED], step, (inside - np.where(waits, before, 0)).astype(np.int64))
     return out, have_mods
 
 

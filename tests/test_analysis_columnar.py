@@ -20,18 +20,19 @@ from conftest import sample_names, sample_path
 from realcap import REAL, V6E, VLLM
 from profanalyzer import opstats as O
 from profanalyzer.analysis import analyze_trace, read_trace
-from profanalyzer.idle import HOST_CALLBACK, HOST_WAIT, PEER_WAIT, UNEXPLAINED, idle_causes, row_kinds
+from profanalyzer.idle import (HOST_CALLBACK, HOST_DISPATCH, HOST_WAIT, PEER_WAIT, UNEXPLAINED, core_step_causes,
+                               idle_causes, row_kinds, union_intervals)
 from profanalyzer.model import BucketOps, RunKind, ScopeRow, TopOp, Utilisation
 from profanalyzer.opstats import (KERNELS_TOP, REMAT_TOP, FLOPS_COVERAGE_MIN, FAMILY_MIN, OpGroups, TableMemo, by_time,
                                   families, ops_and_roofline, output_bytes, run_kind_of, table_memo)
 from profanalyzer.classify import ROLE_CODES
-from profanalyzer.overlap import TYPES, analyze_overlap, windows_for_core
+from profanalyzer.overlap import Windows, ADJACENT_PS, MAX_ADJACENT_OPS, TYPES, analyze_overlap, critical_path, windows_for_core
 from profanalyzer.runkind import RunKindEvidence, decide_run_kind, inference_marker
 from profanalyzer.scopes import MAX_ROWS, MAX_DEPTH, NO_SCOPE, collapse, fold_scope, scope_rollup
-from profanalyzer.trace import LINE_OPS, Trace
+from profanalyzer.trace import LINE_MODULES, LINE_OPS, Plane, Trace
 from profanalyzer.attribution import CoreWork, locate
 from typing import Mapping
-from profanalyzer.vocab import ATTENTION_SPLIT, BUCKETS, COLLECTIVE_BUCKETS, COMPUTE_BUCKETS, MATMUL_BUCKETS
+from profanalyzer.vocab import ATTENTION_SPLIT, BUCKETS, COLLECTIVE_BUCKETS, COMPUTE_BUCKETS, IDLE_CAUSES, MATMUL_BUCKETS
 
 BARRIER = re.compile(r"barrier", re.I)
 OUTPUT_TO_HOST = re.compile(r"=\s*\(?[a-z0-9]+\[[^\]]*\]\{[^}]*S\(5\)\}")
@@ -481,6 +482,136 @@ def ref_row_kinds(w: CoreWork) -> np.ndarray:
     return out
 
 
+
+def ref_covered_before(ms: np.ndarray, me: np.ndarray, t: np.ndarray) -> np.ndarray:
+    """Time covered by disjoint sorted intervals [ms, me) before each t."""
+    if not len(ms):
+        return np.zeros(len(t), dtype=np.int64)
+    cum = np.concatenate([[0], np.cumsum(me - ms)])
+    i = np.searchsorted(ms, t, side="right") - 1
+    ic = np.clip(i, 0, len(ms) - 1)
+    part = np.where(i >= 0, np.minimum(t, me[ic]) - ms[ic], 0)
+    return np.where(i >= 0, cum[ic] + np.maximum(part, 0), 0)
+
+
+def ref_gaps(w: CoreWork) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, bool]:
+    """The idle gaps of a core's XLA Ops line (start, end, kind of the op
+    that ends each) and its program runs (merged XLA Modules events)."""
+    ln = w.plane.line(LINE_OPS)
+    mods = w.plane.line(LINE_MODULES)
+    have_mods = mods is not None and len(mods.events) > 0
+    if have_mods:
+        ms_, mend, _ = union_intervals(mods.events.start_ps, mods.events.end_ps)
+    else:
+        ms_ = mend = np.zeros(0, dtype=np.int64)
+    lo = np.iinfo(np.int64).min // 4
+    hi = np.iinfo(np.int64).max // 4
+    if ln is None or len(ln.events) == 0:
+        gs, ge, nxt = np.asarray([lo]), np.asarray([hi]), np.asarray([UNEXPLAINED], dtype=np.int8)
+    else:
+        ev = ln.events
+        top = np.flatnonzero(ev.parent < 0)
+        us, ue, first = union_intervals(ev.start_ps[top], ev.end_ps[top])
+        kinds = ref_row_kinds(w)
+        rows = ev.meta[top[first]].astype(np.int64)
+        rows = np.where((rows >= 0) & (rows < len(kinds) - 1), rows, len(kinds) - 1)
+        op_kind = kinds[rows]  # kind of the op opening each merged interval
+        # gaps: before the first interval, between intervals, after the last
+        gs = np.concatenate([[lo], ue])
+        ge = np.concatenate([us, [hi]])
+        nxt = np.concatenate([op_kind, [UNEXPLAINED]]).astype(np.int8)
+    keep = ge > gs
+    return gs[keep], ge[keep], nxt[keep], ms_, mend, have_mods
+
+
+def ref_pieces(gs, ge, nxt, ms_, mend, have_mods, a: int, b: int):
+    """The gaps inside one step window [a, b): (start, end, duration, time
+    inside program runs, time before the next op inside its run, next op kind)."""
+    j0 = int(np.searchsorted(ge, a, side="right"))
+    j1 = int(np.searchsorted(gs, b, side="left"))
+    if j1 <= j0:
+        return None
+    s = np.maximum(gs[j0:j1], a)
+    e = np.minimum(ge[j0:j1], b)
+    d = np.maximum(e - s, 0)
+    g_end = ge[j0:j1]
+    ends_here = g_end <= b  # the op after the gap starts in this window
+    if have_mods:
+        inside = ref_covered_before(ms_, mend, e) - ref_covered_before(ms_, mend, s)
+        # the part inside the program run that the next op starts in
+        m = np.clip(np.searchsorted(ms_, g_end, side="left") - 1, 0, max(len(ms_) - 1, 0))
+        in_run = ends_here & (ms_[m] < g_end) & (g_end <= mend[m]) if len(ms_) else np.zeros(len(s), dtype=bool)
+        before = np.where(in_run, np.maximum(e - np.maximum(s, ms_[m]), 0), 0)
+    else:
+        inside = d
+        before = np.where(ends_here, d, 0)
+    return s, e, d, inside, before, nxt[j0:j1]
+
+
+def ref_core_step_causes(w: CoreWork, step_start: np.ndarray, step_end: np.ndarray) -> tuple[np.ndarray, bool]:
+    """(n_steps, 4) idle picoseconds per cause for the given step windows of
+    one core (before reconciling with the idle bucket), and whether program
+    boundaries were known."""
+    ns = len(step_start)
+    out = np.zeros((ns, len(IDLE_CAUSES)), dtype=np.int64)
+    gs, ge, nxt, ms_, mend, have_mods = ref_gaps(w)
+    for i in range(ns):
+        got = ref_pieces(gs, ge, nxt, ms_, mend, have_mods, int(step_start[i]), int(step_end[i]))
+        if got is None:
+            continue
+        s, e, d, inside, before, k = got
+        out[i, HOST_DISPATCH] += int((d - inside).sum())
+        for c in (HOST_WAIT, PEER_WAIT):
+            out[i, c] += int(before[k == c].sum())
+        out[i, UNEXPLAINED] += int((inside - np.where((k == HOST_WAIT) | (k == PEER_WAIT), before, 0)).sum())
+    return out, have_mods
+
+
+def ref_names_operand(operands: str, name: str) -> bool:
+    """`%name` appears in the operand text as a whole instruction name."""
+    if not name:
+        return False
+    at = operands.find(f"%{name}")
+    while at >= 0:
+        end = at + len(name) + 1
+        if end >= len(operands) or not (operands[end].isalnum() or operands[end] in "._-"):
+            return True
+        at = operands.find(f"%{name}", end)
+    return False
+
+
+def ref_critical_path(plane: Plane, wins: Windows, hidden: np.ndarray) -> np.ndarray:
+    """Per window: on the critical path, i.e. nothing was hidden in it and its
+    (start) op consumes the output of the op that ran just before it on the
+    TensorCore (the HLO text names that op among its operands), so no compute
+    independent of the collective was ready to overlap it."""
+    out = np.zeros(len(wins), dtype=bool)
+    ln = plane.line(LINE_OPS)
+    if ln is None or not len(ln.events) or not len(wins):
+        return out
+    ev = ln.events
+    md = plane.meta
+    cand = np.flatnonzero(hidden <= 0)
+    before = np.searchsorted(ev.start_ps, wins.start[cand], side="left") - 1
+    for k, i in zip(cand.tolist(), before.tolist()):
+        r = int(wins.row[k])
+        if r < 0 or r >= len(md):
+            continue
+        text = md.name[r]
+        operands = text[text.find("(") + 1:]
+        j, looked = i, 0
+        # the ops that ended within ADJACENT_PS before the window (async issue
+        # ops such as slice-start can sit between a producer and its collective)
+        while j >= 0 and looked < MAX_ADJACENT_OPS and ev.end_ps[j] >= wins.start[k] - ADJACENT_PS:
+            if ev.end_ps[j] <= wins.start[k] + ADJACENT_PS and ev.meta[j] >= 0:  # not an op enclosing the window
+                looked += 1
+                if ref_names_operand(operands, md.short_name(int(ev.meta[j]))):
+                    out[k] = True
+                    break
+            j -= 1
+    return out
+
+
 # ---------------------------------------------------------------------------
 # Cases: every sample trace, and the real captures when present
 # ---------------------------------------------------------------------------
@@ -757,3 +888,32 @@ def test_table_memo_shares_only_equal_tables():
 def test_output_bytes_reads_shapes():
     assert output_bytes("%a = bf16[4,8]{1,0} fusion(%b)") == 64
     assert math.isnan(output_bytes("not hlo"))
+
+
+@pytest.mark.parametrize("kind,name", CASES)
+def test_core_step_causes_match_reference(kind, name):
+    c = loaded(kind, name)
+    fresh(c)
+    memo = table_memo(c.trace)
+    for w in c.work:
+        steps = c.trace.steps[w.plane.label]
+        for sel in (slice(None), slice(None, None, 2), slice(0, 0)):
+            a, b = steps.start_ps[sel], steps.end_ps[sel]
+            got, have = core_step_causes(w, a, b, memo)
+            ref, ref_have = ref_core_step_causes(w, a, b)
+            assert have == ref_have
+            assert got.tolist() == ref.tolist()
+
+
+@pytest.mark.parametrize("kind,name", CASES)
+def test_critical_path_matches_reference(kind, name):
+    c = loaded(kind, name)
+    fresh(c)
+    memo = table_memo(c.trace)
+    for w in c.work:
+        wins, _ = windows_for_core(w.plane, w.classes, {})
+        hidden = w.compute(wins.end) - w.compute(wins.start)
+        ref = ref_critical_path(w.plane, wins, hidden)
+        assert critical_path(w.plane, wins, hidden, memo).tolist() == ref.tolist()
+        assert critical_path(w.plane, wins, np.zeros(len(wins), dtype=np.int64)).tolist() == \
+            ref_critical_path(w.plane, wins, np.zeros(len(wins), dtype=np.int64)).tolist()
