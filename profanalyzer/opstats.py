@@ -26,7 +26,7 @@ from profanalyzer.classify.parse import shape_dims
 from profanalyzer.classify.tables import ARRAY
 from profanalyzer.model import BucketOps, HostOffloadSummary, RunKind, TopOp, Utilisation
 from profanalyzer.runkind import RunKindEvidence, decide_run_kind, inference_marker
-from profanalyzer.trace import LINE_MODULES, LINE_OPS, Plane, Trace
+from profanalyzer.trace import LINE_MODULES, LINE_OPS, Plane, Trace, instruction_name
 from profanalyzer.vocab import ATTENTION_SPLIT, BUCKETS, COMPUTE_BUCKETS, MATMUL_BUCKETS
 
 REMAT_TOP = 15
@@ -98,7 +98,14 @@ _FLOAT_FIELDS = ("tot_flops", "tot_model_flops", "tot_bytes", "flops", "bytes", 
 _BOOL_FIELDS = ("remat", "flops_unknown", "to_host")
 
 
-def _pick(values: list, idx: list[int]) -> list:
+def _objects(values: list) -> np.ndarray:
+    """A 1-d object array of the values (never a deeper array)."""
+    out = np.empty(len(values), dtype=object)
+    out[:] = values
+    return out
+
+
+def _pick(values, idx: list[int]) -> list:
     """[values[i] for i in idx]."""
     if len(idx) > 1:
         return list(operator.itemgetter(*idx)(values))
@@ -243,7 +250,7 @@ class TableMemo:
             try:
                 if isinstance(a, np.ndarray) and isinstance(b, np.ndarray):
                     eq = a.dtype == b.dtype and a.shape == b.shape and (
-                        tuple(a.tolist()) == tuple(b.tolist()) if a.dtype == object else bool(np.array_equal(a, b)))
+                        a.tolist() == b.tolist() if a.dtype == object else bool(np.array_equal(a, b)))
                 elif isinstance(a, tuple) and isinstance(b, tuple):
                     eq = a == b
                 else:
@@ -305,9 +312,9 @@ def _row_table(w: CoreWork, keys: dict) -> _RowTable:
     bucket_c = cols.get("bucket", ())
     nk = min(len(bucket_c), n)
     bucket_names = [bucket_c[r] if r < nk else "other_compute" for r in range(n)]
-    cat = md.category
-    gid = np.fromiter((keys.setdefault((md.short_name(r), cat[r], b), len(keys)) for r, b in enumerate(bucket_names)),
-                      dtype=np.int64, count=n)
+    # md.short_name of every row
+    short = [d or instruction_name(t) for d, t in zip(md.display_name, md.name)]
+    gid = np.asarray([keys.setdefault(k, len(keys)) for k in zip(short, md.category, bucket_names)], dtype=np.int64)
     known = np.arange(n) < nk
     bidx = {b: i for i, b in enumerate(BUCKETS)}
     bucket = np.fromiter((bidx.get(b, -1) for b in bucket_names), dtype=np.int64, count=n)
@@ -429,7 +436,7 @@ def _group_all(trace: Trace, work: list[CoreWork], kept_list: np.ndarray, chip, 
         has = known & col(lambda t: t.attrs[a][1])
         idx = np.flatnonzero(has)
         ga, fa = np.unique(g[idx], return_index=True)
-        firsts[a] = dict(zip(ga.tolist(), idx[fa].tolist()))
+        firsts[a] = (ga, idx[fa])  # group, its first contribution with a value
     key_list = memo.shared.get("opstats.key_list")
     if not isinstance(key_list, list) or len(key_list) != len(keys):
         key_list = memo.shared["opstats.key_list"] = list(keys)
@@ -443,19 +450,31 @@ def _group_all(trace: Trace, work: list[CoreWork], kept_list: np.ndarray, chip, 
     out_bytes = np.full(ng, math.nan)
     for i in [i for i, b in enumerate(buckets) if b == "host_offload"]:
         to_host[i] = _OUTPUT_TO_HOST.search(mds[core_l[i]].name[row_l[i]][:4096]) is not None
+    out_memo = memo.shared.setdefault("opstats.output_bytes", {})  # HLO text -> output_bytes
+    assert isinstance(out_memo, dict)
     for i in [i for i, x in enumerate(remat_first) if x]:
-        out_bytes[i] = output_bytes(mds[core_l[i]].name[row_l[i]])
+        text = mds[core_l[i]].name[row_l[i]]
+        v = out_memo.get(text)
+        out_bytes[i] = v if v is not None else out_memo.setdefault(text, output_bytes(text))
     attrs: dict[str, list] = {}
     for a in _ATTRS:
-        vals: list = [None] * ng
-        vals_by_core = {c: t.attrs[a][0] for c, t in part_of.items()}
-        for gi, j in firsts[a].items():
-            vals[gi] = vals_by_core[int(core[j])][int(row[j])]
-        attrs[a] = vals
+        ga, ja = firsts[a]
+        vals = np.full(ng, None, dtype=object)
+        for c in np.unique(core[ja]).tolist():
+            sel = core[ja] == c
+            vals[ga[sel]] = part_of[c].attrs[a][0][row[ja[sel]]]
+        attrs[a] = vals.tolist()
+    tf_op, dedup = np.full(ng, None, dtype=object), np.full(ng, None, dtype=object)
+    core_f, row_f = core[first], row[first]
+    for c in np.unique(core_f).tolist():
+        sel = np.flatnonzero(core_f == c)
+        rs = row_f[sel].tolist()
+        tf_op[sel] = _objects(_pick(mds[c].tf_op, rs))
+        dedup[sel] = _objects(_pick(mds[c].deduplicated_name, rs))
     groups = OpGroups(
         name=names, hlo_category=cats, bucket=buckets, self_ps=self_ps, count=count, tot_flops=tot_flops,
         tot_model_flops=tot_model, mf_known=mf_known.astype(np.int64), tot_bytes=tot_bytes, flops=gflops, bytes=gbytes,
-        tf_op=[mds[c].tf_op[r] for c, r in zip(core_l, row_l)], dedup=[mds[c].deduplicated_name[r] for c, r in zip(core_l, row_l)],
+        tf_op=tf_op.tolist(), dedup=dedup.tolist(),
         remat=remat, phase=attrs["phase"], kernel=attrs["kernel"], precision=attrs["precision"], reason=attrs["reason"],
         part=attrs["part"], flops_unknown=flops_unknown, to_host=to_host, out_bytes=out_bytes)
     return groups, n_core_steps
@@ -525,6 +544,16 @@ FAMILY_MIN = 4
 _NUMBER_SUFFIX = re.compile(r"\.\d+$")
 
 
+def _stem(name: str) -> str:
+    """_NUMBER_SUFFIX.sub("", name): without a trailing `.<digits>` (\\d is
+    any Unicode decimal digit, as str.isdecimal; `$` also matches before a
+    final newline, left to the regex)."""
+    head, dot, tail = name.rpartition(".")
+    if dot and tail.isdecimal():
+        return head
+    return _NUMBER_SUFFIX.sub("", name) if name.endswith("\n") else name
+
+
 def families(agg: OpGroups) -> OpGroups:
     """The op groups (most time first) with unrolled repeats of one op merged
     into one row (`name.*`, count and times summed), most time first."""
@@ -535,7 +564,7 @@ def families(agg: OpGroups) -> OpGroups:
     nxt = 0
     for i, (name, tf, cat, b, rm, k, pr, pa) in enumerate(zip(agg.name, agg.tf_op, agg.hlo_category, agg.bucket,
                                                               agg.remat.tolist(), agg.kernel, agg.precision, agg.part)):
-        stem = _NUMBER_SUFFIX.sub("", name)
+        stem = _stem(name)
         if stem != name and bool((tf or "").strip()):  # repeats share a framework scope
             j = keys.setdefault((stem, cat, b, tf, rm, k, pr, pa), nxt)
             if j == nxt:

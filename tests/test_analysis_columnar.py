@@ -917,3 +917,16 @@ def test_critical_path_matches_reference(kind, name):
         assert critical_path(w.plane, wins, hidden, memo).tolist() == ref.tolist()
         assert critical_path(w.plane, wins, np.zeros(len(wins), dtype=np.int64)).tolist() == \
             ref_critical_path(w.plane, wins, np.zeros(len(wins), dtype=np.int64)).tolist()
+
+
+def test_families_tricky_names():
+    """Instruction numbers: any Unicode decimal digits; `$` before a final newline."""
+    names = ["a.1", "a.1.2", "a..12", "a.", "a", ".5", "a.12\n", "a.1\n\n", "a.\u0661\u0662", "a.\u00b2", "x.1a", "a.-1"]
+    agg = []
+    for rep in range(FAMILY_MIN):
+        for i, n in enumerate(names):
+            g = RefGroup(n if rep == 0 else f"{n}.{rep}" if not n.endswith("\n") else n[:-1] + f".{rep}\n", "fusion", "other_compute")
+            g.self_ps, g.count, g.tf_op = 10 * i + rep, 1, "jit(f)/mlp/add"
+            agg.append(g)
+    agg.sort(key=lambda g: (-g.self_ps, g.name))
+    assert canon(list(families(OpGroups.of(agg)))) == canon(ref_families(agg))
