@@ -7,6 +7,14 @@ whose trace carries no FLOPs (no stat, or 0 with no model FLOPs either: the
 real vLLM capture's Pallas kernels) gets 2*M*N*K from its operand shapes when
 the classifier could derive them (`shape_flops`), else its time counts as
 "FLOPs unknown" and MFU says how much of the compute it covers.
+
+Cost: numpy over the (core, metadata row) contributions and over the op
+groups (OpGroups, columns), so traces with tens of thousands of distinct ops
+stay cheap; the float sums add in the order a loop over cores, rows and
+groups would (ufunc.at and cumsum add one by one), so the numbers are bit
+for bit those of that loop. Per-row features derived from a core's metadata
+table are computed once per distinct table (TableMemo; the TensorCores of a
+host usually carry equal copies) and shared by the analysis modules.
 """
 
 from __future__ import annotations
