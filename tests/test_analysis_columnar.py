@@ -930,3 +930,28 @@ def test_families_tricky_names():
             agg.append(g)
     agg.sort(key=lambda g: (-g.self_ps, g.name))
     assert canon(list(families(OpGroups.of(agg)))) == canon(ref_families(agg))
+
+
+def test_vectorised_sums_add_in_order():
+    """What the vectorised sums rely on: ufunc.at and cumsum add one value
+    at a time, in order, so with magnitudes far apart (where order changes
+    the last bits) they equal a Python loop; families' sums follow."""
+    rng = np.random.default_rng(11)
+    vals = rng.choice([1e-9, 3.3, 1e16, -7.1e15, 0.1, 2.0 ** 60], size=4000) * rng.random(4000)
+    gid = rng.integers(0, 37, size=4000)
+    ref = [0.0] * 37
+    for g, v in zip(gid.tolist(), vals.tolist()):
+        ref[g] += v
+    got = np.zeros(37)
+    np.add.at(got, gid, vals)
+    assert got.tolist() == ref
+    seq = 0.0
+    for v in vals.tolist():
+        seq += v
+    assert float(np.cumsum(np.concatenate([[0.0], vals]))[-1]) == seq
+    agg = []
+    for i, v in enumerate(vals[:400].tolist()):
+        g = RefGroup(f"fusion.{i}", "fusion", "other_compute")
+        g.self_ps, g.count, g.tf_op, g.tot_flops, g.tot_bytes, g.tot_model_flops = 400 - i, 1, "jit(f)/x/add", v, -v, v / 3
+        agg.append(g)
+    assert canon(list(families(OpGroups.of(agg)))) == canon(ref_families(agg))
