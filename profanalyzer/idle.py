@@ -32,7 +32,7 @@ then over cores), so the causes' fractions sum to the idle bucket's.
 Without an `XLA Modules` line, program boundaries are unknown: dispatch gaps
 are not separated (a note says so).
 
-Imports: model, vocab, trace, attribution (the analysis stage).
+Imports: model, vocab, trace, attribution, opstats (TableMemo) (the analysis stage).
 """
 
 from __future__ import annotations
@@ -44,11 +44,12 @@ import numpy as np
 
 from profanalyzer.attribution import IDLE, CoreWork
 from profanalyzer.model import IdleCause
+from profanalyzer.opstats import TableMemo, table_memo
 from profanalyzer.trace import LINE_MODULES, LINE_OPS, Trace
 from profanalyzer.vocab import BUCKETS, COLLECTIVE_BUCKETS, IDLE_CAUSES
 
 __all__ = ["IdleResult", "idle_causes", "core_step_causes", "host_gaps", "union_intervals", "reconcile", "peer_cap",
-           "HOST_CALLBACK"]
+           "HOST_CALLBACK", "row_kinds"]
 
 #: Host callbacks (custom-call targets and instruction names).
 HOST_CALLBACK = re.compile(r"cpu_callback|host_callback|python_callback|io_callback|pure_callback", re.I)
@@ -72,25 +73,74 @@ def _host_callback(text: str) -> bool:
     return "callback" in text.lower() and HOST_CALLBACK.search(text) is not None
 
 
-def _row_kinds(w: CoreWork) -> np.ndarray:
-    """Per metadata row: HOST_WAIT for ops talking to the host, PEER_WAIT for
-    collectives and barriers, UNEXPLAINED otherwise."""
+def _containing(texts, needle: str, pattern: re.Pattern) -> np.ndarray:
+    """Per text: may `pattern` (case-insensitive, every match contains
+    `needle`, lower case ASCII letters) match it? All ASCII (the usual case):
+    whether the text contains `needle` in any case, one search over the
+    joined lower-cased texts; else `pattern` itself, text by text (non-ASCII
+    letters can match ASCII ones under IGNORECASE)."""
+    n = len(texts)
+    out = np.zeros(n, dtype=bool)
+    if not n:
+        return out
+    joined = "\0".join(texts)
+    if not joined.isascii():
+        out[:] = [pattern.search(t) is not None for t in texts]
+        return out
+    low = joined.lower()
+    starts = np.cumsum([0] + [len(t) + 1 for t in texts[:-1]])
+    hits = []
+    at = low.find(needle)
+    while at >= 0:
+        hits.append(at)
+        at = low.find(needle, at + 1)
+    if hits:
+        out[np.searchsorted(starts, np.asarray(hits), side="right") - 1] = True
+    return out
+
+
+def _kinds_of_rows(w: CoreWork) -> np.ndarray:
+    """row_kinds without the memo: the text checks run only on the rows whose
+    text contains the pattern's letters at all."""
     md = w.plane.meta
     n = len(md)
     out = np.full(n + 1, UNEXPLAINED, dtype=np.int8)
     cols = w.classes.columns
     coll = cols.get("collective")
     host_b = BUCKETS.index("host_offload")
-    coll_b = {BUCKETS.index(b) for b in COLLECTIVE_BUCKETS}
-    bucket = w.classes.bucket
-    for r in range(min(n, len(bucket))):
-        kind = coll[r] if coll is not None and r < len(coll) else None
-        text = md.name[r]
-        if int(bucket[r]) == host_b or kind == "host_transfer" or _host_callback(text) or _host_callback(md.display_name[r]):
-            out[r] = HOST_WAIT
-        elif int(bucket[r]) in coll_b or _BARRIER.search(md.short_name(r)):
-            out[r] = PEER_WAIT
+    coll_b = np.asarray([b in COLLECTIVE_BUCKETS for b in BUCKETS], dtype=bool)
+    bucket = np.asarray(w.classes.bucket, dtype=np.int64)
+    m = min(n, len(bucket))
+    if not m:
+        return out
+    b = bucket[:m]
+    host = b == host_b
+    if coll is not None:
+        k = min(m, len(coll))
+        host[:k] |= np.asarray([c == "host_transfer" for c in coll[:k].tolist()], dtype=bool)
+    names, shown = md.name[:m], md.display_name[:m]
+    cand = _containing(names, "callback", HOST_CALLBACK) | _containing(shown, "callback", HOST_CALLBACK)
+    for r in np.flatnonzero(cand & ~host).tolist():
+        host[r] = _host_callback(names[r]) or _host_callback(shown[r])
+    peer = ~host & coll_b[b]
+    # the short name is the display name, else part of the HLO text
+    cand = ~host & ~peer & (_containing(shown, "barrier", _BARRIER) | _containing(names, "barrier", _BARRIER))
+    for r in np.flatnonzero(cand).tolist():
+        peer[r] = _BARRIER.search(md.short_name(r)) is not None
+    out[:m][host] = HOST_WAIT
+    out[:m][peer] = PEER_WAIT
     return out
+
+
+def row_kinds(w: CoreWork, memo: TableMemo | None = None) -> np.ndarray:
+    """Per metadata row: HOST_WAIT for ops talking to the host, PEER_WAIT for
+    collectives and barriers, UNEXPLAINED otherwise (plus one UNEXPLAINED row
+    for events without metadata). `memo`: the trace's, so cores with equal
+    tables share the result."""
+    if memo is None:
+        return _kinds_of_rows(w)
+    return memo.get("idle.kinds", w.plane, w.classes, ("md.name", "md.display_name", "cls:bucket", "cls.collective"),
+                    lambda: _kinds_of_rows(w))
 
 
 def union_intervals(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -118,7 +168,7 @@ def _covered_before(ms: np.ndarray, me: np.ndarray, t: np.ndarray) -> np.ndarray
     return np.where(i >= 0, cum[ic] + np.maximum(part, 0), 0)
 
 
-def _gaps(w: CoreWork) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, bool]:
+def _gaps(w: CoreWork, memo: TableMemo | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, bool]:
     """The idle gaps of a core's XLA Ops line (start, end, kind of the op
     that ends each) and its program runs (merged XLA Modules events)."""
     ln = w.plane.line(LINE_OPS)
@@ -136,7 +186,7 @@ def _gaps(w: CoreWork) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, 
         ev = ln.events
         top = np.flatnonzero(ev.parent < 0)
         us, ue, first = union_intervals(ev.start_ps[top], ev.end_ps[top])
-        kinds = _row_kinds(w)
+        kinds = row_kinds(w, memo)
         rows = ev.meta[top[first]].astype(np.int64)
         rows = np.where((rows >= 0) & (rows < len(kinds) - 1), rows, len(kinds) - 1)
         op_kind = kinds[rows]  # kind of the op opening each merged interval
@@ -172,22 +222,52 @@ def _pieces(gs, ge, nxt, ms_, mend, have_mods, a: int, b: int):
     return s, e, d, inside, before, nxt[j0:j1]
 
 
-def core_step_causes(w: CoreWork, step_start: np.ndarray, step_end: np.ndarray) -> tuple[np.ndarray, bool]:
+def _pieces_all(gs, ge, nxt, ms_, mend, have_mods, step_start: np.ndarray, step_end: np.ndarray):
+    """_pieces of every step window at once: (step of each piece, duration,
+    time inside program runs, time before the next op inside its run, next
+    op kind), the pieces of each window in order."""
+    a_all = np.asarray(step_start, dtype=np.int64)
+    b_all = np.asarray(step_end, dtype=np.int64)
+    j0 = np.searchsorted(ge, a_all, side="right")
+    j1 = np.searchsorted(gs, b_all, side="left")
+    cnt = np.maximum(j1 - j0, 0)
+    step = np.repeat(np.arange(len(a_all), dtype=np.int64), cnt)
+    j = np.arange(len(step), dtype=np.int64) + np.repeat(j0 - (np.cumsum(cnt) - cnt), cnt)
+    a, b = a_all[step], b_all[step]
+    s = np.maximum(gs[j], a)
+    e = np.minimum(ge[j], b)
+    d = np.maximum(e - s, 0)
+    g_end = ge[j]
+    ends_here = g_end <= b  # the op after the gap starts in this window
+    if have_mods:
+        inside = _covered_before(ms_, mend, e) - _covered_before(ms_, mend, s)
+        # the part inside the program run that the next op starts in
+        m = np.clip(np.searchsorted(ms_, g_end, side="left") - 1, 0, max(len(ms_) - 1, 0))
+        in_run = ends_here & (ms_[m] < g_end) & (g_end <= mend[m]) if len(ms_) else np.zeros(len(s), dtype=bool)
+        before = np.where(in_run, np.maximum(e - np.maximum(s, ms_[m]), 0), 0) if len(ms_) else np.zeros(len(s), dtype=np.int64)
+    else:
+        inside = d
+        before = np.where(ends_here, d, 0)
+    return step, d, inside, before, nxt[j]
+
+
+def core_step_causes(w: CoreWork, step_start: np.ndarray, step_end: np.ndarray,
+                     memo: TableMemo | None = None) -> tuple[np.ndarray, bool]:
     """(n_steps, 4) idle picoseconds per cause for the given step windows of
     one core (before reconciling with the idle bucket), and whether program
-    boundaries were known."""
+    boundaries were known. All windows at once: integer sums per window."""
     ns = len(step_start)
     out = np.zeros((ns, len(IDLE_CAUSES)), dtype=np.int64)
-    gs, ge, nxt, ms_, mend, have_mods = _gaps(w)
-    for i in range(ns):
-        got = _pieces(gs, ge, nxt, ms_, mend, have_mods, int(step_start[i]), int(step_end[i]))
-        if got is None:
-            continue
-        s, e, d, inside, before, k = got
-        out[i, HOST_DISPATCH] += int((d - inside).sum())
-        for c in (HOST_WAIT, PEER_WAIT):
-            out[i, c] += int(before[k == c].sum())
-        out[i, UNEXPLAINED] += int((inside - np.where((k == HOST_WAIT) | (k == PEER_WAIT), before, 0)).sum())
+    gs, ge, nxt, ms_, mend, have_mods = _gaps(w, memo)
+    if not ns:
+        return out, have_mods
+    step, d, inside, before, k = _pieces_all(gs, ge, nxt, ms_, mend, have_mods, step_start, step_end)
+    waits = (k == HOST_WAIT) | (k == PEER_WAIT)
+    np.add.at(out[:, HOST_DISPATCH], step, (d - inside).astype(np.int64))
+    for c in (HOST_WAIT, PEER_WAIT):
+        sel = k == c
+        np.add.at(out[:, c], step[sel], before[sel].astype(np.int64))
+    np.add.at(out[:, UNEXPLAINED], step, (inside - np.where(waits, before, 0)).astype(np.int64))
     return out, have_mods
 
 
@@ -288,6 +368,7 @@ def idle_causes(trace: Trace, work: list[CoreWork], kept_steps: set[int], step_m
     idles: list[np.ndarray] = []
     no_modules = 0
     coll_cols = [BUCKETS.index(b) for b in COLLECTIVE_BUCKETS]
+    memo = table_memo(trace)
     for w in work:
         att = w.attribution
         if not len(att.step_numbers):
@@ -297,7 +378,7 @@ def idle_causes(trace: Trace, work: list[CoreWork], kept_steps: set[int], step_m
             continue
         steps = trace.steps[w.plane.label]
         # attribution rows are in the order of trace.steps (same arrays)
-        raw, have = core_step_causes(w, steps.start_ps[kept], steps.end_ps[kept])
+        raw, have = core_step_causes(w, steps.start_ps[kept], steps.end_ps[kept], memo)
         no_modules += 0 if have else 1
         b = att.buckets[kept]
         c = b[:, coll_cols].sum(axis=1)

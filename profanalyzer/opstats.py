@@ -7,24 +7,34 @@ whose trace carries no FLOPs (no stat, or 0 with no model FLOPs either: the
 real vLLM capture's Pallas kernels) gets 2*M*N*K from its operand shapes when
 the classifier could derive them (`shape_flops`), else its time counts as
 "FLOPs unknown" and MFU says how much of the compute it covers.
+
+Cost: numpy over the (core, metadata row) contributions and over the op
+groups (OpGroups, columns), so traces with tens of thousands of distinct ops
+stay cheap; the float sums add in the order a loop over cores, rows and
+groups would (ufunc.at and cumsum add one by one), so the numbers are bit
+for bit those of that loop. Per-row features derived from a core's metadata
+table are computed once per distinct table (TableMemo; the TensorCores of a
+host usually carry equal copies) and shared by the analysis modules.
 """
 
 from __future__ import annotations
 
 import math
+import operator
 import re
+import weakref
 from dataclasses import dataclass
-from typing import Mapping
+from typing import Callable, Mapping, TypeVar
 
 import numpy as np
 
-from profanalyzer.attribution import CoreWork, locate
+from profanalyzer.attribution import CoreWork, PlaneClasses, locate
 from profanalyzer.classify import async_pair_key
 from profanalyzer.classify.parse import shape_dims
 from profanalyzer.classify.tables import ARRAY
 from profanalyzer.model import BucketOps, HostOffloadSummary, RunKind, TopOp, Utilisation
 from profanalyzer.runkind import RunKindEvidence, decide_run_kind, inference_marker
-from profanalyzer.trace import LINE_MODULES, LINE_OPS, Trace
+from profanalyzer.trace import LINE_MODULES, LINE_OPS, Plane, Trace, instruction_name
 from profanalyzer.vocab import ATTENTION_SPLIT, BUCKETS, COMPUTE_BUCKETS, MATMUL_BUCKETS
 
 REMAT_TOP = 15
@@ -35,6 +45,7 @@ FLOPS_COVERAGE_MIN = 0.9
 #: Bytes per element of HLO element types (fp8 one byte, 4-bit types half).
 DTYPE_BYTES = {"pred": 1, "s8": 1, "u8": 1, "s16": 2, "u16": 2, "s32": 4, "u32": 4, "s64": 8, "u64": 8, "bf16": 2,
                "f16": 2, "f32": 4, "f64": 8, "c64": 8, "c128": 16, "s4": 0.5, "u4": 0.5, "s2": 0.25, "u2": 0.25}
+T = TypeVar("T")
 _HEAD = re.compile(r"^\s*(?:ROOT\s+)?%?[^\s=]+\s*=\s*(.*?)\s[a-z][a-z0-9\-]*\(")
 
 
@@ -68,7 +79,7 @@ class OpsResult:
     kernels: tuple[TopOp, ...]
     buckets: Mapping[str, BucketOps]
     host_offload: HostOffloadSummary | None = None
-    groups: tuple["OpGroup", ...] = ()
+    groups: "OpGroups | tuple[OpGroup, ...]" = ()  # most time first
 
 
 class OpGroup:
@@ -87,6 +98,97 @@ class OpGroup:
         self.tf_op = self.dedup = self.phase = self.kernel = self.precision = self.reason = self.part = None
         self.remat = self.flops_unknown = self.to_host = False
         self.out_bytes = math.nan
+
+
+_TEXT_FIELDS = ("name", "hlo_category", "bucket", "tf_op", "dedup", "phase", "kernel", "precision", "reason", "part")
+_INT_FIELDS = ("self_ps", "count", "mf_known")
+_FLOAT_FIELDS = ("tot_flops", "tot_model_flops", "tot_bytes", "flops", "bytes", "out_bytes")
+_BOOL_FIELDS = ("remat", "flops_unknown", "to_host")
+
+
+def _objects(values: list) -> np.ndarray:
+    """A 1-d object array of the values (never a deeper array)."""
+    out = np.empty(len(values), dtype=object)
+    out[:] = values
+    return out
+
+
+def _pick(values, idx: list[int]) -> list:
+    """[values[i] for i in idx]."""
+    if len(idx) > 1:
+        return list(operator.itemgetter(*idx)(values))
+    return [values[i] for i in idx]
+
+
+@dataclass(frozen=True, eq=False)
+class OpGroups:
+    """Op groups as columns, one per OpGroup attribute (lists for the text
+    and object attributes, numpy for the numbers; analysis-internal)."""
+
+    name: list
+    hlo_category: list
+    bucket: list
+    self_ps: np.ndarray  # int64
+    count: np.ndarray  # int64
+    tot_flops: np.ndarray  # float64
+    tot_model_flops: np.ndarray
+    mf_known: np.ndarray  # int64
+    tot_bytes: np.ndarray
+    flops: np.ndarray
+    bytes: np.ndarray
+    tf_op: list
+    dedup: list
+    remat: np.ndarray  # bool
+    phase: list
+    kernel: list
+    precision: list
+    reason: list
+    part: list
+    flops_unknown: np.ndarray  # bool
+    to_host: np.ndarray  # bool
+    out_bytes: np.ndarray  # float64
+
+    def __len__(self) -> int:
+        return len(self.name)
+
+    def __iter__(self):
+        return (self.group(i) for i in range(len(self)))
+
+    def group(self, i: int) -> OpGroup:
+        """Group i as an OpGroup (Python ints, floats and bools)."""
+        g = OpGroup(self.name[i], self.hlo_category[i], self.bucket[i])
+        for f in _TEXT_FIELDS[3:]:
+            setattr(g, f, getattr(self, f)[i])
+        for f in _INT_FIELDS:
+            setattr(g, f, int(getattr(self, f)[i]))
+        for f in _FLOAT_FIELDS:
+            setattr(g, f, float(getattr(self, f)[i]))
+        for f in _BOOL_FIELDS:
+            setattr(g, f, bool(getattr(self, f)[i]))
+        return g
+
+    def take(self, idx) -> "OpGroups":
+        ix = np.asarray(idx, dtype=np.int64)
+        il = ix.tolist()
+        cols: dict = {f: _pick(getattr(self, f), il) for f in _TEXT_FIELDS}
+        cols.update({f: getattr(self, f)[ix] for f in _INT_FIELDS + _FLOAT_FIELDS + _BOOL_FIELDS})
+        return OpGroups(**cols)
+
+    @staticmethod
+    def of(groups) -> "OpGroups":
+        """Columns of a sequence of OpGroup."""
+        gs = list(groups)
+        cols: dict = {f: [getattr(g, f) for g in gs] for f in _TEXT_FIELDS}
+        cols.update({f: np.asarray([getattr(g, f) for g in gs], dtype=np.int64) for f in _INT_FIELDS})
+        cols.update({f: np.asarray([getattr(g, f) for g in gs], dtype=np.float64) for f in _FLOAT_FIELDS})
+        cols.update({f: np.asarray([bool(getattr(g, f)) for g in gs], dtype=bool) for f in _BOOL_FIELDS})
+        return OpGroups(**cols)
+
+    @staticmethod
+    def concat(parts: list["OpGroups"]) -> "OpGroups":
+        cols: dict = {f: [v for p in parts for v in getattr(p, f)] for f in _TEXT_FIELDS}
+        cols.update({f: np.concatenate([getattr(p, f) for p in parts]) for f in _INT_FIELDS + _FLOAT_FIELDS + _BOOL_FIELDS})
+        return OpGroups(**cols)
 
 
 def _peak(chip, bucket: str, precision: str | None = None) -> float:
@@ -119,68 +221,280 @@ def _kept_rows(trace: Trace, w: CoreWork, kept_list: np.ndarray):
     return rows, counts[rows], self_sum[rows], int(kept.sum())
 
 
-def _group_rows(w: CoreWork, chip, rows, counts, self_sum, groups: dict, acc: dict) -> None:
-    """Add one core's kept rows to the op groups and the utilisation sums."""
-    md = w.plane.meta
-    cols = w.classes.columns
-    bucket_c, remat_c, phase_c, kernel_c = cols["bucket"], cols["remat"], cols["phase"], cols["kernel"]
-    precision_c, reason_c, part_c, shape_c = cols["precision"], cols["reason"], cols["attention_part"], cols["shape_flops"]
-    for r, cnt, sp, f, mf, by in zip(rows.tolist(), counts.tolist(), self_sum.tolist(),
-                                     md.flops[rows].tolist(), md.model_flops[rows].tolist(), md.bytes_accessed[rows].tolist()):
-        known = r < len(bucket_c)
-        bucket = bucket_c[r] if known else "other_compute"
-        unknown = False
-        if bucket in MATMUL_BUCKETS or bucket == "attention":
-            # No FLOPs in the trace: no stat, or 0 with no model FLOPs (kernels)
-            if not (f > 0) and not (mf > 0) and (bucket in MATMUL_BUCKETS or (known and kernel_c[r])):
-                sf = shape_c[r] if known else None
-                if sf:
-                    f = mf = float(sf)
+class TableMemo:
+    """Per-row features of the op-metadata tables of one trace, computed once
+    per distinct table rather than once per TensorCore (analysis-internal).
+
+    The TensorCores of a host usually carry equal metadata tables (the same
+    programs), each core its own copy. A feature names the columns it reads
+    (`md.<field>` of the plane's OpMetadata, `cls.<column>` of its
+    classification columns, `cls:<array>` of its PlaneClasses arrays); a core
+    reuses the value an earlier core computed when every one of those columns
+    is equal (compared once per pair of columns). `shared` holds trace-wide
+    state of the features (ids that must agree between tables)."""
+
+    def __init__(self) -> None:
+        self._values: dict[str, list[tuple[tuple, object]]] = {}
+        self._equal: dict[tuple[int, int], tuple[object, object, bool]] = {}
+        self.shared: dict[str, object] = {}
+
+    @staticmethod
+    def column(plane: Plane, classes: PlaneClasses, dep: str):
+        if dep.startswith("md."):
+            return getattr(plane.meta, dep[3:])
+        if dep.startswith("cls."):
+            return classes.columns.get(dep[4:]) if len(classes) else None
+        return getattr(classes, dep[4:])
+
+    def same(self, a, b) -> bool:
+        """Equal columns (tuples or numpy arrays of one dtype)."""
+        if a is b:
+            return True
+        if a is None or b is None:
+            return False
+        key = (id(a), id(b))
+        hit = self._equal.get(key)
+        if hit is None:
+            try:
+                if isinstance(a, np.ndarray) and isinstance(b, np.ndarray):
+                    eq = a.dtype == b.dtype and a.shape == b.shape and (
+                        a.tolist() == b.tolist() if a.dtype == object else bool(np.array_equal(a, b)))
+                elif isinstance(a, tuple) and isinstance(b, tuple):
+                    eq = a == b
                 else:
-                    f, mf, unknown = math.nan, math.nan, True
-        tot_f = (0.0 if f != f else f) * cnt
-        if mf == mf:
-            acc["any_model"] = True
-            acc["mf_model"] += mf * cnt
-        else:
-            acc["mf_model"] += tot_f
-        if f == f:
-            acc["any_flops"] = True
-            acc["mf_flops"] += tot_f
-            if bucket in MATMUL_BUCKETS:
-                acc["mm_self"] += sp
-                acc["mm_cap"] += sp * 1e-12 * _peak(chip, bucket)
-                acc["mm_flops"] += tot_f
-        name, cat = md.short_name(r), md.category[r]
-        g = groups.get((name, cat, bucket))
-        if g is None:
-            g = groups[(name, cat, bucket)] = OpGroup(name, cat, bucket)
-            if bucket == "host_offload":
-                g.to_host = bool(_OUTPUT_TO_HOST.search(md.name[r][:4096]))
-            if known and remat_c[r]:
-                g.out_bytes = output_bytes(md.name[r])
-        g.self_ps += sp
-        g.count += cnt
-        g.tot_flops += tot_f
-        g.tot_bytes += (0.0 if by != by else by) * cnt
-        g.flops_unknown = g.flops_unknown or unknown
-        if mf == mf:
-            g.tot_model_flops += mf * cnt
-            g.mf_known += 1
-        if f == f and not (f <= g.flops):
-            g.flops = f
-        if by == by and not (by <= g.bytes):
-            g.bytes = by
-        if known:
-            g.remat = g.remat or bool(remat_c[r])
-            for attr, v in (("phase", phase_c[r]), ("kernel", kernel_c[r]), ("precision", precision_c[r]),
-                            ("reason", reason_c[r]), ("part", part_c[r])):
-                if getattr(g, attr) is None and v is not None:
-                    setattr(g, attr, v)
-        if g.tf_op is None:
-            g.tf_op = md.tf_op[r]
-        if g.dedup is None:
-            g.dedup = md.deduplicated_name[r]
+                    eq = False
+            except (TypeError, ValueError):
+                eq = False
+            hit = self._equal[key] = (a, b, bool(eq))  # holds both: their ids stay theirs
+        return hit[2]
+
+    def get(self, name: str, plane: Plane, classes: PlaneClasses, deps: tuple[str, ...], compute: Callable[[], T]) -> T:
+        """compute(), or the value it gave for an earlier table whose `deps` columns are equal."""
+        cols = tuple(self.column(plane, classes, d) for d in deps)
+        seen = self._values.setdefault(name, [])
+        for c, value in seen:
+            if all(self.same(a, b) for a, b in zip(c, cols)):
+                return value  # type: ignore[return-value]
+        value = compute()
+        seen.append((cols, value))
+        return value
+
+
+_MEMOS: "weakref.WeakKeyDictionary[Trace, TableMemo]" = weakref.WeakKeyDictionary()
+
+
+def table_memo(trace: Trace) -> TableMemo:
+    """The TableMemo of a trace (kept while the trace lives)."""
+    memo = _MEMOS.get(trace)
+    if memo is None:
+        memo = _MEMOS[trace] = TableMemo()
+    return memo
+
+
+_ATTRS = ("phase", "kernel", "precision", "reason", "part")
+_ATTR_COLUMN = {"phase": "phase", "kernel": "kernel", "precision": "precision", "reason": "reason", "part": "attention_part"}
+_ROW_DEPS = ("md.display_name", "md.name", "md.category", "cls.bucket", "cls.remat", "cls.kernel", "cls.shape_flops",
+             "cls.phase", "cls.precision", "cls.reason", "cls.attention_part")
+
+
+@dataclass(frozen=True, eq=False)
+class _RowTable:
+    """Per metadata row of one table: its op group and what grouping reads."""
+
+    gid: np.ndarray  # int64: id of the (short name, category, bucket) key (TableMemo.shared["opstats.keys"])
+    known: np.ndarray  # bool: the row has classification columns
+    mm: np.ndarray  # bool: matmul bucket
+    mm_or_attn: np.ndarray  # bool: matmul or attention bucket
+    no_flops_ok: np.ndarray  # bool: FLOPs may come from the shape (matmul, or a classified attention kernel)
+    sf_ok: np.ndarray  # bool: shape FLOPs present (truthy)
+    sf: np.ndarray  # float64: shape FLOPs (nan when absent)
+    remat: np.ndarray  # bool
+    attrs: Mapping[str, tuple[np.ndarray, np.ndarray]]  # attr -> (values, not None) of known rows
+    bucket: np.ndarray  # int64 index into BUCKETS
+
+
+def _row_table(w: CoreWork, keys: dict) -> _RowTable:
+    md = w.plane.meta
+    n = len(md)
+    cols = w.classes.columns if len(w.classes) else {}
+    bucket_c = cols.get("bucket", ())
+    nk = min(len(bucket_c), n)
+    bucket_names = [bucket_c[r] if r < nk else "other_compute" for r in range(n)]
+    # md.short_name of every row
+    short = [d or instruction_name(t) for d, t in zip(md.display_name, md.name)]
+    gid = np.asarray([keys.setdefault(k, len(keys)) for k in zip(short, md.category, bucket_names)], dtype=np.int64)
+    known = np.arange(n) < nk
+    bidx = {b: i for i, b in enumerate(BUCKETS)}
+    bucket = np.fromiter((bidx.get(b, -1) for b in bucket_names), dtype=np.int64, count=n)
+    mm_flag = np.asarray([b in MATMUL_BUCKETS for b in BUCKETS] + [False], dtype=bool)
+    attn = np.asarray([b == "attention" for b in BUCKETS] + [False], dtype=bool)
+    mm = mm_flag[bucket]
+    kern = np.zeros(n, dtype=bool)
+    sf_ok = np.zeros(n, dtype=bool)
+    sf = np.full(n, math.nan)
+    remat = np.zeros(n, dtype=bool)
+    attrs = {}
+    if nk:
+        kernel_c, shape_c = cols["kernel"], cols["shape_flops"]
+        kern[:nk] = [bool(k) for k in kernel_c[:nk].tolist()]
+        for r, v in enumerate(shape_c[:nk].tolist()):
+            if v:
+                sf_ok[r] = True
+                sf[r] = float(v)
+        remat[:nk] = np.asarray(cols["remat"][:nk], dtype=bool)
+    for a in _ATTRS:
+        vals = np.empty(n, dtype=object)
+        if nk:
+            vals[:nk] = cols[_ATTR_COLUMN[a]][:nk]
+        attrs[a] = (vals, np.asarray([v is not None for v in vals.tolist()], dtype=bool))
+    return _RowTable(gid, known, mm, mm | attn[bucket], mm | (known & kern), sf_ok, sf, remat, attrs, bucket)
+
+
+def _seq_sum(x: np.ndarray) -> float:
+    """sum(x) added left to right from 0.0, as a Python loop adds (np.sum adds pairwise)."""
+    return float(np.cumsum(np.concatenate([[0.0], x]))[-1]) if len(x) else 0.0
+
+
+def _group_all(trace: Trace, work: list[CoreWork], kept_list: np.ndarray, chip, acc: dict) -> tuple[OpGroups, int]:
+    """The op groups of the kept rows of every core, in order of first
+    appearance (core by core, rows ascending), and the kept core-steps.
+
+    Vectorised over (core, row) contributions; the float sums add in that
+    same order (ufunc.at and cumsum add one by one), so they are bit for bit
+    those of a Python loop over the cores and rows."""
+    memo = table_memo(trace)
+    keys = memo.shared.setdefault("opstats.keys", {})
+    assert isinstance(keys, dict)
+    peak_by_bucket = np.asarray([_peak(chip, b) for b in BUCKETS] + [_peak(chip, "other_compute")], dtype=np.float64)
+    parts: list[tuple] = []
+    n_core_steps = 0
+    for ci, w in enumerate(work):
+        rows, counts, self_sum, n_kept = _kept_rows(trace, w, kept_list)
+        n_core_steps += n_kept
+        if rows is None:
+            continue
+        t = memo.get("opstats.rows", w.plane, w.classes, _ROW_DEPS, lambda: _row_table(w, keys))
+        md = w.plane.meta
+        f = md.flops[rows].astype(np.float64)
+        mf = md.model_flops[rows].astype(np.float64)
+        by = md.bytes_accessed[rows].astype(np.float64)
+        # No FLOPs in the trace: no stat, or 0 with no model FLOPs (kernels)
+        sub = t.mm_or_attn[rows] & ~(f > 0) & ~(mf > 0) & t.no_flops_ok[rows]
+        ok = sub & t.sf_ok[rows]
+        f = np.where(ok, t.sf[rows], np.where(sub, math.nan, f))
+        mf = np.where(ok, t.sf[rows], np.where(sub, math.nan, mf))
+        parts.append((np.full(len(rows), ci), rows, counts, self_sum, f, mf, by, sub & ~t.sf_ok[rows], t))
+    if not parts:
+        return OpGroups.of([]), n_core_steps
+    core = np.concatenate([p[0] for p in parts])
+    row = np.concatenate([p[1] for p in parts]).astype(np.int64)
+    cnt = np.concatenate([p[2] for p in parts]).astype(np.int64)
+    sp = np.concatenate([p[3] for p in parts]).astype(np.int64)
+    f = np.concatenate([p[4] for p in parts])
+    mf = np.concatenate([p[5] for p in parts])
+    by = np.concatenate([p[6] for p in parts])
+    unknown = np.concatenate([p[7] for p in parts])
+
+    def col(get):
+        return np.concatenate([get(p[8])[p[1]] for p in parts])
+
+    gid = col(lambda t: t.gid)
+    mm = col(lambda t: t.mm)
+    bucket = col(lambda t: t.bucket)
+    cnt_f = cnt.astype(np.float64)
+    f_ok = ~np.isnan(f)
+    mf_ok = ~np.isnan(mf)
+    tot_f = np.where(f_ok, f, 0.0) * cnt_f
+    mf_tot = mf * cnt_f
+    # utilisation sums, in contribution order
+    acc["any_model"] = bool(mf_ok.any())
+    acc["mf_model"] = _seq_sum(np.where(mf_ok, mf_tot, tot_f))
+    acc["any_flops"] = bool(f_ok.any())
+    acc["mf_flops"] = _seq_sum(tot_f[f_ok])
+    m = f_ok & mm
+    acc["mm_self"] = int(sp[m].sum())
+    acc["mm_cap"] = _seq_sum(sp[m].astype(np.float64) * 1e-12 * peak_by_bucket[bucket[m]])
+    acc["mm_flops"] = _seq_sum(tot_f[m])
+    # groups, numbered in order of first appearance
+    uniq, first = np.unique(gid, return_index=True)
+    order = np.argsort(first, kind="stable")
+    uniq, first = uniq[order], first[order]
+    local = np.empty(int(uniq.max()) + 1, dtype=np.int64)
+    local[uniq] = np.arange(len(uniq))
+    g = local[gid]
+    ng = len(uniq)
+    self_ps = np.zeros(ng, dtype=np.int64)
+    np.add.at(self_ps, g, sp)
+    count = np.zeros(ng, dtype=np.int64)
+    np.add.at(count, g, cnt)
+    tot_flops = np.zeros(ng)
+    np.add.at(tot_flops, g, tot_f)
+    tot_bytes = np.zeros(ng)
+    np.add.at(tot_bytes, g, np.where(np.isnan(by), 0.0, by) * cnt_f)
+    tot_model = np.zeros(ng)
+    np.add.at(tot_model, g[mf_ok], mf_tot[mf_ok])
+    mf_known = np.bincount(g[mf_ok], minlength=ng)
+    flops_unknown = np.bincount(g[unknown], minlength=ng) > 0
+    gflops = _max_not_nan(g, f, ng)
+    gbytes = _max_not_nan(g, by, ng)
+    known = col(lambda t: t.known)
+    remat = np.bincount(g[known & col(lambda t: t.remat)], minlength=ng) > 0
+    firsts = {}
+    for a in _ATTRS:
+        has = known & col(lambda t: t.attrs[a][1])
+        idx = np.flatnonzero(has)
+        ga, fa = np.unique(g[idx], return_index=True)
+        firsts[a] = (ga, idx[fa])  # group, its first contribution with a value
+    key_list = memo.shared.get("opstats.key_list")
+    if not isinstance(key_list, list) or len(key_list) != len(keys):
+        key_list = memo.shared["opstats.key_list"] = list(keys)
+    core_l, row_l = core[first].tolist(), row[first].tolist()
+    remat_first = (known & col(lambda t: t.remat))[first].tolist()
+    part_of = {int(p[0][0]): p[8] for p in parts}
+    gkeys = [key_list[k] for k in uniq.tolist()]
+    mds = [w.plane.meta for w in work]
+    names, cats, buckets = [k[0] for k in gkeys], [k[1] for k in gkeys], [k[2] for k in gkeys]
+    to_host = np.zeros(ng, dtype=bool)
+    out_bytes = np.full(ng, math.nan)
+    for i in [i for i, b in enumerate(buckets) if b == "host_offload"]:
+        to_host[i] = _OUTPUT_TO_HOST.search(mds[core_l[i]].name[row_l[i]][:4096]) is not None
+    out_memo = memo.shared.setdefault("opstats.output_bytes", {})  # HLO text -> output_bytes
+    assert isinstance(out_memo, dict)
+    for i in [i for i, x in enumerate(remat_first) if x]:
+        text = mds[core_l[i]].name[row_l[i]]
+        v = out_memo.get(text)
+        out_bytes[i] = v if v is not None else out_memo.setdefault(text, output_bytes(text))
+    attrs: dict[str, list] = {}
+    for a in _ATTRS:
+        ga, ja = firsts[a]
+        vals = np.full(ng, None, dtype=object)
+        for c in np.unique(core[ja]).tolist():
+            sel = core[ja] == c
+            vals[ga[sel]] = part_of[c].attrs[a][0][row[ja[sel]]]
+        attrs[a] = vals.tolist()
+    tf_op, dedup = np.full(ng, None, dtype=object), np.full(ng, None, dtype=object)
+    core_f, row_f = core[first], row[first]
+    for c in np.unique(core_f).tolist():
+        sel = np.flatnonzero(core_f == c)
+        rs = row_f[sel].tolist()
+        tf_op[sel] = _objects(_pick(mds[c].tf_op, rs))
+        dedup[sel] = _objects(_pick(mds[c].deduplicated_name, rs))
+    groups = OpGroups(
+        name=names, hlo_category=cats, bucket=buckets, self_ps=self_ps, count=count, tot_flops=tot_flops,
+        tot_model_flops=tot_model, mf_known=mf_known.astype(np.int64), tot_bytes=tot_bytes, flops=gflops, bytes=gbytes,
+        tf_op=tf_op.tolist(), dedup=dedup.tolist(),
+        remat=remat, phase=attrs["phase"], kernel=attrs["kernel"], precision=attrs["precision"], reason=attrs["reason"],
+        part=attrs["part"], flops_unknown=flops_unknown, to_host=to_host, out_bytes=out_bytes)
+    return groups, n_core_steps
+
+
+def _max_not_nan(g: np.ndarray, x: np.ndarray, ng: int) -> np.ndarray:
+    """Per group: the largest non-nan x (nan when none)."""
+    ok = ~np.isnan(x)
+    out = np.full(ng, -np.inf)
+    np.maximum.at(out, g[ok], x[ok])
+    has = np.bincount(g[ok], minlength=ng) > 0
+    return np.where(has, out, math.nan)
 
 
 def ops_and_roofline(trace: Trace, work: list[CoreWork], kept_steps: set[int], step_mean: float,
@@ -189,29 +503,46 @@ def ops_and_roofline(trace: Trace, work: list[CoreWork], kept_steps: set[int], s
     TensorCore, grouped by (name, HLO category, bucket); MFU and MXU use."""
     chip = trace.chip
     kept_list = np.asarray(sorted(kept_steps), dtype=np.int64)
-    groups: dict[tuple[str, str, str], OpGroup] = {}
-    acc = {"mf_model": 0.0, "mf_flops": 0.0, "any_model": False, "any_flops": False,
-           "mm_self": 0, "mm_cap": 0.0, "mm_flops": 0.0}
-    n_core_steps = 0
-    for w in work:
-        rows, counts, self_sum, n_kept = _kept_rows(trace, w, kept_list)
-        n_core_steps += n_kept
-        if rows is not None:
-            _group_rows(w, chip, rows, counts, self_sum, groups, acc)
+    acc: dict = {"mf_model": 0.0, "mf_flops": 0.0, "any_model": False, "any_flops": False,
+                 "mm_self": 0, "mm_cap": 0.0, "mm_flops": 0.0}
+    groups, n_core_steps = _group_all(trace, work, kept_list, chip, acc)
     n_core_steps = n_core_steps or 1
-    if not groups:
+    if not len(groups):
         return OpsResult((), (), (), {}), Utilisation(None, "none", None)
-    agg = sorted(groups.values(), key=lambda g: (-g.self_ps, g.name))
+    agg = groups.take(by_time(groups.self_ps, groups.name))
     util = _utilisation(agg, acc, chip, step_mean, n_core_steps)
     denom = step_mean if step_mean > 0 else 1.0
     ctx = (chip, n_core_steps, denom)
     fam = families(agg)
-    top = tuple(_top_op(g, *ctx) for g in fam[:top_n])
-    remat_ops = tuple(_top_op(g, *ctx) for g in [g for g in fam if g.remat][:REMAT_TOP])
-    kernels = tuple(_top_op(g, *ctx) for g in [g for g in fam if g.kernel is not None and str(g.kernel) != ""][:KERNELS_TOP])
+    top = tuple(_top_op(fam.group(i), *ctx) for i in range(len(fam))[:top_n])
+    remat_ops = tuple(_top_op(fam.group(i), *ctx) for i in np.flatnonzero(fam.remat)[:REMAT_TOP].tolist())
+    kern: list[int] = []
+    for i, k in enumerate(fam.kernel):
+        if len(kern) >= KERNELS_TOP:
+            break
+        if k is not None and str(k) != "":
+            kern.append(i)
+    kernels = tuple(_top_op(fam.group(i), *ctx) for i in kern)
     summaries = _bucket_summaries(agg, n_core_steps, denom, chip)
-    host = host_offload_summary(agg, n_core_steps, denom)
-    return OpsResult(top, remat_ops, kernels, summaries, host, tuple(agg)), util
+    host = host_offload_summary([agg.group(i) for i, b in enumerate(agg.bucket) if b == "host_offload"], n_core_steps, denom)
+    return OpsResult(top, remat_ops, kernels, summaries, host, agg), util
+
+
+def by_time(self_ps: np.ndarray, names: list[str]) -> np.ndarray:
+    """The order of sorted(range(n), key=lambda i: (-self_ps[i], names[i])):
+    most time first, ties by name, then as given."""
+    order = np.argsort(-np.asarray(self_ps, dtype=np.int64), kind="stable")
+    n = len(order)
+    if n < 2:
+        return order
+    sp = np.asarray(self_ps)[order]
+    cut = np.flatnonzero(sp[1:] != sp[:-1]) + 1
+    starts = np.concatenate([[0], cut])
+    ends = np.concatenate([cut, [n]])
+    for a, b in zip(starts[ends - starts > 1].tolist(), ends[ends - starts > 1].tolist()):
+        run = order[a:b].tolist()
+        order[a:b] = sorted(run, key=names.__getitem__)
+    return order
 
 
 #: Ops of one family (same instruction name up to its number, category,
@@ -221,40 +552,87 @@ FAMILY_MIN = 4
 _NUMBER_SUFFIX = re.compile(r"\.\d+$")
 
 
-def families(agg: list[OpGroup]) -> list[OpGroup]:
-    """The op groups with unrolled repeats of one op merged into one row
-    (`name.*`, count and times summed), most time first."""
-    by_key: dict[tuple, list[OpGroup]] = {}
-    for g in agg:
-        stem = _NUMBER_SUFFIX.sub("", g.name)
-        scoped = stem != g.name and bool((g.tf_op or "").strip())  # repeats share a framework scope
-        key = (stem, g.hlo_category, g.bucket, g.tf_op, g.remat, g.kernel, g.precision, g.part) if scoped else (g.name, id(g))
-        by_key.setdefault(key, []).append(g)
-    out: list[OpGroup] = []
-    for key, members in by_key.items():
-        if len(members) < FAMILY_MIN:
-            out.extend(members)
-            continue
-        first = members[0]
-        f = OpGroup(f"{key[0]}.* ({len(members)} ops)", first.hlo_category, first.bucket)
-        for attr in ("tf_op", "dedup", "remat", "phase", "kernel", "precision", "reason", "part", "to_host", "out_bytes"):
-            setattr(f, attr, getattr(first, attr))
-        for m in members:
-            f.self_ps += m.self_ps
-            f.count += m.count
-            f.tot_flops += m.tot_flops
-            f.tot_model_flops += m.tot_model_flops
-            f.mf_known += m.mf_known
-            f.tot_bytes += m.tot_bytes
-            f.flops_unknown = f.flops_unknown or m.flops_unknown
+def _stem(name: str) -> str:
+    """_NUMBER_SUFFIX.sub("", name): without a trailing `.<digits>` (\\d is
+    any Unicode decimal digit, as str.isdecimal; `$` also matches before a
+    final newline, left to the regex)."""
+    head, dot, tail = name.rpartition(".")
+    if dot and tail.isdecimal():
+        return head
+    return _NUMBER_SUFFIX.sub("", name) if name.endswith("\n") else name
+
+
+def families(agg: OpGroups) -> OpGroups:
+    """The op groups (most time first) with unrolled repeats of one op merged
+    into one row (`name.*`, count and times summed), most time first."""
+    n = len(agg)
+    fid = np.empty(n, dtype=np.int64)
+    keys: dict[tuple, int] = {}
+    stems: dict[int, str] = {}
+    nxt = 0
+    for i, (name, tf, cat, b, rm, k, pr, pa) in enumerate(zip(agg.name, agg.tf_op, agg.hlo_category, agg.bucket,
+                                                              agg.remat.tolist(), agg.kernel, agg.precision, agg.part)):
+        stem = _stem(name)
+        if stem != name and bool((tf or "").strip()):  # repeats share a framework scope
+            j = keys.setdefault((stem, cat, b, tf, rm, k, pr, pa), nxt)
+            if j == nxt:
+                stems[j] = stem
+                nxt += 1
+        else:
+            j = nxt
+            nxt += 1
+        fid[i] = j
+    size = np.bincount(fid, minlength=nxt)
+    merged = size[fid] >= FAMILY_MIN
+    single = np.flatnonzero(~merged)
+    parts = [agg.take(single)]
+    pos = [fid[single]]  # a family's rows stand where its first member's key first appeared
+    sub = [single]
+    if merged.any():
+        members = np.flatnonzero(merged)
+        mfid = fid[members]
+        ufid, first, inv = np.unique(mfid, return_index=True, return_inverse=True)
+        inv = inv.reshape(-1)
+        nf = len(ufid)
+        first_m = members[first]
+        fam = agg.take(first_m)
+        self_ps = np.zeros(nf, dtype=np.int64)
+        np.add.at(self_ps, inv, agg.self_ps[members])
+        count = np.zeros(nf, dtype=np.int64)
+        np.add.at(count, inv, agg.count[members])
+        sums = {}
+        for f in ("tot_flops", "tot_model_flops", "tot_bytes"):
+            sums[f] = np.zeros(nf)
+            np.add.at(sums[f], inv, getattr(agg, f)[members])  # member by member, in order
+        mf_known = np.zeros(nf, dtype=np.int64)
+        np.add.at(mf_known, inv, agg.mf_known[members])
+        unknown = np.bincount(inv[agg.flops_unknown[members]], minlength=nf) > 0
         # per occurrence: the family's mean
-        f.flops = f.tot_flops / f.count if f.count and any(m.flops == m.flops for m in members) else math.nan
-        f.bytes = f.tot_bytes / f.count if f.count and any(m.bytes == m.bytes for m in members) else math.nan
-        out.append(f)
-    return sorted(out, key=lambda g: (-g.self_ps, g.name))
+        with np.errstate(divide="ignore", invalid="ignore"):
+            mean_f = sums["tot_flops"] / count
+            mean_b = sums["tot_bytes"] / count
+        any_f = np.bincount(inv[~np.isnan(agg.flops[members])], minlength=nf) > 0
+        any_b = np.bincount(inv[~np.isnan(agg.bytes[members])], minlength=nf) > 0
+        names = [f"{stems[j]}.* ({int(size[j])} ops)" for j in ufid.tolist()]
+        fam = OpGroups(**{**{f: getattr(fam, f) for f in _TEXT_FIELDS + _INT_FIELDS + _FLOAT_FIELDS + _BOOL_FIELDS},
+                          "name": names, "self_ps": self_ps, "count": count, "mf_known": mf_known, "flops_unknown": unknown,
+                          "flops": np.where((count != 0) & any_f, mean_f, math.nan),
+                          "bytes": np.where((count != 0) & any_b, mean_b, math.nan), **sums})
+        parts.append(fam)
+        pos.append(ufid)
+        sub.append(first_m)
+    out = OpGroups.concat(parts)
+    out = out.take(np.lexsort((np.concatenate(sub), np.concatenate(pos))))
+    return out.take(by_time(out.self_ps, out.name))
 
 
-def _utilisation(agg: list[OpGroup], acc: dict, chip, step_mean: float, n_core_steps: int) -> Utilisation:
+def _in(values: list, allowed) -> np.ndarray:
+    """Per value: in `allowed` (one test per distinct value)."""
+    memo: dict = {}
+    return np.fromiter((memo[v] if v in memo else memo.setdefault(v, v in allowed) for v in values), dtype=bool, count=len(values))
+
+
+def _utilisation(agg: OpGroups, acc: dict, chip, step_mean: float, n_core_steps: int) -> Utilisation:
     """MFU over all kept steps and cores, with how much compute time its FLOPs cover."""
     total_time_s = step_mean * 1e-12 * n_core_steps
     if acc["any_model"]:
@@ -263,11 +641,11 @@ def _utilisation(agg: list[OpGroup], acc: dict, chip, step_mean: float, n_core_s
         mf, src = acc["mf_flops"], "flops"
     else:
         mf, src = 0.0, "none"
-    compute_ps = sum(g.self_ps for g in agg if g.bucket in COMPUTE_BUCKETS)
-    unknown_ps = sum(g.self_ps for g in agg if g.flops_unknown)
+    compute_ps = int(agg.self_ps[_in(agg.bucket, COMPUTE_BUCKETS)].sum())
+    unknown_ps = int(agg.self_ps[agg.flops_unknown].sum())
     coverage = (1.0 - unknown_ps / compute_ps) if compute_ps > 0 else None
     mfu = mf / (total_time_s * chip.core_peak_bf16_flops) if src != "none" and total_time_s > 0 else None
-    if mfu is not None and not any(g.bucket in MATMUL_BUCKETS or g.bucket == "attention" for g in agg):
+    if mfu is not None and not any(b in MATMUL_BUCKETS or b == "attention" for b in set(agg.bucket)):
         mfu = None  # no matmul and no attention: MFU says nothing about this loop
         src = "none (no matmul or attention in the step)"
     mxu = (acc["mm_flops"] / acc["mm_cap"] if acc["mm_cap"] > 0 else None) if acc["mm_self"] > 0 else None
@@ -306,26 +684,29 @@ def program_names(trace: Trace) -> tuple[str, ...]:
     return ()
 
 
-def run_kind_of(agg: tuple[OpGroup, ...], step_ps: float, n_core_steps: int, phases: Mapping, remat_ps: float,
-                programs: tuple[str, ...]) -> RunKind:
+def run_kind_of(agg: "OpGroups | tuple[OpGroup, ...]", step_ps: float, n_core_steps: int, phases: Mapping,
+                remat_ps: float, programs: tuple[str, ...]) -> RunKind:
     """Training / inference / unknown from the op groups (see profanalyzer.runkind)."""
-    compute = [g for g in agg if g.bucket in COMPUTE_BUCKETS]
-    markers: dict[str, float] = {}
-    marked_ps = 0.0
-    for g in agg:
-        m = inference_marker(g.tf_op or "") or inference_marker(g.name)
-        if m:
-            markers[m] = markers.get(m, 0.0) + g.self_ps
-            marked_ps += g.self_ps
+    g = agg if isinstance(agg, OpGroups) else OpGroups.of(agg)
+    compute = _in(g.bucket, COMPUTE_BUCKETS)
+    by_tf: dict = {}
+    marks = [by_tf[tf] if tf in by_tf else by_tf.setdefault(tf, inference_marker(tf or "")) for tf in g.tf_op]
+    marks = [m or inference_marker(name) for m, name in zip(marks, g.name)]
+    sp = g.self_ps.astype(np.float64)
+    marked = np.asarray([m is not None and m != "" for m in marks], dtype=bool)
+    markers = {m: _seq_sum(sp[np.asarray([x == m for x in marks], dtype=bool)]) for m in dict.fromkeys(m for m in marks if m)}
+    scoped_tf: dict = {}
+    scoped = np.fromiter((scoped_tf[t] if t in scoped_tf else scoped_tf.setdefault(t, bool((t or "").strip())) for t in g.tf_op),
+                         dtype=bool, count=len(g))
     ev = RunKindEvidence(
         step_ps=step_ps,
-        compute_ps=sum(g.self_ps for g in compute) / n_core_steps,
-        scoped_ps=sum(g.self_ps for g in compute if (g.tf_op or "").strip()) / n_core_steps,
+        compute_ps=int(g.self_ps[compute].sum()) / n_core_steps,
+        scoped_ps=int(g.self_ps[compute & scoped].sum()) / n_core_steps,
         forward_ps=phases["forward"].ps if "forward" in phases else 0.0,
         backward_ps=phases["backward"].ps if "backward" in phases else 0.0,
         optimizer_ps=phases["optimizer"].ps if "optimizer" in phases else 0.0,
         remat_ps=remat_ps,
-        inference_ps=marked_ps / n_core_steps,
+        inference_ps=_seq_sum(sp[marked]) / n_core_steps,
         inference_markers=tuple(sorted(markers, key=lambda k: (-markers[k], k))),
         programs=programs,
     )
@@ -403,43 +784,43 @@ def _attention_part(g: OpGroup) -> str:
     return "attention_unfused"
 
 
-def _bucket_summaries(agg: list[OpGroup], n_core_steps: int, denom: float, chip) -> dict:
+def _intensities(flops: np.ndarray, nbytes: np.ndarray) -> np.ndarray:
+    """_intensity of each (flops, bytes) pair."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out = flops / nbytes
+    zero_b = nbytes == 0
+    out = np.where(zero_b, np.copysign(np.inf, flops), out)
+    return np.where(np.isnan(flops) | np.isnan(nbytes) | (zero_b & (flops == 0)), math.nan, out)
+
+
+def _bucket_summaries(agg: OpGroups, n_core_steps: int, denom: float, chip) -> dict:
     """Per bucket (and attention split into kernel / layout / unfused): time,
     FLOPs, bytes, compute- vs HBM-bound time, per step per TensorCore."""
     names = [b for b in BUCKETS if b != "idle"] + list(ATTENTION_SPLIT)
-    acc = {n: [0, 0, 0.0, 0.0, 0.0, 0, 0, 0] for n in names}  # ps, ops, flops, model, bytes, compute, hbm, remat
-    for g in agg:
-        inten = _intensity(g.flops, g.bytes)
-        compute_bound = inten >= _peak(chip, g.bucket) / chip.core_hbm_bytes_per_s
-        targets = [g.bucket] if g.bucket in acc else []
-        if g.bucket == "attention":
-            targets.append(_attention_part(g))
-        for t in targets:
-            a = acc[t]
-            a[0] += g.self_ps
-            a[1] += 1
-            a[2] += g.tot_flops
-            a[3] += g.tot_model_flops if g.mf_known > 0 else g.tot_flops
-            a[4] += g.tot_bytes
-            if compute_bound:
-                a[5] += g.self_ps
-            elif inten == inten:
-                a[6] += g.self_ps
-            if g.remat:
-                a[7] += g.self_ps
+    n = len(agg)
+    peak = {b: _peak(chip, b) / chip.core_hbm_bytes_per_s for b in set(agg.bucket)}
+    ridge = np.fromiter((peak[b] for b in agg.bucket), dtype=np.float64, count=n)
+    inten = _intensities(agg.flops, agg.bytes)
+    compute_bound = inten >= ridge
+    hbm_bound = ~compute_bound & ~np.isnan(inten)
+    model = np.where(agg.mf_known > 0, agg.tot_model_flops, agg.tot_flops)
+    target = np.asarray(agg.bucket, dtype=object)
+    part = np.full(n, None, dtype=object)
+    for i in [i for i, b in enumerate(agg.bucket) if b == "attention"]:
+        part[i] = _attention_part(agg.group(i))
     out = {}
     for name in names:
-        ps_, ops, flops, model, nbytes, cb, hb, rm = acc[name]
-        ps = float(ps_) / n_core_steps
+        m = (target == name) | (part == name)
+        ps = float(int(agg.self_ps[m].sum())) / n_core_steps
         out[name] = BucketOps(
             ps=ps,
             fraction=ps / denom,
-            ops=int(ops),
-            flops=float(flops) / n_core_steps,
-            model_flops=float(model) / n_core_steps,
-            bytes=float(nbytes) / n_core_steps,
-            compute_bound_ps=float(cb) / n_core_steps,
-            hbm_bound_ps=float(hb) / n_core_steps,
-            remat_ps=float(rm) / n_core_steps,
+            ops=int(m.sum()),
+            flops=_seq_sum(agg.tot_flops[m]) / n_core_steps,
+            model_flops=_seq_sum(model[m]) / n_core_steps,
+            bytes=_seq_sum(agg.tot_bytes[m]) / n_core_steps,
+            compute_bound_ps=float(int(agg.self_ps[m & compute_bound].sum())) / n_core_steps,
+            hbm_bound_ps=float(int(agg.self_ps[m & hbm_bound].sum())) / n_core_steps,
+            remat_ps=float(int(agg.self_ps[m & agg.remat].sum())) / n_core_steps,
         )
     return out

@@ -34,6 +34,7 @@ import numpy as np
 from profanalyzer.model import CollectiveTypeSummary, CommunicationSummary, SparseCoreSummary, WindowRecord  # noqa: F401 - old import path
 from profanalyzer.attribution import BUCKET_INDEX, CoreWork, PlaneClasses, locate
 from profanalyzer.classify import ROLE_CODES, async_pair_key, classify_op
+from profanalyzer.opstats import TableMemo, table_memo
 from profanalyzer.vocab import BUCKETS, COLLECTIVE_BUCKETS, COLLECTIVE_KIND_BUCKET, COLLECTIVE_TYPES, OFFLOADABLE, SPARSECORE_CAPTURE_HINT
 from profanalyzer.trace import instruction_name, LINE_ASYNC, LINE_OPS, LINE_SC_MODULES, LINE_SC_OPS, Plane, Trace
 
@@ -102,9 +103,15 @@ def window_name(md, row: int) -> str:
     return md.display_name[row] or instruction_name(md.name[row])[:80]
 
 
-def windows_for_core(plane: Plane, classes: PlaneClasses, unmatched: dict[str, int]) -> tuple[Windows, str]:
+#: What PlaneClasses.op_class reads of a row.
+_ASYNC_DEPS = ("md.name", "md.display_name", "md.category", "md.tf_op", "md.shape_with_layout", "cls:memo")
+
+
+def windows_for_core(plane: Plane, classes: PlaneClasses, unmatched: dict[str, int],
+                     memo: TableMemo | None = None) -> tuple[Windows, str]:
     """Collective windows of one TensorCore, sorted by (start, end), and where
-    they came from; start/done halves left unpaired are counted in `unmatched`."""
+    they came from; start/done halves left unpaired are counted in `unmatched`.
+    `memo`: the trace's TableMemo (cores with equal tables classify once)."""
     md = plane.meta
     ops = plane.line(LINE_OPS)
     coll_col = classes.columns["collective"] if len(classes) else np.zeros(0, object)
@@ -126,15 +133,22 @@ def windows_for_core(plane: Plane, classes: PlaneClasses, unmatched: dict[str, i
         ev = asy.events
         rows = ev.meta
         uniq = np.unique(rows[rows >= 0])
+        # (is a collective, type, offloaded) of the rows classified so far,
+        # shared by the cores with equal tables when `memo` is given
+        known: dict[int, tuple[bool, int, bool]] = {} if memo is None else memo.get(
+            "overlap.async_rows", plane, classes, _ASYNC_DEPS, dict)
         is_coll = np.zeros(len(md), dtype=bool)
         typ = np.zeros(len(md), dtype=np.int8)
         sc = np.zeros(len(md), dtype=bool)
         for r in uniq.tolist():
-            c = classes.op_class(plane, r)
-            if c.bucket in COLLECTIVE_BUCKETS:
+            k = known.get(r)
+            if k is None:
+                c = classes.op_class(plane, r)
+                k = known[r] = (c.bucket in COLLECTIVE_BUCKETS, _type_code(c.collective), (c.role or "").startswith("offload"))
+            if k[0]:
                 is_coll[r] = True
-                typ[r] = _type_code(c.collective)
-                sc[r] = (c.role or "").startswith("offload")
+                typ[r] = k[1]
+                sc[r] = k[2]
         m = (rows >= 0) & is_coll[np.maximum(rows, 0)]
         if m.any():
             r = rows[m].astype(np.int64)
@@ -149,8 +163,10 @@ def windows_for_core(plane: Plane, classes: PlaneClasses, unmatched: dict[str, i
         sync = np.flatnonzero(role == ROLE_CODES["sync"])
         if len(sync):
             r = rows[sync]
-            types_by_row = np.asarray([_type_code(c if isinstance(c, str) else None) for c in coll_col], dtype=np.int8)
-            parts.append(windows(ev.start_ps[sync], ev.end_ps[sync], r, types_by_row[r], False))
+            # the type of each distinct synchronous op's row only
+            ur, inv = np.unique(r, return_inverse=True)
+            types_of = np.asarray([_type_code(c if isinstance(c, str) else None) for c in coll_col[ur].tolist()], dtype=np.int8)
+            parts.append(windows(ev.start_ps[sync], ev.end_ps[sync], r, types_of[inv.reshape(-1)], False))
         if not async_used:
             parts.append(_pair_windows(md, ev, rows, role, coll_col, unmatched, windows))
     wins = Windows.concat(parts)
@@ -210,17 +226,18 @@ def analyze_overlap(trace: Trace, work: Sequence[CoreWork], kept_steps: set[int]
     sc = _SparseCoreTotals()
     kept_list = np.asarray(sorted(kept_steps), dtype=np.int64)
     scope_ids: dict[str, int] = {}
+    memo = table_memo(trace)
     for ci, w in enumerate(work):
         plane = w.plane
         steps = trace.steps[plane.label]
         kept = np.isin(steps.number, kept_list)
         n_core_steps += int(kept.sum())
         covered = w.compute
-        wins, src = windows_for_core(plane, w.classes, unmatched)
+        wins, src = windows_for_core(plane, w.classes, unmatched, memo)
         all_windows.append(wins)
         sources.add(src)
         ks, ke, kn = steps.start_ps[kept], steps.end_ps[kept], steps.number[kept]
-        _add_type_time(own_time, plane, w, ks, ke)
+        _add_type_time(own_time, plane, w, ks, ke, memo)
         a = w.attribution
         for k in np.flatnonzero(np.isin(a.step_numbers, kept_list)).tolist():
             n = int(a.step_numbers[k])
@@ -249,7 +266,7 @@ def analyze_overlap(trace: Trace, work: Sequence[CoreWork], kept_steps: set[int]
                 # core has computed nothing since the step began.
                 ("before_first_compute", (covered(e) - covered(ks[pos])) == 0),
                 ("core", np.full(len(s), ci, dtype=np.int64)), ("bytes", nbytes),
-                ("critical", critical_path(plane, wins, hidden)),
+                ("critical", critical_path(plane, wins, hidden, memo)),
             ):
                 cols.setdefault(k, []).append(v)
         _sparsecores_of_core(trace, w, ks, ke, sc)
@@ -304,11 +321,16 @@ def _names_operand(operands: str, name: str) -> bool:
     return False
 
 
-def critical_path(plane: Plane, wins: Windows, hidden: np.ndarray) -> np.ndarray:
+def critical_path(plane: Plane, wins: Windows, hidden: np.ndarray, memo: TableMemo | None = None) -> np.ndarray:
     """Per window: on the critical path, i.e. nothing was hidden in it and its
     (start) op consumes the output of the op that ran just before it on the
     TensorCore (the HLO text names that op among its operands), so no compute
-    independent of the collective was ready to overlap it."""
+    independent of the collective was ready to overlap it.
+
+    The ops looked at are found for all windows at once (a walk back from
+    each window, one vectorised step at a time); the operand test runs once
+    per distinct (window op, op before) pair of metadata rows (per table
+    with `memo`)."""
     out = np.zeros(len(wins), dtype=bool)
     ln = plane.line(LINE_OPS)
     if ln is None or not len(ln.events) or not len(wins):
@@ -317,22 +339,46 @@ def critical_path(plane: Plane, wins: Windows, hidden: np.ndarray) -> np.ndarray
     md = plane.meta
     cand = np.flatnonzero(hidden <= 0)
     before = np.searchsorted(ev.start_ps, wins.start[cand], side="left") - 1
-    for k, i in zip(cand.tolist(), before.tolist()):
-        r = int(wins.row[k])
-        if r < 0 or r >= len(md):
-            continue
-        text = md.name[r]
-        operands = text[text.find("(") + 1:]
-        j, looked = i, 0
-        # the ops that ended within ADJACENT_PS before the window (async issue
-        # ops such as slice-start can sit between a producer and its collective)
-        while j >= 0 and looked < MAX_ADJACENT_OPS and ev.end_ps[j] >= wins.start[k] - ADJACENT_PS:
-            if ev.end_ps[j] <= wins.start[k] + ADJACENT_PS and ev.meta[j] >= 0:  # not an op enclosing the window
-                looked += 1
-                if _names_operand(operands, md.short_name(int(ev.meta[j]))):
-                    out[k] = True
-                    break
-            j -= 1
+    rows = wins.row[cand]
+    ok = (rows >= 0) & (rows < len(md))
+    k, j = cand[ok], before[ok]
+    start = wins.start[k]
+    looked = np.zeros(len(k), dtype=np.int64)
+    pk: list[np.ndarray] = []
+    pj: list[np.ndarray] = []
+    # the ops that ended within ADJACENT_PS before the window (async issue
+    # ops such as slice-start can sit between a producer and its collective)
+    while len(k):
+        go = (j >= 0) & (looked < MAX_ADJACENT_OPS)
+        go[go] = ev.end_ps[j[go]] >= start[go] - ADJACENT_PS
+        k, j, start, looked = k[go], j[go], start[go], looked[go]
+        if not len(k):
+            break
+        end = ev.end_ps[j]
+        q = (end <= start + ADJACENT_PS) & (ev.meta[j] >= 0)  # not an op enclosing the window
+        pk.append(k[q])
+        pj.append(j[q])
+        looked += q
+        j = j - 1
+    if not pk:
+        return out
+    kk = np.concatenate(pk)
+    if not len(kk):
+        return out
+    r = wins.row[kk].astype(np.int64)
+    m = ev.meta[np.concatenate(pj)].astype(np.int64)
+    width = int(m.max()) + 1
+    pair, inv = np.unique(r * width + m, return_inverse=True)
+    known: dict[tuple[int, int], bool] = {} if memo is None else memo.get(
+        "overlap.operand_pairs", plane, None, ("md.name", "md.display_name"), dict)  # type: ignore[arg-type]
+    hit = np.zeros(len(pair), dtype=bool)
+    for i, (a, b) in enumerate(zip((pair // width).tolist(), (pair % width).tolist())):
+        v = known.get((a, b))
+        if v is None:
+            text = md.name[a]
+            v = known[(a, b)] = _names_operand(text[text.find("(") + 1:], md.short_name(b))
+        hit[i] = v
+    out[kk[hit[inv.reshape(-1)]]] = True
     return out
 
 
@@ -543,7 +589,21 @@ def _sc_busy(s: np.ndarray, e: np.ndarray, ks: np.ndarray, ke: np.ndarray, cover
     return busy, conc
 
 
-def _add_type_time(acc: dict[str, float], plane: Plane, w: CoreWork, ks: np.ndarray, ke: np.ndarray) -> None:
+def _type_labels(w: CoreWork) -> np.ndarray:
+    """Per metadata row: 1 + the TYPES index of a collective op (one with a
+    role), 0 for the others."""
+    code = {t: i for i, t in enumerate(("none",) + TYPES)}
+    coll = w.classes.columns["collective"]
+    role = w.classes.columns["role"]
+    out = np.zeros(len(role), dtype=np.int64)
+    has = [i for i, r in enumerate(role.tolist()) if isinstance(r, str) and r]
+    if has:
+        out[has] = [code[_type_of(c)] for c in coll[has].tolist()]
+    return out
+
+
+def _add_type_time(acc: dict[str, float], plane: Plane, w: CoreWork, ks: np.ndarray, ke: np.ndarray,
+                   memo: TableMemo | None = None) -> None:
     """Add, per collective type, the time its own ops occupy the core inside the
     given step windows (the same exclusive time the attribution buckets hold)."""
     ops = plane.line(LINE_OPS)
@@ -551,12 +611,8 @@ def _add_type_time(acc: dict[str, float], plane: Plane, w: CoreWork, ks: np.ndar
     if ops is None or not len(ops.events) or not len(ks) or not len(cls):
         return
     names = ("none",) + TYPES
-    code = {t: i for i, t in enumerate(names)}
-    coll = cls.columns["collective"]
-    role = cls.columns["role"]
-    row_label = np.asarray(
-        [code[_type_of(c)] if isinstance(r, str) and r else 0 for c, r in zip(coll, role)], dtype=np.int64
-    )
+    row_label = memo.get("overlap.type_labels", plane, cls, ("cls.collective", "cls.role"), lambda: _type_labels(w)) \
+        if memo is not None else _type_labels(w)
     rows = ops.events.meta
     labels = np.where(rows >= 0, row_label[np.maximum(rows, 0)], 0)
     tot = w.ops.exclusive(labels, len(names), ks, ke).sum(axis=0)

@@ -22,7 +22,7 @@ communication (collective buckets) and remat. Rows are leaves (full folded
 paths, at most MAX_DEPTH components); `collapse(rows, depth)` sums them to
 any shallower depth exactly (the terminal's `--by-scope DEPTH`).
 
-Imports: model, vocab, trace, attribution (the analysis stage).
+Imports: model, vocab, trace, attribution, opstats (TableMemo) (the analysis stage).
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ import numpy as np
 
 from profanalyzer.attribution import CoreWork
 from profanalyzer.model import ScopeRow
+from profanalyzer.opstats import table_memo
 from profanalyzer.trace import LINE_OPS, Trace
 from profanalyzer.vocab import BUCKETS, COLLECTIVE_BUCKETS
 
@@ -131,20 +132,51 @@ def collapse(rows: Iterable[ScopeRow], depth: int) -> tuple[ScopeRow, ...]:
     return tuple(sorted(out, key=lambda r: (-r.ps, r.scope)))
 
 
+def _scope_rows(md, ids: dict[str, int], names: dict[str, int],
+                layer_ids: dict[int, int]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Per metadata row (plus one row for events without metadata): the folded
+    scope id and the op-name id (trace-wide ids), and the (row, layer index
+    id) pairs of the layer indices folded out of the rows' scopes."""
+    folded: dict[str, tuple[str, tuple[int, ...]]] = {}
+    fold = [folded[t] if t in folded else folded.setdefault(t, fold_scope(t)) for t in md.tf_op]
+    row_scope = np.asarray([ids.setdefault(s, len(ids)) for s, _ in fold] + [ids.setdefault(NO_SCOPE, len(ids))], dtype=np.int64)
+    row_name = np.asarray([names.setdefault(t, len(names)) for t in md.name] + [names.setdefault("", len(names))], dtype=np.int64)
+    pr: list[int] = []
+    pi: list[int] = []
+    for r, (_, idx) in enumerate(fold):
+        for i in idx:
+            pr.append(r)
+            pi.append(layer_ids.setdefault(i, len(layer_ids)))
+    return row_scope, row_name, np.asarray(pr, dtype=np.int64), np.asarray(pi, dtype=np.int64)
+
+
+def _distinct_per(key: np.ndarray, val: np.ndarray, n: int) -> np.ndarray:
+    """Per key 0..n-1: the number of distinct values (ids >= 0) paired with it."""
+    if not len(key):
+        return np.zeros(n, dtype=np.int64)
+    width = int(val.max()) + 1
+    pairs = np.unique(key * width + val)
+    return np.bincount(pairs // width, minlength=n)
+
+
 def scope_rollup(trace: Trace, work: list[CoreWork], kept_steps: set[int], step_mean: float) -> tuple[ScopeRow, ...]:
     """Self time per folded name scope over the kept steps of every TensorCore,
     per kept step per TensorCore (the divisor of the top ops: kept core-steps)."""
     nb = len(BUCKETS)
     coll = np.asarray([b in COLLECTIVE_BUCKETS for b in BUCKETS], dtype=bool)
     kept_list = np.asarray(sorted(kept_steps), dtype=np.int64)
-    ids: dict[str, int] = {}
+    memo = table_memo(trace)
+    ids = memo.shared.setdefault("scopes.ids", {})
+    names_ids = memo.shared.setdefault("scopes.names", {})
+    layer_ids = memo.shared.setdefault("scopes.layers", {})
+    assert isinstance(ids, dict) and isinstance(names_ids, dict) and isinstance(layer_ids, dict)
     bucket_ps: dict[int, np.ndarray] = {}
     remat_ps: dict[int, float] = {}
-    ops: dict[int, set[str]] = {}
-    runs: dict[int, float] = {}  # max runs per kept step of one op
-    layers: dict[int, set[int]] = {}
     n_core_steps = 0
-    folded: dict[str, tuple[str, tuple[int, ...]]] = {}  # tf_op -> fold_scope(tf_op), shared by the cores
+    # (scope, op name), (scope, runs per kept step), (scope, layer index) of every core
+    op_pairs: list[tuple[np.ndarray, np.ndarray]] = []
+    run_pairs: list[tuple[np.ndarray, np.ndarray]] = []
+    layer_pairs: list[tuple[np.ndarray, np.ndarray]] = []
     for w in work:
         steps = trace.steps[w.plane.label]
         kept = np.isin(steps.number, kept_list)
@@ -154,8 +186,8 @@ def scope_rollup(trace: Trace, work: list[CoreWork], kept_steps: set[int], step_
         if ln is None or len(ln.events) == 0 or nk == 0:
             continue
         md = w.plane.meta
-        fold = [folded[t] if t in folded else folded.setdefault(t, fold_scope(t)) for t in md.tf_op]
-        row_scope = np.asarray([ids.setdefault(s, len(ids)) for s, _ in fold] + [ids.setdefault(NO_SCOPE, len(ids))], dtype=np.int64)
+        row_scope, row_name, pair_row, pair_idx = memo.get(
+            "scopes.rows", w.plane, w.classes, ("md.tf_op", "md.name"), lambda: _scope_rows(md, ids, names_ids, layer_ids))
         ev = ln.events
         rows = np.where((ev.meta >= 0) & (ev.meta < len(md)), ev.meta, len(md)).astype(np.int64)
         ev_scope = row_scope[rows]
@@ -173,16 +205,26 @@ def scope_rollup(trace: Trace, work: list[CoreWork], kept_steps: set[int], step_
         lo = np.searchsorted(ks, ev.start_ps, side="right") - 1
         inside = (lo >= 0) & (ev.start_ps < ke[np.clip(lo, 0, len(ke) - 1)])
         counts = np.bincount(rows[inside], minlength=len(md) + 1)
-        for r in np.flatnonzero(counts).tolist():
-            sid = int(row_scope[r])
-            ops.setdefault(sid, set()).add(md.name[r] if r < len(md) else "")
-            runs[sid] = max(runs.get(sid, 0.0), counts[r] / nk)
-            if r < len(fold) and fold[r][1]:
-                layers.setdefault(sid, set()).update(fold[r][1])
+        seen = np.flatnonzero(counts)
+        op_pairs.append((row_scope[seen], row_name[seen]))
+        run_pairs.append((row_scope[seen], counts[seen] / nk))
+        if len(pair_row):
+            on = counts[pair_row] > 0
+            layer_pairs.append((row_scope[pair_row[on]], pair_idx[on]))
         for sid in np.flatnonzero(tot_b.sum(axis=1)).tolist():
             acc = bucket_ps.get(sid)
             bucket_ps[sid] = tot_b[sid].astype(np.float64) + (acc if acc is not None else 0.0)
             remat_ps[sid] = remat_ps.get(sid, 0.0) + float(tot_r[sid])
+    ns = len(ids)
+    if op_pairs:
+        ops_n = _distinct_per(np.concatenate([a for a, _ in op_pairs]), np.concatenate([b for _, b in op_pairs]), ns).tolist()
+        runs_max = np.zeros(ns)
+        np.maximum.at(runs_max, np.concatenate([a for a, _ in run_pairs]), np.concatenate([b for _, b in run_pairs]))
+        runs_l = runs_max.tolist()
+    else:
+        ops_n, runs_l = [0] * ns, [0.0] * ns
+    layers_n = (_distinct_per(np.concatenate([a for a, _ in layer_pairs]), np.concatenate([b for _, b in layer_pairs]), ns).tolist()
+                if layer_pairs else [0] * ns)
     if not bucket_ps or n_core_steps == 0:
         return ()
     names = {v: k for k, v in ids.items()}
@@ -191,7 +233,7 @@ def scope_rollup(trace: Trace, work: list[CoreWork], kept_steps: set[int], step_
     for sid, b in bucket_ps.items():
         per = np.rint(b / n_core_steps)  # whole picoseconds: sums of rows are exact after the JSON round trip
         ps = float(per.sum())
-        count = max(len(layers.get(sid, ())), int(round(runs.get(sid, 0.0))), 1)
+        count = max(layers_n[sid], int(round(runs_l[sid])), 1)
         out.append(ScopeRow(
             scope=names[sid],
             ps=ps,
@@ -199,7 +241,7 @@ def scope_rollup(trace: Trace, work: list[CoreWork], kept_steps: set[int], step_
             buckets={BUCKETS[i]: float(per[i]) for i in np.flatnonzero(per).tolist()},
             exposed_comm_ps=float(per[coll].sum()),
             remat_ps=float(round(remat_ps.get(sid, 0.0) / n_core_steps)),
-            ops=len(ops.get(sid, ())),
+            ops=ops_n[sid],
             count=count,
         ))
     out.sort(key=lambda r: (-r.ps, r.scope))
