@@ -70,8 +70,7 @@ def read_host_events(file: str | Path, origin_ns: int = 0) -> tuple[list[str], n
     """(event names, name index, start ps, end ps, lines read) of the
     matching host lines of one file; times in picoseconds from `origin_ns`."""
     path = Path(file)
-    buf = reader.read_bytes(path)
-    index = reader.scan_space(buf, path)
+    buf, index = reader.open_space(path, want=lambda r: r.kind == "host")
     names: list[str] = []
     name_ix: dict[str, int] = {}
     idx, st, en = [], [], []

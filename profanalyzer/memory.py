@@ -403,8 +403,7 @@ def read_sources(file: str | Path, program: str) -> MemorySources:
 
 def _read_sources(file: str | Path, program: str) -> MemorySources:
     path = Path(file)
-    buf = reader.read_bytes(path)
-    index = reader.scan_space(buf, path)
+    buf, index = reader.open_space(path, want=lambda r: r.kind in ("metadata", "host"))
     out = MemorySources(program=program)
     metas = [p for p in index.planes if p.kind == "metadata"]
     hosts = [p for p in index.planes if p.kind == "host"]

@@ -460,8 +460,8 @@ def _no_tpu_message(path: Path, index: reader.SpaceIndex) -> str:
 
 def _load_host(f: Path, include_sparsecore: bool, lines: Collection[str] | None = None) -> tuple[HostInfo, list[tuple[Plane, int]]]:
     """Decode one host file's device planes (each relative to its own origin)."""
-    buf = reader.read_bytes(f)
-    index = reader.scan_space(buf, f)
+    kinds_wanted = ("tensorcore", "sparsecore") if include_sparsecore else ("tensorcore",)
+    buf, index = reader.open_space(f, want=lambda r: r.kind in kinds_wanted)
     host = reader.host_name(index)
     kinds: dict[str, int] = {}
     for r in index.planes:
