@@ -222,3 +222,88 @@ def test_multi_member_gzip_split_inside_a_plane(tmp_path):
     (got,) = [r for r in index.planes if r.held]
     assert bytes(buf[got.offset : got.offset + got.length]) == raw[tc.offset : tc.offset + tc.length]
     assert index.size == len(raw)
+
+
+# --- the memory read path: selective planes give what whole planes give ------
+
+from profanalyzer import memory  # noqa: E402
+from profanalyzer.xspace import xplane_pb2  # noqa: E402
+from realcap import REAL  # noqa: E402
+
+
+def _programs(meta: xplane_pb2.XPlane) -> list[str]:
+    return sorted({em.name for em in meta.event_metadata.values()}) + ["", "jit_absent(1)"]
+
+
+def _check_selective_planes(path) -> int:
+    buf, index = reader.open_space(path, want=lambda r: r.kind in ("metadata", "host"))
+    checked = 0
+    for r in index.planes:
+        if not r.held:
+            continue
+        whole = xplane_pb2.XPlane.FromString(bytes(buf[r.offset : r.offset + r.length]))
+        if r.kind == "metadata":
+            for program in _programs(whole):
+                part = memory._metadata_plane(buf, r.offset, r.offset + r.length, program)
+                assert memory._hlo_proto(part, program) == memory._hlo_proto(whole, program), (path, program)
+                assert list(part.event_metadata) == list(whole.event_metadata)
+                checked += 1
+        elif r.kind == "host":
+            part = memory._allocator_plane(buf, r.offset, r.offset + r.length)
+            assert memory.allocator_peak([part]) == memory.allocator_peak([whole]), path
+            checked += 1
+    return checked
+
+
+def test_selective_memory_planes_match_whole_planes_on_samples():
+    from conftest import sample_names
+
+    assert sum(_check_selective_planes(sample_path(n)) for n in sample_names() if n != "dense_short_fsdp_2hosts") > 30
+
+
+def test_selective_memory_planes_match_whole_planes_on_real_captures():
+    files = sorted(REAL.glob("*.xplane.pb*")) if REAL.exists() else []
+    if not files:
+        pytest.skip(f"no real captures in {REAL}")
+    for f in files:
+        _check_selective_planes(f)
+
+
+def test_metadata_plane_keeps_the_program_chosen_among_same_base_names(tmp_path):
+    """Several programs share the base name and none is the exact one: the
+    choice follows the map's order, which stripping the others keeps."""
+    sp = SpaceBuilder("h0")
+    md = sp.plane("/host:metadata")
+    for k in (7, 3, 9, 1):
+        md.meta(f"jit_step({k})", stats={"Hlo Proto": bytes([k]) * 64})
+    md.meta("jit_other(2)", stats={"Hlo Proto": b"\x02" * (1 << 20)})
+    p = tmp_path / "m.xplane.pb"
+    p.write_bytes(sp.bytes())
+    buf, index = reader.open_space(p)
+    (r,) = index.planes
+    whole = xplane_pb2.XPlane.FromString(bytes(buf[r.offset : r.offset + r.length]))
+    for program in ("jit_step(5)", "jit_step(9)", "jit_other(4)", "jit_none(1)"):
+        part = memory._metadata_plane(buf, r.offset, r.offset + r.length, program)
+        assert memory._hlo_proto(part, program) == memory._hlo_proto(whole, program)
+        assert part.ByteSize() < (1 << 20) or program.startswith("jit_other")
+
+
+def test_allocator_plane_keeps_the_allocator_lines(tmp_path):
+    sp = SpaceBuilder("h0")
+    host = sp.plane("/host:CPU")
+    noise = host.line("python", timestamp_ns=EPOCH_NS)
+    for k in range(2000):
+        noise.event(f"fn_{k % 7}", k * 1000, 500)
+    mem = host.line("allocator", timestamp_ns=EPOCH_NS)
+    for k, (res, alloc) in enumerate([(100, 5), (100, 900), (40, 50)]):
+        mem.event("MemoryAllocation" if k != 1 else "MemoryDeallocation", k * 10, 5,
+                  stats={"index_on_host": k % 2, "bytes_reserved": res, "bytes_allocated": alloc, "bytes_available": 7})
+    p = tmp_path / "a.xplane.pb"
+    p.write_bytes(sp.bytes())
+    buf, index = reader.open_space(p)
+    (r,) = index.planes
+    whole = xplane_pb2.XPlane.FromString(bytes(buf[r.offset : r.offset + r.length]))
+    part = memory._allocator_plane(buf, r.offset, r.offset + r.length)
+    assert [ln.name for ln in part.lines] == ["allocator"]
+    assert memory.allocator_peak([part]) == memory.allocator_peak([whole])
+    assert memory.allocator_peak([part]).in_use == 1000
