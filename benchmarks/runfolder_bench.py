@@ -2,7 +2,7 @@
 run folder, analysed end to end (issue #15: <= 10 s wall on 2 cores).
 
     python benchmarks/runfolder_bench.py [--keep DIR] [--hosts 8] [--target-mb 1024] [--layers 48]
-                                         [--tasks touch_floor,profanalyze,stages,read_jobs,pickle] [--gz]
+                                         [--tasks ...] [--gz] [--before SRC_TREE]
 
 Builds (once; reused from --keep, default /tmp/profanalyzer-runfolder) a run
 folder `<keep>/<hosts>x<mb>/run/` of `dense_short_fsdp` host files from the
@@ -21,7 +21,13 @@ processes, the largest worker's peak as well, from RUSAGE_CHILDREN). Tasks:
   stages        the same steps in process, each timed: read (load_trace, host
                 files in worker processes), analysis, rules, HTML (including
                 the wait for the input hash)
-  read_jobs     load_trace alone with 1, 2 and 3 decode processes
+  read_threads  load_trace alone, as profanalyze runs it (planes of --jobs
+                files at a time on one pool of threads, in process)
+  read_processes  the previous mechanism, for comparison: _load_host of each
+                file in 2 worker processes, planes pickled back
+  read_jobs     load_trace alone with jobs 1, 2 and 3 in one interpreter
+  before        `profanalyze RUN -o x.html -q` with the package of --before
+                (a source tree of an earlier commit, e.g. from `git archive`)
   pickle        one host file's decoded planes: _load_host, then pickle
                 (what a worker sends back) and unpickle, bytes and seconds
 
@@ -64,6 +70,8 @@ TASKS = {
         "note = n\n"
     ),
     "profanalyze": (
+        "import sys\n"
+        "if len(sys.argv) > 3: sys.path.insert(0, sys.argv[3])\n"
         "from profanalyzer.cli import main\n"
         "rc = main([PATH, '-o', OUT, '-q'])\n"
         + _CHILDREN
@@ -87,6 +95,23 @@ TASKS = {
         "ev = sum(p.n_events for p in model.planes)\n"
         "note = '; '.join(f'{n} {b - a:.2f} s' for n, a, b in zip(names, t, t[1:]))"
         " + f'; {len(model.hosts)} hosts, {len(model.planes)} planes, {ev:,} events; largest worker {kids / 1024:.0f} MiB'\n"
+    ),
+    "read_processes": (
+        "from concurrent.futures import ProcessPoolExecutor\n"
+        "from pathlib import Path\n"
+        "from profanalyzer.analysis import ANALYSIS_LINES\n"
+        "from profanalyzer.tracebuild import _load_host\n"
+        "files = sorted(Path(PATH).iterdir())\n"
+        "with ProcessPoolExecutor(max_workers=2) as pool:\n"
+        "    res = list(pool.map(_load_host, files, [True] * len(files), [ANALYSIS_LINES] * len(files)))\n"
+        + _CHILDREN
+        + "note = f'{len(res)} hosts; largest worker {kids / 1024:.0f} MiB'\n"
+    ),
+    "read_threads": (
+        "from profanalyzer.analysis import ANALYSIS_LINES\n"
+        "from profanalyzer.tracebuild import load_trace\n"
+        "tr = load_trace(PATH, lines=ANALYSIS_LINES)\n"
+        "note = f'{len(tr.hosts)} hosts'\n"
     ),
     "read_jobs": (
         "from profanalyzer.analysis import ANALYSIS_LINES\n"
@@ -144,9 +169,10 @@ def main() -> None:
     ap.add_argument("--hosts", type=int, default=8)
     ap.add_argument("--target-mb", type=int, default=1024)
     ap.add_argument("--layers", type=int, default=48)
-    ap.add_argument("--tasks", default="touch_floor,profanalyze,stages,read_jobs,pickle")
+    ap.add_argument("--tasks", default="touch_floor,profanalyze,before,stages,read_threads,read_processes,pickle")
     ap.add_argument("--gz", action="store_true", help="also run profanalyze and stages on a gzipped copy")
     ap.add_argument("--repeat", type=int, default=1)
+    ap.add_argument("--before", type=Path, default=None, help="source tree of an earlier version (task before)")
     args = ap.parse_args()
     root = args.keep / f"{args.hosts}x{args.target_mb}"
     run = root / "run"
@@ -166,7 +192,11 @@ def main() -> None:
     results: dict[str, dict] = {}
     for name in args.tasks.split(","):
         for tag, folder in inputs.items():
-            if tag and name not in ("profanalyze", "stages"):
+            if tag and name not in ("profanalyze", "stages", "before"):
+                continue
+            if name == "before":
+                if args.before:
+                    results[tag + name] = best_of(TASKS["profanalyze"], args.repeat, str(folder), str(out), str(args.before))
                 continue
             body = TASKS.get(name) or E2E_TASKS[name]
             results[tag + name] = best_of(body, args.repeat, str(folder), str(out))

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Collection
 
 import numpy as np
 from google.protobuf.message import DecodeError
@@ -442,22 +443,74 @@ def _field(num: int, payload: bytes) -> bytes:
     return _varint_bytes((num << 3) | 2) + _varint_bytes(len(payload)) + payload
 
 
-def _metadata_plane(buf, start: int, end: int, program: str) -> xplane_pb2.XPlane:
-    """The `/host:metadata` plane as `_hlo_proto` reads it, without the bulk:
-    event metadata not named like `program` lose their stats (the other
-    programs' HLO protos), lines are left out."""
+def _wire_type(raw, start: int) -> int:
+    return wire.varint(raw, 0, start)[0] & 7
+
+
+def _metadata_trim(program: str) -> reader.FieldTrim:
+    """Per field of `/host:metadata`, what `_hlo_proto` reads of it: lines
+    dropped, event metadata not named like `program` without their stats
+    (the other programs' HLO protos: the bulk), the rest as it is."""
     base = program.split("(", 1)[0]
+
+    def trim(f: int, raw, start: int):
+        if f == _PL_LINES:
+            return None
+        if f == _PL_EVENT_METADATA and _wire_type(raw, start) == 2:
+            _, name = _entry(raw, start, len(raw))
+            if name is not None and name != program and name.split("(", 1)[0] != base:
+                return _field(_PL_EVENT_METADATA, _stripped_entry(raw, start, len(raw)))
+        return raw
+
+    return trim
+
+
+def _host_trim(seen: list, keep_lines: Collection[int]) -> reader.FieldTrim:
+    """Per field of a host plane: event metadata without their stats (names
+    kept), the lines numbered in `keep_lines` and those the vectorised decoder
+    refuses kept whole; of every other line only its metadata ids, appended
+    to `seen` as (line number, unique ids)."""
+    count = [0]
+
+    def trim(f: int, raw, start: int):
+        if f == _PL_LINES and _wire_type(raw, start) == 2:
+            k = count[0]
+            count[0] += 1
+            if k in keep_lines:
+                return raw
+            got = wire.decode_line(raw, start, len(raw), want=())
+            if got is None:
+                return raw
+            seen.append((k, np.unique(got[1].metadata_id)))
+            return None
+        if f == _PL_EVENT_METADATA and _wire_type(raw, start) == 2:
+            return _field(_PL_EVENT_METADATA, _stripped_entry(raw, start, len(raw)))
+        return raw
+
+    return trim
+
+
+def _memory_ids(buf, start: int, end: int) -> np.ndarray:
+    """The event metadata ids of a plane named in MEMORY_EVENTS."""
+    ids = set()
+    for f, wt, _v, a, b, _ in wire.iter_fields(buf, start, end):
+        if f == _PL_EVENT_METADATA and wt == 2:
+            key, name = _entry(buf, a, b)
+            if name in MEMORY_EVENTS and key is not None:
+                ids.add(key - (1 << 64) if key >= 1 << 63 else key)
+    return np.asarray(sorted(ids), dtype=np.int64)
+
+
+def _metadata_plane(buf, start: int, end: int, program: str) -> xplane_pb2.XPlane:
+    """The `/host:metadata` plane as `_hlo_proto` reads it, without the bulk
+    (`_metadata_trim`)."""
+    trim = _metadata_trim(program)
     out = bytearray()
     try:
-        for f, wt, _v, a, b, tag in wire.iter_fields(buf, start, end):
-            if f == _PL_LINES:
-                continue
-            if f == _PL_EVENT_METADATA and wt == 2:
-                _, name = _entry(buf, a, b)
-                if name is not None and name != program and name.split("(", 1)[0] != base:
-                    out += _field(_PL_EVENT_METADATA, _stripped_entry(buf, a, b))
-                    continue
-            out += buf[tag:b]
+        for f, _wt, _v, a, b, tag in wire.iter_fields(buf, start, end):
+            keep = trim(f, memoryview(buf)[tag:b], a - tag)
+            if keep:
+                out += keep
     except ValueError:  # malformed: the runtime parses it whole and says where
         return xplane_pb2.XPlane.FromString(bytes(buf[start:end]))
     return xplane_pb2.XPlane.FromString(bytes(out))
@@ -469,13 +522,7 @@ def _allocator_plane(buf, start: int, end: int) -> xplane_pb2.XPlane:
     found from the lines' metadata ids (the vectorised decoder) before any
     line is parsed."""
     try:
-        ids = set()
-        for f, wt, _v, a, b, _ in wire.iter_fields(buf, start, end):
-            if f == _PL_EVENT_METADATA and wt == 2:
-                key, name = _entry(buf, a, b)
-                if name in MEMORY_EVENTS and key is not None:
-                    ids.add(key - (1 << 64) if key >= 1 << 63 else key)
-        want = np.asarray(sorted(ids), dtype=np.int64)
+        want = _memory_ids(buf, start, end)
         out = bytearray()
         for f, wt, _v, a, b, tag in wire.iter_fields(buf, start, end):
             if f == _PL_LINES and wt == 2:
@@ -501,7 +548,17 @@ def read_sources(file: str | Path, program: str) -> MemorySources:
 
 def _read_sources(file: str | Path, program: str) -> MemorySources:
     path = Path(file)
-    buf, index = reader.open_space(path, want=lambda r: r.kind in ("metadata", "host"))
+    # A .gz streams: /host:metadata held as `_hlo_proto` reads it, host planes
+    # without their lines (each line's metadata ids noted in `seen`). A plain
+    # file is mapped whole and the same trimming happens below.
+    seen: dict[int, list] = {}
+
+    def trim(r: reader.PlaneRef) -> reader.FieldTrim | None:
+        if r.kind == "metadata":
+            return _metadata_trim(program)
+        return _host_trim(seen.setdefault(r.index, []), ())
+
+    buf, index = reader.open_space(path, want=lambda r: r.kind == "host" or (r.kind == "metadata" and bool(program)), trim=trim)
     out = MemorySources(program=program)
     metas = [p for p in index.planes if p.kind == "metadata"]
     hosts = [p for p in index.planes if p.kind == "host"]
@@ -522,7 +579,19 @@ def _read_sources(file: str | Path, program: str) -> MemorySources:
     elif not metas:
         out.notes.append("no /host:metadata plane: no HLO protos, no buffer assignment")
     if hosts:
-        planes = [_allocator_plane(buf, p.offset, p.offset + p.length) for p in hosts]
+        need = {}
+        for p in hosts:
+            ids = _memory_ids(buf, p.offset, p.offset + p.length) if seen.get(p.index) else ()
+            lines = {k for k, mids in seen.get(p.index, ()) if len(ids) and np.isin(mids, ids).any()}
+            if lines:
+                need[p.index] = lines
+        if need:  # streamed, and lines left behind hold allocator events: read again, keeping just those
+            buf2, index2 = reader.open_space(path, want=lambda r: r.index in need, trim=lambda r: _host_trim([], need[r.index]))
+            at = {r.index: r for r in index2.planes}
+            planes = [_allocator_plane(buf2, at[p.index].offset, at[p.index].offset + at[p.index].length) if p.index in need
+                      else _allocator_plane(buf, p.offset, p.offset + p.length) for p in hosts]
+        else:
+            planes = [_allocator_plane(buf, p.offset, p.offset + p.length) for p in hosts]
         alloc = allocator_peak(planes)
         if alloc is None:
             out.notes.append("the host planes hold no allocator activity (MemoryAllocation events)")

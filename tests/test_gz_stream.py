@@ -307,3 +307,96 @@ def test_allocator_plane_keeps_the_allocator_lines(tmp_path):
     assert [ln.name for ln in part.lines] == ["allocator"]
     assert memory.allocator_peak([part]) == memory.allocator_peak([whole])
     assert memory.allocator_peak([part]).in_use == 1000
+
+
+def _sources_gz_vs_plain(tmp_path, gz, program: str):
+    plain = tmp_path / "plain.xplane.pb"
+    plain.write_bytes(gzip.decompress(gz.read_bytes()))
+    a, b = memory.read_sources(gz, program), memory.read_sources(plain, program)
+    assert a == b
+    return a
+
+
+def _dominant(path) -> str:
+    from profanalyzer.tracebuild import load_trace
+
+    return memory.dominant_program(load_trace(path))
+
+
+@pytest.mark.parametrize("name", ["hlo_memory_dense", "host_offload_train", "serving_tp2_w4"])
+def test_streamed_memory_read_equals_the_plain_one(tmp_path, name):
+    gz = sample_path(name)
+    src = _sources_gz_vs_plain(tmp_path, gz, _dominant(gz))
+    if name == "hlo_memory_dense":
+        assert src.assignment is not None
+
+
+def test_streamed_memory_read_equals_the_plain_one_on_real_captures(tmp_path):
+    files = sorted(REAL.glob("*.xplane.pb.gz")) if REAL.exists() else []
+    if not files:
+        pytest.skip(f"no real captures in {REAL}")
+    for f in files:
+        _sources_gz_vs_plain(tmp_path, f, _dominant(f))
+
+
+def _alloc_space(bulk: int) -> bytes:
+    sp = SpaceBuilder("h0")
+    host = sp.plane("/host:CPU")
+    for t in range(3):
+        noise = host.line(f"python {t}", timestamp_ns=EPOCH_NS)
+        for k in range(3000):
+            noise.event(f"fn_{k % 7}", k * 1000, 500)
+    mem = host.line("allocator", timestamp_ns=EPOCH_NS)
+    for k, (res, alloc) in enumerate([(100, 5), (100, 900), (40, 50)]):
+        mem.event("MemoryAllocation", k * 10, 5,
+                  stats={"index_on_host": k % 2, "bytes_reserved": res, "bytes_allocated": alloc, "bytes_available": 7})
+    host.meta("bulk", stats={"Hlo Proto": b"\x01" * bulk})
+    md = sp.plane("/host:metadata")
+    for k in range(4):
+        md.meta(f"jit_other({k})", stats={"Hlo Proto": b"\x00" * bulk})
+    md.meta("jit_train_step(7)", stats={"Hlo Proto": b"\x08\x01"})
+    tc = sp.plane("/device:TPU:0", device_type="TPU v7x")
+    tc.line("XLA Ops", timestamp_ns=EPOCH_NS).event("%fusion.1 = bf16[8]{0} fusion(bf16[8] %a), kind=kLoop", 0, 5, display="fusion.1")
+    return sp.bytes()
+
+
+def test_streamed_memory_read_holds_no_bulk(tmp_path):
+    """5 x 16 MiB of HLO protos and host bulk: the allocator lines are found
+    (a second streamed pass) and the kept HLO proto read, holding about one
+    field at a time, never a plane."""
+    bulk = 16 << 20
+    p = tmp_path / "m.xplane.pb.gz"
+    p.write_bytes(gzip.compress(_alloc_space(bulk), compresslevel=1, mtime=0))
+    tracemalloc.start()
+    try:
+        src = memory.read_sources(p, "jit_train_step(7)")
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert src.allocator is not None and src.allocator.in_use == 1000 and src.allocator.devices == 2
+    size = len(gzip.decompress(p.read_bytes()))
+    assert size > 5 * bulk
+    assert peak < 5 * bulk // 2, f"peak {peak / 2**20:.1f} MiB of a {size / 2**20:.0f} MiB space (one field: {bulk / 2**20:.0f} MiB)"
+    plain = tmp_path / "m.xplane.pb"
+    plain.write_bytes(gzip.decompress(p.read_bytes()))
+    assert memory.read_sources(plain, "jit_train_step(7)") == src
+
+
+def test_streamed_host_events_equal_the_plain_ones(tmp_path):
+    from profanalyzer.hostplanes import read_host_events
+
+    files = [sample_path(n) for n in ("host_bound_input", "dense_short_fsdp")]
+    files += sorted(REAL.glob("*.xplane.pb.gz")) if REAL.exists() else []
+    lines_read = 0
+    for gz in files:
+        plain = tmp_path / "plain.xplane.pb"
+        plain.write_bytes(gzip.decompress(gz.read_bytes()))
+        from profanalyzer.tracebuild import load_trace
+
+        origin = load_trace(gz).origin_ns
+        a, b = read_host_events(gz, origin), read_host_events(plain, origin)
+        assert a[0] == b[0] and a[4] == b[4], gz
+        for x, y in zip(a[1:4], b[1:4]):
+            assert (x == y).all(), gz
+        lines_read += a[4]
+    assert lines_read > 0

@@ -484,7 +484,12 @@ def scan_space(buf, path: Path, _diagnose: bool = True) -> SpaceIndex:
 #: known to it yet).
 PlaneFilter = Callable[[PlaneRef], bool]
 
-_COLLECT, _KEEP, _SKIP = 1, 2, 3
+#: Per field of a held plane, while it streams: (field number, the field's
+#: bytes from its tag on, where its payload starts in them) -> the bytes to
+#: hold instead (None: drop the field). The view is valid during the call only.
+FieldTrim = Callable[[int, memoryview, int], "bytes | memoryview | None"]
+
+_COLLECT, _KEEP, _SKIP, _TRIM = 1, 2, 3, 4
 
 
 def _plane_head_prefix(buf, end: int) -> tuple[str, int] | None:
@@ -512,14 +517,61 @@ def _plane_head_prefix(buf, end: int) -> tuple[str, int] | None:
     return (name, pid) if found == 2 else None
 
 
+class _PlaneFields:
+    """Cuts a plane's bytes, as they arrive, into whole fields and holds what
+    a FieldTrim keeps of each: memory is the largest field, not the plane."""
+
+    def __init__(self, trim: FieldTrim) -> None:
+        self.trim = trim
+        self.pending = bytearray()
+        self.kept = bytearray()
+
+    def feed(self, data) -> None:
+        p = self.pending
+        p += data
+        pos, end = 0, len(p)
+        mv = memoryview(p)
+        try:
+            while pos < end:
+                try:
+                    key, q = _varint(p, pos, end)
+                    wt = key & 7
+                    if key >> 3 == 0:
+                        raise ValueError("field number 0")
+                    if wt == 2:
+                        n, start = _varint(p, q, end)
+                        stop = start + n
+                        if stop > end:
+                            break
+                    else:
+                        start, stop = q, _skip(p, q, end, wt)
+                except _Truncated:
+                    break
+                keep = self.trim(key >> 3, mv[pos:stop], start - pos)
+                if keep:
+                    self.kept += keep
+                keep = None  # may be a view of `p`: released before `p` is cut
+                pos = stop
+        finally:
+            mv.release()
+        del p[:pos]
+
+    def close(self) -> bytearray:
+        if self.pending:
+            raise _Truncated("the plane ends inside a field")
+        return self.kept
+
+
 class _SpaceStream:
     """Walks an XSpace's top-level fields over its bytes as they arrive
     (`feed`), keeping the wanted planes in one compact buffer (`out`) and
     indexing every plane. Any irregularity raises ValueError: the caller
     then re-reads the file the simple way for the exact message."""
 
-    def __init__(self, want: PlaneFilter) -> None:
+    def __init__(self, want: PlaneFilter, trim: Callable[[PlaneRef], FieldTrim | None] | None = None) -> None:
         self.want = want
+        self.trim = trim
+        self._fields: _PlaneFields | None = None
         self.out = bytearray()
         self.planes: list[PlaneRef] = []
         self.strings: dict[int, list[str]] = {2: [], 3: [], 4: []}
@@ -545,12 +597,14 @@ class _SpaceStream:
                     self.out += mv[pos : pos + k]
                 elif self._mode == _COLLECT:
                     self._got += mv[pos : pos + k]
+                elif self._fields is not None:
+                    self._fields.feed(mv[pos : pos + k])
                 pos += k
                 self._left -= k
                 if self._mode == _COLLECT:
                     self._collected()
                 elif not self._left:
-                    self._mode = 0
+                    self._end_plane()
                 continue
             try:
                 key, p = _varint(data, pos, end)
@@ -588,14 +642,30 @@ class _SpaceStream:
         name, pid = head
         kind, dev, sc = plane_kind(name)
         ref = PlaneRef(len(self.planes), name, pid, -1, n, kind, dev, sc)
-        if self.want(ref):
-            ref = PlaneRef(ref.index, name, pid, len(self.out), n, kind, dev, sc)
-            self.out += got
-            self._mode = _KEEP if self._left else 0
-        else:
-            self._mode = _SKIP if self._left else 0
-        self.planes.append(ref)
         self._got = bytearray()
+        self._mode = _SKIP
+        if self.want(ref):
+            trim = self.trim(ref) if self.trim is not None else None
+            if trim is not None:
+                self._fields = _PlaneFields(trim)
+                self._fields.feed(got)
+                self._mode = _TRIM
+            else:
+                ref = PlaneRef(ref.index, name, pid, len(self.out), n, kind, dev, sc)
+                self.out += got
+                self._mode = _KEEP
+        self.planes.append(ref)
+        if not self._left:
+            self._end_plane()
+
+    def _end_plane(self) -> None:
+        if self._fields is not None:  # a trimmed plane: what was kept of it
+            kept = self._fields.close()
+            self._fields = None
+            r = self.planes[-1]
+            self.planes[-1] = PlaneRef(r.index, r.name, r.id, len(self.out), len(kept), r.kind, r.device_id, r.sc_index)
+            self.out += kept
+        self._mode = 0
 
     def finish(self, path: Path) -> SpaceIndex:
         if self._mode or self._carry:
@@ -616,15 +686,21 @@ def _all_planes(ref: PlaneRef) -> bool:
     return True
 
 
-def open_space(path: Path, want: PlaneFilter | None = None) -> tuple[bytes | bytearray | mmap.mmap, SpaceIndex]:
+def open_space(
+    path: Path, want: PlaneFilter | None = None, trim: Callable[[PlaneRef], FieldTrim | None] | None = None
+) -> tuple[bytes | bytearray | mmap.mmap, SpaceIndex]:
     """(buffer, index) of an XSpace file, holding at least the planes `want`
     accepts (default: all); the index lists every plane, its offsets point
     into the buffer, and a plane not held (`PlaneRef.held` false) has offset -1.
 
-    A plain file is mapped read-only and holds every plane. A .gz file is
-    streamed: inflated in bounded steps, its top-level fields walked as they
-    arrive, only the wanted planes copied out; `SpaceIndex.size` is still the
-    decompressed size. Bad input raises the same one-line InputError as
+    A plain file is mapped read-only and holds every plane whole. A .gz file
+    is streamed: inflated in bounded steps, its top-level fields walked as
+    they arrive, only the wanted planes copied out; `SpaceIndex.size` is
+    still the decompressed size. `trim(ref)` may return a FieldTrim for a
+    wanted plane of a streamed file: the plane is then held as the fields it
+    keeps (`PlaneRef.length` is theirs), never whole; a caller that trims
+    must read whole planes too (plain files, or a .gz read the simple way
+    after an irregularity). Bad input raises the same one-line InputError as
     `read_bytes` + `scan_space` (on any irregularity the file is re-read
     that way for the message)."""
     path = Path(path)
@@ -634,7 +710,7 @@ def open_space(path: Path, want: PlaneFilter | None = None) -> tuple[bytes | byt
             gz = f.read(2) == b"\x1f\x8b"
             if gz:
                 f.seek(0)
-                stream = _SpaceStream(want)
+                stream = _SpaceStream(want, trim)
                 try:
                     for chunk in _gunzip_chunks(f, path):
                         stream.feed(chunk)
