@@ -66,12 +66,25 @@ def _event_names(buf, start: int, end: int) -> dict[int, str]:
     return names
 
 
+def _host_lines_trim(ref: reader.PlaneRef) -> reader.FieldTrim:
+    """While a .gz streams: a host plane's lines whose name (peeked before
+    their events) is not a HOST_LINES one are dropped, never held."""
+
+    def trim(f: int, raw, start: int):
+        if f == _PLANE_LINES and raw[0] & 7 == 2:
+            head = wire.peek_line(raw, start, len(raw))
+            if head is not None and not HOST_LINES.match(head[0]):
+                return None
+        return raw
+
+    return trim
+
+
 def read_host_events(file: str | Path, origin_ns: int = 0) -> tuple[list[str], np.ndarray, np.ndarray, np.ndarray, int]:
     """(event names, name index, start ps, end ps, lines read) of the
     matching host lines of one file; times in picoseconds from `origin_ns`."""
     path = Path(file)
-    buf = reader.read_bytes(path)
-    index = reader.scan_space(buf, path)
+    buf, index = reader.open_space(path, want=lambda r: r.kind == "host", trim=_host_lines_trim)
     names: list[str] = []
     name_ix: dict[str, int] = {}
     idx, st, en = [], [], []

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Collection
 
 import numpy as np
 from google.protobuf.message import DecodeError
@@ -392,6 +393,150 @@ def _hlo_proto(meta: xplane_pb2.XPlane, program: str) -> bytes | None:
     return None
 
 
+# XPlane, its event-metadata map entries, XEventMetadata
+_PL_LINES, _PL_EVENT_METADATA = 3, 4
+_ENTRY_KEY, _ENTRY_VALUE = 1, 2
+_EM_NAME, _EM_METADATA, _EM_STATS = 2, 3, 5
+
+
+def _entry(buf, start: int, end: int) -> tuple[int | None, str | None]:
+    """(key, name) of one event-metadata map entry, read field by field
+    (the last of each, as the protobuf runtime merges them)."""
+    key, name = None, None
+    for f, wt, v, a, b, _ in wire.iter_fields(buf, start, end):
+        if f == _ENTRY_KEY and wt == 0:
+            key = v
+        elif f == _ENTRY_VALUE and wt == 2:
+            for f2, wt2, _v2, a2, b2, _ in wire.iter_fields(buf, a, b):
+                if f2 == _EM_NAME and wt2 == 2:
+                    name = bytes(buf[a2:b2]).decode("utf-8", errors="replace")
+    return key, name
+
+
+def _stripped_entry(buf, start: int, end: int) -> bytes:
+    """A map entry without its value's stats and metadata bytes (id, name,
+    display name kept: the map's keys and order stay as they were)."""
+    out = bytearray()
+    for f, wt, _v, a, b, tag in wire.iter_fields(buf, start, end):
+        if f == _ENTRY_VALUE and wt == 2:
+            value = bytearray()
+            for f2, _wt2, _v2, _a2, b2, tag2 in wire.iter_fields(buf, a, b):
+                if f2 not in (_EM_METADATA, _EM_STATS):
+                    value += buf[tag2:b2]
+            out += _field(_ENTRY_VALUE, bytes(value))
+        else:
+            out += buf[tag:b]
+    return bytes(out)
+
+
+def _varint_bytes(n: int) -> bytes:
+    out = bytearray()
+    while True:
+        out.append((n & 0x7F) | (0x80 if n > 0x7F else 0))
+        n >>= 7
+        if not n:
+            return bytes(out)
+
+
+def _field(num: int, payload: bytes) -> bytes:
+    """A length-delimited field: tag, length, payload."""
+    return _varint_bytes((num << 3) | 2) + _varint_bytes(len(payload)) + payload
+
+
+def _wire_type(raw, start: int) -> int:
+    return wire.varint(raw, 0, start)[0] & 7
+
+
+def _metadata_trim(program: str) -> reader.FieldTrim:
+    """Per field of `/host:metadata`, what `_hlo_proto` reads of it: lines
+    dropped, event metadata not named like `program` without their stats
+    (the other programs' HLO protos: the bulk), the rest as it is."""
+    base = program.split("(", 1)[0]
+
+    def trim(f: int, raw, start: int):
+        if f == _PL_LINES:
+            return None
+        if f == _PL_EVENT_METADATA and _wire_type(raw, start) == 2:
+            _, name = _entry(raw, start, len(raw))
+            if name is not None and name != program and name.split("(", 1)[0] != base:
+                return _field(_PL_EVENT_METADATA, _stripped_entry(raw, start, len(raw)))
+        return raw
+
+    return trim
+
+
+def _host_trim(seen: list, keep_lines: Collection[int]) -> reader.FieldTrim:
+    """Per field of a host plane: event metadata without their stats (names
+    kept), the lines numbered in `keep_lines` and those the vectorised decoder
+    refuses kept whole; of every other line only its metadata ids, appended
+    to `seen` as (line number, unique ids)."""
+    count = [0]
+
+    def trim(f: int, raw, start: int):
+        if f == _PL_LINES and _wire_type(raw, start) == 2:
+            k = count[0]
+            count[0] += 1
+            if k in keep_lines:
+                return raw
+            got = wire.decode_line(raw, start, len(raw), want=())
+            if got is None:
+                return raw
+            seen.append((k, np.unique(got[1].metadata_id)))
+            return None
+        if f == _PL_EVENT_METADATA and _wire_type(raw, start) == 2:
+            return _field(_PL_EVENT_METADATA, _stripped_entry(raw, start, len(raw)))
+        return raw
+
+    return trim
+
+
+def _memory_ids(buf, start: int, end: int) -> np.ndarray:
+    """The event metadata ids of a plane named in MEMORY_EVENTS."""
+    ids = set()
+    for f, wt, _v, a, b, _ in wire.iter_fields(buf, start, end):
+        if f == _PL_EVENT_METADATA and wt == 2:
+            key, name = _entry(buf, a, b)
+            if name in MEMORY_EVENTS and key is not None:
+                ids.add(key - (1 << 64) if key >= 1 << 63 else key)
+    return np.asarray(sorted(ids), dtype=np.int64)
+
+
+def _metadata_plane(buf, start: int, end: int, program: str) -> xplane_pb2.XPlane:
+    """The `/host:metadata` plane as `_hlo_proto` reads it, without the bulk
+    (`_metadata_trim`)."""
+    trim = _metadata_trim(program)
+    out = bytearray()
+    try:
+        for f, _wt, _v, a, b, tag in wire.iter_fields(buf, start, end):
+            keep = trim(f, memoryview(buf)[tag:b], a - tag)
+            if keep:
+                out += keep
+    except ValueError:  # malformed: the runtime parses it whole and says where
+        return xplane_pb2.XPlane.FromString(bytes(buf[start:end]))
+    return xplane_pb2.XPlane.FromString(bytes(out))
+
+
+def _allocator_plane(buf, start: int, end: int) -> xplane_pb2.XPlane:
+    """A host plane as `allocator_peak` reads it: only the lines that hold an
+    allocator event (MEMORY_EVENTS; every other line contributes nothing),
+    found from the lines' metadata ids (the vectorised decoder) before any
+    line is parsed."""
+    try:
+        want = _memory_ids(buf, start, end)
+        out = bytearray()
+        for f, wt, _v, a, b, tag in wire.iter_fields(buf, start, end):
+            if f == _PL_LINES and wt == 2:
+                if not len(want):
+                    continue
+                got = wire.decode_line(buf, a, b, want=())
+                if got is not None and not np.isin(got[1].metadata_id, want).any():
+                    continue
+            out += buf[tag:b]
+    except ValueError:  # malformed: the runtime parses it whole and says where
+        return xplane_pb2.XPlane.FromString(bytes(buf[start:end]))
+    return xplane_pb2.XPlane.FromString(bytes(out))
+
+
 def read_sources(file: str | Path, program: str) -> MemorySources:
     """Decode `/host:metadata` and the host planes of one host file (only
     these); corrupt planes become a note, never an exception."""
@@ -403,13 +548,22 @@ def read_sources(file: str | Path, program: str) -> MemorySources:
 
 def _read_sources(file: str | Path, program: str) -> MemorySources:
     path = Path(file)
-    buf = reader.read_bytes(path)
-    index = reader.scan_space(buf, path)
+    # A .gz streams: /host:metadata held as `_hlo_proto` reads it, host planes
+    # without their lines (each line's metadata ids noted in `seen`). A plain
+    # file is mapped whole and the same trimming happens below.
+    seen: dict[int, list] = {}
+
+    def trim(r: reader.PlaneRef) -> reader.FieldTrim | None:
+        if r.kind == "metadata":
+            return _metadata_trim(program)
+        return _host_trim(seen.setdefault(r.index, []), ())
+
+    buf, index = reader.open_space(path, want=lambda r: r.kind == "host" or (r.kind == "metadata" and bool(program)), trim=trim)
     out = MemorySources(program=program)
     metas = [p for p in index.planes if p.kind == "metadata"]
     hosts = [p for p in index.planes if p.kind == "host"]
     if metas and program:
-        meta = xplane_pb2.XPlane.FromString(bytes(buf[metas[0].offset: metas[0].offset + metas[0].length]))
+        meta = _metadata_plane(buf, metas[0].offset, metas[0].offset + metas[0].length, program)
         data = _hlo_proto(meta, program)
         if data is None:
             out.notes.append(f"/host:metadata holds no HLO proto for {program}")
@@ -425,7 +579,19 @@ def _read_sources(file: str | Path, program: str) -> MemorySources:
     elif not metas:
         out.notes.append("no /host:metadata plane: no HLO protos, no buffer assignment")
     if hosts:
-        planes = [xplane_pb2.XPlane.FromString(bytes(buf[p.offset: p.offset + p.length])) for p in hosts]
+        need = {}
+        for p in hosts:
+            ids = _memory_ids(buf, p.offset, p.offset + p.length) if seen.get(p.index) else ()
+            lines = {k for k, mids in seen.get(p.index, ()) if len(ids) and np.isin(mids, ids).any()}
+            if lines:
+                need[p.index] = lines
+        if need:  # streamed, and lines left behind hold allocator events: read again, keeping just those
+            buf2, index2 = reader.open_space(path, want=lambda r: r.index in need, trim=lambda r: _host_trim([], need[r.index]))
+            at = {r.index: r for r in index2.planes}
+            planes = [_allocator_plane(buf2, at[p.index].offset, at[p.index].offset + at[p.index].length) if p.index in need
+                      else _allocator_plane(buf, p.offset, p.offset + p.length) for p in hosts]
+        else:
+            planes = [_allocator_plane(buf, p.offset, p.offset + p.length) for p in hosts]
         alloc = allocator_peak(planes)
         if alloc is None:
             out.notes.append("the host planes hold no allocator activity (MemoryAllocation events)")

@@ -603,10 +603,15 @@ def _no_tpu_message(path: Path, index: reader.SpaceIndex) -> str:
     return f"{path}: no TPU device planes (/device:TPU:N) in this profile; planes found: {shown}"
 
 
-def _load_host(f: Path, include_sparsecore: bool, lines: Collection[str] | None = None) -> tuple[HostInfo, list[tuple[Plane, int]]]:
-    """Decode one host file's device planes (each relative to its own origin)."""
-    buf = reader.read_bytes(f)
-    index = reader.scan_space(buf, f)
+def _open_host(f: Path, include_sparsecore: bool, lines: Collection[str] | None = None,
+               meta_cache: MetadataCache | None = None) -> tuple[HostInfo, list[Callable[[], tuple[Plane, int]]]]:
+    """Open one host file: its HostInfo and one decode task per device plane
+    (each returns the plane relative to its own origin; they may run on
+    threads: the buffer stays alive as long as they do). `meta_cache`: shared
+    by the hosts of a run (they run the same programs: one decode of each
+    distinct op-metadata map per run)."""
+    kinds_wanted = ("tensorcore", "sparsecore") if include_sparsecore else ("tensorcore",)
+    buf, index = reader.open_space(f, want=lambda r: r.kind in kinds_wanted)
     host = reader.host_name(index)
     kinds: dict[str, int] = {}
     for r in index.planes:
@@ -615,26 +620,33 @@ def _load_host(f: Path, include_sparsecore: bool, lines: Collection[str] | None 
     refs = _device_refs(index, include_sparsecore)
     if not any(r.kind == "tensorcore" for r in refs):
         raise NoTpuPlanesError(_no_tpu_message(f, index))
-    meta_cache = MetadataCache()
+    cache = meta_cache if meta_cache is not None else MetadataCache()
 
     def one(r: reader.PlaneRef) -> tuple[Plane, int]:
         try:
             return build_plane(buf, r.offset, r.offset + r.length, host, r.kind, r.device_id or 0, r.sc_index, lines,
-                               meta_cache)
+                               cache)
         except InputError as e:
             raise InputError(f"{f}: plane {r.name!r}: {e}") from None
 
+    return info, [lambda r=r: one(r) for r in refs]
+
+
+def _load_host(f: Path, include_sparsecore: bool, lines: Collection[str] | None = None,
+               meta_cache: MetadataCache | None = None) -> tuple[HostInfo, list[tuple[Plane, int]]]:
+    """Decode one host file's device planes (each relative to its own origin)."""
+    info, tasks = _open_host(f, include_sparsecore, lines, meta_cache)
     # Planes are independent; their event decoding (C decoder, numpy) runs
     # without the GIL, so a few threads overlap it. Bounded: at most
     # PLANE_THREADS planes' decoded bytes are alive at a time.
-    threads = min(PLANE_THREADS, os.cpu_count() or 1, len(refs))
+    threads = min(PLANE_THREADS, os.cpu_count() or 1, len(tasks))
     if threads > 1:
         from concurrent.futures import ThreadPoolExecutor
 
         with ThreadPoolExecutor(max_workers=threads) as pool:
-            built = list(pool.map(one, refs))
+            built = [fut.result() for fut in [pool.submit(t) for t in tasks]]
     else:
-        built = [one(r) for r in refs]
+        built = [t() for t in tasks]
     return info, built
 
 
@@ -644,6 +656,47 @@ PLANE_THREADS = 4
 
 def default_jobs(n_files: int) -> int:
     return max(1, min(n_files, os.cpu_count() or 1))
+
+
+def _load_hosts(files: list[Path], include_sparsecore: bool, lines: Collection[str] | None, jobs: int,
+                progress: Callable[[int, int, str], None] | None) -> list[tuple[HostInfo, list[tuple[Plane, int]]]]:
+    """Decode several host files in this process: one pool of threads decodes
+    the planes of up to `jobs` files at a time while the next file is opened
+    (mapped, or streamed out of its gzip). Results and errors come in file
+    order. Threads, not processes: the decoding runs without the GIL, and
+    sending planes back from worker processes (pickling ~200 MB of arrays per
+    GB of capture, through a pipe) cost more than it saved."""
+    from collections import deque
+    from concurrent.futures import ThreadPoolExecutor
+
+    threads = max(2, min(PLANE_THREADS, os.cpu_count() or 1))
+    meta_cache = MetadataCache()
+    results: list[tuple[HostInfo, list[tuple[Plane, int]]]] = []
+    inflight: deque = deque()
+    pool = ThreadPoolExecutor(max_workers=threads)
+
+    def collect() -> None:
+        f, info, futures = inflight.popleft()
+        results.append((info, [fut.result() for fut in futures]))
+        if progress:
+            progress(len(results), len(files), f.name)
+
+    try:
+        for f in files:
+            while len(inflight) >= jobs:
+                collect()
+            try:
+                info, tasks = _open_host(f, include_sparsecore, lines, meta_cache)
+            except Exception:
+                while inflight:  # an earlier file's error first, as the files come in order
+                    collect()
+                raise
+            inflight.append((f, info, [pool.submit(t) for t in tasks]))
+        while inflight:
+            collect()
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+    return results
 
 
 def load_trace(
@@ -660,26 +713,21 @@ def load_trace(
     `lines`: the line names to decode (default: every line); the analysis
     asks for ANALYSIS_LINES only, so e.g. `Sparse Core Syncs` costs nothing.
 
-    Host files of a run folder are decoded in parallel processes (`jobs`,
-    default: one per core, at most one per file). `progress(done, total,
-    label)` is called after each host file.
+    Host files of a run folder are decoded in parallel (`jobs` files at a
+    time, default: one per core, at most one per file; their planes on a
+    shared pool of threads). `progress(done, total, label)` is called after
+    each host file.
     """
     resolved = reader.resolve_input(path)
     files = list(resolved.files)
     jobs = default_jobs(len(files)) if jobs is None else max(1, jobs)
     results: list[tuple[HostInfo, list[tuple[Plane, int]]]] = []
     if jobs > 1 and len(files) > 1:
-        from concurrent.futures import ProcessPoolExecutor
-
-        with ProcessPoolExecutor(max_workers=jobs) as pool:
-            futures = [pool.submit(_load_host, f, include_sparsecore, lines) for f in files]
-            for k, fut in enumerate(futures):
-                results.append(fut.result())
-                if progress:
-                    progress(k + 1, len(files), files[k].name)
+        results = _load_hosts(files, include_sparsecore, lines, jobs, progress)
     else:
+        meta_cache = MetadataCache()
         for k, f in enumerate(files):
-            results.append(_load_host(f, include_sparsecore, lines))
+            results.append(_load_host(f, include_sparsecore, lines, meta_cache))
             if progress:
                 progress(k + 1, len(files), f.name)
     hosts = [info for info, _ in results]

@@ -30,14 +30,54 @@ from profanalyzer.cli._common import (
 _CHIP_HELP = "Chip generation; overrides the trace's device_type_string."
 
 
-def _progress(quiet: bool):
-    """A one-line progress indicator on stderr; off when quiet or not a TTY."""
+def _progress(quiet: bool, trace: str | None = None):
+    """A progress bar on stderr while the host files are read: files done of
+    the total, bytes (of `trace`'s host files, when they can be listed),
+    elapsed seconds, the file just read. Redrawn in place after each host
+    file, ended by a newline after the last; off when quiet or when stderr is
+    not a TTY."""
     if quiet or not sys.stderr.isatty():
         return None
+    import os
+    import time
+
+    start = time.monotonic()
+    state: dict = {"sizes": None, "bytes": 0}
+
+    def sizes() -> dict[str, int]:
+        if state["sizes"] is None:
+            state["sizes"] = {}
+            if trace is not None:
+                from profanalyzer.errors import ProfanalyzerError
+                from profanalyzer.xspace.reader import resolve_input
+
+                try:
+                    state["sizes"] = {f.name: f.stat().st_size for f in resolve_input(trace).files}
+                except (ProfanalyzerError, OSError):
+                    pass
+        return state["sizes"]
+
+    def mb(n: int) -> str:
+        return f"{n / 1e9:.2f} GB" if n >= 1e9 else f"{n / 1e6:.1f} MB"
 
     def report(done: int, total: int, label: str) -> None:
-        end = "\n" if done == total else ""
-        sys.stderr.write(f"\r\x1b[Kreading host files {done}/{total}: {neutralise(label, '?')[:60]}{end}")
+        known = sizes()
+        state["bytes"] += known.get(label, 0)
+        total_bytes = sum(known.values())
+        frac = state["bytes"] / total_bytes if total_bytes else done / max(total, 1)
+        width = 24
+        fill = min(width, int(width * frac))
+        text = f"reading host files [{'#' * fill}{'.' * (width - fill)}] {done}/{total} files"
+        if total_bytes:
+            text += f", {mb(state['bytes'])} of {mb(total_bytes)}"
+        text += f", {time.monotonic() - start:.1f} s: "
+        try:
+            cols = os.get_terminal_size(sys.stderr.fileno()).columns
+        except (OSError, ValueError, AttributeError):
+            cols = 120
+        name, room = neutralise(label, "?"), max(cols - 1 - len(text), 12)
+        text += name if len(name) <= room else name[: room - 3] + "..."
+        sys.stderr.write("\r\x1b[K" + text[: max(cols - 1, 20)] + ("\n" if done >= total else ""))
         sys.stderr.flush()
 
     return report
@@ -55,7 +95,7 @@ def info(trace: str, chip: str | None, jobs: int | None, json_out: str | None, q
     from profanalyzer.tracebuild import load_trace
 
     with _local(trace, selective=False) as local:
-        ti = trace_info(load_trace(local, chip=chip, jobs=jobs, progress=_progress(quiet)))
+        ti = trace_info(load_trace(local, chip=chip, jobs=jobs, progress=_progress(quiet, local)))
     if local != trace:  # a URL: name it, not the temporary copy
         ti = dataclasses.replace(ti, source=trace)
     if json_out:
@@ -143,7 +183,7 @@ def _analyze(trace: str, label: str, chip: str | None, jobs: int | None, json_ou
         from profanalyzer.perfetto import parse_steps
 
         wanted = parse_steps(trace_steps or "")
-    options = AnalysisOptions(chip=chip, jobs=jobs, progress=_progress(quiet), memory=memory, host_activity=host_act)
+    options = AnalysisOptions(chip=chip, jobs=jobs, progress=_progress(quiet, trace), memory=memory, host_activity=host_act)
     if is_analysis_document(trace):
         # A saved `--json` document: rendered again without the trace.
         if trace_out:

@@ -11,6 +11,13 @@ fields (a few hundred bytes of varints for a multi-GB file) and records where
 each plane's bytes lie and what it is called; callers then decode just the
 planes they need (`profanalyzer.tracebuild.build_plane`). Host thread planes and
 `/host:metadata` (HLO protos) are the bulk of real files and are never decoded.
+
+`open_space(path, want)` is the entry point: a plain file is mapped
+(zero-copy, every plane held); a `.gz` file is inflated in bounded steps and
+its top-level fields walked as the bytes arrive, so only the planes `want`
+accepts are kept (copied into one compact buffer) and the others are skipped
+without ever being held: peak memory is the wanted planes, not the
+decompressed size.
 """
 
 from __future__ import annotations
@@ -22,7 +29,7 @@ import re
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
-
+from typing import Callable, Iterator
 
 from profanalyzer.errors import InputError
 from profanalyzer.xspace import wire
@@ -235,6 +242,15 @@ def read_bytes(path: Path) -> bytes | bytearray | mmap.mmap:
 
 
 _CHUNK = 1 << 20
+#: Most decompressed bytes produced per inflate step of a streamed .gz.
+_OUT_CHUNK = 4 << 20
+
+
+def _bomb(path: Path, limit: int) -> InputError:
+    return InputError(
+        f"{path}: decompresses to more than {_size(limit)}; refusing (gzip bomb guard; "
+        "a genuine capture this large: decompress it and pass the .xplane.pb)"
+    )
 
 
 def _gunzip(f, path: Path) -> bytearray:
@@ -261,10 +277,7 @@ def _gunzip(f, path: Path) -> bytearray:
                 d = zlib.decompressobj(16 + zlib.MAX_WBITS)
             out += d.decompress(data, limit + 1 - len(out))
             if len(out) > limit or d.unconsumed_tail:
-                raise InputError(
-                    f"{path}: decompresses to more than {_size(limit)}; refusing (gzip bomb guard; "
-                    "a genuine capture this large: decompress it and pass the .xplane.pb)"
-                )
+                raise _bomb(path, limit)
             if d.eof and d.unused_data:
                 pending = d.unused_data
     except (zlib.error, EOFError, gzip.BadGzipFile) as e:
@@ -276,6 +289,51 @@ def _gunzip(f, path: Path) -> bytearray:
     if not out:
         raise InputError(f"{path}: empty after decompression")
     return out
+
+
+def _gunzip_chunks(f, path: Path) -> Iterator[bytes]:
+    """The decompressed bytes of a (possibly multi-member) gzip file, in
+    steps of at most _OUT_CHUNK bytes; the same checks and messages as
+    `_gunzip` (bomb guard, trailing garbage, corrupt, truncated), raised when
+    the stream reaches them."""
+    limit = MAX_DECOMPRESSED_BYTES
+    total = 0
+    d = zlib.decompressobj(16 + zlib.MAX_WBITS)
+    pending = b""
+    try:
+        while True:
+            data = pending or f.read(_CHUNK)
+            pending = b""
+            if not data:
+                break
+            if d.eof:  # between members: another member, or NUL padding
+                if not data.strip(b"\0"):
+                    continue
+                if len(data) < 2:
+                    data += f.read(_CHUNK)
+                if data[:2] != b"\x1f\x8b":
+                    raise InputError(f"{path}: corrupt gzip file (unexpected data after the compressed stream)")
+                d = zlib.decompressobj(16 + zlib.MAX_WBITS)
+            while True:
+                out = d.decompress(data, _OUT_CHUNK)
+                total += len(out)
+                if total > limit:
+                    raise _bomb(path, limit)
+                if out:
+                    yield out
+                data = d.unconsumed_tail
+                if not data and len(out) < _OUT_CHUNK:
+                    break
+            if d.eof and d.unused_data:
+                pending = d.unused_data
+    except (zlib.error, EOFError, gzip.BadGzipFile) as e:
+        raise InputError(f"{path}: corrupt gzip data ({e})") from None
+    except OSError as e:
+        raise InputError(f"{path}: cannot read: {e.strerror or e}") from None
+    if not d.eof:
+        raise InputError(f"{path}: truncated gzip file (incomplete download or copy?)")
+    if not total:
+        raise InputError(f"{path}: empty after decompression")
 
 
 # ---------------------------------------------------------------------------
@@ -301,6 +359,12 @@ class PlaneRef:
     kind: str
     device_id: int | None
     sc_index: int | None
+
+    @property
+    def held(self) -> bool:
+        """Whether the buffer holds this plane's bytes (`open_space` skips
+        the planes its caller does not want: offset -1)."""
+        return self.offset >= 0
 
 
 @dataclass(frozen=True)
@@ -410,6 +474,253 @@ def scan_space(buf, path: Path, _diagnose: bool = True) -> SpaceIndex:
         errors=tuple(strings[2]),
         warnings=tuple(strings[3]),
     )
+
+
+# ---------------------------------------------------------------------------
+# Streamed, selective open
+# ---------------------------------------------------------------------------
+
+#: Which planes a caller keeps (by name and kind: offset and length are not
+#: known to it yet).
+PlaneFilter = Callable[[PlaneRef], bool]
+
+#: Per field of a held plane, while it streams: (field number, the field's
+#: bytes from its tag on, where its payload starts in them) -> the bytes to
+#: hold instead (None: drop the field). The view is valid during the call only.
+FieldTrim = Callable[[int, memoryview, int], "bytes | memoryview | None"]
+
+_COLLECT, _KEEP, _SKIP, _TRIM = 1, 2, 3, 4
+
+
+def _plane_head_prefix(buf, end: int) -> tuple[str, int] | None:
+    """A plane's (name, id) from its first `end` bytes, or None when they do
+    not reach both fields yet (the same walk as `_plane_head_fields`)."""
+    try:
+        pos, name, pid, found = 0, "", 0, 0
+        while pos < end and found < 2:
+            key, pos = _varint(buf, pos, end)
+            field, wt = key >> 3, key & 7
+            if field == 1 and wt == 0:
+                pid, pos = _varint(buf, pos, end)
+                found += 1
+            elif field == 2 and wt == 2:
+                n, pos = _varint(buf, pos, end)
+                if pos + n > end:
+                    return None
+                name = bytes(buf[pos : pos + n]).decode("utf-8", errors="replace")
+                pos += n
+                found += 1
+            else:
+                pos = _skip(buf, pos, end, wt)
+    except _Truncated:
+        return None
+    return (name, pid) if found == 2 else None
+
+
+class _PlaneFields:
+    """Cuts a plane's bytes, as they arrive, into whole fields and holds what
+    a FieldTrim keeps of each: memory is the largest field, not the plane."""
+
+    def __init__(self, trim: FieldTrim) -> None:
+        self.trim = trim
+        self.pending = bytearray()
+        self.kept = bytearray()
+
+    def feed(self, data) -> None:
+        p = self.pending
+        p += data
+        pos, end = 0, len(p)
+        mv = memoryview(p)
+        try:
+            while pos < end:
+                try:
+                    key, q = _varint(p, pos, end)
+                    wt = key & 7
+                    if key >> 3 == 0:
+                        raise ValueError("field number 0")
+                    if wt == 2:
+                        n, start = _varint(p, q, end)
+                        stop = start + n
+                        if stop > end:
+                            break
+                    else:
+                        start, stop = q, _skip(p, q, end, wt)
+                except _Truncated:
+                    break
+                keep = self.trim(key >> 3, mv[pos:stop], start - pos)
+                if keep:
+                    self.kept += keep
+                keep = None  # may be a view of `p`: released before `p` is cut
+                pos = stop
+        finally:
+            mv.release()
+        del p[:pos]
+
+    def close(self) -> bytearray:
+        if self.pending:
+            raise _Truncated("the plane ends inside a field")
+        return self.kept
+
+
+class _SpaceStream:
+    """Walks an XSpace's top-level fields over its bytes as they arrive
+    (`feed`), keeping the wanted planes in one compact buffer (`out`) and
+    indexing every plane. Any irregularity raises ValueError: the caller
+    then re-reads the file the simple way for the exact message."""
+
+    def __init__(self, want: PlaneFilter, trim: Callable[[PlaneRef], FieldTrim | None] | None = None) -> None:
+        self.want = want
+        self.trim = trim
+        self._fields: _PlaneFields | None = None
+        self.out = bytearray()
+        self.planes: list[PlaneRef] = []
+        self.strings: dict[int, list[str]] = {2: [], 3: [], 4: []}
+        self.size = 0
+        self._carry = b""  # an incomplete field header
+        self._mode = 0  # 0: at a field boundary; else how the current payload is consumed
+        self._field = 0
+        self._n = 0  # the current payload's length
+        self._left = 0  # its bytes still to come
+        self._got = bytearray()  # its bytes collected so far (_COLLECT)
+
+    def feed(self, data: bytes) -> None:
+        self.size += len(data)
+        if self._carry:
+            data = self._carry + data
+            self._carry = b""
+        mv = memoryview(data)
+        pos, end = 0, len(data)
+        while pos < end:
+            if self._mode:
+                k = min(self._left, end - pos)
+                if self._mode == _KEEP:
+                    self.out += mv[pos : pos + k]
+                elif self._mode == _COLLECT:
+                    self._got += mv[pos : pos + k]
+                elif self._fields is not None:
+                    self._fields.feed(mv[pos : pos + k])
+                pos += k
+                self._left -= k
+                if self._mode == _COLLECT:
+                    self._collected()
+                elif not self._left:
+                    self._end_plane()
+                continue
+            try:
+                key, p = _varint(data, pos, end)
+                field, wt = key >> 3, key & 7
+                if field == 0:
+                    raise ValueError("field number 0")
+                if wt in (3, 4):
+                    raise ValueError("group wire types are not used by XSpace")
+                if wt != 2:
+                    pos = _skip(data, p, end, wt)
+                    continue
+                n, p = _varint(data, p, end)
+            except _Truncated:
+                self._carry = bytes(mv[pos:])
+                return
+            pos = p
+            self._field, self._n, self._left = field, n, n
+            self._mode = _COLLECT if field == 1 or field in self.strings else _SKIP
+            self._got = bytearray()
+            if self._mode == _COLLECT:
+                self._collected()
+            elif not n:
+                self._mode = 0
+
+    def _collected(self) -> None:
+        got, n = self._got, self._n
+        if self._field != 1:  # a string field
+            if len(got) == n:
+                self.strings[self._field].append(bytes(got).decode("utf-8", errors="replace"))
+                self._mode = 0
+            return
+        head = _plane_head(got, 0, n) if len(got) == n else _plane_head_prefix(got, len(got))
+        if head is None:
+            return
+        name, pid = head
+        kind, dev, sc = plane_kind(name)
+        ref = PlaneRef(len(self.planes), name, pid, -1, n, kind, dev, sc)
+        self._got = bytearray()
+        self._mode = _SKIP
+        if self.want(ref):
+            trim = self.trim(ref) if self.trim is not None else None
+            if trim is not None:
+                self._fields = _PlaneFields(trim)
+                self._fields.feed(got)
+                self._mode = _TRIM
+            else:
+                ref = PlaneRef(ref.index, name, pid, len(self.out), n, kind, dev, sc)
+                self.out += got
+                self._mode = _KEEP
+        self.planes.append(ref)
+        if not self._left:
+            self._end_plane()
+
+    def _end_plane(self) -> None:
+        if self._fields is not None:  # a trimmed plane: what was kept of it
+            kept = self._fields.close()
+            self._fields = None
+            r = self.planes[-1]
+            self.planes[-1] = PlaneRef(r.index, r.name, r.id, len(self.out), len(kept), r.kind, r.device_id, r.sc_index)
+            self.out += kept
+        self._mode = 0
+
+    def finish(self, path: Path) -> SpaceIndex:
+        if self._mode or self._carry:
+            raise _Truncated("the stream ends inside a field")
+        if not self.planes:
+            raise ValueError("no planes")
+        return SpaceIndex(
+            path=path,
+            size=self.size,
+            planes=tuple(self.planes),
+            hostnames=tuple(self.strings[4]),
+            errors=tuple(self.strings[2]),
+            warnings=tuple(self.strings[3]),
+        )
+
+
+def _all_planes(ref: PlaneRef) -> bool:
+    return True
+
+
+def open_space(
+    path: Path, want: PlaneFilter | None = None, trim: Callable[[PlaneRef], FieldTrim | None] | None = None
+) -> tuple[bytes | bytearray | mmap.mmap, SpaceIndex]:
+    """(buffer, index) of an XSpace file, holding at least the planes `want`
+    accepts (default: all); the index lists every plane, its offsets point
+    into the buffer, and a plane not held (`PlaneRef.held` false) has offset -1.
+
+    A plain file is mapped read-only and holds every plane whole. A .gz file
+    is streamed: inflated in bounded steps, its top-level fields walked as
+    they arrive, only the wanted planes copied out; `SpaceIndex.size` is
+    still the decompressed size. `trim(ref)` may return a FieldTrim for a
+    wanted plane of a streamed file: the plane is then held as the fields it
+    keeps (`PlaneRef.length` is theirs), never whole; a caller that trims
+    must read whole planes too (plain files, or a .gz read the simple way
+    after an irregularity). Bad input raises the same one-line InputError as
+    `read_bytes` + `scan_space` (on any irregularity the file is re-read
+    that way for the message)."""
+    path = Path(path)
+    want = want or _all_planes
+    try:
+        with open(path, "rb") as f:
+            gz = f.read(2) == b"\x1f\x8b"
+            if gz:
+                f.seek(0)
+                stream = _SpaceStream(want, trim)
+                try:
+                    for chunk in _gunzip_chunks(f, path):
+                        stream.feed(chunk)
+                    return stream.out, stream.finish(path)
+                except ValueError:  # not an InputError: those carry their message already
+                    pass  # the simple path below says what is wrong
+    except OSError as e:
+        raise InputError(f"{path}: cannot read: {e.strerror or e}") from None
+    buf = read_bytes(path)
+    return buf, scan_space(buf, path)
 
 
 def host_name(index: SpaceIndex) -> str:
