@@ -24,7 +24,7 @@ from typing import Callable, Mapping
 
 import numpy as np
 
-from profanalyzer.classify import ROLE_CODES, OpClass, async_pair_key, classify_columns, classify_op
+from profanalyzer.classify import ROLE_CODES, OpClass, async_pair_key, classify_codes, classify_op, columns_of
 from profanalyzer.trace import LINE_OPS, Plane, Trace
 from profanalyzer.vocab import BUCKETS, COMPUTE_BUCKETS, PHASES
 from profanalyzer.errors import InvariantError
@@ -269,7 +269,7 @@ class PlaneClasses:
 def classify_plane(plane: Plane, memo: dict | None = None, families: dict | None = None) -> PlaneClasses:
     """``memo``, ``families``: shared by the planes of one trace (see ``classify_columns``)."""
     md = plane.meta
-    cols = classify_columns(
+    codes, uniq = classify_codes(
         {
             "hlo_text": md.name,
             "display_name": md.display_name,
@@ -281,29 +281,33 @@ def classify_plane(plane: Plane, memo: dict | None = None, families: dict | None
         memo=memo,
         families=families,
     )
-    bucket_name, collective, role, reason = cols["bucket"], cols["collective"], cols["role"], cols["reason"]
+    cols = columns_of(codes, uniq)
+    bucket_name, collective, reason = cols["bucket"], cols["collective"], cols["reason"]
     # Async done ops whose kind is not visible in their own text inherit it
     # from their start op (matched by instruction number).
-    role_list = role.tolist()
-    unknown = [i for i, r in enumerate(role_list) if r in ("done", "offload_done") and collective[i] is None]
-    if unknown:
+    u_unknown = [i for i, r in enumerate(uniq) if r.role in ("done", "offload_done") and r.collective is None]
+    if u_unknown:
+        u_start = [i for i, r in enumerate(uniq) if r.role in ("start", "offload_start")]
         starts: dict[str, int] = {}
-        for row, r in enumerate(role_list):
-            if r in ("start", "offload_start"):
-                key = async_pair_key(md.short_name(row))
-                if key is not None:
-                    starts.setdefault(key[0], row)
-        for row in unknown:
+        for row in np.flatnonzero(np.isin(codes, u_start)).tolist():
+            key = async_pair_key(md.short_name(row))
+            if key is not None:
+                starts.setdefault(key[0], row)
+        for row in np.flatnonzero(np.isin(codes, u_unknown)).tolist():
             key = async_pair_key(md.short_name(row))
             src = starts.get(key[0]) if key else None
             if src is not None and collective[src] is not None:
                 bucket_name[row] = bucket_name[src]
                 collective[row] = collective[src]
                 reason[row] = f"{reason[row]}; kind from its start op {md.short_name(src)}"
-    bucket = np.asarray([BUCKET_INDEX[b] for b in bucket_name.tolist()], dtype=np.int64)
     phase_idx = {p: i for i, p in enumerate(PHASES)}
-    phase = np.asarray([phase_idx.get(p, -1) for p in cols["phase"].tolist()], dtype=np.int64)
-    role_code = np.asarray([ROLE_CODES.get(r, 0) if isinstance(r, str) else 0 for r in role_list], dtype=np.int8)
+    if u_unknown:  # buckets changed row by row above
+        bucket = np.asarray([BUCKET_INDEX[b] for b in bucket_name.tolist()], dtype=np.int64)
+    else:
+        bucket = np.asarray([BUCKET_INDEX[r.bucket] for r in uniq], dtype=np.int64)[codes]
+    phase = np.asarray([phase_idx.get(r.phase, -1) for r in uniq], dtype=np.int64)[codes]  # type: ignore[arg-type]
+    role_code = np.asarray([ROLE_CODES.get(r.role, 0) if isinstance(r.role, str) else 0 for r in uniq],
+                           dtype=np.int8)[codes]
     return PlaneClasses(bucket, cols["remat"], phase, role_code, cols, memo if memo is not None else {})
 
 

@@ -152,11 +152,8 @@ def _metadata_from_columns(buf, cols: wire.MetadataColumns, names: Mapping[int, 
     ent = (n_e - 1 - first_rev).astype(np.int64)  # entry that defines each (sorted) key
     n = len(uniq)
 
-    def text(starts: np.ndarray, ends: np.ndarray) -> list[str]:
-        return [str(buf[a:b], "utf-8") if a >= 0 else "" for a, b in zip(starts[ent].tolist(), ends[ent].tolist())]
-
-    name = text(cols.name_start, cols.name_end)
-    disp = text(cols.display_start, cols.display_end)
+    name = wire.utf8_strings(buf, cols.name_start[ent], cols.name_end[ent])
+    disp = wire.utf8_strings(buf, cols.display_start[ent], cols.display_end[ent])
     strs = {k: [""] * n for k in META_STR_STATS}
     nums = {k: np.full(n, np.nan) for k in META_NUM_STATS}
     wanted = META_STR_STATS + META_NUM_STATS
@@ -189,10 +186,14 @@ def _metadata_from_columns(buf, cols: wire.MetadataColumns, names: Mapping[int, 
 
     n_str = len(META_STR_STATS)
     for j, k in enumerate(META_STR_STATS):
-        col = strs[k]
         m = (s_k == j) & (s_kind == 5)
-        for r, a, b in zip(s_row[m].tolist(), s_a[m].tolist(), s_b[m].tolist()):
-            col[r] = str(buf[a:b], "utf-8")
+        rows, got = s_row[m], wire.utf8_strings(buf, s_a[m], s_b[m])
+        if len(rows) == n and bool(np.all(rows == np.arange(n))):  # every row has one, in order: the usual case
+            col = strs[k] = got
+        else:
+            col = strs[k]
+            for r, x in zip(rows.tolist(), got):
+                col[r] = x
         m = (s_k == j) & (s_kind >= 6)
         for r, kind, v, a, b in zip(s_row[m].tolist(), s_kind[m].tolist(), s_val[m].tolist(), s_a[m].tolist(), s_b[m].tolist()):
             x = value(kind, v, a, b)

@@ -139,6 +139,8 @@ __all__ = [
     "Rule",
     "classify_op",
     "classify_columns",
+    "classify_codes",
+    "columns_of",
     "ROLE_CODES",
     "classify_table",
     "async_pair_key",
@@ -312,30 +314,11 @@ def _family_verdict(text: str, disp: str, c_text: str, c_disp: str, rest: tuple[
     return r, _BY_MEMBER
 
 
-def classify_columns(cols: Mapping[str, Sequence], n: int | None = None,
-                     memo: dict | None = None, families: dict | None = None) -> dict[str, np.ndarray]:
-    """Vectorised ``classify_op`` over columns (one row per op metadata).
-
-    Input columns: hlo_text, display_name, category, tf_op, shape_with_layout
-    (missing columns read as ""). Returns numpy arrays bucket, collective,
-    role, remat (bool), phase, kernel, precision, reason (object arrays with
-    None where classify_op says None), equal to ``classify_op`` row by row.
-
-    Cost grows with op *families*, not distinct ops. Unrolled layers and
-    recompiled programs give thousands of ops that differ only in their
-    instruction numbers (``fusion.12`` / ``fusion.1000012``). Rows are grouped
-    by their identity with every ``.<digits>`` written ``.0`` (one regex pass
-    over all the texts at once); a family's first member is classified as
-    is, and again with its numbers written ``.0`` and ``.7``: when all three
-    verdicts (bucket, tags, reason) are equal, the numbers do not matter and
-    every member shares that verdict; otherwise (a reason that quotes an
-    instruction name, say) each member is classified on its own.
-
-    ``memo`` (input tuple -> ``OpClass``) and ``families`` (family key ->
-    verdict) are dicts the caller may keep across calls, e.g. one per trace:
-    the TensorCores of a host share their op metadata, so each op is
-    classified once per trace, not once per core.
-    """
+def classify_codes(cols: Mapping[str, Sequence], n: int | None = None,
+                     memo: dict | None = None, families: dict | None = None) -> tuple[np.ndarray, list[OpClass]]:
+    """Classify every row: (codes, verdicts), row i's ``OpClass`` being
+    ``verdicts[codes[i]]`` (each distinct verdict once). See
+    ``classify_columns`` for the inputs, the cost and the memos."""
     if n is None:
         n = max((len(v) for v in cols.values()), default=0)
     inputs = [list(cols[c]) if c in cols else [""] * n for c in _IN_COLUMNS]
@@ -372,6 +355,39 @@ def classify_columns(cols: Mapping[str, Sequence], n: int | None = None,
                                   return_index=True, return_inverse=True)
     uniq = [results[i] for i in first.tolist()]
     codes = inverse.reshape(-1)
+    return codes, uniq
+
+
+def classify_columns(cols: Mapping[str, Sequence], n: int | None = None,
+                     memo: dict | None = None, families: dict | None = None) -> dict[str, np.ndarray]:
+    """Vectorised ``classify_op`` over columns (one row per op metadata).
+
+    Input columns: hlo_text, display_name, category, tf_op, shape_with_layout
+    (missing columns read as ""). Returns numpy arrays bucket, collective,
+    role, remat (bool), phase, kernel, precision, reason (object arrays with
+    None where classify_op says None), equal to ``classify_op`` row by row.
+
+    Cost grows with op *families*, not distinct ops. Unrolled layers and
+    recompiled programs give thousands of ops that differ only in their
+    instruction numbers (``fusion.12`` / ``fusion.1000012``). Rows are grouped
+    by their identity with every ``.<digits>`` written ``.0`` (one regex pass
+    over all the texts at once); a family's first member is classified as
+    is, and again with its numbers written ``.0`` and ``.7``: when all three
+    verdicts (bucket, tags, reason) are equal, the numbers do not matter and
+    every member shares that verdict; otherwise (a reason that quotes an
+    instruction name, say) each member is classified on its own.
+
+    ``memo`` (input tuple -> ``OpClass``) and ``families`` (family key ->
+    verdict) are dicts the caller may keep across calls, e.g. one per trace:
+    the TensorCores of a host share their op metadata, so each op is
+    classified once per trace, not once per core.
+    """
+    codes, uniq = classify_codes(cols, n, memo, families)
+    return columns_of(codes, uniq)
+
+
+def columns_of(codes: np.ndarray, uniq: Sequence[OpClass]) -> dict[str, np.ndarray]:
+    """The ``classify_columns`` arrays of rows classified as ``uniq[codes]``."""
     out: dict[str, np.ndarray] = {}
     for c in _OUT_COLUMNS:
         col = np.empty(len(uniq), dtype=object)

@@ -242,6 +242,11 @@ static PyObject *scan_fields(PyObject *self, PyObject *args) {
 static int utf8_ok(const uint8_t *s, Py_ssize_t n) {
     Py_ssize_t i = 0;
     while (i < n) {
+        if (i + 8 <= n) {  /* eight ASCII bytes at a time */
+            uint64_t w;
+            memcpy(&w, s + i, 8);
+            if (!(w & 0x8080808080808080ULL)) { i += 8; continue; }
+        }
         uint8_t c = s[i];
         if (c < 0x80) { i++; continue; }
         int len;
@@ -382,6 +387,51 @@ static PyObject *decode_metadata(PyObject *self, PyObject *args) {
     return res;
 }
 
+/* ------------------------------------------------------------------------
+ * utf8_strings(buf, starts, ends): a list of the strings at buf[start:end]
+ * for each pair of int64 offsets ("" where start < 0), decoded as strict
+ * UTF-8 (raises UnicodeDecodeError on invalid bytes).
+ * ------------------------------------------------------------------------ */
+static PyObject *utf8_strings(PyObject *self, PyObject *args) {
+    Py_buffer view, sv, ev;
+    if (!PyArg_ParseTuple(args, "y*y*y*", &view, &sv, &ev)) return NULL;
+    const char *b = (const char *)view.buf;
+    const int64_t *st = (const int64_t *)sv.buf, *en = (const int64_t *)ev.buf;
+    Py_ssize_t n = sv.len / (Py_ssize_t)sizeof(int64_t);
+    PyObject *out = NULL, *empty = NULL;
+    if (ev.len != sv.len) {
+        PyErr_SetString(PyExc_ValueError, "starts and ends differ in length");
+        goto done;
+    }
+    out = PyList_New(n);
+    empty = PyUnicode_FromStringAndSize("", 0);
+    if (!out || !empty) goto fail;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *s;
+        if (st[i] < 0) {
+            Py_INCREF(empty);
+            s = empty;
+        } else {
+            if (en[i] < st[i] || en[i] > view.len) {
+                PyErr_SetString(PyExc_ValueError, "span out of the buffer");
+                goto fail;
+            }
+            s = PyUnicode_DecodeUTF8(b + st[i], (Py_ssize_t)(en[i] - st[i]), "strict");
+            if (!s) goto fail;
+        }
+        PyList_SET_ITEM(out, i, s);
+    }
+    goto done;
+fail:
+    Py_CLEAR(out);
+done:
+    Py_XDECREF(empty);
+    PyBuffer_Release(&view);
+    PyBuffer_Release(&sv);
+    PyBuffer_Release(&ev);
+    return out;
+}
+
 static PyMethodDef methods[] = {
     {"decode_event_run", decode_event_run, METH_VARARGS,
      "decode_event_run(buf, start, end[, want]) -> (mid, off, dur, stat_event, stat_id, stat_value, stat_is_ref, stop) "
@@ -394,6 +444,9 @@ static PyMethodDef methods[] = {
      "decode_metadata(buf, spans) -> (key, name_start, name_end, display_start, display_end, stat_entry, stat_id, "
      "stat_kind, stat_value, stat_start, stat_end) as int64 bytearrays for the XPlane.event_metadata map entries "
      "at spans (int64 start, end pairs), or None on malformed bytes."},
+    {"utf8_strings", utf8_strings, METH_VARARGS,
+     "utf8_strings(buf, starts, ends) -> list of str: buf[start:end] decoded as strict UTF-8 for each pair of int64 "
+     "offsets (\"\" where start < 0)."},
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_wire", "One-pass XSpace wire decoders.", -1, methods};
