@@ -172,11 +172,11 @@ def test_cache_waits_for_a_build_in_flight():
 @needs_accel
 def test_utf8_strings_equal_python_and_strict():
     data = "ab\u00e9\u4e2d\U0001f600 x".encode() + b"\xff\xfe" + b"tail"
-    starts = np.array([0, 2, -1, 0, 3], dtype=np.int64)
-    ends = np.array([2, 12, 5, 0, 12], dtype=np.int64)
+    starts = np.array([0, 2, -1, 0, 4], dtype=np.int64)
+    ends = np.array([2, 13, 5, 0, 11], dtype=np.int64)
     fast = wire.utf8_strings(data, starts, ends)
     assert fast == [str(data[a:b], "utf-8") if a >= 0 else "" for a, b in zip(starts.tolist(), ends.tolist())]
     with pytest.raises(UnicodeDecodeError):
-        wire.utf8_strings(data, np.array([12], dtype=np.int64), np.array([14], dtype=np.int64))
+        wire.utf8_strings(data, np.array([13], dtype=np.int64), np.array([15], dtype=np.int64))
     with pytest.raises(ValueError):
         wire.utf8_strings(data, np.array([0], dtype=np.int64), np.array([len(data) + 1], dtype=np.int64))
