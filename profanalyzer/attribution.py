@@ -28,6 +28,7 @@ from profanalyzer.classify import ROLE_CODES, OpClass, async_pair_key, classify_
 from profanalyzer.trace import LINE_OPS, Plane, Trace
 from profanalyzer.vocab import BUCKETS, COMPUTE_BUCKETS, PHASES
 from profanalyzer.errors import InvariantError
+from profanalyzer.parallel import map_ordered
 
 BUCKET_INDEX = {b: i for i, b in enumerate(BUCKETS)}
 IDLE = BUCKET_INDEX["idle"]
@@ -325,19 +326,23 @@ class CoreWork:
 
 
 def attribute_trace(trace: Trace) -> list[CoreWork]:
-    """Classify and attribute every TensorCore of the trace (one CoreWork each)."""
+    """Classify and attribute every TensorCore of the trace (one CoreWork each).
+    Classification runs first, once per distinct metadata table; the per-core
+    attribution (array passes) then runs on a few threads (`parallel`)."""
     other = BUCKET_INDEX["other_compute"]
     compute_mask = np.asarray([b in COMPUTE_BUCKETS for b in BUCKETS], dtype=bool)
-    work = []
     memo: dict = {}  # op identity -> OpClass, shared by the cores (same metadata on every core of a host)
     families: dict = {}  # op family (instruction numbers erased) -> verdict (see classify_columns)
     by_table: dict[int, PlaneClasses] = {}  # planes sharing one metadata table (tracebuild.MetadataCache)
-    for plane in trace.tensorcores:
+    planes = trace.tensorcores
+    for plane in planes:
+        if id(plane.meta) not in by_table:
+            by_table[id(plane.meta)] = classify_plane(plane, memo, families)
+
+    def core(plane: Plane) -> CoreWork:
         ln = plane.line(LINE_OPS)
         steps = trace.steps[plane.label]
-        classes = by_table.get(id(plane.meta))
-        if classes is None:
-            classes = by_table[id(plane.meta)] = classify_plane(plane, memo, families)
+        classes = by_table[id(plane.meta)]
         if ln is None or len(ln.events) == 0:
             z = np.zeros(0, dtype=np.int64)
             ops = OpTimeline.of(z, z, z)
@@ -356,5 +361,6 @@ def attribute_trace(trace: Trace) -> list[CoreWork]:
                 ev_bucket, ev_remat, ev_phase = np.full(n, other), np.zeros(n, bool), np.full(n, -1)
             ops = OpTimeline.of(ev.start_ps, ev.end_ps, ev.parent)
         att = attribute_core(plane.label, ops, ev_bucket, ev_remat, ev_phase, steps.number, steps.start_ps, steps.end_ps)
-        work.append(CoreWork(plane, classes, att, ops, ev_bucket, ops.covered(compute_mask[ev_bucket])))
-    return work
+        return CoreWork(plane, classes, att, ops, ev_bucket, ops.covered(compute_mask[ev_bucket]))
+
+    return map_ordered(core, planes)
