@@ -35,6 +35,7 @@ from profanalyzer.model import CollectiveTypeSummary, CommunicationSummary, Spar
 from profanalyzer.attribution import BUCKET_INDEX, CoreWork, PlaneClasses, locate
 from profanalyzer.classify import ROLE_CODES, async_pair_key, classify_op
 from profanalyzer.opstats import TableMemo, table_memo
+from profanalyzer.parallel import map_ordered
 from profanalyzer.vocab import BUCKETS, COLLECTIVE_BUCKETS, COLLECTIVE_KIND_BUCKET, COLLECTIVE_TYPES, OFFLOADABLE, SPARSECORE_CAPTURE_HINT
 from profanalyzer.trace import instruction_name, LINE_ASYNC, LINE_OPS, LINE_SC_MODULES, LINE_SC_OPS, Plane, Trace
 
@@ -227,49 +228,73 @@ def analyze_overlap(trace: Trace, work: Sequence[CoreWork], kept_steps: set[int]
     kept_list = np.asarray(sorted(kept_steps), dtype=np.int64)
     scope_ids: dict[str, int] = {}
     memo = table_memo(trace)
-    for ci, w in enumerate(work):
+
+    def per_core(item: tuple[int, CoreWork]) -> _CoreOverlap:
+        """One core's part, with no shared state written: it runs on a
+        thread (`parallel`); the merge below adds the parts in core order."""
+        ci, w = item
         plane = w.plane
         steps = trace.steps[plane.label]
         kept = np.isin(steps.number, kept_list)
-        n_core_steps += int(kept.sum())
         covered = w.compute
-        wins, src = windows_for_core(plane, w.classes, unmatched, memo)
-        all_windows.append(wins)
-        sources.add(src)
+        own_unmatched: dict[str, int] = {}
+        wins, src = windows_for_core(plane, w.classes, own_unmatched, memo)
         ks, ke, kn = steps.start_ps[kept], steps.end_ps[kept], steps.number[kept]
-        _add_type_time(own_time, plane, w, ks, ke, memo)
-        a = w.attribution
-        for k in np.flatnonzero(np.isin(a.step_numbers, kept_list)).tolist():
-            n = int(a.step_numbers[k])
-            v = a.buckets[k, coll_idx]
-            per_step_sum[n] = per_step_sum[n] + v if n in per_step_sum else v.copy()
-            per_step_n[n] = per_step_n.get(n, 0) + 1
+        type_time: dict[str, float] = {}
+        _add_type_time(type_time, plane, w, ks, ke, memo)
         order = np.argsort(ks)
         ks, ke, kn = ks[order], ke[order], kn[order]
+        core_cols: dict[str, np.ndarray] = {}
+        scope_rows = np.zeros(0, dtype=np.int64)
+        scope_inv = np.zeros(0, dtype=np.int64)
         if len(wins) and len(ks):
             pos, inside = locate(ks, ke, wins.start)
-            wins = wins.take(inside)
+            wins_k = wins.take(inside)
             pos = pos[inside]
-            s, e = wins.start, wins.end
+            s, e = wins_k.start, wins_k.end
             hidden = covered(e) - covered(s)
             ba = plane.meta.bytes_accessed
-            r = wins.row
+            r = wins_k.row
             nbytes = np.where((r >= 0) & (r < len(ba)), ba[np.clip(r, 0, max(len(ba) - 1, 0))], np.nan) if len(ba) else np.full(len(r), np.nan)
-            # Framework scope of each window as a global id (first seen first).
-            urows, inv = np.unique(r, return_inverse=True)
-            sid = np.asarray([scope_ids.setdefault(plane.meta.tf_op[u], len(scope_ids)) for u in urows.tolist()], dtype=np.int64)
+            scope_rows, scope_inv = np.unique(r, return_inverse=True)
             for k, v in (
-                ("start", s), ("end", e), ("type", wins.type), ("on_sc", wins.on_sc), ("row", r), ("scope", sid[inv.reshape(-1)]),
+                ("start", s), ("end", e), ("type", wins_k.type), ("on_sc", wins_k.on_sc), ("row", r), ("scope", None),
                 ("step", kn[pos]), ("step_start", ks[pos]), ("step_ps", (ke - ks)[pos]),
                 ("window_ps", e - s), ("hidden_ps", hidden), ("exposed_ps", (e - s) - hidden),
                 # Before the step's first compute, a window cannot be hidden: the
                 # core has computed nothing since the step began.
                 ("before_first_compute", (covered(e) - covered(ks[pos])) == 0),
                 ("core", np.full(len(s), ci, dtype=np.int64)), ("bytes", nbytes),
-                ("critical", critical_path(plane, wins, hidden, memo)),
+                ("critical", critical_path(plane, wins_k, hidden, memo)),
             ):
-                cols.setdefault(k, []).append(v)
+                core_cols[k] = v
+        sc = _SparseCoreTotals(record=True)
         _sparsecores_of_core(trace, w, ks, ke, sc)
+        return _CoreOverlap(int(kept.sum()), wins, src, own_unmatched, type_time, core_cols, scope_rows,
+                            scope_inv.reshape(-1), sc)
+
+    for (ci, w), part in zip(enumerate(work), map_ordered(per_core, list(enumerate(work)))):
+        plane = w.plane
+        n_core_steps += part.n_kept
+        all_windows.append(part.windows)
+        sources.add(part.source)
+        for k, v in part.unmatched.items():
+            unmatched[k] = unmatched.get(k, 0) + v
+        for t, v in part.type_time.items():
+            own_time[t] = own_time.get(t, 0.0) + v
+        a = w.attribution
+        for k in np.flatnonzero(np.isin(a.step_numbers, kept_list)).tolist():
+            n = int(a.step_numbers[k])
+            v = a.buckets[k, coll_idx]
+            per_step_sum[n] = per_step_sum[n] + v if n in per_step_sum else v.copy()
+            per_step_n[n] = per_step_n.get(n, 0) + 1
+        if part.cols:
+            # Framework scope of each window as a global id (first seen first).
+            sid = np.asarray([scope_ids.setdefault(plane.meta.tf_op[u], len(scope_ids)) for u in part.scope_rows.tolist()],
+                             dtype=np.int64)
+            for k, v in part.cols.items():
+                cols.setdefault(k, []).append(sid[part.scope_inv] if k == "scope" else v)
+        sc.replay(part.sparsecore)
 
     n_core_steps = max(n_core_steps, 1)
     allw = {k: np.concatenate(v) for k, v in cols.items()}
@@ -453,7 +478,11 @@ def _top_windows(allw: Mapping[str, np.ndarray], n_win: int, work: Sequence[Core
 
 @dataclass(eq=False)
 class _SparseCoreTotals:
-    """SparseCore activity summed over the TensorCores (analysis-internal)."""
+    """SparseCore activity summed over the TensorCores (analysis-internal).
+
+    With `record`, the float sums also keep their terms in order, so that
+    one core's totals (computed on a thread) `replay` into the trace's
+    totals exactly as if added there one by one."""
 
     busy: list[float] = field(default_factory=list)  # busy fraction per (SparseCore, kept step)
     conc_num: float = 0.0  # busy time with the TensorCore computing
@@ -461,6 +490,35 @@ class _SparseCoreTotals:
     queue: float = 0.0  # offloaded work waiting for a busy SparseCore
     types: set[str] = field(default_factory=set)  # collective types seen on SparseCore ops
     active: int = 0  # SparseCore planes with ops
+    record: bool = False
+    terms: list[tuple[str, float]] = field(default_factory=list)  # (field, term) in order, with record
+
+    def add(self, name: str, term: float) -> None:
+        setattr(self, name, getattr(self, name) + term)
+        if self.record:
+            self.terms.append((name, term))
+
+    def replay(self, part: "_SparseCoreTotals") -> None:
+        self.busy.extend(part.busy)
+        self.types |= part.types
+        self.active += part.active
+        for name, term in part.terms:
+            self.add(name, term)
+
+
+@dataclass(frozen=True, eq=False)
+class _CoreOverlap:
+    """One TensorCore's part of the overlap analysis (merged in core order)."""
+
+    n_kept: int
+    windows: Windows
+    source: str
+    unmatched: dict[str, int]
+    type_time: dict[str, float]
+    cols: dict[str, np.ndarray]  # the kept windows' columns ("scope" filled at the merge)
+    scope_rows: np.ndarray  # distinct metadata rows of the kept windows
+    scope_inv: np.ndarray  # window -> index into scope_rows
+    sparsecore: _SparseCoreTotals
 
 
 def _sparsecores_of_core(trace: Trace, w: CoreWork, ks: np.ndarray, ke: np.ndarray, acc: _SparseCoreTotals) -> None:
@@ -481,8 +539,8 @@ def _sparsecores_of_core(trace: Trace, w: CoreWork, ks: np.ndarray, ke: np.ndarr
                     acc.types.add(c.collective)
         busy, conc = _sc_busy(ev.start_ps[top], ev.end_ps[top], ks, ke, covered)
         acc.busy.extend((busy / np.maximum(ke - ks, 1)).tolist())
-        acc.conc_num += conc
-        acc.conc_den += float(busy.sum())
+        acc.add("conc_num", conc)
+        acc.add("conc_den", float(busy.sum()))
         # Queueing: offloaded work linked to its TensorCore op that starts
         # only after the SparseCore finished earlier work (back to back).
         mods = sc.line(LINE_SC_MODULES)
@@ -498,7 +556,7 @@ def _sparsecores_of_core(trace: Trace, w: CoreWork, ks: np.ndarray, ke: np.ndarr
                 prev_end = np.concatenate([[np.iinfo(np.int64).min], me[:-1]])
                 wait = np.where((starts_tc >= 0) & (prev_end > starts_tc), np.minimum(ms, prev_end) - starts_tc, 0)
                 in_kept = locate(ks, ke, ms)[1]
-                acc.queue += float(np.clip(wait[in_kept], 0, None).sum())
+                acc.add("queue", float(np.clip(wait[in_kept], 0, None).sum()))
 
 
 def _sparsecore_summary(trace: Trace, acc: _SparseCoreTotals, on_sc: np.ndarray, w_type: np.ndarray, tc_types: set[str],

@@ -14,7 +14,7 @@ from profanalyzer.analysis import analyze
 SAMPLES = Path(__file__).resolve().parents[1] / "sample_traces"
 
 
-@pytest.mark.parametrize("name", ["dense_short_fsdp", "straggler_core", "moe_large_pp"])
+@pytest.mark.parametrize("name", ["dense_short_fsdp", "straggler_core", "moe_large_pp", "offload_on", "host_offload_train"])
 def test_threads_equal_one_thread(name, monkeypatch):
     path = SAMPLES / f"{name}.xplane.pb.gz"
     many = json.dumps(analyze(path).to_dict(), sort_keys=True)
