@@ -37,8 +37,6 @@ __all__ = ["HOST_LINES", "TOP_NAMES", "host_activity", "read_host_events", "no_h
 HOST_LINES = re.compile(r"^(?:main|python|MainThread|py_xla_execute|pjrt|.*(?:input|infeed|prefetch|tf_data|grain|dataloader|data_loader|pipeline)).*", re.I)
 TOP_NAMES = 5
 _PLANE_LINES, _PLANE_EVENT_METADATA = 3, 4
-_MAP_KEY, _MAP_VALUE = 1, 2
-_META_NAME = 2
 
 
 def no_host_planes_note(trace: Trace) -> str | None:
@@ -53,16 +51,9 @@ def _event_names(buf, start: int, end: int) -> dict[int, str]:
     for f, wt, _v, a, b, _ in wire.iter_fields(buf, start, end):
         if f != _PLANE_EVENT_METADATA or wt != 2:
             continue
-        key, name = None, ""
-        for f2, wt2, v2, a2, b2, _ in wire.iter_fields(buf, a, b):
-            if f2 == _MAP_KEY and wt2 == 0:
-                key = v2
-            elif f2 == _MAP_VALUE and wt2 == 2:
-                for f3, wt3, _v3, a3, b3, _ in wire.iter_fields(buf, a2, b2):
-                    if f3 == _META_NAME and wt3 == 2:
-                        name = bytes(buf[a3:b3]).decode("utf-8", errors="replace")
+        key, name = wire.metadata_entry(buf, a, b)
         if key is not None:
-            names[key] = name
+            names[key] = name or ""
     return names
 
 

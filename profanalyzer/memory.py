@@ -395,22 +395,8 @@ def _hlo_proto(meta: xplane_pb2.XPlane, program: str) -> bytes | None:
 
 # XPlane, its event-metadata map entries, XEventMetadata
 _PL_LINES, _PL_EVENT_METADATA = 3, 4
-_ENTRY_KEY, _ENTRY_VALUE = 1, 2
-_EM_NAME, _EM_METADATA, _EM_STATS = 2, 3, 5
-
-
-def _entry(buf, start: int, end: int) -> tuple[int | None, str | None]:
-    """(key, name) of one event-metadata map entry, read field by field
-    (the last of each, as the protobuf runtime merges them)."""
-    key, name = None, None
-    for f, wt, v, a, b, _ in wire.iter_fields(buf, start, end):
-        if f == _ENTRY_KEY and wt == 0:
-            key = v
-        elif f == _ENTRY_VALUE and wt == 2:
-            for f2, wt2, _v2, a2, b2, _ in wire.iter_fields(buf, a, b):
-                if f2 == _EM_NAME and wt2 == 2:
-                    name = bytes(buf[a2:b2]).decode("utf-8", errors="replace")
-    return key, name
+_ENTRY_VALUE = 2
+_EM_METADATA, _EM_STATS = 3, 5
 
 
 def _stripped_entry(buf, start: int, end: int) -> bytes:
@@ -457,7 +443,7 @@ def _metadata_trim(program: str) -> reader.FieldTrim:
         if f == _PL_LINES:
             return None
         if f == _PL_EVENT_METADATA and _wire_type(raw, start) == 2:
-            _, name = _entry(raw, start, len(raw))
+            _, name = wire.metadata_entry(raw, start, len(raw))
             if name is not None and name != program and name.split("(", 1)[0] != base:
                 return _field(_PL_EVENT_METADATA, _stripped_entry(raw, start, len(raw)))
         return raw
@@ -495,7 +481,7 @@ def _memory_ids(buf, start: int, end: int) -> np.ndarray:
     ids = set()
     for f, wt, _v, a, b, _ in wire.iter_fields(buf, start, end):
         if f == _PL_EVENT_METADATA and wt == 2:
-            key, name = _entry(buf, a, b)
+            key, name = wire.metadata_entry(buf, a, b)
             if name in MEMORY_EVENTS and key is not None:
                 ids.add(key - (1 << 64) if key >= 1 << 63 else key)
     return np.asarray(sorted(ids), dtype=np.int64)

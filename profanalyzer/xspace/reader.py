@@ -254,40 +254,12 @@ def _bomb(path: Path, limit: int) -> InputError:
 
 
 def _gunzip(f, path: Path) -> bytearray:
-    """Decompress a (possibly multi-member) gzip file, refusing more than
-    MAX_DECOMPRESSED_BYTES of output (a gzip bomb guard): the output is
-    produced in bounded steps, so memory never exceeds the cap."""
-    limit = MAX_DECOMPRESSED_BYTES
+    """Decompress a (possibly multi-member) gzip file whole, refusing more
+    than MAX_DECOMPRESSED_BYTES of output (a gzip bomb guard; the checks and
+    messages of `_gunzip_chunks`, whose bounded steps it joins)."""
     out = bytearray()
-    d = zlib.decompressobj(16 + zlib.MAX_WBITS)
-    pending = b""
-    try:
-        while True:
-            data = pending or f.read(_CHUNK)
-            pending = b""
-            if not data:
-                break
-            if d.eof:  # between members: another member, or NUL padding
-                if not data.strip(b"\0"):
-                    continue
-                if len(data) < 2:
-                    data += f.read(_CHUNK)
-                if data[:2] != b"\x1f\x8b":
-                    raise InputError(f"{path}: corrupt gzip file (unexpected data after the compressed stream)")
-                d = zlib.decompressobj(16 + zlib.MAX_WBITS)
-            out += d.decompress(data, limit + 1 - len(out))
-            if len(out) > limit or d.unconsumed_tail:
-                raise _bomb(path, limit)
-            if d.eof and d.unused_data:
-                pending = d.unused_data
-    except (zlib.error, EOFError, gzip.BadGzipFile) as e:
-        raise InputError(f"{path}: corrupt gzip data ({e})") from None
-    except OSError as e:
-        raise InputError(f"{path}: cannot read: {e.strerror or e}") from None
-    if not d.eof:
-        raise InputError(f"{path}: truncated gzip file (incomplete download or copy?)")
-    if not out:
-        raise InputError(f"{path}: empty after decompression")
+    for chunk in _gunzip_chunks(f, path):
+        out += chunk
     return out
 
 

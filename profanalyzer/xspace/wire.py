@@ -322,6 +322,21 @@ def utf8_strings(buf, starts: np.ndarray, ends: np.ndarray) -> list[str]:
     return [str(buf[a:b], "utf-8") if a >= 0 else "" for a, b in zip(starts.tolist(), ends.tolist())]
 
 
+def metadata_entry(buf, start: int, end: int) -> tuple[int | None, str | None]:
+    """(key, name) of one XPlane.event_metadata map entry in buf[start:end],
+    read field by field (the last of each, as the protobuf runtime merges
+    them); None where absent."""
+    key, name = None, None
+    for f, wt, v, a, b, _ in iter_fields(buf, start, end):
+        if f == 1 and wt == 0:  # map key
+            key = v
+        elif f == 2 and wt == 2:  # map value: XEventMetadata
+            for f2, wt2, _v2, a2, b2, _ in iter_fields(buf, a, b):
+                if f2 == 2 and wt2 == 2:  # XEventMetadata.name
+                    name = bytes(buf[a2:b2]).decode("utf-8", errors="replace")
+    return key, name
+
+
 @dataclass(frozen=True)
 class LineHeader:
     id: int
