@@ -248,6 +248,9 @@ def _finish_metadata(keys: np.ndarray, name: list[str], disp: list[str], strs: d
     )
 
 
+_SAMPLE = 1 << 16
+
+
 class MetadataCache:
     """Op-metadata tables shared by the planes of one host file.
 
@@ -259,28 +262,34 @@ class MetadataCache:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._done: dict[tuple, OpMetadata] = {}
+        self._done: dict[tuple, tuple[bytes, OpMetadata]] = {}
         self._pending: dict[tuple, threading.Event] = {}
 
-    def get(self, key: tuple, build: Callable[[], OpMetadata]) -> OpMetadata:
+    def get(self, key: tuple, region, build: Callable[[], OpMetadata]) -> OpMetadata:
+        """The table of the map bytes `region` (`key`: a fingerprint of them),
+        built once: a later plane with the same key gets it when its bytes
+        equal the first one's (compared in full), else builds its own."""
         with self._lock:
             hit = self._done.get(key)
-            if hit is not None:
-                return hit
-            ev = self._pending.get(key)
-            mine = ev is None
-            if mine:
-                ev = self._pending[key] = threading.Event()
-        assert ev is not None
-        if not mine:
+            if hit is None:
+                ev = self._pending.get(key)
+                mine = ev is None
+                if mine:
+                    ev = self._pending[key] = threading.Event()
+        if hit is None and not mine:
+            assert ev is not None
             ev.wait()
             with self._lock:
                 hit = self._done.get(key)
-            return hit if hit is not None else build()  # the other thread failed: fail the same way
+            if hit is None:
+                return build()  # the other thread failed: fail the same way
+        if hit is not None:
+            return hit[1] if wire.same_bytes(hit[0], region) else build()
+        assert ev is not None
         try:
             md = build()
             with self._lock:
-                self._done[key] = md
+                self._done[key] = (bytes(region), md)
             return md
         finally:
             with self._lock:
@@ -512,11 +521,15 @@ def build_plane(buf, start: int, end: int, host: str, kind: str, device_id: int,
             region = memoryview(buf)[int(mt[0]):int(me[-1])]
         else:
             region = memoryview(b"".join(bytes(buf[a:b]) for a, b in zip(mt.tolist(), me.tolist())))
-        # Two 32-bit checksums of the map's bytes (read in place, ~4 GB/s):
-        # a different map with the same length and both sums is a 2**-64 event.
-        key = (tuple(sorted(names.items())), len(region), zlib.crc32(region), zlib.adler32(region))
-        region.release()
-        meta = meta_cache.get(key, metadata)
+        # Fingerprint: the stat names, the length and a checksum of three
+        # 64 KiB samples; a hit is then compared in full (one memcmp).
+        n = len(region)
+        sample = zlib.crc32(region[n // 2:n // 2 + _SAMPLE], zlib.crc32(region[:_SAMPLE]))
+        key = (tuple(sorted(names.items())), n, zlib.crc32(region[max(0, n - _SAMPLE):], sample))
+        try:
+            meta = meta_cache.get(key, region, metadata)
+        finally:
+            region.release()
     meta_index = MetaIndex(meta.ids)
     decoded = []
     skipped: list[tuple[int, str]] = []  # (timestamp, name) of skipped lines with events

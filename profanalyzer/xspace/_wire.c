@@ -432,6 +432,22 @@ done:
     return out;
 }
 
+/* same_bytes(a, b): whether two buffers hold the same bytes (memcmp, without
+   the GIL). */
+static PyObject *same_bytes(PyObject *self, PyObject *args) {
+    Py_buffer x, y;
+    if (!PyArg_ParseTuple(args, "y*y*", &x, &y)) return NULL;
+    int eq = x.len == y.len;
+    if (eq && x.len) {
+        Py_BEGIN_ALLOW_THREADS
+        eq = memcmp(x.buf, y.buf, (size_t)x.len) == 0;
+        Py_END_ALLOW_THREADS
+    }
+    PyBuffer_Release(&x);
+    PyBuffer_Release(&y);
+    return PyBool_FromLong(eq);
+}
+
 static PyMethodDef methods[] = {
     {"decode_event_run", decode_event_run, METH_VARARGS,
      "decode_event_run(buf, start, end[, want]) -> (mid, off, dur, stat_event, stat_id, stat_value, stat_is_ref, stop) "
@@ -447,6 +463,7 @@ static PyMethodDef methods[] = {
     {"utf8_strings", utf8_strings, METH_VARARGS,
      "utf8_strings(buf, starts, ends) -> list of str: buf[start:end] decoded as strict UTF-8 for each pair of int64 "
      "offsets (\"\" where start < 0)."},
+    {"same_bytes", same_bytes, METH_VARARGS, "same_bytes(a, b) -> bool: the two buffers hold the same bytes."},
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_wire", "One-pass XSpace wire decoders.", -1, methods};

@@ -337,6 +337,14 @@ def metadata_entry(buf, start: int, end: int) -> tuple[int | None, str | None]:
     return key, name
 
 
+def same_bytes(a, b) -> bool:
+    """Whether two buffers hold the same bytes (one memcmp with the
+    accelerator, else a comparison of their bytes)."""
+    if _accel is not None:
+        return bool(_accel.same_bytes(a, b))
+    return len(a) == len(b) and bytes(a) == bytes(b)
+
+
 @dataclass(frozen=True)
 class LineHeader:
     id: int
