@@ -94,3 +94,19 @@ def test_quoted_names_get_each_members_own_name():
     for i, n in enumerate(names):
         assert n in got["reason"][i]
         assert got["reason"][i] == classify_op(cols["hlo_text"][i], n, "async-start").reason
+
+
+def test_erase_numbers_c_equals_regex(monkeypatch):
+    import profanalyzer.classify as C
+
+    texts = ["", ".", "..5", "a.5b", "x.", "fusion.12.remat3", "%p.0 = f32[2,3] add(%a.1, %b.22)", "v1.2.3",
+             "nothing here", "é.5 ünïcode.17", "0.5 and 1.25e-3", ".9.8.7"]
+    for p in FILES[:3]:
+        for t in _tables(p):
+            texts += t["hlo_text"][:200] + t["display_name"][:200]
+    want = [C._NUMBER.sub(".0", t) for t in texts]
+    if C._canon is None:
+        pytest.skip("C accelerator not built (no compiler at install)")
+    assert C._erase_numbers(list(texts)) == want
+    monkeypatch.setattr(C, "_canon", None)
+    assert C._erase_numbers(list(texts)) == want

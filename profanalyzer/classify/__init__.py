@@ -260,7 +260,22 @@ _IN_COLUMNS = ("hlo_text", "display_name", "category", "tf_op", "shape_with_layo
 
 #: Instruction numbers (`fusion.123`, `%param.4`, `.cloned.1`): what tells
 #: apart the clones of one op in an unrolled or recompiled program.
-_NUMBER = re.compile(r"\.\d+")
+_NUMBER = re.compile(r"\.[0-9]+")
+
+try:  # the optional C accelerator (setup.py): the same substitution, one pass per text
+    from profanalyzer.classify import _canon
+except ImportError:  # no compiler at install time: the regular expression alone
+    _canon = None  # type: ignore[assignment]
+
+
+def _erase_numbers(texts: list[str]) -> list[str]:
+    """Each text with every ``.<digits>`` written ``.0`` (texts hold no NUL)."""
+    if _canon is not None:
+        out = _canon.erase_numbers(texts)
+        for i in [i for i, x in enumerate(out) if x is None]:  # non-ASCII texts
+            out[i] = _NUMBER.sub(".0", texts[i])
+        return out
+    return _NUMBER.sub(".0", "\x00".join(texts)).split("\x00") if texts else []
 #: A family whose verdict depends on its members' numbers beyond a quoted
 #: name: its members are classified one by one.
 _BY_MEMBER = object()
@@ -334,9 +349,7 @@ def classify_codes(cols: Mapping[str, Sequence], n: int | None = None,
         fresh = list(new)
         fields = [_texts([k[j] for k in fresh], MAX_TEXT if j == 0 else MAX_FIELD) for j in range(len(_IN_COLUMNS))]
         texts, disps = fields[0], fields[1]
-        # as_text drops NUL characters, so NUL separates the texts safely.
-        c_texts = _NUMBER.sub(".0", "\x00".join(texts)).split("\x00")
-        c_disps = _NUMBER.sub(".0", "\x00".join(disps)).split("\x00")
+        c_texts, c_disps = _erase_numbers(texts), _erase_numbers(disps)
         for key, text, disp, c_text, c_disp, cat, tf, swl in zip(fresh, texts, disps, c_texts, c_disps, *fields[2:]):
             rest = (cat, tf, swl)
             fkey = (c_text, c_disp, cat, tf, swl)
@@ -370,8 +383,8 @@ def classify_columns(cols: Mapping[str, Sequence], n: int | None = None,
     Cost grows with op *families*, not distinct ops. Unrolled layers and
     recompiled programs give thousands of ops that differ only in their
     instruction numbers (``fusion.12`` / ``fusion.1000012``). Rows are grouped
-    by their identity with every ``.<digits>`` written ``.0`` (one regex pass
-    over all the texts at once); a family's first member is classified as
+    by their identity with every ``.<digits>`` written ``.0`` (one C pass per
+    text, or one regex pass over all the texts at once); a family's first member is classified as
     is, and again with its numbers written ``.0`` and ``.7``: when all three
     verdicts (bucket, tags, reason) are equal, the numbers do not matter and
     every member shares that verdict; otherwise (a reason that quotes an
