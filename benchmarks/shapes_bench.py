@@ -31,9 +31,10 @@ fixed event count (layers x steps constant, so distinct ops grow and events
 stay put). Each task runs in a fresh interpreter (`_harness.py`): wall
 seconds inside the task and peak RSS (VmHWM), best of --repeat (XProf's
 `xprof_overlap`, ~25 s a run, is run --xprof-repeat times). Tasks as in
-`e2e_bench.py`. Every row of one invocation comes from the same run; each
-shape gets its own table, with profanalyze's ratios to the touch floor and
-to XProf.
+`e2e_bench.py`, plus `before` (profanalyze from the source tree given by
+--before). Every row of one invocation comes from the same run; each shape
+gets its own table, with profanalyze's ratios to the touch floor and to
+XProf.
 
 The generator is benchmark-only: it does not change the synthesizer's
 scenarios or their bytes.
@@ -56,6 +57,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _harness import best_of, warm_up  # noqa: E402
 from e2e_bench import TASKS  # noqa: E402
 from e2e_bench import build as build_host_bulk  # noqa: E402
+
+#: `profanalyze` with the package of an earlier source tree (--before): the
+#: tree goes first on sys.path.
+BEFORE = (
+    "import sys\n"
+    "sys.path.insert(0, sys.argv[3])\n"
+    "from profanalyzer.cli import main\n"
+    "rc = main([PATH, '-o', OUT, '-q'])\n"
+    "note = rc\n"
+)
 
 _INSTR = re.compile(r"(?<![\w.\-])(%?[A-Za-z_][\w\-]*)\.(\d+)")
 _RENUMBER = 1_000_000  # clone k of instruction `x.N` is `x.(N + k * _RENUMBER)`
@@ -174,6 +185,9 @@ def main() -> None:
     ap.add_argument("--xprof-repeat", type=int, default=1)
     ap.add_argument("--scaling-tasks", default="profanalyze", help="tasks for the scaling rows")
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--before", type=Path, default=None,
+                    help="source tree of an earlier version (e.g. a `git worktree` with its C decoder built): adds "
+                         "the task `before` (profanalyze with that package) to every row")
     args = ap.parse_args()
     folder = args.keep or Path(tempfile.mkdtemp(prefix="profanalyzer-shapes-"))
     folder.mkdir(parents=True, exist_ok=True)
@@ -200,6 +214,8 @@ def main() -> None:
         tasks = [t for t in (args.tasks if one_x else args.scaling_tasks).split(",") if t]
         res = {t: best_of(TASKS[t], args.xprof_repeat if t == "xprof_overlap" else args.repeat, str(path), str(out))
                for t in tasks}
+        if args.before:
+            res["before"] = best_of(BEFORE, args.repeat, str(path), str(out), str(args.before))
         n_meta, n_events = _distinct_ops(path)
         mb = path.stat().st_size / 1e6
         if one_x:
