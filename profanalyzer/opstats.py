@@ -33,7 +33,7 @@ from profanalyzer.classify import async_pair_key
 from profanalyzer.classify.parse import shape_dims
 from profanalyzer.classify.tables import ARRAY
 from profanalyzer.model import BucketOps, HostOffloadSummary, RunKind, TopOp, Utilisation
-from profanalyzer.runkind import RunKindEvidence, decide_run_kind, inference_marker
+from profanalyzer.runkind import RunKindEvidence, decide_run_kind, inference_marker, inference_markers
 from profanalyzer.trace import LINE_MODULES, LINE_OPS, Plane, Trace, instruction_name
 from profanalyzer.vocab import ATTENTION_SPLIT, BUCKETS, COMPUTE_BUCKETS, MATMUL_BUCKETS
 
@@ -691,7 +691,9 @@ def run_kind_of(agg: "OpGroups | tuple[OpGroup, ...]", step_ps: float, n_core_st
     compute = _in(g.bucket, COMPUTE_BUCKETS)
     by_tf: dict = {}
     marks = [by_tf[tf] if tf in by_tf else by_tf.setdefault(tf, inference_marker(tf or "")) for tf in g.tf_op]
-    marks = [m or inference_marker(name) for m, name in zip(marks, g.name)]
+    need = [i for i, m in enumerate(marks) if not m]
+    for i, m in zip(need, inference_markers([g.name[i] for i in need])):
+        marks[i] = m
     sp = g.self_ps.astype(np.float64)
     marked = np.asarray([m is not None and m != "" for m in marks], dtype=bool)
     markers = {m: _seq_sum(sp[np.asarray([x == m for x in marks], dtype=bool)]) for m in dict.fromkeys(m for m in marks if m)}

@@ -19,6 +19,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import Sequence
+
+import numpy as np
 
 RUN_KINDS = ("training", "inference", "unknown")
 
@@ -41,6 +44,22 @@ def inference_marker(text: str) -> str | None:
     """The serving marker a tf_op / op name / program name carries, if any."""
     m = _INFERENCE.search(text.lower().replace("-", "_"))
     return m.group(0) if m else None
+
+
+def inference_markers(texts: Sequence[str]) -> list[str | None]:
+    """`inference_marker` of every text, by one search over all of them
+    (a marker is a word: it never spans two texts, and the separator reads
+    as a text boundary to the word lookarounds)."""
+    low = [t.lower().replace("-", "_") for t in texts]
+    out: list[str | None] = [None] * len(low)
+    if not low:
+        return out
+    ends = np.cumsum([len(t) + 1 for t in low])  # each text, then its separator
+    for m in _INFERENCE.finditer("\n".join(low)):
+        i = int(np.searchsorted(ends, m.start(), side="right"))
+        if out[i] is None:
+            out[i] = m.group(0)
+    return out
 
 
 def training_program(name: str) -> bool:

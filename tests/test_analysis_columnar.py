@@ -955,3 +955,18 @@ def test_vectorised_sums_add_in_order():
         g.self_ps, g.count, g.tf_op, g.tot_flops, g.tot_bytes, g.tot_model_flops = 400 - i, 1, "jit(f)/x/add", v, -v, v / 3
         agg.append(g)
     assert canon(list(families(OpGroups.of(agg)))) == canon(ref_families(agg))
+
+
+def test_inference_markers_equal_one_search_per_text():
+    from profanalyzer.runkind import inference_marker, inference_markers
+
+    texts = ["", "decode", "jit(decode_step)/dot", "predecode", "kv-cache.3", "fusion.1\nprefill", "Sampler_0",
+             "x.logits y", "vllm", "İdecode", "no marker here", "decode\n", "\ndecode", "ragged_paged_attention.12",
+             "tokens/sample", "generate-then-decode"]
+    for name in ("serving_tp2_w4", "dense_short_fsdp"):
+        tr = read_trace(sample_path(name))
+        texts += list(tr.tensorcores[0].meta.display_name) + list(tr.tensorcores[0].meta.tf_op)
+    want = [inference_marker(t) for t in texts]
+    assert any(want) and want.count(None) > 0
+    assert inference_markers(texts) == want
+    assert inference_markers([]) == []
