@@ -82,6 +82,27 @@ static PyObject *as_bytearray(vec *v) {
     return PyByteArray_FromStringAndSize((const char *)v->data, v->len * (Py_ssize_t)sizeof(int64_t));
 }
 
+/* What scan_fields and decode_metadata return: MemoryError (oom), None (bad
+   bytes: the caller falls back to the protobuf runtime) or a tuple of the
+   columns as int64 bytearrays. Frees the columns. */
+static PyObject *columns_result(int oom, int bad, vec *cols, int ncols) {
+    PyObject *res = NULL;
+    if (oom) {
+        PyErr_NoMemory();
+    } else if (bad) {
+        Py_INCREF(Py_None);
+        res = Py_None;
+    } else if ((res = PyTuple_New(ncols)) != NULL) {
+        for (int i = 0; i < ncols; i++) {
+            PyObject *b = as_bytearray(&cols[i]);
+            if (!b) { Py_CLEAR(res); break; }
+            PyTuple_SET_ITEM(res, i, b);
+        }
+    }
+    for (int i = 0; i < ncols; i++) free(cols[i].data);
+    return res;
+}
+
 static PyObject *decode_event_run(PyObject *self, PyObject *args) {
     Py_buffer view, wview = {0};
     Py_ssize_t start, end;
@@ -192,7 +213,8 @@ static PyObject *scan_fields(PyObject *self, PyObject *args) {
         Py_RETURN_NONE;
     }
     const uint8_t *b = (const uint8_t *)view.buf;
-    vec fld = {0}, wt = {0}, ps = {0}, pe = {0}, tp = {0};
+    vec cols[5] = {{0}};
+    vec *fld = &cols[0], *wt = &cols[1], *ps = &cols[2], *pe = &cols[3], *tp = &cols[4];
     Py_ssize_t pos = start;
     int bad = 0, oom = 0;
     Py_BEGIN_ALLOW_THREADS
@@ -216,25 +238,14 @@ static PyObject *scan_fields(PyObject *self, PyObject *args) {
             p1 = pos + k;
         } else { bad = 1; break; }
         pos = p1;
-        if (vec_push(&fld, f) || vec_push(&wt, w) || vec_push(&ps, p0) || vec_push(&pe, p1) || vec_push(&tp, tag_pos)) {
+        if (vec_push(fld, f) || vec_push(wt, w) || vec_push(ps, p0) || vec_push(pe, p1) || vec_push(tp, tag_pos)) {
             oom = 1;
             break;
         }
     }
     Py_END_ALLOW_THREADS
     PyBuffer_Release(&view);
-    PyObject *res = NULL;
-    if (oom) {
-        PyErr_NoMemory();
-    } else if (bad) {
-        Py_INCREF(Py_None);
-        res = Py_None;
-    } else {
-        res = Py_BuildValue("(NNNNN)", as_bytearray(&fld), as_bytearray(&wt), as_bytearray(&ps), as_bytearray(&pe),
-                            as_bytearray(&tp));
-    }
-    free(fld.data); free(wt.data); free(ps.data); free(pe.data); free(tp.data);
-    return res;
+    return columns_result(oom, bad, cols, 5);
 }
 
 /* Strict UTF-8 (no overlong forms, surrogates or code points past
@@ -317,8 +328,9 @@ static PyObject *decode_metadata(PyObject *self, PyObject *args) {
     const uint8_t *b = (const uint8_t *)view.buf;
     const int64_t *spans = (const int64_t *)sview.buf;
     Py_ssize_t nspans = sview.len / (Py_ssize_t)(2 * sizeof(int64_t));
-    vec e_key = {0}, e_ns = {0}, e_ne = {0}, e_ds = {0}, e_de = {0};
-    vec s_ent = {0}, s_id = {0}, s_kind = {0}, s_val = {0}, s_ss = {0}, s_se = {0};
+    vec cols[11] = {{0}};
+    vec *e_key = &cols[0], *e_ns = &cols[1], *e_ne = &cols[2], *e_ds = &cols[3], *e_de = &cols[4];
+    vec *s_ent = &cols[5], *s_id = &cols[6], *s_kind = &cols[7], *s_val = &cols[8], *s_ss = &cols[9], *s_se = &cols[10];
     int bad = 0, oom = 0;
     Py_BEGIN_ALLOW_THREADS
     for (Py_ssize_t i = 0; i < nspans && !bad && !oom; i++) {
@@ -342,7 +354,7 @@ static PyObject *decode_metadata(PyObject *self, PyObject *args) {
         }
         if (bad || nval > 1) { bad = 1; break; }
         int64_t ns = -1, ne = -1, ds = -1, de = -1;
-        int64_t ent = (int64_t)e_key.len;
+        int64_t ent = (int64_t)e_key->len;
         pos = vs; end = ve;
         while (vs >= 0 && pos < end) {
             uint64_t k, v;
@@ -358,33 +370,20 @@ static PyObject *decode_metadata(PyObject *self, PyObject *args) {
                 else {
                     int64_t sid, kind, ival, ss, se;
                     if (rd_stat(b, pos, p1, &sid, &kind, &ival, &ss, &se)) { bad = 1; break; }
-                    if (vec_push(&s_ent, ent) || vec_push(&s_id, sid) || vec_push(&s_kind, kind) ||
-                        vec_push(&s_val, ival) || vec_push(&s_ss, ss) || vec_push(&s_se, se)) { oom = 1; break; }
+                    if (vec_push(s_ent, ent) || vec_push(s_id, sid) || vec_push(s_kind, kind) ||
+                        vec_push(s_val, ival) || vec_push(s_ss, ss) || vec_push(s_se, se)) { oom = 1; break; }
                 }
                 pos = p1;
             } else if (skip(b, &pos, end, w)) { bad = 1; break; }
         }
         if (bad || oom) break;
-        if (vec_push(&e_key, key) || vec_push(&e_ns, ns) || vec_push(&e_ne, ne) || vec_push(&e_ds, ds) ||
-            vec_push(&e_de, de)) { oom = 1; break; }
+        if (vec_push(e_key, key) || vec_push(e_ns, ns) || vec_push(e_ne, ne) || vec_push(e_ds, ds) ||
+            vec_push(e_de, de)) { oom = 1; break; }
     }
     Py_END_ALLOW_THREADS
     PyBuffer_Release(&view);
     PyBuffer_Release(&sview);
-    PyObject *res = NULL;
-    if (oom) {
-        PyErr_NoMemory();
-    } else if (bad) {
-        Py_INCREF(Py_None);
-        res = Py_None;
-    } else {
-        res = Py_BuildValue("(NNNNNNNNNNN)", as_bytearray(&e_key), as_bytearray(&e_ns), as_bytearray(&e_ne),
-                            as_bytearray(&e_ds), as_bytearray(&e_de), as_bytearray(&s_ent), as_bytearray(&s_id),
-                            as_bytearray(&s_kind), as_bytearray(&s_val), as_bytearray(&s_ss), as_bytearray(&s_se));
-    }
-    free(e_key.data); free(e_ns.data); free(e_ne.data); free(e_ds.data); free(e_de.data);
-    free(s_ent.data); free(s_id.data); free(s_kind.data); free(s_val.data); free(s_ss.data); free(s_se.data);
-    return res;
+    return columns_result(oom, bad, cols, 11);
 }
 
 /* ------------------------------------------------------------------------
