@@ -74,6 +74,8 @@ def test_cli_draws_the_bar_on_a_tty_only(tmp_path, capsys, monkeypatch):
     assert rc == 0
     bar = tty.getvalue()
     assert "reading host files [" in bar and "2/2 files" in bar and " MB of " in bar
+    # then the analysis stage, on a line of its own that is cleared before the output
+    assert re.search(r"\n\r\x1b\[Kanalysing \d+ TensorCores, [\d,]+ events \.\.\.\r\x1b\[K", bar)
     tty2 = FakeTTY()
     monkeypatch.setattr(sys, "stderr", tty2)
     rc, _, _ = run_cli(capsys, RUN, "-o", out, "-q")

@@ -83,6 +83,15 @@ def _progress(quiet: bool, trace: str | None = None):
     return report
 
 
+def _stage(bar, text: str) -> None:
+    """With the progress bar on: a one-line status on stderr for the stage
+    after the read (redrawn in place; "" clears it before any output)."""
+    if bar is None:
+        return
+    sys.stderr.write("\r\x1b[K" + text)
+    sys.stderr.flush()
+
+
 @click.command()
 @trace_argument
 @chip_option(_CHIP_HELP)
@@ -192,6 +201,8 @@ def _analyze(trace: str, label: str, chip: str | None, jobs: int | None, json_ou
         digest = None if no_html else _hash_in_background(trace)
     else:
         model = read_trace(trace, options)
+        _stage(options.progress, f"analysing {len(model.tensorcores)} TensorCores, "
+                                 f"{sum(p.n_events for p in model.planes):,} events ...")
         # The input's hash (report footer) runs on a second core during the
         # single-threaded analysis; during the read both cores decode.
         digest = None if no_html else (_hash_in_background(trace) if label == trace else (lambda: "not computed (a URL input, read through a partial copy)"))
@@ -199,6 +210,7 @@ def _analyze(trace: str, label: str, chip: str | None, jobs: int | None, json_ou
         if label != trace:  # a URL: the report names it, not the temporary copy
             a = dataclasses.replace(a, source=label)
         f = run_rules(a, select=_codes(select), ignore=_codes(ignore))
+        _stage(options.progress, "")
         if a.memory is None and any(r.code in MEMORY_RULES for r in f.recommendations):
             read = _with_memory(model, a)
             if read is not None:  # the cards state the headroom in bytes
