@@ -287,6 +287,7 @@ def classify_plane(plane: Plane, memo: dict | None = None, families: dict | None
     # Async done ops whose kind is not visible in their own text inherit it
     # from their start op (matched by instruction number).
     u_unknown = [i for i, r in enumerate(uniq) if r.role in ("done", "offload_done") and r.collective is None]
+    inherited: list[int] = []  # rows whose bucket came from their start op
     if u_unknown:
         u_start = [i for i, r in enumerate(uniq) if r.role in ("start", "offload_start")]
         starts: dict[str, int] = {}
@@ -300,12 +301,12 @@ def classify_plane(plane: Plane, memo: dict | None = None, families: dict | None
             if src is not None and collective[src] is not None:
                 bucket_name[row] = bucket_name[src]
                 collective[row] = collective[src]
+                inherited.append(row)
                 reason[row] = f"{reason[row]}; kind from its start op {md.short_name(src)}"
     phase_idx = {p: i for i, p in enumerate(PHASES)}
-    if u_unknown:  # buckets changed row by row above
-        bucket = np.asarray([BUCKET_INDEX[b] for b in bucket_name.tolist()], dtype=np.int64)
-    else:
-        bucket = np.asarray([BUCKET_INDEX[r.bucket] for r in uniq], dtype=np.int64)[codes]
+    bucket = np.asarray([BUCKET_INDEX[r.bucket] for r in uniq], dtype=np.int64)[codes]
+    for row in inherited:
+        bucket[row] = BUCKET_INDEX[bucket_name[row]]
     phase = np.asarray([phase_idx.get(r.phase, -1) for r in uniq], dtype=np.int64)[codes]  # type: ignore[arg-type]
     role_code = np.asarray([ROLE_CODES.get(r.role, 0) if isinstance(r.role, str) else 0 for r in uniq],
                            dtype=np.int8)[codes]

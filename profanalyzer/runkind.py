@@ -39,10 +39,15 @@ _INFERENCE = re.compile(
 _TRAINING_PROGRAM = re.compile(r"(?<![a-z])(?:train_step|train|training|grad(?:ient)?s?_step)(?![a-z])")
 
 
+def _normal(text: str) -> str:
+    """What the markers are searched in: lower case, `-` read as `_`."""
+    return text.lower().replace("-", "_")
+
+
 @lru_cache(maxsize=65536)
 def inference_marker(text: str) -> str | None:
     """The serving marker a tf_op / op name / program name carries, if any."""
-    m = _INFERENCE.search(text.lower().replace("-", "_"))
+    m = _INFERENCE.search(_normal(text))
     return m.group(0) if m else None
 
 
@@ -50,7 +55,7 @@ def inference_markers(texts: Sequence[str]) -> list[str | None]:
     """`inference_marker` of every text, by one search over all of them
     (a marker is a word: it never spans two texts, and the separator reads
     as a text boundary to the word lookarounds)."""
-    low = [t.lower().replace("-", "_") for t in texts]
+    low = [_normal(t) for t in texts]
     out: list[str | None] = [None] * len(low)
     if not low:
         return out

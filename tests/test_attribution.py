@@ -99,3 +99,35 @@ def test_locate_finds_the_window_holding_each_time():
     assert pos[inside].tolist() == [0, 0, 1, 2]
     pos, inside = locate(ws[:0], we[:0], t)  # no windows: nothing inside
     assert not inside.any() and len(pos) == len(t)
+
+
+def test_done_ops_inherit_their_start_ops_kind(tmp_path):
+    """A done op whose kind its own text does not show (cut before the
+    operands) takes the bucket and kind of its start op, with the reason."""
+    from xsb import SpaceBuilder
+
+    from profanalyzer.attribution import classify_plane
+    from profanalyzer.tracebuild import load_trace
+
+    sp = SpaceBuilder()
+    tc = sp.plane("/device:TPU:0")
+    ops = tc.line("XLA Ops", timestamp_ns=1_000)
+    ops.event("%async-collective-start.3 = (bf16[8,128]{1,0}, bf16[64,128]{1,0}) fusion(bf16[8,128]{1,0} %p.1), "
+              "calls=%all-gather.3.clone", start_ps=0, dur_ps=10, display="async-collective-start.3",
+              meta_stats={"hlo_category": "custom fusion"})
+    ops.event("%async-collective-done.3", start_ps=50, dur_ps=10, display="async-collective-done.3",
+              meta_stats={"hlo_category": "custom fusion"})
+    ops.event("%fusion.9 = bf16[8]{0} fusion(bf16[8]{0} %p.2)", start_ps=100, dur_ps=10, display="fusion.9",
+              meta_stats={"hlo_category": "loop fusion"})
+    path = tmp_path / "h.xplane.pb"
+    path.write_bytes(sp.bytes())
+    plane = load_trace(str(path)).tensorcores[0]
+    classes = classify_plane(plane)
+    md = plane.meta
+    row = {md.display_name[r]: r for r in range(len(md))}
+    start, done, other = row["async-collective-start.3"], row["async-collective-done.3"], row["fusion.9"]
+    assert classes.columns["collective"][start] == "all_gather"
+    assert classes.columns["collective"][done] == "all_gather"
+    assert classes.bucket[done] == classes.bucket[start] == BUCKET_INDEX["all_gather"]
+    assert classes.columns["reason"][done].endswith("kind from its start op async-collective-start.3")
+    assert classes.bucket[other] == BUCKET_INDEX["other_compute"]

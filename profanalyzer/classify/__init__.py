@@ -330,7 +330,7 @@ def _family_verdict(text: str, disp: str, c_text: str, c_disp: str, rest: tuple[
 
 
 def classify_codes(cols: Mapping[str, Sequence], n: int | None = None,
-                     memo: dict | None = None, families: dict | None = None) -> tuple[np.ndarray, list[OpClass]]:
+                   memo: dict | None = None, families: dict | None = None) -> tuple[np.ndarray, list[OpClass]]:
     """Classify every row: (codes, verdicts), row i's ``OpClass`` being
     ``verdicts[codes[i]]`` (each distinct verdict once). See
     ``classify_columns`` for the inputs, the cost and the memos."""
