@@ -73,30 +73,38 @@ def _host_callback(text: str) -> bool:
     return "callback" in text.lower() and HOST_CALLBACK.search(text) is not None
 
 
-def _containing(texts, needle: str, pattern: re.Pattern) -> np.ndarray:
-    """Per text: may `pattern` (case-insensitive, every match contains
-    `needle`, lower case ASCII letters) match it? All ASCII (the usual case):
-    whether the text contains `needle` in any case, one search over the
-    joined lower-cased texts; else `pattern` itself, text by text (non-ASCII
-    letters can match ASCII ones under IGNORECASE)."""
-    n = len(texts)
-    out = np.zeros(n, dtype=bool)
-    if not n:
+class _Lowered:
+    """A column of texts joined by NUL and lower-cased once, for several
+    `containing` searches; `low` is None when some text is not ASCII."""
+
+    def __init__(self, texts) -> None:
+        self.texts = texts
+        joined = "\0".join(texts)
+        self.low = joined.lower() if joined.isascii() else None
+        self.starts = np.cumsum([0] + [len(t) + 1 for t in texts[:-1]]) if self.low is not None and len(texts) else None
+
+    def containing(self, needle: str, pattern: re.Pattern) -> np.ndarray:
+        """Per text: may `pattern` (case-insensitive, every match contains
+        `needle`, lower case ASCII letters) match it? All ASCII (the usual
+        case): whether the text contains `needle` in any case, one search over
+        the joined lower-cased texts; else `pattern` itself, text by text
+        (non-ASCII letters can match ASCII ones under IGNORECASE)."""
+        texts = self.texts
+        out = np.zeros(len(texts), dtype=bool)
+        if not len(texts):
+            return out
+        if self.low is None:
+            out[:] = [pattern.search(t) is not None for t in texts]
+            return out
+        low = self.low
+        hits = []
+        at = low.find(needle)
+        while at >= 0:
+            hits.append(at)
+            at = low.find(needle, at + 1)
+        if hits:
+            out[np.searchsorted(self.starts, np.asarray(hits), side="right") - 1] = True
         return out
-    joined = "\0".join(texts)
-    if not joined.isascii():
-        out[:] = [pattern.search(t) is not None for t in texts]
-        return out
-    low = joined.lower()
-    starts = np.cumsum([0] + [len(t) + 1 for t in texts[:-1]])
-    hits = []
-    at = low.find(needle)
-    while at >= 0:
-        hits.append(at)
-        at = low.find(needle, at + 1)
-    if hits:
-        out[np.searchsorted(starts, np.asarray(hits), side="right") - 1] = True
-    return out
 
 
 def _kinds_of_rows(w: CoreWork) -> np.ndarray:
@@ -119,12 +127,13 @@ def _kinds_of_rows(w: CoreWork) -> np.ndarray:
         k = min(m, len(coll))
         host[:k] |= np.asarray([c == "host_transfer" for c in coll[:k].tolist()], dtype=bool)
     names, shown = md.name[:m], md.display_name[:m]
-    cand = _containing(names, "callback", HOST_CALLBACK) | _containing(shown, "callback", HOST_CALLBACK)
+    low_names, low_shown = _Lowered(names), _Lowered(shown)
+    cand = low_names.containing("callback", HOST_CALLBACK) | low_shown.containing("callback", HOST_CALLBACK)
     for r in np.flatnonzero(cand & ~host).tolist():
         host[r] = _host_callback(names[r]) or _host_callback(shown[r])
     peer = ~host & coll_b[b]
     # the short name is the display name, else part of the HLO text
-    cand = ~host & ~peer & (_containing(shown, "barrier", _BARRIER) | _containing(names, "barrier", _BARRIER))
+    cand = ~host & ~peer & (low_shown.containing("barrier", _BARRIER) | low_names.containing("barrier", _BARRIER))
     for r in np.flatnonzero(cand).tolist():
         peer[r] = _BARRIER.search(md.short_name(r)) is not None
     out[:m][host] = HOST_WAIT

@@ -19,6 +19,7 @@ host usually carry equal copies) and shared by the analysis modules.
 
 from __future__ import annotations
 
+import itertools
 import math
 import operator
 import re
@@ -186,7 +187,10 @@ class OpGroups:
 
     @staticmethod
     def concat(parts: list["OpGroups"]) -> "OpGroups":
-        cols: dict = {f: [v for p in parts for v in getattr(p, f)] for f in _TEXT_FIELDS}
+        cols: dict = {f: [] for f in _TEXT_FIELDS}
+        for p in parts:
+            for f in _TEXT_FIELDS:
+                cols[f] += getattr(p, f)
         cols.update({f: np.concatenate([getattr(p, f) for p in parts]) for f in _INT_FIELDS + _FLOAT_FIELDS + _BOOL_FIELDS})
         return OpGroups(**cols)
 
@@ -346,7 +350,7 @@ def _row_table(w: CoreWork, keys: dict) -> _RowTable:
         vals = np.empty(n, dtype=object)
         if nk:
             vals[:nk] = cols[_ATTR_COLUMN[a]][:nk]
-        attrs[a] = (vals, np.asarray([v is not None for v in vals.tolist()], dtype=bool))
+        attrs[a] = (vals, np.fromiter(map(operator.is_not, vals.tolist(), itertools.repeat(None)), dtype=bool, count=n))
     return _RowTable(gid, known, mm, mm | attn[bucket], mm | (known & kern), sf_ok, sf, remat, attrs, bucket)
 
 
@@ -562,6 +566,18 @@ def _stem(name: str) -> str:
     return _NUMBER_SUFFIX.sub("", name) if name.endswith("\n") else name
 
 
+_TRAILING_NUMBER = re.compile(r"\.\d+(?=\x00)")
+
+
+def _stems(names: list[str]) -> list[str]:
+    """[_stem(n) for n in names], by one substitution over the names joined
+    (each followed by a NUL) when no name holds a NUL or a newline."""
+    joined = "\x00".join(names) + "\x00"
+    if "\n" in joined or joined.count("\x00") != len(names):
+        return [_stem(n) for n in names]
+    return _TRAILING_NUMBER.sub("", joined).split("\x00")[:-1]
+
+
 def families(agg: OpGroups) -> OpGroups:
     """The op groups (most time first) with unrolled repeats of one op merged
     into one row (`name.*`, count and times summed), most time first."""
@@ -570,10 +586,12 @@ def families(agg: OpGroups) -> OpGroups:
     keys: dict[tuple, int] = {}
     stems: dict[int, str] = {}
     nxt = 0
-    for i, (name, tf, cat, b, rm, k, pr, pa) in enumerate(zip(agg.name, agg.tf_op, agg.hlo_category, agg.bucket,
-                                                              agg.remat.tolist(), agg.kernel, agg.precision, agg.part)):
-        stem = _stem(name)
-        if stem != name and bool((tf or "").strip()):  # repeats share a framework scope
+    scoped: dict = {}  # tf_op -> it is a framework scope
+    for i, (name, stem, tf, cat, b, rm, k, pr, pa) in enumerate(zip(agg.name, _stems(agg.name), agg.tf_op, agg.hlo_category,
+                                                                    agg.bucket, agg.remat.tolist(), agg.kernel,
+                                                                    agg.precision, agg.part)):
+        if stem != name and (scoped[tf] if tf in scoped else scoped.setdefault(tf, bool((tf or "").strip()))):
+            # repeats share a framework scope
             j = keys.setdefault((stem, cat, b, tf, rm, k, pr, pa), nxt)
             if j == nxt:
                 stems[j] = stem
@@ -585,9 +603,13 @@ def families(agg: OpGroups) -> OpGroups:
     size = np.bincount(fid, minlength=nxt)
     merged = size[fid] >= FAMILY_MIN
     single = np.flatnonzero(~merged)
-    parts = [agg.take(single)]
+    nums = _INT_FIELDS + _FLOAT_FIELDS + _BOOL_FIELDS
+    # Rows as columns: the numbers per part, the text fields as the agg row
+    # they come from (taken once, in the final order, at the end).
+    src = [single]
+    num_parts = [{f: getattr(agg, f)[single] for f in nums}]
+    names = _pick(agg.name, single.tolist())
     pos = [fid[single]]  # a family's rows stand where its first member's key first appeared
-    sub = [single]
     if merged.any():
         members = np.flatnonzero(merged)
         mfid = fid[members]
@@ -595,7 +617,6 @@ def families(agg: OpGroups) -> OpGroups:
         inv = inv.reshape(-1)
         nf = len(ufid)
         first_m = members[first]
-        fam = agg.take(first_m)
         self_ps = np.zeros(nf, dtype=np.int64)
         np.add.at(self_ps, inv, agg.self_ps[members])
         count = np.zeros(nf, dtype=np.int64)
@@ -613,17 +634,22 @@ def families(agg: OpGroups) -> OpGroups:
             mean_b = sums["tot_bytes"] / count
         any_f = np.bincount(inv[~np.isnan(agg.flops[members])], minlength=nf) > 0
         any_b = np.bincount(inv[~np.isnan(agg.bytes[members])], minlength=nf) > 0
-        names = [f"{stems[j]}.* ({int(size[j])} ops)" for j in ufid.tolist()]
-        fam = OpGroups(**{**{f: getattr(fam, f) for f in _TEXT_FIELDS + _INT_FIELDS + _FLOAT_FIELDS + _BOOL_FIELDS},
-                          "name": names, "self_ps": self_ps, "count": count, "mf_known": mf_known, "flops_unknown": unknown,
+        names += [f"{stems[j]}.* ({int(size[j])} ops)" for j in ufid.tolist()]
+        num_parts.append({**{f: getattr(agg, f)[first_m] for f in nums},
+                          "self_ps": self_ps, "count": count, "mf_known": mf_known, "flops_unknown": unknown,
                           "flops": np.where((count != 0) & any_f, mean_f, math.nan),
                           "bytes": np.where((count != 0) & any_b, mean_b, math.nan), **sums})
-        parts.append(fam)
         pos.append(ufid)
-        sub.append(first_m)
-    out = OpGroups.concat(parts)
-    out = out.take(np.lexsort((np.concatenate(sub), np.concatenate(pos))))
-    return out.take(by_time(out.self_ps, out.name))
+        src.append(first_m)
+    rows = np.concatenate(src)
+    cols = {f: np.concatenate([p[f] for p in num_parts]) for f in nums}
+    order = np.lexsort((rows, np.concatenate(pos)))
+    order = order[by_time(cols["self_ps"][order], _pick(names, order.tolist()))]
+    il = rows[order].tolist()
+    out = {f: _pick(getattr(agg, f), il) for f in _TEXT_FIELDS if f != "name"}
+    out["name"] = _pick(names, order.tolist())
+    out.update({f: v[order] for f, v in cols.items()})
+    return OpGroups(**out)
 
 
 def _in(values: list, allowed) -> np.ndarray:
@@ -695,8 +721,14 @@ def run_kind_of(agg: "OpGroups | tuple[OpGroup, ...]", step_ps: float, n_core_st
     for i, m in zip(need, inference_markers([g.name[i] for i in need])):
         marks[i] = m
     sp = g.self_ps.astype(np.float64)
-    marked = np.asarray([m is not None and m != "" for m in marks], dtype=bool)
-    markers = {m: _seq_sum(sp[np.asarray([x == m for x in marks], dtype=bool)]) for m in dict.fromkeys(m for m in marks if m)}
+    marked = np.fromiter(map(bool, marks), dtype=bool, count=len(marks))  # a marker is None or a word
+    kinds = list(dict.fromkeys(m for m in marks if m))
+    if kinds:
+        code = {m: k for k, m in enumerate(kinds)}
+        mcode = np.fromiter((code.get(m, -1) for m in marks), dtype=np.int64, count=len(marks))
+        markers = {m: _seq_sum(sp[mcode == k]) for k, m in enumerate(kinds)}
+    else:
+        markers = {}
     scoped_tf: dict = {}
     scoped = np.fromiter((scoped_tf[t] if t in scoped_tf else scoped_tf.setdefault(t, bool((t or "").strip())) for t in g.tf_op),
                          dtype=bool, count=len(g))
@@ -806,13 +838,14 @@ def _bucket_summaries(agg: OpGroups, n_core_steps: int, denom: float, chip) -> d
     compute_bound = inten >= ridge
     hbm_bound = ~compute_bound & ~np.isnan(inten)
     model = np.where(agg.mf_known > 0, agg.tot_model_flops, agg.tot_flops)
-    target = np.asarray(agg.bucket, dtype=object)
-    part = np.full(n, None, dtype=object)
+    code = {name: k for k, name in enumerate(names)}  # the names as integers: one integer test per name
+    target = np.fromiter((code.get(b, -1) for b in agg.bucket), dtype=np.int64, count=n)
+    part = np.full(n, -1, dtype=np.int64)
     for i in [i for i, b in enumerate(agg.bucket) if b == "attention"]:
-        part[i] = _attention_part(agg.group(i))
+        part[i] = code.get(_attention_part(agg.group(i)), -1)
     out = {}
-    for name in names:
-        m = (target == name) | (part == name)
+    for k, name in enumerate(names):
+        m = (target == k) | (part == k)
         ps = float(int(agg.self_ps[m].sum())) / n_core_steps
         out[name] = BucketOps(
             ps=ps,

@@ -108,6 +108,17 @@ def window_name(md, row: int) -> str:
 _ASYNC_DEPS = ("md.name", "md.display_name", "md.category", "md.tf_op", "md.shape_with_layout", "cls:memo")
 
 
+class _AsyncRows:
+    """Per metadata row, filled as rows are met: classified yet, is a
+    collective, its type code and whether it is offloaded."""
+
+    def __init__(self, n: int) -> None:
+        self.done = np.zeros(n, dtype=bool)
+        self.is_coll = np.zeros(n, dtype=bool)
+        self.typ = np.zeros(n, dtype=np.int8)
+        self.sc = np.zeros(n, dtype=bool)
+
+
 def windows_for_core(plane: Plane, classes: PlaneClasses, unmatched: dict[str, int],
                      memo: TableMemo | None = None) -> tuple[Windows, str]:
     """Collective windows of one TensorCore, sorted by (start, end), and where
@@ -136,21 +147,16 @@ def windows_for_core(plane: Plane, classes: PlaneClasses, unmatched: dict[str, i
         uniq = np.unique(rows[rows >= 0])
         # (is a collective, type, offloaded) of the rows classified so far,
         # shared by the cores with equal tables when `memo` is given
-        known: dict[int, tuple[bool, int, bool]] = {} if memo is None else memo.get(
-            "overlap.async_rows", plane, classes, _ASYNC_DEPS, dict)
-        is_coll = np.zeros(len(md), dtype=bool)
-        typ = np.zeros(len(md), dtype=np.int8)
-        sc = np.zeros(len(md), dtype=bool)
-        for r in uniq.tolist():
-            k = known.get(r)
-            if k is None:
-                c = classes.op_class(plane, r)
-                k = known[r] = (c.bucket in COLLECTIVE_BUCKETS, _type_code(c.collective), (c.role or "").startswith("offload"))
-            if k[0]:
-                is_coll[r] = True
-                typ[r] = k[1]
-                sc[r] = k[2]
-        m = (rows >= 0) & is_coll[np.maximum(rows, 0)]
+        known = _AsyncRows(len(md)) if memo is None else memo.get(
+            "overlap.async_rows", plane, classes, _ASYNC_DEPS, lambda: _AsyncRows(len(md)))
+        is_coll, typ, sc = known.is_coll, known.typ, known.sc
+        for r in uniq[~known.done[uniq]].tolist():
+            c = classes.op_class(plane, r)
+            is_coll[r] = c.bucket in COLLECTIVE_BUCKETS
+            typ[r] = _type_code(c.collective) if is_coll[r] else 0
+            sc[r] = is_coll[r] and (c.role or "").startswith("offload")
+            known.done[r] = True
+        m = (rows >= 0) & is_coll[np.maximum(rows, 0)] if len(md) else np.zeros(len(rows), dtype=bool)
         if m.any():
             r = rows[m].astype(np.int64)
             parts.append(windows(ev.start_ps[m], ev.end_ps[m], r, typ[r], sc[r]))

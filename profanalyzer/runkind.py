@@ -51,19 +51,32 @@ def inference_marker(text: str) -> str | None:
     return m.group(0) if m else None
 
 
+#: Substrings one of which every serving marker contains (`_INFERENCE`'s
+#: alternatives, normalised): texts without any cannot carry a marker.
+_ANCHORS = ("decod", "prefill", "generat", "sampl", "logits", "kv", "paged_attention", "vllm", "serving", "speculative")
+
+
 def inference_markers(texts: Sequence[str]) -> list[str | None]:
-    """`inference_marker` of every text, by one search over all of them
-    (a marker is a word: it never spans two texts, and the separator reads
-    as a text boundary to the word lookarounds)."""
-    low = [_normal(t) for t in texts]
-    out: list[str | None] = [None] * len(low)
-    if not low:
+    """`inference_marker` of every text. The texts are joined and normalised
+    once and searched for the anchors (plain substring searches); only the
+    texts holding one are searched with the marker pattern."""
+    out: list[str | None] = [None] * len(texts)
+    if not texts:
         return out
-    ends = np.cumsum([len(t) + 1 for t in low])  # each text, then its separator
-    for m in _INFERENCE.finditer("\n".join(low)):
-        i = int(np.searchsorted(ends, m.start(), side="right"))
-        if out[i] is None:
-            out[i] = m.group(0)
+    joined = "\n".join(texts)
+    if not joined.isascii():  # lower() may change lengths: text by text
+        return [inference_marker(t) for t in texts]
+    low = _normal(joined)
+    hits: list[int] = []
+    for a in _ANCHORS:
+        at = low.find(a)
+        while at >= 0:
+            hits.append(at)
+            at = low.find(a, at + 1)
+    if hits:
+        ends = np.cumsum([len(t) + 1 for t in texts])  # each text, then its separator
+        for i in np.unique(np.searchsorted(ends, np.asarray(hits), side="right")).tolist():
+            out[i] = inference_marker(texts[i])
     return out
 
 

@@ -35,6 +35,7 @@ import numpy as np
 from profanalyzer.attribution import CoreWork
 from profanalyzer.model import ScopeRow
 from profanalyzer.opstats import table_memo
+from profanalyzer.parallel import map_ordered
 from profanalyzer.trace import LINE_OPS, Trace
 from profanalyzer.vocab import BUCKETS, COLLECTIVE_BUCKETS
 
@@ -159,6 +160,34 @@ def _distinct_per(key: np.ndarray, val: np.ndarray, n: int) -> np.ndarray:
     return np.bincount(pairs // width, minlength=n)
 
 
+def _core_scopes(w: CoreWork, ev, ks: np.ndarray, ke: np.ndarray, nk: int, tables, ns: int, nb: int):
+    """One core's part of the roll-up: self time per (scope, bucket) and remat
+    time per scope over its kept steps, and its (scope, op), (scope, runs per
+    kept step) and (scope, layer index) pairs."""
+    row_scope, row_name, pair_row, pair_idx = tables
+    md = w.plane.meta
+    rows = np.where((ev.meta >= 0) & (ev.meta < len(md)), ev.meta, len(md)).astype(np.int64)
+    ev_scope = row_scope[rows]
+    remat_rows = np.concatenate([np.asarray(w.classes.remat, dtype=bool)[: len(md)], [False]]) if len(w.classes.remat) >= len(md) \
+        else np.zeros(len(md) + 1, dtype=bool)
+    ev_remat = remat_rows[rows].astype(np.int64)
+    order = np.argsort(ks)
+    ks, ke = ks[order], ke[order]
+    by_bucket, by_remat = w.ops.exclusive_many([(ev_scope * nb + w.ev_bucket, ns * nb), (ev_scope * 2 + ev_remat, ns * 2)], ks, ke)
+    tot_b = by_bucket.sum(axis=0).reshape(ns, nb)
+    tot_r = by_remat.sum(axis=0).reshape(ns, 2)[:, 1]
+    # runs of each metadata row inside the kept steps
+    lo = np.searchsorted(ks, ev.start_ps, side="right") - 1
+    inside = (lo >= 0) & (ev.start_ps < ke[np.clip(lo, 0, len(ke) - 1)])
+    counts = np.bincount(rows[inside], minlength=len(md) + 1)
+    seen = np.flatnonzero(counts)
+    layers = None
+    if len(pair_row):
+        on = counts[pair_row] > 0
+        layers = (row_scope[pair_row[on]], pair_idx[on])
+    return tot_b, tot_r, (row_scope[seen], row_name[seen]), (row_scope[seen], counts[seen] / nk), layers
+
+
 def scope_rollup(trace: Trace, work: list[CoreWork], kept_steps: set[int], step_mean: float) -> tuple[ScopeRow, ...]:
     """Self time per folded name scope over the kept steps of every TensorCore,
     per kept step per TensorCore (the divisor of the top ops: kept core-steps)."""
@@ -173,10 +202,9 @@ def scope_rollup(trace: Trace, work: list[CoreWork], kept_steps: set[int], step_
     bucket_ps: dict[int, np.ndarray] = {}
     remat_ps: dict[int, float] = {}
     n_core_steps = 0
-    # (scope, op name), (scope, runs per kept step), (scope, layer index) of every core
-    op_pairs: list[tuple[np.ndarray, np.ndarray]] = []
-    run_pairs: list[tuple[np.ndarray, np.ndarray]] = []
-    layer_pairs: list[tuple[np.ndarray, np.ndarray]] = []
+    # The row tables first, core by core: scope ids are numbered in order of
+    # first appearance. Then each core's array passes, on threads.
+    todo = []
     for w in work:
         steps = trace.steps[w.plane.label]
         kept = np.isin(steps.number, kept_list)
@@ -186,31 +214,16 @@ def scope_rollup(trace: Trace, work: list[CoreWork], kept_steps: set[int], step_
         if ln is None or len(ln.events) == 0 or nk == 0:
             continue
         md = w.plane.meta
-        row_scope, row_name, pair_row, pair_idx = memo.get(
-            "scopes.rows", w.plane, w.classes, ("md.tf_op", "md.name"), lambda: _scope_rows(md, ids, names_ids, layer_ids))
-        ev = ln.events
-        rows = np.where((ev.meta >= 0) & (ev.meta < len(md)), ev.meta, len(md)).astype(np.int64)
-        ev_scope = row_scope[rows]
-        remat_rows = np.concatenate([np.asarray(w.classes.remat, dtype=bool)[: len(md)], [False]]) if len(w.classes.remat) >= len(md) \
-            else np.zeros(len(md) + 1, dtype=bool)
-        ev_remat = remat_rows[rows].astype(np.int64)
-        ns = len(ids)
-        ks, ke = steps.start_ps[kept], steps.end_ps[kept]
-        order = np.argsort(ks)
-        ks, ke = ks[order], ke[order]
-        by_bucket, by_remat = w.ops.exclusive_many([(ev_scope * nb + w.ev_bucket, ns * nb), (ev_scope * 2 + ev_remat, ns * 2)], ks, ke)
-        tot_b = by_bucket.sum(axis=0).reshape(ns, nb)
-        tot_r = by_remat.sum(axis=0).reshape(ns, 2)[:, 1]
-        # runs of each metadata row inside the kept steps
-        lo = np.searchsorted(ks, ev.start_ps, side="right") - 1
-        inside = (lo >= 0) & (ev.start_ps < ke[np.clip(lo, 0, len(ke) - 1)])
-        counts = np.bincount(rows[inside], minlength=len(md) + 1)
-        seen = np.flatnonzero(counts)
-        op_pairs.append((row_scope[seen], row_name[seen]))
-        run_pairs.append((row_scope[seen], counts[seen] / nk))
-        if len(pair_row):
-            on = counts[pair_row] > 0
-            layer_pairs.append((row_scope[pair_row[on]], pair_idx[on]))
+        tables = memo.get("scopes.rows", w.plane, w.classes, ("md.tf_op", "md.name"),
+                          lambda: _scope_rows(md, ids, names_ids, layer_ids))
+        todo.append((w, ln.events, steps.start_ps[kept], steps.end_ps[kept], nk, tables))
+    ns = len(ids)
+    per_core = map_ordered(lambda t: _core_scopes(*t, ns, nb), todo)
+    # (scope, op name), (scope, runs per kept step), (scope, layer index) of every core
+    op_pairs = [c[2] for c in per_core]
+    run_pairs = [c[3] for c in per_core]
+    layer_pairs = [c[4] for c in per_core if c[4] is not None]
+    for tot_b, tot_r, *_ in per_core:
         for sid in np.flatnonzero(tot_b.sum(axis=1)).tolist():
             acc = bucket_ps.get(sid)
             bucket_ps[sid] = tot_b[sid].astype(np.float64) + (acc if acc is not None else 0.0)

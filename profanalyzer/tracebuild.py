@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import threading
 import zlib
+from dataclasses import replace
 from pathlib import Path
 from typing import Callable, Collection, Mapping
 
@@ -166,8 +167,11 @@ def _metadata_from_columns(buf, cols: wire.MetadataColumns, names: Mapping[int, 
     srow = row_of_ent[cols.stat_entry] if len(sk) else sk
     kept = np.flatnonzero((sk >= 0) & (srow >= 0))
     code = srow[kept] * len(wanted) + sk[kept]
-    _, last_rev = np.unique(code[::-1], return_index=True)
-    sel = kept[len(code) - 1 - last_rev]  # the last stat of each (row, name)
+    if len(code) and int(np.bincount(code).max()) > 1:
+        _, last_rev = np.unique(code[::-1], return_index=True)
+        sel = kept[len(code) - 1 - last_rev]  # the last stat of each (row, name)
+    else:  # each (row, name) once: the usual case
+        sel = kept
     s_row, s_k, s_kind, s_val = srow[sel], sk[sel], cols.stat_kind[sel], cols.stat_value[sel]
     s_a, s_b = cols.stat_start[sel], cols.stat_end[sel]
 
@@ -191,9 +195,9 @@ def _metadata_from_columns(buf, cols: wire.MetadataColumns, names: Mapping[int, 
         if len(rows) == n and bool(np.all(rows == np.arange(n))):  # every row has one, in order: the usual case
             col = strs[k] = got
         else:
-            col = strs[k]
-            for r, x in zip(rows.tolist(), got):
-                col[r] = x
+            arr = np.full(n, "", dtype=object)
+            arr[rows] = _object_array(got)  # rows are distinct (one stat per row and name)
+            col = strs[k] = arr.tolist()
         m = (s_k == j) & (s_kind >= 6)
         for r, kind, v, a, b in zip(s_row[m].tolist(), s_kind[m].tolist(), s_val[m].tolist(), s_a[m].tolist(), s_b[m].tolist()):
             x = value(kind, v, a, b)
@@ -214,6 +218,12 @@ def _metadata_from_columns(buf, cols: wire.MetadataColumns, names: Mapping[int, 
         for i in q.tolist():
             col[int(r[i])] = _num(value(int(kind[i]), int(v[i]), int(s_a[m][i]), int(s_b[m][i])))
     return _finish_metadata(uniq.astype(np.int64), name, disp, strs, nums)
+
+
+def _object_array(values: list) -> np.ndarray:
+    out = np.empty(len(values), dtype=object)
+    out[:] = values
+    return out
 
 
 def _finish_metadata(keys: np.ndarray, name: list[str], disp: list[str], strs: dict[str, list[str]],
@@ -264,6 +274,11 @@ class MetadataCache:
         self._lock = threading.Lock()
         self._done: dict[tuple, tuple[bytes, OpMetadata]] = {}
         self._pending: dict[tuple, threading.Event] = {}
+
+    def unclaimed(self, key: tuple) -> bool:
+        """No table of this key is decoded or being decoded (yet)."""
+        with self._lock:
+            return key not in self._done and key not in self._pending
 
     def get(self, key: tuple, region, build: Callable[[], OpMetadata]) -> OpMetadata:
         """The table of the map bytes `region` (`key`: a fingerprint of them),
@@ -401,9 +416,11 @@ class MetaIndex:
         return np.where(self.ids[pos] == mid, pos, -1).astype(np.int32)
 
 
-def _events(raw: wire.RawEvents, strs: dict[str, list[str]], want_int: Mapping[int, str], meta_index: MetaIndex, base_ps: int, nested: bool = True) -> Events:
-    """A line's events as columns. Raises InputError on negative durations and
-    out-of-range times; |base_ps| must be <= MAX_TIME_PS (build_plane checks)."""
+def _events(raw: wire.RawEvents, strs: dict[str, list[str]], want_int: Mapping[int, str], base_ps: int, nested: bool = True) -> Events:
+    """A line's events as columns, `meta` holding their metadata ids (the
+    caller maps them to table rows). Raises InputError on negative durations
+    and out-of-range times; |base_ps| must be <= MAX_TIME_PS (build_plane
+    checks)."""
     n = len(raw)
     ints: dict[str, np.ndarray] = {}
     if len(raw.stat_id):
@@ -454,7 +471,7 @@ def _events(raw: wire.RawEvents, strs: dict[str, list[str]], want_int: Mapping[i
     if child.any():
         selft = dur - np.bincount(parent[child], weights=dur[child], minlength=n).astype(np.int64)
         np.maximum(selft, 0, out=selft)
-    meta = meta_index.rows(mid)
+    meta = mid
     return Events(
         start_ps=start,
         end_ps=end,
@@ -513,9 +530,8 @@ def build_plane(buf, start: int, end: int, host: str, kind: str, device_id: int,
         # The runtime decodes the map (and reports corruption) with the plane's other fields, as stored.
         return _build_metadata(parse(~is_line), names)
 
-    if meta_cache is None:
-        meta = metadata()
-    else:
+    region = None
+    if meta_cache is not None:
         mt, me = tag_at[is_meta], p_end[is_meta]
         if len(mt) and bool(np.all(mt[1:] == me[:-1])):  # one contiguous run of entries: the usual layout
             region = memoryview(buf)[int(mt[0]):int(me[-1])]
@@ -526,48 +542,61 @@ def build_plane(buf, start: int, end: int, host: str, kind: str, device_id: int,
         n = len(region)
         sample = zlib.crc32(region[n // 2:n // 2 + _SAMPLE], zlib.crc32(region[:_SAMPLE]))
         key = (tuple(sorted(names.items())), n, zlib.crc32(region[max(0, n - _SAMPLE):], sample))
-        try:
-            meta = meta_cache.get(key, region, metadata)
-        finally:
+
+    def table() -> OpMetadata:
+        if meta_cache is None or region is None:
+            return metadata()
+        return meta_cache.get(key, region, metadata)
+
+    try:
+        # A plane whose table no other thread has (begun to) decode decodes it
+        # first, so that planes sharing it wait as little as possible; the
+        # others decode their events first and take the table last.
+        meta = table() if meta_cache is None or meta_cache.unclaimed(key) else None
+        decoded = []
+        skipped: list[tuple[int, str]] = []  # (timestamp, name) of skipped lines with events
+        for ps, pe in line_spans:
+            if lines is not None:
+                head = wire.peek_line(buf, ps, pe)
+                if head is not None and head[0] not in lines:
+                    if head[2]:
+                        skipped.append((head[1], head[0]))
+                    continue
+            fast = wire.decode_line(buf, ps, pe, want=tuple(want_int))
+            if fast is not None:
+                head, raw = fast
+                decoded.append((head.id, head.name or head.display_name, head.timestamp_ns, raw, {}))
+                continue
+            try:
+                msg = xplane_pb2.XLine.FromString(bytes(buf[ps:pe]))
+            except DecodeError as e:
+                why = wire.explain_decode_error(bytes(buf[ps:pe]), xplane_pb2.XLine.DESCRIPTOR) or str(e)
+                raise InputError(f"line at byte {ps} is corrupt ({why})") from None
+            raw, strs = _raw_from_message(msg, names, want_int, want_str)
+            decoded.append((msg.id, msg.name or msg.display_name, msg.timestamp_ns, raw, strs))
+        # Skipped lines count for the origin: times do not depend on the selection.
+        with_events = [(ts, name) for _, name, ts, raw, _ in decoded if len(raw)] + skipped
+        origin, origin_line = min(with_events, default=(0, ""))
+        built: list[Line] = []
+        for lid, name, ts, raw, strs in decoded:
+            # Lines without events keep no times: their timestamp is irrelevant.
+            base_ps = (ts - origin) * 1000 if len(raw) else 0
+            if base_ps > MAX_TIME_PS:
+                raise InputError(
+                    f"line {name!r}: timestamp_ns {ts} is {(ts - origin) / 1e9:.6g} s after line {origin_line!r}'s "
+                    f"({origin}): corrupt or mixed-clock line timestamps"
+                )
+            try:
+                built.append(Line(lid, name, _events(raw, strs, want_int, base_ps, nested=name not in OVERLAPPING_LINES)))
+            except InputError as e:
+                raise InputError(f"line {name!r}: {e}") from None
+        if meta is None:
+            meta = table()
+    finally:
+        if region is not None:
             region.release()
     meta_index = MetaIndex(meta.ids)
-    decoded = []
-    skipped: list[tuple[int, str]] = []  # (timestamp, name) of skipped lines with events
-    for ps, pe in line_spans:
-        if lines is not None:
-            head = wire.peek_line(buf, ps, pe)
-            if head is not None and head[0] not in lines:
-                if head[2]:
-                    skipped.append((head[1], head[0]))
-                continue
-        fast = wire.decode_line(buf, ps, pe, want=tuple(want_int))
-        if fast is not None:
-            head, raw = fast
-            decoded.append((head.id, head.name or head.display_name, head.timestamp_ns, raw, {}))
-            continue
-        try:
-            msg = xplane_pb2.XLine.FromString(bytes(buf[ps:pe]))
-        except DecodeError as e:
-            why = wire.explain_decode_error(bytes(buf[ps:pe]), xplane_pb2.XLine.DESCRIPTOR) or str(e)
-            raise InputError(f"line at byte {ps} is corrupt ({why})") from None
-        raw, strs = _raw_from_message(msg, names, want_int, want_str)
-        decoded.append((msg.id, msg.name or msg.display_name, msg.timestamp_ns, raw, strs))
-    # Skipped lines count for the origin: times do not depend on the selection.
-    with_events = [(ts, name) for _, name, ts, raw, _ in decoded if len(raw)] + skipped
-    origin, origin_line = min(with_events, default=(0, ""))
-    built: list[Line] = []
-    for lid, name, ts, raw, strs in decoded:
-        # Lines without events keep no times: their timestamp is irrelevant.
-        base_ps = (ts - origin) * 1000 if len(raw) else 0
-        if base_ps > MAX_TIME_PS:
-            raise InputError(
-                f"line {name!r}: timestamp_ns {ts} is {(ts - origin) / 1e9:.6g} s after line {origin_line!r}'s "
-                f"({origin}): corrupt or mixed-clock line timestamps"
-            )
-        try:
-            built.append(Line(lid, name, _events(raw, strs, want_int, meta_index, base_ps, nested=name not in OVERLAPPING_LINES)))
-        except InputError as e:
-            raise InputError(f"line {name!r}: {e}") from None
+    built = [replace(ln, events=replace(ln.events, meta=meta_index.rows(ln.events.meta))) for ln in built]
     return (
         Plane(
             host=host,

@@ -970,3 +970,14 @@ def test_inference_markers_equal_one_search_per_text():
     assert any(want) and want.count(None) > 0
     assert inference_markers(texts) == want
     assert inference_markers([]) == []
+
+
+def test_family_stems_in_one_pass_equal_the_regex_per_name():
+    from profanalyzer.opstats import _NUMBER_SUFFIX, _stems
+
+    names = ["fusion.12", "fusion", "fusion.", "a.1.2", "a.b", "x.12a", ".5", "5", "", "copy.٣",  # Arabic-Indic digit
+             "dot.0001", "all-gather-start.3.remat"]
+    assert _stems(names) == [_NUMBER_SUFFIX.sub("", n) for n in names]
+    odd = names + ["conv.4\n", "a\x00b.3"]  # a final newline ($ matches before it); a NUL in a name
+    assert _stems(odd) == [_NUMBER_SUFFIX.sub("", n) for n in odd]
+    assert _stems([]) == []

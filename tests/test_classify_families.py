@@ -110,3 +110,42 @@ def test_erase_numbers_c_equals_regex(monkeypatch):
     assert C._erase_numbers(list(texts)) == want
     monkeypatch.setattr(C, "_canon", None)
     assert C._erase_numbers(list(texts)) == want
+
+
+def test_texts_check_c_equals_python(monkeypatch):
+    """`_texts` passes a column through only when as_text would leave every
+    cell as it is: the C check and the Python one agree on odd cells."""
+    import profanalyzer.classify as C
+    from profanalyzer.classify.parse import as_text
+
+    class Sub(str):
+        pass
+
+    columns = [[], ["a", "b"], ["a\x00b"], ["x" * 10], ["x" * 11], ["é€\x00"], ["é€", "ascii"], ["€" * 11],
+               [None], [1.5], [b"bytes"], [Sub("s")], ["ok", None]]
+    for cap in (10, 4096):
+        for col in columns:
+            want = [as_text(v, cap) for v in col]
+            if C._canon is not None:
+                assert C._texts(list(col), cap) == want
+            monkeypatch.setattr(C, "_canon", None)
+            assert C._texts(list(col), cap) == want
+            monkeypatch.undo()
+
+
+def test_clip_fast_path_equals_the_substitution():
+    """clip returns a clean short name as it is; that equals the UNSAFE
+    substitution on every mix of ASCII, controls, markup and non-ASCII."""
+    import random
+
+    from profanalyzer.classify.parse import UNSAFE, clip
+
+    def ref(s: str, n: int = 48) -> str:
+        s = UNSAFE.sub("?", s[: n + 1])
+        return s if len(s) <= n else s[: n - 3] + "..."
+
+    chars = [chr(i) for i in range(0, 130)] + ["é", "€", "\u2028", "\ufeff"]
+    rnd = random.Random(7)
+    for _ in range(20000):
+        s = "".join(rnd.choice(chars) for _ in range(rnd.randint(0, 60)))
+        assert clip(s) == ref(s) and clip(s, 5) == ref(s, 5)

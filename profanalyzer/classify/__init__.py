@@ -293,15 +293,22 @@ class _Quoting:
 
     def member(self, text: str, display: str) -> OpClass:
         names = op_names(text, display)
-        fields = dict(self.base.__dict__)  # dataclasses.replace, without its per-call field walk
+        # dataclasses.replace(base, reason=...), without its per-call field
+        # walk and frozen __init__ (OpClass has no __post_init__ or slots)
+        out = object.__new__(OpClass)
+        fields = out.__dict__
+        fields.update(self.base.__dict__)
         fields["reason"] = self.base.reason.replace(self.quoted, clip(names[self.index]))
-        return OpClass(**fields)
+        return out
 
 
 def _texts(values: list, cap: int) -> list[str]:
     """``as_text`` of every value; one C-level check instead when they are
     all clean strings already (the usual metadata columns)."""
-    if values and set(map(type, values)) == {str} and max(map(len, values)) <= cap and "\x00" not in "".join(values):
+    if _canon is not None:
+        if _canon.clean_texts(values, cap):
+            return values
+    elif values and set(map(type, values)) == {str} and max(map(len, values)) <= cap and "\x00" not in "".join(values):
         return values
     return [as_text(v, cap) for v in values]
 
@@ -340,14 +347,21 @@ def classify_codes(cols: Mapping[str, Sequence], n: int | None = None,
     cache: dict[tuple, OpClass] = memo if memo is not None else {}
     fam: dict = families if families is not None else {}
     keys = list(zip(*inputs))
+    as_given = True  # the keys' cells are the input cells
     try:
         new = dict.fromkeys(k for k in keys if k not in cache)
     except TypeError:  # an unhashable cell (list, dict): use the str forms
         keys = [tuple(as_text(v) for v in k) for k in keys]
         new = dict.fromkeys(k for k in keys if k not in cache)
+        as_given = False
+    # Every row new and distinct (the first table of a trace): the fresh
+    # keys are the rows in order, so the input columns serve as they are.
+    all_fresh = as_given and len(new) == len(keys)
+    made: list[OpClass] = []
     if new:
-        fresh = list(new)
-        fields = [_texts([k[j] for k in fresh], MAX_TEXT if j == 0 else MAX_FIELD) for j in range(len(_IN_COLUMNS))]
+        fresh = keys if all_fresh else list(new)
+        cells = inputs if all_fresh else [[k[j] for k in fresh] for j in range(len(_IN_COLUMNS))]
+        fields = [_texts(c, MAX_TEXT if j == 0 else MAX_FIELD) for j, c in enumerate(cells)]
         texts, disps = fields[0], fields[1]
         c_texts, c_disps = _erase_numbers(texts), _erase_numbers(disps)
         for key, text, disp, c_text, c_disp, cat, tf, swl in zip(fresh, texts, disps, c_texts, c_disps, *fields[2:]):
@@ -363,7 +377,8 @@ def classify_codes(cols: Mapping[str, Sequence], n: int | None = None,
             else:
                 r = verdict
             cache[key] = r
-    results = [cache[k] for k in keys]
+            made.append(r)
+    results = made if all_fresh else [cache[k] for k in keys]
     _, first, inverse = np.unique(np.fromiter(map(id, results), dtype=np.int64, count=len(results)),
                                   return_index=True, return_inverse=True)
     uniq = [results[i] for i in first.tolist()]

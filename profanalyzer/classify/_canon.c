@@ -69,7 +69,49 @@ fail:
     return NULL;
 }
 
+/* clean_texts(texts, cap): whether every item is an exact str of at most
+   `cap` characters holding no NUL (then as_text leaves each as it is). */
+static PyObject *clean_texts(PyObject *self, PyObject *args) {
+    PyObject *arg;
+    Py_ssize_t cap;
+    if (!PyArg_ParseTuple(args, "On", &arg, &cap)) return NULL;
+    PyObject *seq = PySequence_Fast(arg, "clean_texts() takes a sequence");
+    if (!seq) return NULL;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    PyObject **items = PySequence_Fast_ITEMS(seq);
+    int ok = 1;
+    for (Py_ssize_t i = 0; i < n && ok; i++) {
+        PyObject *s = items[i];
+        if (!PyUnicode_CheckExact(s) || PyUnicode_READY(s) < 0) {
+            PyErr_Clear();
+            ok = 0;
+            break;
+        }
+        Py_ssize_t len = PyUnicode_GET_LENGTH(s);
+        if (len > cap) {
+            ok = 0;
+            break;
+        }
+        int kind = PyUnicode_KIND(s);
+        const void *data = PyUnicode_DATA(s);
+        if (kind == PyUnicode_1BYTE_KIND) {
+            ok = memchr(data, 0, (size_t)len) == NULL;
+        } else {
+            for (Py_ssize_t j = 0; j < len; j++) {
+                if (PyUnicode_READ(kind, data, j) == 0) {
+                    ok = 0;
+                    break;
+                }
+            }
+        }
+    }
+    Py_DECREF(seq);
+    return PyBool_FromLong(ok);
+}
+
 static PyMethodDef methods[] = {
+    {"clean_texts", clean_texts, METH_VARARGS,
+     "clean_texts(texts, cap) -> bool: every item is an exact str of at most cap characters without NUL."},
     {"erase_numbers", erase_numbers, METH_O,
      "erase_numbers(texts) -> list: each ASCII str with every '.' + digits written '.0' (None for other items)."},
     {NULL, NULL, 0, NULL}};

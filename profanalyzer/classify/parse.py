@@ -76,9 +76,15 @@ def as_text(value: Any, cap: int = MAX_FIELD) -> str:
     return s.replace("\x00", "") if "\x00" in s else s
 
 
+#: The characters UNSAFE rejects among printable ASCII.
+_MARKUP = frozenset('<>&"`|\\')
+
+
 def clip(s: str, n: int = 48) -> str:
     """A short, inert excerpt of an untrusted string for reasons: printable
     ASCII only, with markup and markdown-table characters replaced by '?'."""
+    if len(s) <= n and s.isascii() and s.isprintable() and _MARKUP.isdisjoint(s):
+        return s  # nothing UNSAFE matches (printable ASCII is \x20-\x7e)
     s = UNSAFE.sub("?", s[: n + 1])
     return s if len(s) <= n else s[: n - 3] + "..."
 

@@ -78,8 +78,31 @@ static int skip(const uint8_t *b, Py_ssize_t *pos, Py_ssize_t end, int wire) {
     }
 }
 
-static PyObject *as_bytearray(vec *v) {
-    return PyByteArray_FromStringAndSize((const char *)v->data, v->len * (Py_ssize_t)sizeof(int64_t));
+/* A tuple of int64 bytearrays holding the n columns: allocated with the GIL,
+   filled without it (the copy, and the page faults of fresh memory, are
+   most of the cost on large columns), then `extra` (stolen; may be NULL)
+   appended. NULL with MemoryError. */
+static PyObject *bytearrays_tuple(vec *cols, int n, PyObject *extra) {
+    char *dst[16];
+    if (n > 16) {
+        PyErr_SetString(PyExc_SystemError, "bytearrays_tuple: too many columns");
+        Py_XDECREF(extra);
+        return NULL;
+    }
+    PyObject *res = PyTuple_New(n + (extra ? 1 : 0));
+    if (!res) { Py_XDECREF(extra); return NULL; }
+    for (int i = 0; i < n; i++) {
+        PyObject *b = PyByteArray_FromStringAndSize(NULL, cols[i].len * (Py_ssize_t)sizeof(int64_t));
+        if (!b) { Py_DECREF(res); Py_XDECREF(extra); return NULL; }
+        dst[i] = PyByteArray_AS_STRING(b);
+        PyTuple_SET_ITEM(res, i, b);
+    }
+    if (extra) PyTuple_SET_ITEM(res, n, extra);
+    Py_BEGIN_ALLOW_THREADS
+    for (int i = 0; i < n; i++)
+        if (cols[i].len) memcpy(dst[i], cols[i].data, (size_t)cols[i].len * sizeof(int64_t));
+    Py_END_ALLOW_THREADS
+    return res;
 }
 
 /* What scan_fields and decode_metadata return: MemoryError (oom), None (bad
@@ -92,12 +115,8 @@ static PyObject *columns_result(int oom, int bad, vec *cols, int ncols) {
     } else if (bad) {
         Py_INCREF(Py_None);
         res = Py_None;
-    } else if ((res = PyTuple_New(ncols)) != NULL) {
-        for (int i = 0; i < ncols; i++) {
-            PyObject *b = as_bytearray(&cols[i]);
-            if (!b) { Py_CLEAR(res); break; }
-            PyTuple_SET_ITEM(res, i, b);
-        }
+    } else {
+        res = bytearrays_tuple(cols, ncols, NULL);
     }
     for (int i = 0; i < ncols; i++) free(cols[i].data);
     return res;
@@ -115,7 +134,9 @@ static PyObject *decode_event_run(PyObject *self, PyObject *args) {
         Py_RETURN_NONE;
     }
     const uint8_t *b = (const uint8_t *)view.buf;
-    vec mid = {0}, off = {0}, dur = {0}, s_ev = {0}, s_id = {0}, s_val = {0}, s_ref = {0};
+    vec cols[7] = {{0}};
+    vec *const mid = &cols[0], *const off = &cols[1], *const dur = &cols[2];
+    vec *const s_ev = &cols[3], *const s_id = &cols[4], *const s_val = &cols[5], *const s_ref = &cols[6];
     Py_ssize_t pos = start, stop = end;
     int bad = 0, oom = 0;
     int64_t nev = 0;
@@ -171,12 +192,12 @@ static PyObject *decode_event_run(PyObject *self, PyObject *args) {
                     has = i < nwant;
                 }
                 if (has) {
-                    if (vec_push(&s_ev, nev) || vec_push(&s_id, sid) || vec_push(&s_val, sval) || vec_push(&s_ref, ref)) { oom = 1; break; }
+                    if (vec_push(s_ev, nev) || vec_push(s_id, sid) || vec_push(s_val, sval) || vec_push(s_ref, ref)) { oom = 1; break; }
                 }
             } else if (skip(b, &pos, ev_end, w)) { bad = 1; break; }
         }
         if (bad || oom || pos != ev_end) { bad = 1; break; }
-        if (vec_push(&mid, m) || vec_push(&off, o) || vec_push(&dur, d)) { oom = 1; break; }
+        if (vec_push(mid, m) || vec_push(off, o) || vec_push(dur, d)) { oom = 1; break; }
         nev++;
     }
     Py_END_ALLOW_THREADS
@@ -189,11 +210,10 @@ static PyObject *decode_event_run(PyObject *self, PyObject *args) {
         Py_INCREF(Py_None);
         res = Py_None;
     } else {
-        res = Py_BuildValue("(NNNNNNNn)", as_bytearray(&mid), as_bytearray(&off), as_bytearray(&dur),
-                            as_bytearray(&s_ev), as_bytearray(&s_id), as_bytearray(&s_val), as_bytearray(&s_ref), stop);
+        PyObject *st = PyLong_FromSsize_t(stop);
+        res = st ? bytearrays_tuple(cols, 7, st) : NULL;
     }
-    free(mid.data); free(off.data); free(dur.data);
-    free(s_ev.data); free(s_id.data); free(s_val.data); free(s_ref.data);
+    for (int i = 0; i < 7; i++) free(cols[i].data);
     return res;
 }
 
