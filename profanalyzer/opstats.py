@@ -323,13 +323,15 @@ def _row_table(w: CoreWork, keys: dict) -> _RowTable:
     cols = w.classes.columns if len(w.classes) else {}
     bucket_c = cols.get("bucket", ())
     nk = min(len(bucket_c), n)
-    bucket_names = [bucket_c[r] if r < nk else "other_compute" for r in range(n)]
+    # The bucket of each row (classified rows: their bucket, as classes.bucket
+    # holds it by index; the rest: other_compute)
+    bucket = np.full(n, BUCKETS.index("other_compute"), dtype=np.int64)
+    bucket[:nk] = w.classes.bucket[:nk]
+    bucket_names = _pick(BUCKETS, bucket.tolist())
     # md.short_name of every row
     short = [d or instruction_name(t) for d, t in zip(md.display_name, md.name)]
     gid = np.asarray([keys.setdefault(k, len(keys)) for k in zip(short, md.category, bucket_names)], dtype=np.int64)
     known = np.arange(n) < nk
-    bidx = {b: i for i, b in enumerate(BUCKETS)}
-    bucket = np.fromiter((bidx.get(b, -1) for b in bucket_names), dtype=np.int64, count=n)
     mm_flag = np.asarray([b in MATMUL_BUCKETS for b in BUCKETS] + [False], dtype=bool)
     attn = np.asarray([b == "attention" for b in BUCKETS] + [False], dtype=bool)
     mm = mm_flag[bucket]
@@ -340,11 +342,10 @@ def _row_table(w: CoreWork, keys: dict) -> _RowTable:
     attrs = {}
     if nk:
         kernel_c, shape_c = cols["kernel"], cols["shape_flops"]
-        kern[:nk] = [bool(k) for k in kernel_c[:nk].tolist()]
-        for r, v in enumerate(shape_c[:nk].tolist()):
-            if v:
-                sf_ok[r] = True
-                sf[r] = float(v)
+        kern[:nk] = np.fromiter(map(bool, kernel_c[:nk].tolist()), dtype=bool, count=nk)
+        shape_l = shape_c[:nk].tolist()
+        sf_ok[:nk] = np.fromiter(map(bool, shape_l), dtype=bool, count=nk)
+        sf[np.flatnonzero(sf_ok)] = [float(v) for v in itertools.compress(shape_l, sf_ok[:nk].tolist())]
         remat[:nk] = np.asarray(cols["remat"][:nk], dtype=bool)
     for a in _ATTRS:
         vals = np.empty(n, dtype=object)
