@@ -1,16 +1,50 @@
-"""Build hook for the optional C accelerator (all metadata is in pyproject.toml).
+"""Build hooks (all metadata is in pyproject.toml).
 
-`profanalyzer.xspace._wire` decodes XSpace wire bytes (events, top-level
-fields, event-metadata maps) in one pass; `profanalyzer.classify._canon`
-erases instruction numbers from op identities (op families). Both are
-optional: without a C compiler the build skips them and profanalyzer uses
-its numpy / protobuf-runtime / regular-expression paths (same results,
-slower).
+The optional C accelerators: `profanalyzer.xspace._wire` decodes XSpace wire
+bytes (events, top-level fields, event-metadata maps) in one pass;
+`profanalyzer.classify._canon` erases instruction numbers from op identities
+(op families). Both are optional: without a C compiler the build skips them
+and profanalyzer uses its numpy / protobuf-runtime / regular-expression
+paths (same results, slower).
+
+The report templates' compiled code (`profanalyzer/report/templating.py`),
+made next to the extensions, as pip makes .pyc files: optional too (without
+it a run compiles the template from its source, about 45 ms).
 """
 
+import importlib.util
+import sys
+from pathlib import Path
+
 from setuptools import Extension, setup
+from setuptools.command.build_ext import build_ext
+
+ROOT = Path(__file__).resolve().parent
+TEMPLATING = Path("profanalyzer", "report", "templating.py")
+
+
+class BuildExt(build_ext):
+    """The extensions, then the compiled report templates (in the source
+    tree for in-place and editable builds, else in the build folder)."""
+
+    def run(self) -> None:
+        super().run()
+        inplace = self.inplace or getattr(self, "editable_mode", False)
+        base = ROOT if inplace else Path(self.build_lib)
+        try:
+            spec = importlib.util.spec_from_file_location("_profanalyzer_templating", ROOT / TEMPLATING)
+            mod = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(mod)
+            target = base / TEMPLATING.parent / "templates" / "compiled"
+            names = mod.compile_templates(target)
+            print(f"compiled {len(names)} report templates into {target}")
+        except Exception as e:  # optional, as the extensions are
+            print(f"warning: report templates not precompiled ({type(e).__name__}: {e}); "
+                  "they are compiled on first use instead", file=sys.stderr)
+
 
 setup(
+    cmdclass={"build_ext": BuildExt},
     ext_modules=[
         Extension(
             "profanalyzer.xspace._wire",

@@ -36,12 +36,10 @@ def child_env() -> dict:
 
 
 def warm_up() -> None:
-    """Import everything once so bytecode caches exist, and compile the
-    report template once into its cache (report.html.TemplateCache), as a
-    user's first run does (not timed)."""
+    """Import everything once so bytecode caches exist (not timed)."""
     subprocess.run(
-        [sys.executable, "-c", "import profanalyzer.cli, profanalyzer.analysis, profanalyzer.report.html as h; "
-         "from heuristics import registry; registry(); h.environment().get_template(h.TEMPLATE)"],
+        [sys.executable, "-c", "import profanalyzer.cli, profanalyzer.analysis, profanalyzer.report.html; "
+         "from heuristics import registry; registry()"],
         cwd=ROOT, env=child_env(), check=False,
     )
 

@@ -42,7 +42,6 @@ from profanalyzer.opstats import OpsResult, ops_and_roofline, program_names, run
 from profanalyzer.overlap import analyze_overlap
 from profanalyzer.hostplanes import host_activity, no_host_planes_note
 from profanalyzer.idle import idle_causes
-from profanalyzer.memory import trace_memory
 from profanalyzer.scopes import scope_rollup
 from profanalyzer.stepclass import step_classes
 from profanalyzer.timeline import build_timeline
@@ -201,13 +200,20 @@ def analyze_trace(trace: Trace, options: AnalysisOptions = AnalysisOptions()) ->
         assumptions=assumptions(trace, util),
         notes=tuple(notes) + idle.notes + tuple(dict.fromkeys(n for n in (*activity_notes, no_host) if n)),
         idle_causes=idle.causes,
-        memory=trace_memory(trace) if options.memory else None,
+        memory=_memory(trace) if options.memory else None,
         idle_host_activity=activity,
         scopes=scope_rollup(trace, work, kept_steps, step_mean),
         idle_causes_by_step=idle.by_step,
     )
     analysis.self_check()
     return analysis
+
+
+def _memory(trace: Trace):
+    """The memory section (--memory): imported only when asked for."""
+    from profanalyzer.memory import trace_memory
+
+    return trace_memory(trace)
 
 
 @dataclass(frozen=True, eq=False)

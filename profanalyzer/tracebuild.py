@@ -191,7 +191,7 @@ def _metadata_from_columns(buf, cols: wire.MetadataColumns, names: Mapping[int, 
     n_str = len(META_STR_STATS)
     for j, k in enumerate(META_STR_STATS):
         m = (s_k == j) & (s_kind == 5)
-        rows, got = s_row[m], wire.utf8_strings(buf, s_a[m], s_b[m])
+        rows, got = s_row[m], wire.utf8_strings(buf, s_a[m], s_b[m], share=True)
         if len(rows) == n and bool(np.all(rows == np.arange(n))):  # every row has one, in order: the usual case
             col = strs[k] = got
         else:
@@ -303,8 +303,9 @@ class MetadataCache:
         assert ev is not None
         try:
             md = build()
+            data = wire.copy_bytes(region)
             with self._lock:
-                self._done[key] = (bytes(region), md)
+                self._done[key] = (data, md)
             return md
         finally:
             with self._lock:

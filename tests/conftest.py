@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import functools
 import json
-import os
 from pathlib import Path
 
 import pytest
@@ -44,15 +43,6 @@ def findings_of(name: str):
     from profanalyzer.findings import run_rules
 
     return run_rules(analysis_of(name))
-
-
-@pytest.fixture(scope="session", autouse=True)
-def _private_cache_dir(tmp_path_factory):
-    """The suite's caches (compiled templates, fleet records) live in a
-    temporary dir, not in the user's cache dir (CLI subprocesses inherit it)."""
-    if "PROFANALYZER_CACHE_DIR" not in os.environ:
-        os.environ["PROFANALYZER_CACHE_DIR"] = str(tmp_path_factory.mktemp("profanalyzer-cache"))
-    yield
 
 
 @pytest.fixture(scope="session")

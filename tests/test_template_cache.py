@@ -1,25 +1,20 @@
-"""The compiled-template cache (report.html.TemplateCache): a second
-environment loads the compiled code instead of compiling, output is the same
-with or without it, and anything stale, damaged or unwritable falls back to
-compiling the source."""
+"""The report templates' code compiled at build time (report.templating):
+loading it skips jinja2's compile, the output is the same with or without
+it, nothing is written at run time, and anything stale or damaged falls back
+to compiling the source."""
 
 from __future__ import annotations
-
-import os
-import stat
 
 import jinja2
 import pytest
 
-from profanalyzer.report.html import _OPTIONS, TEMPLATE, TEMPLATE_DIR, TemplateCache
-
-
-def _env(directory, loader=None) -> jinja2.Environment:
-    return jinja2.Environment(loader=loader or jinja2.FileSystemLoader(str(TEMPLATE_DIR)),
-                              bytecode_cache=TemplateCache(directory), **_OPTIONS)
+from profanalyzer.report import templating
+from profanalyzer.report.html import TEMPLATE
 
 
 def _compiles(monkeypatch) -> list[str]:
+    """The names jinja2 compiles from source from now on (it calls
+    Environment.compile only when no compiled code serves)."""
     seen: list[str] = []
     orig = jinja2.Environment.compile
 
@@ -31,65 +26,70 @@ def _compiles(monkeypatch) -> list[str]:
     return seen
 
 
-def test_second_environment_loads_without_compiling(tmp_path, monkeypatch, analyses):
+@pytest.fixture(scope="module")
+def context(analyses):
     from profanalyzer.findings import run_rules
     from profanalyzer.report.context import build_context
 
     a = analyses("dense_short_fsdp")
-    ctx = build_context(a, run_rules(a), command_line="x", input_sha256="0")
+    return build_context(a, run_rules(a), command_line="x", input_sha256="0")
+
+
+def test_built_templates_load_without_compiling_and_render_the_same(tmp_path, monkeypatch, context):
+    names = templating.compile_templates(tmp_path / "compiled")
+    assert TEMPLATE in names and len(list((tmp_path / "compiled").glob("*.code"))) == len(names)
     seen = _compiles(monkeypatch)
-    first = _env(tmp_path).get_template(TEMPLATE).render(r=ctx)
-    assert TEMPLATE in seen and list(tmp_path.glob("*.code"))
-    seen.clear()
-    second = _env(tmp_path).get_template(TEMPLATE).render(r=ctx)
-    assert seen == []  # every template (and its includes) came from the cache
-    plain = jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATE_DIR)), **_OPTIONS)
-    assert first == second == plain.get_template(TEMPLATE).render(r=ctx)
+    built = templating.environment(tmp_path / "compiled").get_template(TEMPLATE).render(r=context)
+    assert seen == []  # the template and its includes came compiled
+    from_source = templating.environment(None).get_template(TEMPLATE).render(r=context)
+    assert TEMPLATE in seen
+    assert built == from_source
+
+
+def test_run_time_never_writes(tmp_path, context):
+    empty = tmp_path / "compiled"
+    empty.mkdir()
+    assert templating.environment(empty).get_template(TEMPLATE).render(r=context)
+    assert list(empty.iterdir()) == []
+    assert templating.environment(tmp_path / "absent").get_template(TEMPLATE).render(r=context)
+    assert not (tmp_path / "absent").exists()
 
 
 def test_edited_template_or_damaged_entry_is_compiled_again(tmp_path, monkeypatch):
-    src = tmp_path / "src"
+    src, built = tmp_path / "src", tmp_path / "built"
     src.mkdir()
     (src / "t.j2").write_text("a {{ x }}")
-    cache = tmp_path / "cache"
+
+    def env(write=False):
+        return jinja2.Environment(loader=jinja2.FileSystemLoader(str(src)),
+                                  bytecode_cache=templating.CompiledTemplates(built, write=write), **templating.OPTIONS)
+
+    env(write=True).get_template("t.j2")
     seen = _compiles(monkeypatch)
-    assert _env(cache, jinja2.FileSystemLoader(str(src))).get_template("t.j2").render(x=1) == "a 1"
-    (src / "t.j2").write_text("b {{ x }}")  # same name, new source: the checksum differs
-    assert _env(cache, jinja2.FileSystemLoader(str(src))).get_template("t.j2").render(x=1) == "b 1"
-    assert seen == ["t.j2", "t.j2"]
-    for f in cache.glob("*.code"):  # damaged entries: truncated, garbage after the header, foreign
-        for junk in (f.read_bytes()[:40], f.read_bytes()[: f.read_bytes().index(b"\0", 30) + 1] + b"\xff" * 9, b"not ours"):
-            f.write_bytes(junk)
-            assert _env(cache, jinja2.FileSystemLoader(str(src))).get_template("t.j2").render(x=2) == "b 2"
+    assert env().get_template("t.j2").render(x=1) == "a 1" and seen == []
+    (src / "t.j2").write_text("b {{ x }}")  # same name, new source: jinja2's checksum differs
+    assert env().get_template("t.j2").render(x=1) == "b 1" and seen == ["t.j2"]
+    (entry,) = built.glob("*.code")
+    data = entry.read_bytes()
+    head = data[: data.index(b"\0", len(b"profanalyzer-template-v1\0") + 4) + 1]
+    for junk in (data[:20], head + b"\xff" * 9, b"not ours", b""):
+        entry.write_bytes(junk)
+        assert env().get_template("t.j2").render(x=2) == "b 2"
 
 
-@pytest.mark.skipif(os.geteuid() == 0 if hasattr(os, "geteuid") else True, reason="root writes to read-only dirs")
-def test_unwritable_cache_dir_only_costs_the_compile(tmp_path):
-    ro = tmp_path / "ro"
-    ro.mkdir()
-    ro.chmod(stat.S_IRUSR | stat.S_IXUSR)
-    try:
-        assert _env(ro / "templates").get_template("_script.html.j2").render()
-        assert not (ro / "templates").exists()
-    finally:
-        ro.chmod(stat.S_IRWXU)
+def test_cache_key_is_the_name_alone(tmp_path):
+    """Built in one folder, read in another (a wheel built in build/ and
+    installed in site-packages): the entry's name does not hold the path."""
+    cache = templating.CompiledTemplates(tmp_path)
+    assert cache.get_cache_key("report.html.j2", "/a/b/report.html.j2") == cache.get_cache_key("report.html.j2", "/c/report.html.j2")
 
 
-def test_cache_dir_that_is_a_file_only_costs_the_compile(tmp_path):
-    blocker = tmp_path / "templates"
-    blocker.write_text("a file where the dir would be")
-    assert _env(blocker).get_template("_script.html.j2").render()
-    assert blocker.read_text() == "a file where the dir would be"
-
-
-def test_cache_can_be_turned_off(tmp_path, monkeypatch):
-    import subprocess
-    import sys
-
-    env = {**os.environ, "PROFANALYZER_CACHE_DIR": str(tmp_path), "PROFANALYZER_TEMPLATE_CACHE": "0"}
-    code = "from profanalyzer.report.html import environment, TEMPLATE; environment().get_template(TEMPLATE)"
-    subprocess.run([sys.executable, "-c", code], env=env, check=True)
-    assert not (tmp_path / "templates").exists()
-    env["PROFANALYZER_TEMPLATE_CACHE"] = "1"
-    subprocess.run([sys.executable, "-c", code], env=env, check=True)
-    assert list((tmp_path / "templates").glob("*.code"))
+def test_installed_build_serves_the_report_template(monkeypatch, context):
+    if not templating.COMPILED_DIR.is_dir():
+        pytest.skip("this install has no compiled templates (built without setup.py's build_ext step)")
+    env = templating.environment()
+    probe = env.bytecode_cache.get_bucket(env, TEMPLATE, None, env.loader.get_source(env, TEMPLATE)[0])
+    if probe.code is None:
+        pytest.skip("compiled templates older than the sources or jinja2 (a template edited since the install)")
+    seen = _compiles(monkeypatch)
+    assert templating.environment().get_template(TEMPLATE).render(r=context) and seen == []

@@ -12,7 +12,6 @@ import tempfile
 from pathlib import Path
 
 from profanalyzer import __version__
-from profanalyzer.userdirs import cache_dir
 from profanalyzer.fleet.records import RECORD_VERSION, FleetOptions
 
 log = logging.getLogger(__name__)
@@ -20,7 +19,12 @@ log = logging.getLogger(__name__)
 
 def default_cache_dir() -> Path:
     """``$PROFANALYZER_CACHE_DIR``, else ``$XDG_CACHE_HOME/profanalyzer``, else ``~/.cache/profanalyzer``."""
-    return cache_dir()
+    env = os.environ.get("PROFANALYZER_CACHE_DIR")
+    if env:
+        return Path(env).expanduser()
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    base = Path(xdg).expanduser() if xdg else Path.home() / ".cache"
+    return base / "profanalyzer"
 
 
 def fingerprint_sources() -> list[tuple[str, Path]]:

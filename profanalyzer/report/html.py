@@ -13,102 +13,27 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-import contextlib
 import hashlib
-import importlib.util
-import marshal
-import os
-import tempfile
-import types
 from functools import lru_cache
 from pathlib import Path
 from typing import Mapping
 
 import jinja2
-import jinja2.bccache
 
 from profanalyzer.analysis import Analysis
 from profanalyzer.findings import Findings, RuleDoc, rule_docs
+from profanalyzer.report import templating
 from profanalyzer.report.context import ReportContext, build_context
-from profanalyzer.userdirs import cache_dir
 
 TEMPLATE = "report.html.j2"
-TEMPLATE_DIR = Path(__file__).with_name("templates")
-
-_OPTIONS = dict(
-    # Autoescape every template, whatever its extension (.html.j2 is not
-    # recognised by select_autoescape's defaults).
-    autoescape=True,
-    undefined=jinja2.StrictUndefined,
-    trim_blocks=False,
-    lstrip_blocks=False,
-    keep_trailing_newline=True,
-)
-
-
-class TemplateCache(jinja2.BytecodeCache):
-    """Compiled report templates kept in the user cache dir, so that a run
-    loads the template's code (about 1 ms) instead of compiling its source
-    (about 45 ms for the report), as Python keeps .pyc files.
-
-    An entry is used only when its header matches: this format, the Python
-    bytecode magic, the jinja2 version and jinja2's checksum of the template
-    source; anything else (an edited template, another Python, a damaged or
-    foreign file) is compiled again. Entries are written to a temporary file
-    and renamed (concurrent runs never read half a file); a cache dir that
-    cannot be written only costs the compile. Nothing here changes output."""
-
-    def __init__(self, directory: Path) -> None:
-        self.directory = directory
-
-    def _file(self, bucket: jinja2.bccache.Bucket) -> Path:
-        return self.directory / f"{bucket.key}.code"
-
-    @staticmethod
-    def _header(bucket: jinja2.bccache.Bucket) -> bytes:
-        return b"profanalyzer-template-v1\0" + importlib.util.MAGIC_NUMBER + f"\0{jinja2.__version__}\0{bucket.checksum}\0".encode()
-
-    def load_bytecode(self, bucket: jinja2.bccache.Bucket) -> None:
-        try:
-            data = self._file(bucket).read_bytes()
-        except OSError:
-            return
-        head = self._header(bucket)
-        if not data.startswith(head):
-            return
-        try:
-            code = marshal.loads(data[len(head):])
-        except (EOFError, ValueError, TypeError):
-            return
-        if isinstance(code, types.CodeType):
-            bucket.code = code
-
-    def dump_bytecode(self, bucket: jinja2.bccache.Bucket) -> None:
-        if bucket.code is None:
-            return
-        try:
-            self.directory.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=self.directory, suffix=".tmp")
-            try:
-                with os.fdopen(fd, "wb") as fh:
-                    fh.write(self._header(bucket) + marshal.dumps(bucket.code))
-                os.replace(tmp, self._file(bucket))
-            except BaseException:
-                with contextlib.suppress(OSError):
-                    os.unlink(tmp)
-                raise
-        except OSError:
-            pass
+TEMPLATE_DIR = templating.TEMPLATE_DIR
 
 
 @lru_cache(maxsize=1)
 def environment() -> jinja2.Environment:
-    """The environment of every report template (HTML report, diff, fleet).
-    Each template is compiled from its source on first use (~45 ms), or
-    loaded compiled from the user cache dir (`TemplateCache`);
-    ``PROFANALYZER_TEMPLATE_CACHE=0`` turns that cache off."""
-    cache = None if os.environ.get("PROFANALYZER_TEMPLATE_CACHE", "1") == "0" else TemplateCache(cache_dir() / "templates")
-    return jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATE_DIR)), bytecode_cache=cache, **_OPTIONS)
+    """The environment of every report template (HTML report, diff, fleet),
+    with their code compiled at install time (`templating`)."""
+    return templating.environment()
 
 
 def render_context(ctx: ReportContext) -> str:

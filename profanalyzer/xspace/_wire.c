@@ -407,36 +407,94 @@ static PyObject *decode_metadata(PyObject *self, PyObject *args) {
 }
 
 /* ------------------------------------------------------------------------
- * utf8_strings(buf, starts, ends): a list of the strings at buf[start:end]
- * for each pair of int64 offsets ("" where start < 0), decoded as strict
- * UTF-8 (raises UnicodeDecodeError on invalid bytes).
+ * utf8_strings(buf, starts, ends[, share]): a list of the strings at
+ * buf[start:end] for each pair of int64 offsets ("" where start < 0), decoded
+ * as strict UTF-8 (raises UnicodeDecodeError on invalid bytes). share: equal
+ * strings are one str object (columns of few distinct values: fewer objects
+ * to make, and each distinct value's hash is computed once downstream).
  * ------------------------------------------------------------------------ */
+static inline uint64_t hash_bytes(const uint8_t *p, Py_ssize_t n) {
+    uint64_t h = 0x9E3779B97F4A7C15ULL ^ (uint64_t)n;
+    while (n >= 8) {
+        uint64_t x;
+        memcpy(&x, p, 8);
+        h = (h ^ x) * 0xff51afd7ed558ccdULL;
+        h ^= h >> 32;
+        p += 8;
+        n -= 8;
+    }
+    uint64_t x = 0;
+    memcpy(&x, p, (size_t)n);
+    h = (h ^ x) * 0xc4ceb9fe1a85ec53ULL;
+    return h ^ (h >> 29);
+}
+
 static PyObject *utf8_strings(PyObject *self, PyObject *args) {
     Py_buffer view, sv, ev;
-    if (!PyArg_ParseTuple(args, "y*y*y*", &view, &sv, &ev)) return NULL;
+    int share = 0;
+    if (!PyArg_ParseTuple(args, "y*y*y*|p", &view, &sv, &ev, &share)) return NULL;
     const char *b = (const char *)view.buf;
     const int64_t *st = (const int64_t *)sv.buf, *en = (const int64_t *)ev.buf;
     Py_ssize_t n = sv.len / (Py_ssize_t)sizeof(int64_t);
     PyObject *out = NULL, *empty = NULL;
+    /* share: equal byte strings become one str object (open addressing over
+       the first row of each distinct value). */
+    Py_ssize_t *slot = NULL;
+    uint64_t *slot_hash = NULL;
+    size_t mask = 0;
     if (ev.len != sv.len) {
         PyErr_SetString(PyExc_ValueError, "starts and ends differ in length");
         goto done;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (st[i] >= 0 && (en[i] < st[i] || en[i] > view.len)) {
+            PyErr_SetString(PyExc_ValueError, "span out of the buffer");
+            goto done;
+        }
+    }
+    if (share && n > 1) {
+        size_t cap = 16;
+        while (cap < (size_t)n * 2) cap <<= 1;
+        slot = (Py_ssize_t *)malloc(cap * sizeof(Py_ssize_t));
+        slot_hash = (uint64_t *)malloc(cap * sizeof(uint64_t));
+        if (!slot || !slot_hash) { PyErr_NoMemory(); goto done; }
+        for (size_t k = 0; k < cap; k++) slot[k] = -1;
+        mask = cap - 1;
     }
     out = PyList_New(n);
     empty = PyUnicode_FromStringAndSize("", 0);
     if (!out || !empty) goto fail;
     for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *s;
-        if (st[i] < 0) {
+        PyObject *s = NULL;
+        if (st[i] < 0 || en[i] == st[i]) {
             Py_INCREF(empty);
-            s = empty;
-        } else {
-            if (en[i] < st[i] || en[i] > view.len) {
-                PyErr_SetString(PyExc_ValueError, "span out of the buffer");
-                goto fail;
+            PyList_SET_ITEM(out, i, empty);
+            continue;
+        }
+        const uint8_t *p = (const uint8_t *)b + st[i];
+        Py_ssize_t len = (Py_ssize_t)(en[i] - st[i]);
+        size_t k = 0;
+        uint64_t h = 0;
+        if (slot) {
+            h = hash_bytes(p, len);
+            k = (size_t)h & mask;
+            while (slot[k] >= 0) {
+                Py_ssize_t j = slot[k];
+                if (slot_hash[k] == h && en[j] - st[j] == len && memcmp(b + st[j], p, (size_t)len) == 0) {
+                    s = PyList_GET_ITEM(out, j);
+                    Py_INCREF(s);
+                    break;
+                }
+                k = (k + 1) & mask;
             }
-            s = PyUnicode_DecodeUTF8(b + st[i], (Py_ssize_t)(en[i] - st[i]), "strict");
+        }
+        if (!s) {
+            s = PyUnicode_DecodeUTF8((const char *)p, len, "strict");
             if (!s) goto fail;
+            if (slot) {
+                slot[k] = i;
+                slot_hash[k] = h;
+            }
         }
         PyList_SET_ITEM(out, i, s);
     }
@@ -444,6 +502,8 @@ static PyObject *utf8_strings(PyObject *self, PyObject *args) {
 fail:
     Py_CLEAR(out);
 done:
+    free(slot);
+    free(slot_hash);
     Py_XDECREF(empty);
     PyBuffer_Release(&view);
     PyBuffer_Release(&sv);
@@ -467,7 +527,24 @@ static PyObject *same_bytes(PyObject *self, PyObject *args) {
     return PyBool_FromLong(eq);
 }
 
+/* copy_bytes(buffer): bytes(buffer), copied without the GIL (tens of MB of
+   op metadata are kept per distinct table). */
+static PyObject *copy_bytes(PyObject *self, PyObject *args) {
+    Py_buffer x;
+    if (!PyArg_ParseTuple(args, "y*", &x)) return NULL;
+    PyObject *out = PyBytes_FromStringAndSize(NULL, x.len);
+    if (out && x.len) {
+        char *dst = PyBytes_AS_STRING(out);
+        Py_BEGIN_ALLOW_THREADS
+        memcpy(dst, x.buf, (size_t)x.len);
+        Py_END_ALLOW_THREADS
+    }
+    PyBuffer_Release(&x);
+    return out;
+}
+
 static PyMethodDef methods[] = {
+    {"copy_bytes", copy_bytes, METH_VARARGS, "copy_bytes(buffer) -> bytes: a copy of the buffer's bytes."},
     {"decode_event_run", decode_event_run, METH_VARARGS,
      "decode_event_run(buf, start, end[, want]) -> (mid, off, dur, stat_event, stat_id, stat_value, stat_is_ref, stop) "
      "(want: int64 stat metadata ids to keep; default all) "
@@ -480,8 +557,8 @@ static PyMethodDef methods[] = {
      "stat_kind, stat_value, stat_start, stat_end) as int64 bytearrays for the XPlane.event_metadata map entries "
      "at spans (int64 start, end pairs), or None on malformed bytes."},
     {"utf8_strings", utf8_strings, METH_VARARGS,
-     "utf8_strings(buf, starts, ends) -> list of str: buf[start:end] decoded as strict UTF-8 for each pair of int64 "
-     "offsets (\"\" where start < 0)."},
+     "utf8_strings(buf, starts, ends[, share]) -> list of str: buf[start:end] decoded as strict UTF-8 for each pair of "
+     "int64 offsets (\"\" where start < 0); share: equal strings are one object."},
     {"same_bytes", same_bytes, METH_VARARGS, "same_bytes(a, b) -> bool: the two buffers hold the same bytes."},
     {NULL, NULL, 0, NULL}};
 

@@ -313,13 +313,18 @@ def decode_metadata(buf, spans: np.ndarray) -> MetadataColumns | None:
     return MetadataColumns(*(np.frombuffer(c, dtype=np.int64) for c in got))
 
 
-def utf8_strings(buf, starts: np.ndarray, ends: np.ndarray) -> list[str]:
+def utf8_strings(buf, starts: np.ndarray, ends: np.ndarray, share: bool = False) -> list[str]:
     """buf[start:end] decoded as strict UTF-8 for each pair ("" where start
-    < 0): one C loop when the accelerator is built."""
+    < 0): one C loop when the accelerator is built. `share`: equal strings
+    are one object (for columns of few distinct values)."""
     if _accel is not None:
         return _accel.utf8_strings(buf, np.ascontiguousarray(starts, dtype=np.int64).tobytes(),
-                                   np.ascontiguousarray(ends, dtype=np.int64).tobytes())
-    return [str(buf[a:b], "utf-8") if a >= 0 else "" for a, b in zip(starts.tolist(), ends.tolist())]
+                                   np.ascontiguousarray(ends, dtype=np.int64).tobytes(), share)
+    out = [str(buf[a:b], "utf-8") if a >= 0 else "" for a, b in zip(starts.tolist(), ends.tolist())]
+    if share:
+        seen: dict[str, str] = {}
+        out = [seen.setdefault(x, x) for x in out]
+    return out
 
 
 def metadata_entry(buf, start: int, end: int) -> tuple[int | None, str | None]:
@@ -335,6 +340,11 @@ def metadata_entry(buf, start: int, end: int) -> tuple[int | None, str | None]:
                 if f2 == 2 and wt2 == 2:  # XEventMetadata.name
                     name = bytes(buf[a2:b2]).decode("utf-8", errors="replace")
     return key, name
+
+
+def copy_bytes(view) -> bytes:
+    """bytes(view), copied without holding the GIL when the accelerator is built."""
+    return _accel.copy_bytes(view) if _accel is not None else bytes(view)
 
 
 def same_bytes(a, b) -> bool:
