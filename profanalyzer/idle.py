@@ -74,14 +74,20 @@ def _host_callback(text: str) -> bool:
 
 
 class _Lowered:
-    """A column of texts joined by NUL and lower-cased once, for several
+    """A column of texts joined and case-folded once, for several
     `containing` searches; `low` is None when some text is not ASCII."""
 
     def __init__(self, texts) -> None:
         self.texts = texts
         joined = "\0".join(texts)
-        self.low = joined.lower() if joined.isascii() else None
-        self.starts = np.cumsum([0] + [len(t) + 1 for t in texts[:-1]]) if self.low is not None and len(texts) else None
+        self.low: bytes | None = None
+        self.starts = None
+        if joined.isascii():
+            # ASCII letters folded to lower case by setting bit 0x20 (what
+            # str.lower does to them); other bytes change too, but never into
+            # a letter, and the needles are letters only.
+            self.low = (np.frombuffer(joined.encode("ascii"), dtype=np.uint8) | 0x20).tobytes()
+            self.starts = np.cumsum([0] + [len(t) + 1 for t in texts[:-1]]) if len(texts) else None
 
     def containing(self, needle: str, pattern: re.Pattern) -> np.ndarray:
         """Per text: may `pattern` (case-insensitive, every match contains
@@ -96,12 +102,12 @@ class _Lowered:
         if self.low is None:
             out[:] = [pattern.search(t) is not None for t in texts]
             return out
-        low = self.low
+        low, pat = self.low, needle.encode("ascii")
         hits = []
-        at = low.find(needle)
+        at = low.find(pat)
         while at >= 0:
             hits.append(at)
-            at = low.find(needle, at + 1)
+            at = low.find(pat, at + 1)
         if hits:
             out[np.searchsorted(self.starts, np.asarray(hits), side="right") - 1] = True
         return out

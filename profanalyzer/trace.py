@@ -305,6 +305,34 @@ def _nesting_stack(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.n
     return parent, depth, np.asarray(end_l, dtype=np.int64)
 
 
+try:  # the optional C accelerator (setup.py): the same passes, without numpy's temporaries
+    from profanalyzer import _nest
+except ImportError:  # no compiler at install time: numpy alone
+    _nest = None  # type: ignore[assignment]
+
+
+def nest_line(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """`nesting` and the self times of one line's events (sorted by (start,
+    -end)): (parent, depth, clipped end, self time). Self time is the
+    duration minus the direct children's, floored at 0 (the duration itself
+    when no event has a parent). One C pass per level when the accelerator is
+    built, else numpy; the same numbers either way (tested)."""
+    if _nest is not None and len(start):
+        got = _nest.nest(np.ascontiguousarray(start, dtype=np.int64), np.ascontiguousarray(end, dtype=np.int64),
+                         MAX_VECTOR_DEPTH)
+        if got is not None:
+            parent, depth, end_c, selft = (np.frombuffer(b, dtype=t) for b, t in zip(got, (np.int64, np.int16, np.int64, np.int64)))
+            return parent, depth, end_c, selft
+    parent, depth, end_c = nesting(start, end)
+    dur = end_c - start
+    selft = dur
+    child = parent >= 0
+    if child.any():
+        selft = dur - np.bincount(parent[child], weights=dur[child], minlength=len(start)).astype(np.int64)
+        np.maximum(selft, 0, out=selft)
+    return parent, depth, end_c, selft
+
+
 def self_times(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Self time (duration minus directly nested children) and depth."""
     parent, depth, end_c = nesting(start, end)

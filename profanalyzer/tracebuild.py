@@ -31,7 +31,7 @@ from profanalyzer.trace import (
     Plane,
     Trace,
     derive_steps,
-    nesting,
+    nest_line,
     sequential_overlaps,
 )
 from profanalyzer.xspace import reader, wire, xplane_pb2
@@ -424,7 +424,12 @@ def _events(raw: wire.RawEvents, strs: dict[str, list[str]], want_int: Mapping[i
     checks)."""
     n = len(raw)
     ints: dict[str, np.ndarray] = {}
-    if len(raw.stat_id):
+    if raw.dense is not None:  # decoded as columns already
+        for sid, k in want_int.items():
+            col = raw.dense.get(sid)
+            if col is not None:
+                ints[k] = col
+    elif len(raw.stat_id):
         for sid, k in want_int.items():
             m = (raw.stat_id == sid) & ~raw.stat_is_ref
             if m.any():
@@ -463,15 +468,12 @@ def _events(raw: wire.RawEvents, strs: dict[str, list[str]], want_int: Mapping[i
             end, mid = end[order], mid[order]
             ints = {k: v[order] for k, v in ints.items()}
             strs = {k: [v[j] for j in order.tolist()] for k, v in strs.items()}
-        parent, depth, end = nesting(start, end)
+        parent, depth, end, selft = nest_line(start, end)
+        dur = end - start
     else:
         parent, depth = np.full(n, -1, dtype=np.int64), np.zeros(n, dtype=np.int16)
-    dur = end - start
-    selft = dur
-    child = parent >= 0
-    if child.any():
-        selft = dur - np.bincount(parent[child], weights=dur[child], minlength=n).astype(np.int64)
-        np.maximum(selft, 0, out=selft)
+        dur = end - start
+        selft = dur
     meta = mid
     return Events(
         start_ps=start,
@@ -563,7 +565,7 @@ def build_plane(buf, start: int, end: int, host: str, kind: str, device_id: int,
                     if head[2]:
                         skipped.append((head[1], head[0]))
                     continue
-            fast = wire.decode_line(buf, ps, pe, want=tuple(want_int))
+            fast = wire.decode_line(buf, ps, pe, want=tuple(want_int), dense=True)
             if fast is not None:
                 head, raw = fast
                 decoded.append((head.id, head.name or head.display_name, head.timestamp_ns, raw, {}))

@@ -981,3 +981,24 @@ def test_family_stems_in_one_pass_equal_the_regex_per_name():
     odd = names + ["conv.4\n", "a\x00b.3"]  # a final newline ($ matches before it); a NUL in a name
     assert _stems(odd) == [_NUMBER_SUFFIX.sub("", n) for n in odd]
     assert _stems([]) == []
+
+
+def test_idle_case_folded_search_equals_lower_case_search():
+    """idle._Lowered folds ASCII by setting bit 0x20: for letter needles it
+    finds exactly the texts whose str.lower() contains them (markup,
+    controls and digits never fold into letters)."""
+    import random
+
+    from profanalyzer.idle import _BARRIER, HOST_CALLBACK, _Lowered
+
+    rnd = random.Random(3)
+    alphabet = "abcxyzABCXYZ@[]^_`{|}~ \x01\x1f09.-" + "CALLBACKcallbackBarrierBARRIER"
+    for _ in range(300):
+        texts = ["".join(rnd.choice(alphabet) for _ in range(rnd.randint(0, 40))) for _ in range(rnd.randint(0, 30))]
+        texts += ["CallBack", "xbarrierx", "BARRIER", "cAlLbAcK", "@ALLBACK", "[ARRIER"]
+        low = _Lowered(texts)
+        for needle, pattern in (("callback", HOST_CALLBACK), ("barrier", _BARRIER)):
+            assert low.containing(needle, pattern).tolist() == [needle in t.lower() for t in texts]
+    mixed = _Lowered(["Ünïcode callback", "plain"])  # not ASCII: the pattern itself, text by text
+    assert mixed.low is None
+    assert mixed.containing("callback", HOST_CALLBACK).tolist() == [HOST_CALLBACK.search(t) is not None for t in mixed.texts]

@@ -151,3 +151,65 @@ def test_skipping_lines_the_analysis_does_not_read_changes_nothing(name):
     assert not {ln.name for p in part.tensorcores + part.sparsecores for ln in p.lines} & skipped
     assert part.origin_ns == full.origin_ns
     assert analyze(sample_path(name)).to_dict() == analyze_trace(full).to_dict()
+
+
+def _scatter(ev: wire.RawEvents, want) -> dict[int, list[int]]:
+    """The per-event column of each wanted stat id from the stat columns (what
+    tracebuild._events made of them before `dense`): the last value of an
+    event wins, refs are not values, -1 where an event has none."""
+    out = {}
+    for sid in want:
+        m = (ev.stat_id == sid) & ~ev.stat_is_ref
+        if m.any():
+            col = np.full(len(ev), -1, dtype=np.int64)
+            col[ev.stat_event[m]] = ev.stat_value[m]
+            out[sid] = col.tolist()
+    return out
+
+
+def _event(mid: int, stats: list[bytes]) -> bytes:
+    return f_bytes(4, f_varint(1, mid) + f_varint(2, mid * 10) + f_varint(3, 5) + b"".join(f_bytes(4, s) for s in stats))
+
+
+def _stat(sid: int, value: int, field: int = 4) -> bytes:
+    return f_varint(1, sid) + f_varint(field, value)
+
+
+@pytest.mark.skipif(wire._accel is None, reason="C accelerator not built (no compiler at install)")
+def test_dense_stat_columns_equal_the_scattered_stats():
+    cases = [(name, raw) for name in ("dense_short_fsdp", "offload_on", "moe_large_pp") for _, _, raw in _lines(name)]
+    # Hand-made: a stat twice in one event (the last wins), a ref of a wanted id
+    # (not a value; an earlier value stays), an id on one event only, an
+    # unwanted id, an event with no stats, a stat without a value.
+    line = (_event(1, [_stat(7, 3), _stat(7, 4)]) + _event(2, [_stat(7, 9), _stat(7, 2, field=7)]) + _event(3, [])
+            + _event(4, [_stat(8, 1), _stat(9, 6)]) + _event(5, [_stat(8, 1 << 63, field=3)]) + _event(6, [f_varint(1, 8)]))
+    cases.append(("hand-made", f_varint(1, 1) + line))
+    checked = 0
+    for name, raw in cases:
+        run = _first_event_run(raw)
+        full = wire.decode_event_run(raw, run, len(raw))
+        assert full is not None, name
+        ids = sorted(set(full[0].stat_id.tolist())) + [12345]  # plus an id no event has
+        for want in (ids, ids[::2], []):
+            got = wire.decode_event_run(raw, run, len(raw), want=want, dense=True)
+            assert got is not None and got[1] == full[1], name
+            ev = got[0]
+            assert len(ev.stat_id) == 0 and ev.dense is not None
+            assert {k: v.tolist() for k, v in ev.dense.items()} == _scatter(full[0], want), (name, want)
+            assert all(v.flags.writeable for v in ev.dense.values())
+            checked += 1
+    assert checked > 10
+    hand = wire.decode_event_run(cases[-1][1], _first_event_run(cases[-1][1]), len(cases[-1][1]), want=[7, 8, 9], dense=True)[0]
+    assert hand.dense[7].tolist() == [4, 9, -1, -1, -1, -1]
+    assert hand.dense[8].tolist() == [-1, -1, -1, 1, -(1 << 63), -1]
+    assert hand.dense[9].tolist() == [-1, -1, -1, 6, -1, -1]
+
+
+@pytest.mark.skipif(wire._accel is None, reason="C accelerator not built (no compiler at install)")
+def test_dense_columns_of_a_line_whose_events_come_in_several_runs():
+    """Events split by another line field (legal protobuf): the columns of
+    the runs are joined, -1 on a run that lacks a stat."""
+    raw = (f_varint(1, 1) + _event(1, [_stat(7, 3)]) + f_bytes(2, b"XLA Ops") + _event(2, [_stat(8, 5)]) + _event(3, []))
+    head, ev = wire.decode_line(raw, 0, len(raw), want=[7, 8], dense=True)
+    assert head.name == "XLA Ops" and len(ev) == 3
+    assert ev.dense[7].tolist() == [3, -1, -1] and ev.dense[8].tolist() == [-1, 5, -1]

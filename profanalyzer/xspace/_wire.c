@@ -122,12 +122,23 @@ static PyObject *columns_result(int oom, int bad, vec *cols, int ncols) {
     return res;
 }
 
+/* decode_event_run(buf, start, end[, want[, dense]]): the run of XLine.events
+   fields at buf[start:end]. Returns (metadata_id, offset_ps, duration_ps,
+   stat_event, stat_id, stat_value, stat_is_ref, stop) as int64 bytearrays
+   and the stop offset, or None on malformed bytes. `want`: the sorted int64
+   stat metadata ids to keep (default: every integer stat). `dense` (with
+   `want`): the stats come instead as one more item, a tuple with per wanted
+   id a column of its value for every event (-1 where the event has none; the
+   last value of an event wins; ref values are not values) or None when no
+   event has one, and the four stat columns are empty. */
 static PyObject *decode_event_run(PyObject *self, PyObject *args) {
     Py_buffer view, wview = {0};
     Py_ssize_t start, end;
-    if (!PyArg_ParseTuple(args, "y*nn|y*", &view, &start, &end, &wview)) return NULL;
+    int dense = 0;
+    if (!PyArg_ParseTuple(args, "y*nn|y*p", &view, &start, &end, &wview, &dense)) return NULL;
     const int64_t *want = (const int64_t *)wview.buf;
     Py_ssize_t nwant = wview.buf ? wview.len / (Py_ssize_t)sizeof(int64_t) : -1;
+    if (nwant < 0) dense = 0;
     if (start < 0 || end > view.len || start > end) {
         PyBuffer_Release(&view);
         if (wview.buf) PyBuffer_Release(&wview);
@@ -137,13 +148,20 @@ static PyObject *decode_event_run(PyObject *self, PyObject *args) {
     vec cols[7] = {{0}};
     vec *const mid = &cols[0], *const off = &cols[1], *const dur = &cols[2];
     vec *const s_ev = &cols[3], *const s_id = &cols[4], *const s_val = &cols[5], *const s_ref = &cols[6];
+    /* dense: per wanted id, its column (made once a value is seen), this
+       event's value and whether it has one */
+    Py_ssize_t nd = dense ? nwant : 0;
+    vec *dcol = nd ? (vec *)calloc((size_t)nd, sizeof(vec)) : NULL;
+    char *made = nd ? (char *)calloc((size_t)nd, 1) : NULL;
+    char *set = nd ? (char *)calloc((size_t)nd, 1) : NULL;
+    int64_t *cur = nd ? (int64_t *)calloc((size_t)nd, sizeof(int64_t)) : NULL;
     Py_ssize_t pos = start, stop = end;
-    int bad = 0, oom = 0;
+    int bad = 0, oom = nd && (!dcol || !made || !set || !cur);
     int64_t nev = 0;
     /* The walk touches only the (pinned) buffer and malloc'd vectors: let
        other threads run meanwhile. */
     Py_BEGIN_ALLOW_THREADS
-    while (pos < end) {
+    while (pos < end && !oom) {
         Py_ssize_t tag_pos = pos;
         uint64_t key, len;
         if (rd(b, &pos, end, &key)) { bad = 1; break; }
@@ -151,6 +169,7 @@ static PyObject *decode_event_run(PyObject *self, PyObject *args) {
         if (rd(b, &pos, end, &len) || len > (uint64_t)(end - pos)) { bad = 1; break; }
         Py_ssize_t ev_end = pos + (Py_ssize_t)len;
         int64_t m = 0, o = 0, d = 0;
+        if (nd) memset(set, 0, (size_t)nd);
         while (pos < ev_end && !bad) {
             uint64_t k, v;
             if (rd(b, &pos, ev_end, &k)) { bad = 1; break; }
@@ -186,18 +205,29 @@ static PyObject *decode_event_run(PyObject *self, PyObject *args) {
                     } else if (skip(b, &pos, s_end, sw)) { bad = 1; break; }
                 }
                 if (bad || pos != s_end) { bad = 1; break; }
+                Py_ssize_t wi = -1;
                 if (has && nwant >= 0) {
                     Py_ssize_t i = 0;
                     while (i < nwant && want[i] != sid) i++;
                     has = i < nwant;
+                    wi = i;
                 }
-                if (has) {
+                if (has && nd) {
+                    if (!ref) { cur[wi] = sval; set[wi] = 1; }
+                } else if (has) {
                     if (vec_push(s_ev, nev) || vec_push(s_id, sid) || vec_push(s_val, sval) || vec_push(s_ref, ref)) { oom = 1; break; }
                 }
             } else if (skip(b, &pos, ev_end, w)) { bad = 1; break; }
         }
-        if (bad || oom || pos != ev_end) { bad = 1; break; }
+        if (bad || oom || pos != ev_end) { if (!oom) bad = 1; break; }
         if (vec_push(mid, m) || vec_push(off, o) || vec_push(dur, d)) { oom = 1; break; }
+        for (Py_ssize_t wi = 0; wi < nd && !oom; wi++) {
+            if (set[wi] && !made[wi]) {
+                made[wi] = 1;
+                for (int64_t j = 0; j < nev && !oom; j++) oom = vec_push(&dcol[wi], -1) != 0;
+            }
+            if (made[wi] && !oom) oom = vec_push(&dcol[wi], set[wi] ? cur[wi] : -1) != 0;
+        }
         nev++;
     }
     Py_END_ALLOW_THREADS
@@ -212,8 +242,41 @@ static PyObject *decode_event_run(PyObject *self, PyObject *args) {
     } else {
         PyObject *st = PyLong_FromSsize_t(stop);
         res = st ? bytearrays_tuple(cols, 7, st) : NULL;
+        if (res && dense) {
+            PyObject *dt = PyTuple_New(nd);
+            PyObject *both = dt ? PyTuple_New(2) : NULL;
+            for (Py_ssize_t wi = 0; dt && wi < nd; wi++) {
+                PyObject *c;
+                if (made[wi]) {
+                    c = bytearrays_tuple(&dcol[wi], 1, NULL);
+                    PyObject *one = c ? PyTuple_GET_ITEM(c, 0) : NULL;
+                    Py_XINCREF(one);
+                    Py_XDECREF(c);
+                    c = one;
+                } else {
+                    Py_INCREF(Py_None);
+                    c = Py_None;
+                }
+                if (!c) { Py_CLEAR(dt); break; }
+                PyTuple_SET_ITEM(dt, wi, c);
+            }
+            if (!dt || !both) {
+                Py_XDECREF(dt);
+                Py_XDECREF(both);
+                Py_CLEAR(res);
+            } else {
+                PyTuple_SET_ITEM(both, 0, res);
+                PyTuple_SET_ITEM(both, 1, dt);
+                res = both;
+            }
+        }
     }
     for (int i = 0; i < 7; i++) free(cols[i].data);
+    for (Py_ssize_t wi = 0; wi < nd; wi++) free(dcol[wi].data);
+    free(dcol);
+    free(made);
+    free(set);
+    free(cur);
     return res;
 }
 
@@ -546,9 +609,9 @@ static PyObject *copy_bytes(PyObject *self, PyObject *args) {
 static PyMethodDef methods[] = {
     {"copy_bytes", copy_bytes, METH_VARARGS, "copy_bytes(buffer) -> bytes: a copy of the buffer's bytes."},
     {"decode_event_run", decode_event_run, METH_VARARGS,
-     "decode_event_run(buf, start, end[, want]) -> (mid, off, dur, stat_event, stat_id, stat_value, stat_is_ref, stop) "
-     "(want: int64 stat metadata ids to keep; default all) "
-     "as int64 bytearrays, or None when the bytes are not a well-formed run of XLine events."},
+     "decode_event_run(buf, start, end[, want[, dense]]) -> (mid, off, dur, stat_event, stat_id, stat_value, stat_is_ref, "
+     "stop) (want: int64 stat metadata ids to keep; default all) as int64 bytearrays, or None when the bytes are not a "
+     "well-formed run of XLine events; dense: (that tuple, one value column or None per wanted id)."},
     {"scan_fields", scan_fields, METH_VARARGS,
      "scan_fields(buf, start, end) -> (field, wire, payload_start, payload_end, tag_pos) as int64 bytearrays, "
      "or None when buf[start:end] is not a well-formed run of fields."},

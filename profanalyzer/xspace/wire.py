@@ -27,6 +27,7 @@ raise: the runtime then reports the corruption.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Mapping
 
 import numpy as np
 
@@ -45,6 +46,9 @@ class RawEvents:
     stat_id: np.ndarray  # int64: stat metadata id
     stat_value: np.ndarray  # int64 (uint64 values >= 2**63 wrap negative)
     stat_is_ref: np.ndarray  # bool: ref_value (value is a stat-metadata id)
+    #: Decoded with `dense`: per wanted stat id with a value on some event,
+    #: its value per event (-1 where none; the stat_* columns are then empty).
+    dense: Mapping[int, np.ndarray] | None = None
 
     def __len__(self) -> int:
         return len(self.metadata_id)
@@ -153,16 +157,25 @@ def _want_bytes(want) -> bytes | None:
     return None if want is None else np.asarray(sorted(want), dtype=np.int64).tobytes()
 
 
-def decode_event_run(buf, start: int, end: int, want=None) -> tuple[RawEvents, int] | None:
+def decode_event_run(buf, start: int, end: int, want=None, dense: bool = False) -> tuple[RawEvents, int] | None:
     """Decode the run of XLine.events fields beginning at buf[start] (C
     accelerator when built, else the numpy decoder). `want`: the stat
-    metadata ids to keep (default: every integer stat)."""
+    metadata ids to keep (default: every integer stat). `dense` (with
+    `want`, C accelerator only): the wanted stats as `RawEvents.dense`
+    columns, made in the decoding pass."""
     if _accel is not None:
-        got = _accel.decode_event_run(buf, start, end) if want is None else _accel.decode_event_run(buf, start, end, _want_bytes(want))
+        if want is None:
+            got = _accel.decode_event_run(buf, start, end)
+        else:
+            got = _accel.decode_event_run(buf, start, end, _want_bytes(want), dense)
         if got is None:
             return None
+        columns = None
+        if dense and want is not None:
+            got, by_want = got
+            columns = {sid: np.frombuffer(c, dtype=np.int64) for sid, c in zip(sorted(want), by_want) if c is not None}
         cols = [np.frombuffer(c, dtype=np.int64) for c in got[:7]]
-        return RawEvents(cols[0], cols[1], cols[2], cols[3], cols[4], cols[5], cols[6].astype(bool)), got[7]
+        return RawEvents(cols[0], cols[1], cols[2], cols[3], cols[4], cols[5], cols[6].astype(bool), columns), got[7]
     return decode_event_run_numpy(buf, start, end, want)
 
 
@@ -385,17 +398,17 @@ def peek_line(buf, start: int, end: int) -> tuple[str, int, bool] | None:
     return head[LINE_NAME] or head[LINE_DISPLAY_NAME], ts, False
 
 
-def decode_line(buf, start: int, end: int, want=None) -> tuple[LineHeader, RawEvents] | None:
+def decode_line(buf, start: int, end: int, want=None, dense: bool = False) -> tuple[LineHeader, RawEvents] | None:
     """Decode one XLine's header and events; None when the fast path does not
     apply or the bytes are malformed (never raises on bad bytes: the caller
     then lets the protobuf runtime decode the line and report the corruption)."""
     try:
-        return _decode_line(buf, start, end, want)
+        return _decode_line(buf, start, end, want, dense)
     except ValueError:  # a truncated or over-long varint
         return None
 
 
-def _decode_line(buf, start: int, end: int, want=None) -> tuple[LineHeader, RawEvents] | None:
+def _decode_line(buf, start: int, end: int, want=None, dense: bool = False) -> tuple[LineHeader, RawEvents] | None:
     head = {"id": 0, "name": "", "display_name": "", "ts": 0, "dur": 0}
     parts: list[RawEvents] = []
     pos = start
@@ -406,7 +419,7 @@ def _decode_line(buf, start: int, end: int, want=None) -> tuple[LineHeader, RawE
         if field == 0:
             return None
         if field == LINE_EVENTS and wire == 2:
-            got = decode_event_run(buf, tag_pos, end, want)
+            got = decode_event_run(buf, tag_pos, end, want, dense)
             if got is None:
                 return None
             ev, pos = got
@@ -445,6 +458,11 @@ def _decode_line(buf, start: int, end: int, want=None) -> tuple[LineHeader, RawE
     if len(parts) == 1:
         return header, parts[0]
     offs = np.cumsum([0] + [len(p) for p in parts[:-1]])
+    columns = None
+    if any(p.dense is not None for p in parts):  # a stat column on any part: -1 on the parts without it
+        ids = sorted({sid for p in parts for sid in (p.dense or {})})
+        columns = {sid: np.concatenate([(p.dense or {}).get(sid, np.full(len(p), -1, dtype=np.int64)) for p in parts])
+                   for sid in ids}
     return header, RawEvents(
         np.concatenate([p.metadata_id for p in parts]),
         np.concatenate([p.offset_ps for p in parts]),
@@ -453,6 +471,7 @@ def _decode_line(buf, start: int, end: int, want=None) -> tuple[LineHeader, RawE
         np.concatenate([p.stat_id for p in parts]),
         np.concatenate([p.stat_value for p in parts]),
         np.concatenate([p.stat_is_ref for p in parts]),
+        columns,
     )
 
 
