@@ -306,7 +306,7 @@ def _nesting_stack(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.n
 
 
 try:  # the optional C accelerator (setup.py): the same passes, without numpy's temporaries
-    from profanalyzer import _nest
+    import profanalyzer._nest as _nest
 except ImportError:  # no compiler at install time: numpy alone
     _nest = None  # type: ignore[assignment]
 

@@ -280,10 +280,12 @@ class MetadataCache:
         with self._lock:
             return key not in self._done and key not in self._pending
 
-    def get(self, key: tuple, region, build: Callable[[], OpMetadata]) -> OpMetadata:
+    def get(self, key: tuple, region, build: Callable[[], OpMetadata], kept=None) -> OpMetadata:
         """The table of the map bytes `region` (`key`: a fingerprint of them),
         built once: a later plane with the same key gets it when its bytes
-        equal the first one's (compared in full), else builds its own."""
+        equal the first one's (compared in full), else builds its own.
+        `kept`: the same bytes, held unchanged as long as the cache (a view of
+        the immutable input), kept for that comparison instead of a copy."""
         with self._lock:
             hit = self._done.get(key)
             if hit is None:
@@ -303,7 +305,7 @@ class MetadataCache:
         assert ev is not None
         try:
             md = build()
-            data = wire.copy_bytes(region)
+            data = kept if kept is not None else wire.copy_bytes(region)
             with self._lock:
                 self._done[key] = (data, md)
             return md
@@ -533,13 +535,17 @@ def build_plane(buf, start: int, end: int, host: str, kind: str, device_id: int,
         # The runtime decodes the map (and reports corruption) with the plane's other fields, as stored.
         return _build_metadata(parse(~is_line), names)
 
-    region = None
+    region = kept = None
     if meta_cache is not None:
         mt, me = tag_at[is_meta], p_end[is_meta]
         if len(mt) and bool(np.all(mt[1:] == me[:-1])):  # one contiguous run of entries: the usual layout
             region = memoryview(buf)[int(mt[0]):int(me[-1])]
+            # The input buffer is never written: a second view of it serves
+            # the cache's later comparisons (it outlives this plane's view).
+            kept = memoryview(buf)[int(mt[0]):int(me[-1])].toreadonly()
         else:
-            region = memoryview(b"".join(bytes(buf[a:b]) for a, b in zip(mt.tolist(), me.tolist())))
+            kept = b"".join(bytes(buf[a:b]) for a, b in zip(mt.tolist(), me.tolist()))
+            region = memoryview(kept)
         # Fingerprint: the stat names, the length and a checksum of three
         # 64 KiB samples; a hit is then compared in full (one memcmp).
         n = len(region)
@@ -549,7 +555,7 @@ def build_plane(buf, start: int, end: int, host: str, kind: str, device_id: int,
     def table() -> OpMetadata:
         if meta_cache is None or region is None:
             return metadata()
-        return meta_cache.get(key, region, metadata)
+        return meta_cache.get(key, region, metadata, kept)
 
     try:
         # A plane whose table no other thread has (begun to) decode decodes it
