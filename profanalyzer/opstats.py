@@ -19,6 +19,7 @@ host usually carry equal copies) and shared by the analysis modules.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 import operator
@@ -29,6 +30,7 @@ from typing import Callable, Mapping, TypeVar
 
 import numpy as np
 
+from profanalyzer.arrays import unique_ids
 from profanalyzer.attribution import CoreWork, PlaneClasses, locate
 from profanalyzer.classify import async_pair_key
 from profanalyzer.classify.parse import shape_dims
@@ -59,10 +61,15 @@ def _dtype_bytes(dt: str) -> float | None:
 def output_bytes(hlo_text: str) -> float:
     """Bytes of an op's output shape(s) from its HLO text (nan when not visible)."""
     m = _HEAD.match(hlo_text[:4096])
-    if not m:
-        return math.nan
+    return _types_bytes(m.group(1)) if m else math.nan
+
+
+@functools.lru_cache(maxsize=4096)
+def _types_bytes(types: str) -> float:
+    """Bytes of the arrays an HLO output type (or tuple of types) holds; the
+    ops of unrolled layers share a few such types."""
     total = 0.0
-    for dt, dims in ARRAY.findall(m.group(1)):
+    for dt, dims in ARRAY.findall(types):
         size = _dtype_bytes(dt)
         if size is not None:
             total += math.prod(shape_dims(dims)) * size
@@ -421,7 +428,7 @@ def _group_all(trace: Trace, work: list[CoreWork], kept_list: np.ndarray, chip, 
     acc["mm_cap"] = _seq_sum(sp[m].astype(np.float64) * 1e-12 * peak_by_bucket[bucket[m]])
     acc["mm_flops"] = _seq_sum(tot_f[m])
     # groups, numbered in order of first appearance
-    uniq, first = np.unique(gid, return_index=True)
+    uniq, first = unique_ids(gid, return_index=True)
     order = np.argsort(first, kind="stable")
     uniq, first = uniq[order], first[order]
     local = np.empty(int(uniq.max()) + 1, dtype=np.int64)
@@ -448,7 +455,7 @@ def _group_all(trace: Trace, work: list[CoreWork], kept_list: np.ndarray, chip, 
     for a in _ATTRS:
         has = known & col(lambda t: t.attrs[a][1])
         idx = np.flatnonzero(has)
-        ga, fa = np.unique(g[idx], return_index=True)
+        ga, fa = unique_ids(g[idx], return_index=True)
         firsts[a] = (ga, idx[fa])  # group, its first contribution with a value
     key_list = memo.shared.get("opstats.key_list")
     if not isinstance(key_list, list) or len(key_list) != len(keys):
@@ -458,7 +465,7 @@ def _group_all(trace: Trace, work: list[CoreWork], kept_list: np.ndarray, chip, 
     part_of = {int(p[0][0]): p[8] for p in parts}
     gkeys = [key_list[k] for k in uniq.tolist()]
     mds = [w.plane.meta for w in work]
-    names, cats, buckets = [k[0] for k in gkeys], [k[1] for k in gkeys], [k[2] for k in gkeys]
+    names, cats, buckets = (list(c) for c in zip(*gkeys)) if gkeys else ([], [], [])
     to_host = np.zeros(ng, dtype=bool)
     out_bytes = np.full(ng, math.nan)
     for i in [i for i, b in enumerate(buckets) if b == "host_offload"]:
@@ -614,7 +621,7 @@ def families(agg: OpGroups) -> OpGroups:
     if merged.any():
         members = np.flatnonzero(merged)
         mfid = fid[members]
-        ufid, first, inv = np.unique(mfid, return_index=True, return_inverse=True)
+        ufid, first, inv = unique_ids(mfid, return_index=True, return_inverse=True)
         inv = inv.reshape(-1)
         nf = len(ufid)
         first_m = members[first]

@@ -31,6 +31,7 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
+from profanalyzer.arrays import unique_ids
 from profanalyzer.model import CollectiveTypeSummary, CommunicationSummary, SparseCoreSummary, WindowRecord  # noqa: F401 - old import path
 from profanalyzer.attribution import BUCKET_INDEX, CoreWork, PlaneClasses, locate
 from profanalyzer.classify import ROLE_CODES, async_pair_key, classify_op
@@ -171,7 +172,7 @@ def windows_for_core(plane: Plane, classes: PlaneClasses, unmatched: dict[str, i
         if len(sync):
             r = rows[sync]
             # the type of each distinct synchronous op's row only
-            ur, inv = np.unique(r, return_inverse=True)
+            ur, inv = unique_ids(r, return_inverse=True)
             types_of = np.asarray([_type_code(c if isinstance(c, str) else None) for c in coll_col[ur].tolist()], dtype=np.int8)
             parts.append(windows(ev.start_ps[sync], ev.end_ps[sync], r, types_of[inv.reshape(-1)], False))
         if not async_used:
@@ -262,7 +263,7 @@ def analyze_overlap(trace: Trace, work: Sequence[CoreWork], kept_steps: set[int]
             ba = plane.meta.bytes_accessed
             r = wins_k.row
             nbytes = np.where((r >= 0) & (r < len(ba)), ba[np.clip(r, 0, max(len(ba) - 1, 0))], np.nan) if len(ba) else np.full(len(r), np.nan)
-            scope_rows, scope_inv = np.unique(r, return_inverse=True)
+            scope_rows, scope_inv = unique_ids(r, return_inverse=True)
             for k, v in (
                 ("start", s), ("end", e), ("type", wins_k.type), ("on_sc", wins_k.on_sc), ("row", r), ("scope", None),
                 ("step", kn[pos]), ("step_start", ks[pos]), ("step_ps", (ke - ks)[pos]),
@@ -399,7 +400,7 @@ def critical_path(plane: Plane, wins: Windows, hidden: np.ndarray, memo: TableMe
     r = wins.row[kk].astype(np.int64)
     m = ev.meta[np.concatenate(pj)].astype(np.int64)
     width = int(m.max()) + 1
-    pair, inv = np.unique(r * width + m, return_inverse=True)
+    pair, inv = unique_ids(r * width + m, return_inverse=True)
     known: dict[tuple[int, int], bool] = {} if memo is None else memo.get(
         "overlap.operand_pairs", plane, None, ("md.name", "md.display_name"), dict)  # type: ignore[arg-type]
     hit = np.zeros(len(pair), dtype=bool)

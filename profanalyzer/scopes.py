@@ -32,6 +32,7 @@ from typing import Iterable
 
 import numpy as np
 
+from profanalyzer.arrays import unique_ids
 from profanalyzer.attribution import CoreWork
 from profanalyzer.model import ScopeRow
 from profanalyzer.opstats import table_memo
@@ -156,7 +157,7 @@ def _distinct_per(key: np.ndarray, val: np.ndarray, n: int) -> np.ndarray:
     if not len(key):
         return np.zeros(n, dtype=np.int64)
     width = int(val.max()) + 1
-    pairs = np.unique(key * width + val)
+    pairs = unique_ids(key * width + val)
     return np.bincount(pairs // width, minlength=n)
 
 

@@ -20,6 +20,7 @@ import numpy as np
 
 from google.protobuf.message import DecodeError
 
+from profanalyzer.arrays import unique_ids
 from profanalyzer.errors import InputError, NoTpuPlanesError
 from profanalyzer.hardware import TPU7X, chip_by_key, chip_from_device_type
 from profanalyzer.trace import (
@@ -149,7 +150,7 @@ def _metadata_from_columns(buf, cols: wire.MetadataColumns, names: Mapping[int, 
     convert the same way (strings, refs to stat names, numbers)."""
     key = cols.key
     n_e = len(key)
-    uniq, first_rev = np.unique(key[::-1], return_index=True)
+    uniq, first_rev = unique_ids(key[::-1], return_index=True)
     ent = (n_e - 1 - first_rev).astype(np.int64)  # entry that defines each (sorted) key
     n = len(uniq)
 
