@@ -139,17 +139,25 @@ def _scope_rows(md, ids: dict[str, int], names: dict[str, int],
     """Per metadata row (plus one row for events without metadata): the folded
     scope id and the op-name id (trace-wide ids), and the (row, layer index
     id) pairs of the layer indices folded out of the rows' scopes."""
-    folded: dict[str, tuple[str, tuple[int, ...]]] = {}
-    fold = [folded[t] if t in folded else folded.setdefault(t, fold_scope(t)) for t in md.tf_op]
-    row_scope = np.asarray([ids.setdefault(s, len(ids)) for s, _ in fold] + [ids.setdefault(NO_SCOPE, len(ids))], dtype=np.int64)
+    # Each distinct tf_op folded once; ids numbered in order of first
+    # appearance over the rows (that of the distinct values, first seen first).
+    code: dict = {}
+    n = len(md)
+    tf_code = np.fromiter((code.setdefault(t, len(code)) for t in md.tf_op), dtype=np.int64, count=n)
+    fold = [fold_scope(t) for t in code]
+    scope_of = np.asarray([ids.setdefault(f, len(ids)) for f, _ in fold], dtype=np.int64)
+    row_scope = np.concatenate([scope_of[tf_code], [ids.setdefault(NO_SCOPE, len(ids))]]).astype(np.int64)
     row_name = np.asarray([names.setdefault(t, len(names)) for t in md.name] + [names.setdefault("", len(names))], dtype=np.int64)
-    pr: list[int] = []
-    pi: list[int] = []
-    for r, (_, idx) in enumerate(fold):
-        for i in idx:
-            pr.append(r)
-            pi.append(layer_ids.setdefault(i, len(layer_ids)))
-    return row_scope, row_name, np.asarray(pr, dtype=np.int64), np.asarray(pi, dtype=np.int64)
+    # (row, layer index id) pairs, row by row, each row's in its scope's order
+    lids = [[layer_ids.setdefault(i, len(layer_ids)) for i in idx] for _, idx in fold]
+    per = np.asarray([len(x) for x in lids], dtype=np.int64)
+    k = per[tf_code] if n else np.zeros(0, dtype=np.int64)
+    pr = np.repeat(np.arange(n, dtype=np.int64), k)
+    flat = np.asarray([i for x in lids for i in x], dtype=np.int64)
+    first = np.concatenate([[0], np.cumsum(per)[:-1]]).astype(np.int64) if len(per) else per
+    within = np.arange(len(pr), dtype=np.int64) - np.repeat(np.cumsum(k) - k, k)
+    pi = flat[first[tf_code[pr]] + within] if len(pr) else np.zeros(0, dtype=np.int64)
+    return row_scope, row_name, pr, pi
 
 
 def _distinct_per(key: np.ndarray, val: np.ndarray, n: int) -> np.ndarray:

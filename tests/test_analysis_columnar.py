@@ -1002,3 +1002,34 @@ def test_idle_case_folded_search_equals_lower_case_search():
     mixed = _Lowered(["Ünïcode callback", "plain"])  # not ASCII: the pattern itself, text by text
     assert mixed.low is None
     assert mixed.containing("callback", HOST_CALLBACK).tolist() == [HOST_CALLBACK.search(t) is not None for t in mixed.texts]
+
+
+def test_scope_rows_per_distinct_scope_equal_row_by_row():
+    """scopes._scope_rows folds each distinct tf_op once: the same ids (in
+    first-seen order), names and (row, layer) pairs as folding row by row."""
+    from profanalyzer.scopes import NO_SCOPE, _scope_rows, fold_scope
+
+    tf = ["jit(f)/layers_3/mlp/dot", "", "jit(f)/layers_4/mlp/dot", "jit(f)/layers_3/mlp/dot", None,
+          "jit(f)/block_2/layer_7/attn", "jit(f)/layers_4/mlp/dot", "plain"]
+
+    class Table:  # the columns _scope_rows reads of an OpMetadata
+        tf_op = tf
+        name = [f"%op.{i} = f32[] add()" for i in range(len(tf))]
+
+        def __len__(self) -> int:
+            return len(tf)
+
+    table = Table()
+    got_ids, got_names, got_layers = {}, {}, {}
+    rs, rn, pr, pi = _scope_rows(table, got_ids, got_names, got_layers)
+    ids: dict = {}
+    layers: dict = {}
+    want_rs, want_pairs = [], []
+    for r, t in enumerate(tf):
+        s, idx = fold_scope(t)
+        want_rs.append(ids.setdefault(s, len(ids)))
+        want_pairs += [(r, layers.setdefault(i, len(layers))) for i in idx]
+    want_rs.append(ids.setdefault(NO_SCOPE, len(ids)))
+    assert rs.tolist() == want_rs and list(got_ids) == list(ids) and list(got_layers) == list(layers)
+    assert list(zip(pr.tolist(), pi.tolist())) == want_pairs and want_pairs
+    assert rn.tolist() == list(range(len(tf))) + [len(tf)]
