@@ -574,16 +574,13 @@ def _stem(name: str) -> str:
     return _NUMBER_SUFFIX.sub("", name) if name.endswith("\n") else name
 
 
-_TRAILING_NUMBER = re.compile(r"\.\d+(?=\x00)")
-
-
 def _stems(names: list[str]) -> list[str]:
-    """[_stem(n) for n in names], by one substitution over the names joined
-    (each followed by a NUL) when no name holds a NUL or a newline."""
-    joined = "\x00".join(names) + "\x00"
-    if "\n" in joined or joined.count("\x00") != len(names):
-        return [_stem(n) for n in names]
-    return _TRAILING_NUMBER.sub("", joined).split("\x00")[:-1]
+    """[_stem(n) for n in names], its common case inline."""
+    out = []
+    for n in names:
+        head, dot, tail = n.rpartition(".")
+        out.append(head if dot and tail.isdecimal() else (_stem(n) if n.endswith("\n") else n))
+    return out
 
 
 def families(agg: OpGroups) -> OpGroups:

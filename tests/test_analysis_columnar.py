@@ -972,7 +972,7 @@ def test_inference_markers_equal_one_search_per_text():
     assert inference_markers([]) == []
 
 
-def test_family_stems_in_one_pass_equal_the_regex_per_name():
+def test_family_stems_equal_the_regex_per_name():
     from profanalyzer.opstats import _NUMBER_SUFFIX, _stems
 
     names = ["fusion.12", "fusion", "fusion.", "a.1.2", "a.b", "x.12a", ".5", "5", "", "copy.٣",  # Arabic-Indic digit
