@@ -133,15 +133,16 @@ def _kinds_of_rows(w: CoreWork) -> np.ndarray:
         k = min(m, len(coll))
         host[:k] |= np.asarray([c == "host_transfer" for c in coll[:k].tolist()], dtype=bool)
     names, shown = md.name[:m], md.display_name[:m]
-    low_names, low_shown = _Lowered(names), _Lowered(shown)
-    cand = low_names.containing("callback", HOST_CALLBACK) | low_shown.containing("callback", HOST_CALLBACK)
+    cand = _Lowered(names).containing("callback", HOST_CALLBACK) | _Lowered(shown).containing("callback", HOST_CALLBACK)
     for r in np.flatnonzero(cand & ~host).tolist():
         host[r] = _host_callback(names[r]) or _host_callback(shown[r])
     peer = ~host & coll_b[b]
-    # the short name is the display name, else part of the HLO text
-    cand = ~host & ~peer & (low_shown.containing("barrier", _BARRIER) | low_names.containing("barrier", _BARRIER))
+    # Barriers by their short name (the display name, else the instruction
+    # name in the HLO text): only a short name holding the letters can match.
+    short = md.short_names[:m]
+    cand = ~host & ~peer & _Lowered(short).containing("barrier", _BARRIER)
     for r in np.flatnonzero(cand).tolist():
-        peer[r] = _BARRIER.search(md.short_name(r)) is not None
+        peer[r] = _BARRIER.search(short[r]) is not None
     out[:m][host] = HOST_WAIT
     out[:m][peer] = PEER_WAIT
     return out

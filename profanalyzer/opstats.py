@@ -37,7 +37,7 @@ from profanalyzer.classify.parse import shape_dims
 from profanalyzer.classify.tables import ARRAY
 from profanalyzer.model import BucketOps, HostOffloadSummary, RunKind, TopOp, Utilisation
 from profanalyzer.runkind import RunKindEvidence, decide_run_kind, inference_marker, inference_markers
-from profanalyzer.trace import LINE_MODULES, LINE_OPS, Plane, Trace, instruction_name
+from profanalyzer.trace import LINE_MODULES, LINE_OPS, Plane, Trace
 from profanalyzer.vocab import ATTENTION_SPLIT, BUCKETS, COMPUTE_BUCKETS, MATMUL_BUCKETS
 
 REMAT_TOP = 15
@@ -335,9 +335,7 @@ def _row_table(w: CoreWork, keys: dict) -> _RowTable:
     bucket = np.full(n, BUCKETS.index("other_compute"), dtype=np.int64)
     bucket[:nk] = w.classes.bucket[:nk]
     bucket_names = _pick(BUCKETS, bucket.tolist())
-    # md.short_name of every row
-    short = [d or instruction_name(t) for d, t in zip(md.display_name, md.name)]
-    gid = np.asarray([keys.setdefault(k, len(keys)) for k in zip(short, md.category, bucket_names)], dtype=np.int64)
+    gid = np.asarray([keys.setdefault(k, len(keys)) for k in zip(md.short_names, md.category, bucket_names)], dtype=np.int64)
     known = np.arange(n) < nk
     mm_flag = np.asarray([b in MATMUL_BUCKETS for b in BUCKETS] + [False], dtype=bool)
     attn = np.asarray([b == "attention" for b in BUCKETS] + [False], dtype=bool)

@@ -23,6 +23,7 @@ the dominant program on `XLA Modules` (the program with the most total time);
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 from typing import Mapping
@@ -84,6 +85,11 @@ class OpMetadata:
         """The op's instruction name: display name, else the name before `=`
         in the HLO text (`%fusion.1 = ...` -> `fusion.1`)."""
         return self.display_name[row] or instruction_name(self.name[row])
+
+    @functools.cached_property
+    def short_names(self) -> tuple[str, ...]:
+        """`short_name` of every row (made once per table)."""
+        return tuple(d or instruction_name(t) for d, t in zip(self.display_name, self.name))
 
 
 @dataclass(frozen=True, eq=False)

@@ -801,6 +801,10 @@ class _Meta:
     def short_name(self, r):
         return self.name[r].split("=", 1)[0].strip().lstrip("%").strip()
 
+    @property
+    def short_names(self):
+        return tuple(self.short_name(r) for r in range(len(self)))
+
 
 @pytest.mark.parametrize("kind,name", CASES)
 def test_idle_causes_reuse_tables(kind, name):
