@@ -225,8 +225,8 @@ def attribute_core(
     # One labelling by (bucket, remat, phase), summed out per dimension: the
     # sums are whole picoseconds, so the marginals are those of three
     # separate labellings, for one weighted count instead of three.
-    label = (op_bucket.astype(np.int64) * 2 + op_remat.astype(np.int64)) * npb + (op_phase.astype(np.int64) + 1)
-    joint = ops.exclusive(label, nb * 2 * npb, step_start, step_end).reshape(len(step_start), nb, 2, npb)
+    joint_label = (op_bucket.astype(np.int64) * 2 + op_remat.astype(np.int64)) * npb + (op_phase.astype(np.int64) + 1)
+    joint = ops.exclusive(joint_label, nb * 2 * npb, step_start, step_end).reshape(len(step_start), nb, 2, npb)
     buckets = joint.sum(axis=(2, 3))
     remat = joint[:, :, 1, :].sum(axis=(1, 2))
     phase = joint.sum(axis=(1, 2))[:, 1:]

@@ -649,7 +649,7 @@ def families(agg: OpGroups) -> OpGroups:
     order = np.lexsort((rows, np.concatenate(pos)))
     order = order[by_time(cols["self_ps"][order], _pick(names, order.tolist()))]
     il = rows[order].tolist()
-    out = {f: _pick(getattr(agg, f), il) for f in _TEXT_FIELDS if f != "name"}
+    out: dict = {f: _pick(getattr(agg, f), il) for f in _TEXT_FIELDS if f != "name"}
     out["name"] = _pick(names, order.tolist())
     out.update({f: v[order] for f, v in cols.items()})
     return OpGroups(**out)

@@ -312,9 +312,9 @@ def _nesting_stack(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.n
 
 
 try:  # the optional C accelerator (setup.py): the same passes, without numpy's temporaries
-    import profanalyzer._nest as _nest
+    import profanalyzer._nest as _nest  # type: ignore[import-not-found]
 except ImportError:  # no compiler at install time: numpy alone
-    _nest = None  # type: ignore[assignment]
+    _nest = None
 
 
 def nest_line(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:

@@ -14,7 +14,7 @@ import threading
 import zlib
 from dataclasses import replace
 from pathlib import Path
-from typing import Callable, Collection, Mapping
+from typing import Callable, Collection, Mapping, TypeVar
 
 import numpy as np
 
@@ -261,6 +261,8 @@ def _finish_metadata(keys: np.ndarray, name: list[str], disp: list[str], strs: d
 
 _SAMPLE = 1 << 16
 
+T = TypeVar("T")
+
 
 class MetadataCache:
     """Op-metadata tables shared by the planes of one host file.
@@ -280,6 +282,11 @@ class MetadataCache:
         """No table of this key is decoded or being decoded (yet)."""
         with self._lock:
             return key not in self._done and key not in self._pending
+
+    def pending(self, key: tuple) -> bool:
+        """Another thread is decoding the table of this key right now."""
+        with self._lock:
+            return key in self._pending and key not in self._done
 
     def get(self, key: tuple, region, build: Callable[[], OpMetadata], kept=None) -> OpMetadata:
         """The table of the map bytes `region` (`key`: a fingerprint of them),
@@ -314,6 +321,23 @@ class MetadataCache:
             with self._lock:
                 self._pending.pop(key, None)
             ev.set()
+
+
+class Deferred:
+    """A plane whose events are decoded and whose shared op-metadata table
+    another thread was still decoding: calling it (later, on any thread)
+    takes the table and returns the plane (`build_plane(..., defer=True)`)."""
+
+    def __init__(self, finish: Callable[[], "tuple[Plane, int]"]) -> None:
+        self._finish = finish
+
+    def __call__(self) -> "tuple[Plane, int]":
+        return self._finish()
+
+
+def finished(x: "tuple[Plane, int] | Deferred") -> "tuple[Plane, int]":
+    """A build_plane result, finished when it was deferred."""
+    return x() if isinstance(x, Deferred) else x
 
 
 def _raw_from_message(line, names: Mapping[int, str], want_int: Mapping[int, str], want_str: Mapping[int, str]) -> tuple[wire.RawEvents, dict[str, list[str]]]:
@@ -492,7 +516,8 @@ def _events(raw: wire.RawEvents, strs: dict[str, list[str]], want_int: Mapping[i
 
 
 def build_plane(buf, start: int, end: int, host: str, kind: str, device_id: int, sc_index: int | None,
-                lines: Collection[str] | None = None, meta_cache: MetadataCache | None = None) -> tuple[Plane, int]:
+                lines: Collection[str] | None = None, meta_cache: MetadataCache | None = None,
+                defer: bool = False) -> "tuple[Plane, int] | Deferred":
     """Build one plane from its wire bytes buf[start:end].
 
     Returns the plane with times relative to its own origin (its earliest line
@@ -600,27 +625,40 @@ def build_plane(buf, start: int, end: int, host: str, kind: str, device_id: int,
                 built.append(Line(lid, name, _events(raw, strs, want_int, base_ps, nested=name not in OVERLAPPING_LINES)))
             except InputError as e:
                 raise InputError(f"line {name!r}: {e}") from None
-        if meta is None:
-            meta = table()
-    finally:
+    except BaseException:
         if region is not None:
             region.release()
-    meta_index = MetaIndex(meta.ids)
-    built = [replace(ln, events=replace(ln.events, meta=meta_index.rows(ln.events.meta))) for ln in built]
-    return (
-        Plane(
-            host=host,
-            name=plane.name,
-            id=plane.id,
-            kind=kind,
-            device_id=device_id,
-            sc_index=sc_index,
-            stats={k: v for k, v in pstats.items() if not isinstance(v, (bytes, bytearray))},
-            meta=meta,
-            lines=tuple(built),
-        ),
-        origin,
-    )
+        raise
+
+    def finish(meta: OpMetadata | None) -> tuple[Plane, int]:
+        try:
+            if meta is None:
+                meta = table()
+        finally:
+            if region is not None:
+                region.release()
+        meta_index = MetaIndex(meta.ids)
+        rows = [replace(ln, events=replace(ln.events, meta=meta_index.rows(ln.events.meta))) for ln in built]
+        return (
+            Plane(
+                host=host,
+                name=plane.name,
+                id=plane.id,
+                kind=kind,
+                device_id=device_id,
+                sc_index=sc_index,
+                stats={k: v for k, v in pstats.items() if not isinstance(v, (bytes, bytearray))},
+                meta=meta,
+                lines=tuple(rows),
+            ),
+            origin,
+        )
+
+    if meta is None and defer and meta_cache is not None and meta_cache.pending(key):
+        # Another thread is decoding this plane's table: this thread moves on
+        # to other planes, and the caller finishes this one afterwards.
+        return Deferred(lambda: finish(None))
+    return finish(meta)
 
 
 # ---------------------------------------------------------------------------
@@ -657,7 +695,7 @@ def _no_tpu_message(path: Path, index: reader.SpaceIndex) -> str:
 
 
 def _open_host(f: Path, include_sparsecore: bool, lines: Collection[str] | None = None,
-               meta_cache: MetadataCache | None = None) -> tuple[HostInfo, list[Callable[[], tuple[Plane, int]]]]:
+               meta_cache: MetadataCache | None = None) -> "tuple[HostInfo, list[Callable[[], tuple[Plane, int] | Deferred]]]":
     """Open one host file: its HostInfo and one decode task per device plane
     (each returns the plane relative to its own origin; they may run on
     threads: the buffer stays alive as long as they do). `meta_cache`: shared
@@ -675,12 +713,16 @@ def _open_host(f: Path, include_sparsecore: bool, lines: Collection[str] | None 
         raise NoTpuPlanesError(_no_tpu_message(f, index))
     cache = meta_cache if meta_cache is not None else MetadataCache()
 
-    def one(r: reader.PlaneRef) -> tuple[Plane, int]:
+    def named(r: reader.PlaneRef, fn: Callable[[], T]) -> T:
         try:
-            return build_plane(buf, r.offset, r.offset + r.length, host, r.kind, r.device_id or 0, r.sc_index, lines,
-                               cache)
+            return fn()
         except InputError as e:
             raise InputError(f"{f}: plane {r.name!r}: {e}") from None
+
+    def one(r: reader.PlaneRef) -> "tuple[Plane, int] | Deferred":
+        got = named(r, lambda: build_plane(buf, r.offset, r.offset + r.length, host, r.kind, r.device_id or 0,
+                                           r.sc_index, lines, cache, defer=True))
+        return Deferred(lambda: named(r, got)) if isinstance(got, Deferred) else got
 
     return info, [lambda r=r: one(r) for r in refs]
 
@@ -697,9 +739,9 @@ def _load_host(f: Path, include_sparsecore: bool, lines: Collection[str] | None 
         from concurrent.futures import ThreadPoolExecutor
 
         with ThreadPoolExecutor(max_workers=threads) as pool:
-            built = [fut.result() for fut in [pool.submit(t) for t in tasks]]
+            built = [finished(fut.result()) for fut in [pool.submit(t) for t in tasks]]
     else:
-        built = [t() for t in tasks]
+        built = [finished(t()) for t in tasks]
     return info, built
 
 
@@ -730,7 +772,7 @@ def _load_hosts(files: list[Path], include_sparsecore: bool, lines: Collection[s
 
     def collect() -> None:
         f, info, futures = inflight.popleft()
-        results.append((info, [fut.result() for fut in futures]))
+        results.append((info, [finished(fut.result()) for fut in futures]))
         if progress:
             progress(len(results), len(files), f.name)
 

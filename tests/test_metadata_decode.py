@@ -6,6 +6,7 @@ hand-made edge cases, and the per-host sharing of identical maps."""
 from __future__ import annotations
 
 import threading
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -190,3 +191,49 @@ def test_cache_compares_the_bytes_behind_a_fingerprint():
     assert cache.get(("fp",), b"map two", lambda: "own") == "own"
     assert wire.same_bytes(b"abc", bytearray(b"abc")) and not wire.same_bytes(b"abc", b"abd")
     assert not wire.same_bytes(b"abc", b"ab")
+
+
+def _same_plane(a, b) -> None:
+    assert a.name == b.name and a.meta is b.meta
+    for la, lb in zip(a.lines, b.lines):
+        assert la.name == lb.name
+        for f in ("start_ps", "end_ps", "dur_ps", "self_ps", "depth", "parent", "meta"):
+            assert np.array_equal(getattr(la.events, f), getattr(lb.events, f)), f
+
+
+def test_plane_whose_table_is_in_flight_is_deferred_then_finished(monkeypatch):
+    """While one thread decodes a shared table, a plane needing it returns a
+    Deferred (its events decoded) instead of waiting; finished afterwards it
+    equals the plane built in turn."""
+    path = ROOT / "sample_traces" / "dense_short_fsdp.xplane.pb.gz"
+    buf = reader.read_bytes(path)
+    tcs = [r for r in reader.scan_space(buf, path).planes if r.kind == "tensorcore"]
+    cache = tb.MetadataCache()
+    gate, started = threading.Event(), threading.Event()
+    orig = tb._metadata_from_columns
+
+    def slow(*a, **k):
+        started.set()
+        assert gate.wait(30)
+        return orig(*a, **k)
+
+    monkeypatch.setattr(tb, "_metadata_from_columns", slow)
+    first: list = []
+    t = threading.Thread(target=lambda: first.append(
+        tb.build_plane(buf, tcs[0].offset, tcs[0].offset + tcs[0].length, "h", "tensorcore", 0, None, meta_cache=cache,
+                       defer=True)))
+    t.start()
+    assert started.wait(30)
+    got = tb.build_plane(buf, tcs[1].offset, tcs[1].offset + tcs[1].length, "h", "tensorcore", 0, None, meta_cache=cache,
+                         defer=True)
+    assert isinstance(got, tb.Deferred)
+    gate.set()
+    t.join(30)
+    plane, origin = tb.finished(got)
+    monkeypatch.setattr(tb, "_metadata_from_columns", orig)
+    in_turn = tb.MetadataCache()
+    want = [tb.build_plane(buf, r.offset, r.offset + r.length, "h", "tensorcore", 0, None, meta_cache=in_turn) for r in tcs[:2]]
+    assert plane.meta is first[0][0].meta
+    assert origin == want[1][1]
+    _same_plane(plane, replace(want[1][0], meta=plane.meta))
+    assert tb.finished(first[0]) is first[0]  # a plane built in one go passes through
