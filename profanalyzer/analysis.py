@@ -23,7 +23,7 @@ from profanalyzer.version import __version__
 from profanalyzer.attribution import CoreWork, PlaneClasses, attribute_trace, classify_plane, locate  # noqa: F401 - old import paths
 from profanalyzer.capture import assumptions, capture_quality
 from profanalyzer.errors import InputError
-from profanalyzer.stats import STRAGGLER_MIN_MEMBERS, STRAGGLER_MIN_REL_SCALE, STRAGGLER_Z, modified_z
+from profanalyzer.stats import STRAGGLER_MIN_MEMBERS, STRAGGLER_MIN_REL_SCALE, STRAGGLER_Z, median, modified_z
 from profanalyzer.model import (  # noqa: F401 - the records' old import path
     SCHEMA_VERSION,
     Analysis,
@@ -86,8 +86,8 @@ def select_steps(numbers: np.ndarray, durations: np.ndarray) -> tuple[np.ndarray
     reasons = [""] * n
     if n < MIN_STEPS_FOR_RULE:
         return kept, reasons
-    med = float(np.median(durations))
-    mad = float(np.median(np.abs(durations - med))) * 1.4826
+    med = median(durations)
+    mad = median(np.abs(durations - med)) * 1.4826
     scale = max(mad, MIN_REL_SCALE * med)
     for i in range(n):
         dev = (float(durations[i]) - med) / scale if scale > 0 else 0.0
@@ -255,7 +255,7 @@ def _step_table(rows: _CoreStepRows) -> tuple[tuple[StepRow, ...], np.ndarray, n
     bucket_mean_by_step = np.empty((len(step_numbers), len(BUCKETS)))
     for i in range(len(step_numbers)):
         sel = rows.vals[rows.step_index == i]
-        step_med[i] = np.median(sel[:, col["step_ps"]])
+        step_med[i] = median(sel[:, col["step_ps"]])
         bucket_mean_by_step[i] = sel[:, bcols].mean(axis=0)
     kept_mask, reasons = select_steps(step_numbers, step_med)
     table = tuple(
@@ -277,7 +277,7 @@ def _per_core(work: list[CoreWork], core_ids: list[int], core_means: np.ndarray,
     # --- per-core spread, stragglers ---------------------------------------
     busy = core_means[:, col["step_ps"]] - core_means[:, col["idle"]]
     compute = busy - core_means[:, [col[b] for b in BUCKETS if b in COLLECTIVE_BUCKETS]].sum(axis=1)
-    floor = STRAGGLER_MIN_REL_SCALE * float(np.median(core_means[:, col["step_ps"]])) if len(core_ids) else 0.0
+    floor = STRAGGLER_MIN_REL_SCALE * median(core_means[:, col["step_ps"]]) if len(core_ids) else 0.0
     zs = modified_z(compute, floor)
     per_core = []
     for j, ci in enumerate(core_ids):
@@ -308,7 +308,7 @@ def _steps_summary(table: tuple[StepRow, ...], kept_d: np.ndarray, step_mean: fl
         kept=sum(1 for r in table if r.kept),
         source="; ".join(sources),
         step_time_ps={
-            "median": float(np.median(kept_d)),
+            "median": median(kept_d),
             "min": float(kept_d.min()),
             "max": float(kept_d.max()),
             "mean": step_mean,
@@ -351,7 +351,7 @@ def _per_host(per_core: list[CoreSummary]) -> tuple[HostSummary, ...]:
         rows.append((h, len(cs), float(np.mean([c.step_ps for c in cs])), float(np.mean([c.compute_ps for c in cs])),
                      float(np.mean(comm)), float(np.mean([c.buckets["idle"] for c in cs]))))
     many = len(rows) >= STRAGGLER_MIN_MEMBERS
-    floor = STRAGGLER_MIN_REL_SCALE * float(np.median([r[2] for r in rows])) if rows else 0.0
+    floor = STRAGGLER_MIN_REL_SCALE * median([r[2] for r in rows]) if rows else 0.0
     zs = modified_z([r[2] for r in rows], floor) if many else [0.0] * len(rows)
     zw = modified_z([r[4] + r[5] for r in rows], floor) if many else [0.0] * len(rows)
     return tuple(

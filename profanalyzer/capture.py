@@ -12,6 +12,7 @@ import numpy as np
 
 from profanalyzer.attribution import CoreWork
 from profanalyzer.model import CaptureIssue, CaptureQuality, StepsSummary, Utilisation
+from profanalyzer.stats import median
 from profanalyzer.trace import LINE_OPS, Trace
 
 #: Event counts at which profilers cap a line (XProf / TraceMe buffers).
@@ -71,7 +72,7 @@ def _edge_steps(trace: Trace, work: list[CoreWork]) -> int:
         st = trace.steps[w.plane.label]
         if ln is None or not len(ln.events) or not len(st.end_ps) or not st.source.startswith("Steps line"):
             continue
-        slack = EDGE_SLACK * float(np.median(st.end_ps - st.start_ps))
+        slack = EDGE_SLACK * median(st.end_ps - st.start_ps)
         n += int(np.sum(st.end_ps > int(ln.events.end_ps.max()) + slack))
     return n
 

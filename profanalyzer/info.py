@@ -8,8 +8,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-import numpy as np
-
+from profanalyzer.stats import median
 from profanalyzer.trace import LINE_MODULES, Trace
 
 
@@ -111,7 +110,7 @@ def trace_info(trace: Trace) -> TraceInfo:
         steps_source=tuple(sorted({s.source for s in trace.steps.values()})),
         steps_count=len(steps),
         step_numbers=tuple(int(x) for x in steps.number.tolist()),
-        step_ps_median=int(np.median(steps.dur_ps)) if len(steps) else None,
+        step_ps_median=int(median(steps.dur_ps)) if len(steps) else None,
         programs=progs,
         span_ps=(end - start) if start is not None else 0,
     )

@@ -478,13 +478,13 @@ def _group_all(trace: Trace, work: list[CoreWork], kept_list: np.ndarray, chip, 
     for a in _ATTRS:
         ga, ja = firsts[a]
         vals = np.full(ng, None, dtype=object)
-        for c in np.unique(core[ja]).tolist():
+        for c in unique_ids(core[ja]).tolist():
             sel = core[ja] == c
             vals[ga[sel]] = part_of[c].attrs[a][0][row[ja[sel]]]
         attrs[a] = vals.tolist()
     tf_op, dedup = np.full(ng, None, dtype=object), np.full(ng, None, dtype=object)
     core_f, row_f = core[first], row[first]
-    for c in np.unique(core_f).tolist():
+    for c in unique_ids(core_f).tolist():
         sel = np.flatnonzero(core_f == c)
         rs = row_f[sel].tolist()
         tf_op[sel] = _objects(_pick(mds[c].tf_op, rs))

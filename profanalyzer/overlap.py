@@ -145,7 +145,7 @@ def windows_for_core(plane: Plane, classes: PlaneClasses, unmatched: dict[str, i
     if asy is not None and len(asy.events):
         ev = asy.events
         rows = ev.meta
-        uniq = np.unique(rows[rows >= 0])
+        uniq = unique_ids(rows[rows >= 0])
         # (is a collective, type, offloaded) of the rows classified so far,
         # shared by the cores with equal tables when `memo` is given
         known = _AsyncRows(len(md)) if memo is None else memo.get(
@@ -312,7 +312,7 @@ def analyze_overlap(trace: Trace, work: Sequence[CoreWork], kept_steps: set[int]
     total = sum(per_step_sum.values()) if per_step_sum else np.zeros(len(coll_buckets), dtype=np.int64)
     bucket_mean = {b: float(total[i]) / n_core_steps for i, b in enumerate(coll_buckets)} if per_step_sum else {b: 0.0 for b in coll_buckets}
     w_type = allw["type"] if n_win else np.zeros(0, dtype=np.int8)
-    tc_types = {TYPES[t] for t in np.unique(w_type).tolist()}
+    tc_types = {TYPES[t] for t in set(w_type.tolist())}
     types = _type_summaries(allw, n_win, own_time, sc.types, list(scope_ids), n_core_steps, denom)
     top = _top_windows(allw, n_win, work)
     per_step = {
@@ -431,7 +431,7 @@ def _type_summaries(allw: Mapping[str, np.ndarray], n_win: int, own_time: Mappin
             continue
         window = float(win_ps[idx].sum()) / n_core_steps
         hidden = float(hid_ps[idx].sum()) / n_core_steps
-        engines = {"SparseCore" if x else "TensorCore" for x in np.unique(allw["on_sc"][idx]).tolist()} if len(idx) else set()
+        engines = {"SparseCore" if x else "TensorCore" for x in set(allw["on_sc"][idx].tolist())}
         if t in sc_types:
             engines.add("SparseCore")
         engine = engines.pop() if len(engines) == 1 else ("mixed" if engines else "TensorCore")
@@ -539,7 +539,7 @@ def _sparsecores_of_core(trace: Trace, w: CoreWork, ks: np.ndarray, ke: np.ndarr
         acc.active += 1
         ev = ln.events
         top = ev.depth == 0
-        for r in np.unique(ev.meta[top]).tolist():
+        for r in sorted(set(ev.meta[top].tolist())):
             if r >= 0:
                 c = classify_op(sc.meta.name[r], sc.meta.display_name[r], sc.meta.category[r], sc.meta.tf_op[r])
                 if c.collective:
@@ -570,7 +570,7 @@ def _sparsecore_summary(trace: Trace, acc: _SparseCoreTotals, on_sc: np.ndarray,
                         n_core_steps: int) -> SparseCoreSummary:
     """The SparseCore offload verdict: which offloadable types present run on
     SparseCores (windows handed over, or seen on SparseCore ops)."""
-    offload_types = {TYPES[t] for t in np.unique(w_type[on_sc]).tolist()}
+    offload_types = {TYPES[t] for t in set(w_type[on_sc].tolist())}
     offload_types |= {t for t in acc.types if t in OFFLOADABLE}
     present = {t for t in (tc_types | acc.types) if t in OFFLOADABLE}
     offloaded = {t: (t in offload_types) for t in sorted(present)}

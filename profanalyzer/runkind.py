@@ -75,7 +75,7 @@ def inference_markers(texts: Sequence[str]) -> list[str | None]:
             at = low.find(a, at + 1)
     if hits:
         ends = np.cumsum([len(t) + 1 for t in texts])  # each text, then its separator
-        for i in np.unique(np.searchsorted(ends, np.asarray(hits), side="right")).tolist():
+        for i in sorted(set(np.searchsorted(ends, np.asarray(hits), side="right").tolist())):
             out[i] = inference_marker(texts[i])
     return out
 

@@ -16,10 +16,10 @@ Imports: model, vocab (the analysis stage).
 from __future__ import annotations
 
 import math
-import statistics
 from functools import reduce
 
 from profanalyzer.model import StepClass, StepRow
+from profanalyzer.stats import median_of
 from profanalyzer.vocab import BUCKETS
 
 __all__ = ["step_classes", "MIN_MEMBERS"]
@@ -34,7 +34,7 @@ def step_classes(table: tuple[StepRow, ...]) -> tuple[StepClass, ...]:
     kept = [r for r in rows if r.kept]
     if len(rows) < 3 or not kept:
         return ()
-    med = statistics.median(r.step_ps for r in kept)
+    med = median_of([r.step_ps for r in kept])
     heavy = [r for r in rows[1:] if not r.kept and r.step_ps > med]
     if len(heavy) < MIN_MEMBERS:
         return ()

@@ -18,6 +18,7 @@ import numpy as np
 from profanalyzer.attribution import CoreWork, exclusive_segments
 from profanalyzer.model import Lane, Span, StepRow, TimelineSample, WindowSpan  # noqa: F401 - old import path
 from profanalyzer.overlap import Windows, window_class, window_name
+from profanalyzer.stats import median
 from profanalyzer.trace import LINE_SC_OPS, Trace
 from profanalyzer.vocab import BUCKETS
 
@@ -79,7 +80,7 @@ def build_timeline(trace: Trace, work: Sequence[CoreWork], kept_steps: set[int],
     kept_rows = [r for r in step_table if r.kept]
     if not kept_rows:
         return None
-    med = float(np.median([r.step_ps for r in kept_rows]))
+    med = median([r.step_ps for r in kept_rows])
     rep = min(kept_rows, key=lambda r: (abs(r.step_ps - med), r.number)).number
     w = work[0]
     plane = w.plane

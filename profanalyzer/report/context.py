@@ -15,12 +15,12 @@ from __future__ import annotations
 
 import os
 import re
-import statistics
 from typing import Mapping, Sequence
 
 from profanalyzer.format import ms, pct
 from profanalyzer.model import Analysis, Finding, Findings, RuleDoc, TopOp
 from profanalyzer.report import svg
+from profanalyzer.stats import median_of
 from profanalyzer.report.sections import build_sections
 from profanalyzer.report.views import (  # noqa: F401 - the view records' old import path
     Fact,
@@ -585,7 +585,7 @@ def _cores(a: Analysis) -> CoresView:
     stragglers = tuple(c.core for c in a.per_core if c.straggler)
     comp = [c.compute_ps for c in a.per_core]
     if comp:
-        med = statistics.median(comp)
+        med = median_of(comp)
         spread = (
             f"Compute time per step across {len(comp)} TensorCores: min {ms(min(comp))} ms, median {ms(med)} ms, "
             f"max {ms(max(comp))} ms ({pct((max(comp) - med) / med if med else None)} above the median)."
