@@ -41,7 +41,7 @@ def median_of(values: Sequence[float]) -> float:
     return data[i] if n % 2 else (data[i - 1] + data[i]) / 2
 
 
-def median(values) -> float:
+def median(values: "Sequence[float] | np.ndarray") -> float:
     """float(np.median(values)) of a 1-d real sequence, without the import of
     numpy.ma that np.median does on its first call (10 ms of start-up): the
     middle value, or the mean of the two middle values; nan when empty or
