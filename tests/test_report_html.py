@@ -492,3 +492,26 @@ def test_output_path_and_input_hash(tmp_path):
     assert len(h) == 64 and h == file_sha256(run)
     (run / "h0.xplane.pb").write_bytes(b"c")
     assert file_sha256(run) != h
+
+
+def test_file_sha256_mapped_and_read_agree(tmp_path, monkeypatch):
+    """The memory-mapped hash (chunk by chunk, pages dropped once hashed)
+    and the plain read give hashlib's digest: several chunks, an empty file,
+    a folder of both."""
+    import hashlib
+
+    import profanalyzer.report.html as H
+
+    monkeypatch.setattr(H, "_CHUNK", 1 << 16)  # several chunks, the last one short
+    big = tmp_path / "run" / "a.xplane.pb"
+    big.parent.mkdir()
+    data = bytes(range(256)) * 1000 + b"tail"
+    big.write_bytes(data)
+    (tmp_path / "run" / "empty.xplane.pb").write_bytes(b"")
+    want_dir = hashlib.sha256(b"a.xplane.pb\0" + data + b"empty.xplane.pb\0").hexdigest()
+    for mapped in (True, False):
+        if not mapped:
+            monkeypatch.setattr(H, "_add_mapped", lambda h, fh: False)
+        assert H.file_sha256(big) == hashlib.sha256(data).hexdigest()
+        assert H.file_sha256(tmp_path / "run" / "empty.xplane.pb") == hashlib.sha256(b"").hexdigest()
+        assert H.file_sha256(tmp_path / "run") == want_dir

@@ -14,6 +14,8 @@ from __future__ import annotations
 from dataclasses import replace
 
 import hashlib
+import mmap
+import os
 from functools import lru_cache
 from pathlib import Path
 from typing import Mapping
@@ -71,16 +73,14 @@ def file_sha256(path: str | Path) -> str:
     and contents) for a run folder / log dir."""
     p = Path(path)
     h = hashlib.sha256()
-    # Large chunks into one reused buffer: hashlib releases the GIL while it
-    # hashes each chunk, so hashing on a thread barely slows the analysis, and
-    # memory stays at one chunk (a memory map would count the whole file in RSS).
-    buf = bytearray(8 << 20)
-    view = memoryview(buf)
+    buf = bytearray(_CHUNK)
 
     def add(f: Path) -> None:
         with open(f, "rb") as fh:
-            while n := fh.readinto(buf):
-                h.update(view[:n])
+            if not _add_mapped(h, fh):
+                view = memoryview(buf)
+                while n := fh.readinto(buf):
+                    h.update(view[:n])
 
     if p.is_dir():
         for f in sorted(x for x in p.rglob("*") if x.is_file()):
@@ -89,6 +89,36 @@ def file_sha256(path: str | Path) -> str:
     else:
         add(p)
     return h.hexdigest()
+
+
+#: Bytes hashed at a time. hashlib releases the GIL while it hashes each
+#: chunk, so hashing on a thread barely slows the analysis.
+_CHUNK = 8 << 20
+
+
+def _add_mapped(h, fh) -> bool:
+    """Hash the open file through a read-only memory map, chunk by chunk,
+    each chunk's pages dropped from this process once hashed (they stay in
+    the page cache): no copy into a buffer, and resident memory stays at
+    one chunk. False when the file cannot be mapped (empty, a pipe, no
+    madvise): the caller reads it instead."""
+    if not hasattr(mmap, "MADV_DONTNEED"):
+        return False
+    try:
+        size = os.fstat(fh.fileno()).st_size
+        if size <= 0:
+            return False
+        mm = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
+    except (OSError, ValueError):
+        return False
+    try:
+        for off in range(0, len(mm), _CHUNK):
+            with memoryview(mm)[off:off + _CHUNK] as view:
+                h.update(view)
+            mm.madvise(mmap.MADV_DONTNEED, off, min(_CHUNK, len(mm) - off))
+    finally:
+        mm.close()
+    return True
 
 
 _TRACE_SUFFIXES = (".xplane.pb.gz", ".xplane.pb", ".pb.gz", ".pb", ".gz")
