@@ -4,7 +4,8 @@ The optional C accelerators: `profanalyzer.xspace._wire` decodes XSpace wire
 bytes (events, top-level fields, event-metadata maps) in one pass;
 `profanalyzer.classify._canon` erases instruction numbers from op identities
 (op families); `profanalyzer._nest` nests a line's events (parents, depths,
-self times). All three are optional: without a C compiler the build skips them
+self times); `profanalyzer._windows` sums their exclusive time per window and
+label. All four are optional: without a C compiler the build skips them
 and profanalyzer uses its numpy / protobuf-runtime / regular-expression
 paths (same results, slower).
 
@@ -56,6 +57,12 @@ setup(
         Extension(
             "profanalyzer._nest",
             sources=["profanalyzer/_nest.c"],
+            optional=True,
+            extra_compile_args=["-O2"],
+        ),
+        Extension(
+            "profanalyzer._windows",
+            sources=["profanalyzer/_windows.c"],
             optional=True,
             extra_compile_args=["-O2"],
         ),

@@ -38,6 +38,12 @@ IDLE = BUCKET_INDEX["idle"]
 RECONCILE_TOLERANCE = 1e-3
 
 
+try:  # the optional C accelerator (setup.py): the same sums in one pass over the events
+    import profanalyzer._windows as _windows  # type: ignore[import-not-found]
+except ImportError:  # no compiler at install time: numpy alone
+    _windows = None
+
+
 @dataclass(frozen=True, eq=False)
 class OpTimeline:
     """One line's events as the attribution needs them (sorted by start)."""
@@ -73,6 +79,14 @@ class OpTimeline:
         nw = len(wa)
         lo = np.searchsorted(self.prefix_end, wa, side="right")
         hi = np.maximum(lo, np.searchsorted(self.start, wb, side="left"))
+        if _windows is not None and 0 < len(label_sets) <= 8:
+            labels = tuple(np.ascontiguousarray(lab, dtype=np.int64) for lab, _ in label_sets)
+            got = _windows.window_sums(
+                np.ascontiguousarray(self.start, dtype=np.int64), np.ascontiguousarray(self.end, dtype=np.int64),
+                np.ascontiguousarray(self.parent, dtype=np.int64), lo.astype(np.int64), hi.astype(np.int64), wa, wb,
+                labels, tuple(int(n) for _, n in label_sets))
+            if got is not None:
+                return [np.frombuffer(g, dtype=np.int64).reshape(nw, n) for g, (_, n) in zip(got, label_sets)]
         cnt = hi - lo
         win = np.repeat(np.arange(nw, dtype=np.int64), cnt)
         idx = np.arange(len(win), dtype=np.int64) + np.repeat(lo - (np.cumsum(cnt) - cnt), cnt)
