@@ -584,15 +584,13 @@ def _stems(names: list[str]) -> list[str]:
 def families(agg: OpGroups) -> OpGroups:
     """The op groups (most time first) with unrolled repeats of one op merged
     into one row (`name.*`, count and times summed), most time first."""
-    n = len(agg)
-    fid = np.empty(n, dtype=np.int64)
     keys: dict[tuple, int] = {}
     stems: dict[int, str] = {}
     nxt = 0
     scoped: dict = {}  # tf_op -> it is a framework scope
-    for i, (name, stem, tf, cat, b, rm, k, pr, pa) in enumerate(zip(agg.name, _stems(agg.name), agg.tf_op, agg.hlo_category,
-                                                                    agg.bucket, agg.remat.tolist(), agg.kernel,
-                                                                    agg.precision, agg.part)):
+    ids: list[int] = []
+    for name, stem, tf, cat, b, rm, k, pr, pa in zip(agg.name, _stems(agg.name), agg.tf_op, agg.hlo_category,
+                                                     agg.bucket, agg.remat.tolist(), agg.kernel, agg.precision, agg.part):
         if stem != name and (scoped[tf] if tf in scoped else scoped.setdefault(tf, bool((tf or "").strip()))):
             # repeats share a framework scope
             j = keys.setdefault((stem, cat, b, tf, rm, k, pr, pa), nxt)
@@ -602,7 +600,8 @@ def families(agg: OpGroups) -> OpGroups:
         else:
             j = nxt
             nxt += 1
-        fid[i] = j
+        ids.append(j)
+    fid = np.asarray(ids, dtype=np.int64)
     size = np.bincount(fid, minlength=nxt)
     merged = size[fid] >= FAMILY_MIN
     single = np.flatnonzero(~merged)
