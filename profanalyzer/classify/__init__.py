@@ -101,6 +101,8 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
+from profanalyzer.arrays import unique_ids
+
 from profanalyzer.classify.parse import Op, as_text, clip, op_names
 from profanalyzer.classify.parse import matmul_kernel_flops as matmul_kernel_flops
 from profanalyzer.classify.rules import RULES, Rule, Verdict, op_phase, op_remat
@@ -364,20 +366,32 @@ def classify_codes(cols: Mapping[str, Sequence], n: int | None = None,
         fields = [_texts(c, MAX_TEXT if j == 0 else MAX_FIELD) for j, c in enumerate(cells)]
         texts, disps = fields[0], fields[1]
         c_texts, c_disps = _erase_numbers(texts), _erase_numbers(disps)
-        for key, text, disp, c_text, c_disp, cat, tf, swl in zip(fresh, texts, disps, c_texts, c_disps, *fields[2:]):
-            rest = (cat, tf, swl)
-            fkey = (c_text, c_disp, cat, tf, swl)
-            verdict = fam.get(fkey)
-            if verdict is None:
-                r, fam[fkey] = _family_verdict(text, disp, c_text, c_disp, rest)
-            elif verdict is _BY_MEMBER:
-                r = classify_op(text, disp, *rest)
-            elif isinstance(verdict, _Quoting):
-                r = verdict.member(text, disp)
+        # Rows by family (first seen first), each family's verdict once; then
+        # the rows of families that share one verdict take it without a
+        # per-row step, and only the others are made member by member.
+        index: dict[tuple, int] = {}
+        fids = [index.setdefault(k, len(index)) for k in zip(c_texts, c_disps, *fields[2:])]
+        fid_arr = np.asarray(fids, dtype=np.int64)
+        firsts = unique_ids(fid_arr, return_index=True)[1].tolist()  # ids are numbered first seen first
+        verdicts: list = []
+        own: dict[int, OpClass] = {}  # row -> its verdict, for each family's first row that computed it
+        for f, fkey in enumerate(index):
+            v = fam.get(fkey)
+            if v is None:
+                row = firsts[f]
+                own[row], v = fam[fkey] = _family_verdict(texts[row], disps[row], fkey[0], fkey[1], fkey[2:])
+            verdicts.append(v)
+        made = [verdicts[f] for f in fids]
+        per_member = np.asarray([v is _BY_MEMBER or isinstance(v, _Quoting) for v in verdicts], dtype=bool)
+        for row in np.flatnonzero(per_member[fid_arr]).tolist():
+            v = verdicts[fids[row]]
+            if v is _BY_MEMBER:
+                made[row] = classify_op(texts[row], disps[row], *(c[row] for c in fields[2:]))
             else:
-                r = verdict
-            cache[key] = r
-            made.append(r)
+                made[row] = v.member(texts[row], disps[row])
+        for row, r in own.items():  # a family's first row keeps the verdict computed for it
+            made[row] = r
+        cache.update(zip(fresh, made))
     results = made if all_fresh else [cache[k] for k in keys]
     _, first, inverse = np.unique(np.fromiter(map(id, results), dtype=np.int64, count=len(results)),
                                   return_index=True, return_inverse=True)
