@@ -68,6 +68,32 @@ class OpTimeline:
         """(n_windows, n_labels) time owned by ops of each label inside each window."""
         return self.exclusive_many([(labels, n_labels)], wa, wb)[0]
 
+    def exclusive_totals(self, label_sets, wa: np.ndarray, wb: np.ndarray) -> list[np.ndarray]:
+        """`exclusive_many` summed over the windows: (n_labels,) per labelling
+        (the C pass adds each window's sums into the totals as it goes,
+        without the window x label matrix)."""
+        if _windows is not None and 0 < len(label_sets) <= 8:
+            got = self._c_sums(label_sets, wa, wb, total=True)
+            if got is not None:
+                return got
+        return [x.sum(axis=0) for x in self.exclusive_many(label_sets, wa, wb)]
+
+    def _c_sums(self, label_sets, wa: np.ndarray, wb: np.ndarray, total: bool) -> list[np.ndarray] | None:
+        """The C pass (profanalyzer._windows), or None where it declines."""
+        wa = np.asarray(wa, dtype=np.int64)
+        wb = np.asarray(wb, dtype=np.int64)
+        lo = np.searchsorted(self.prefix_end, wa, side="right")
+        hi = np.maximum(lo, np.searchsorted(self.start, wb, side="left"))
+        labels = tuple(np.ascontiguousarray(lab, dtype=np.int64) for lab, _ in label_sets)
+        got = _windows.window_sums(
+            np.ascontiguousarray(self.start, dtype=np.int64), np.ascontiguousarray(self.end, dtype=np.int64),
+            np.ascontiguousarray(self.parent, dtype=np.int64), lo.astype(np.int64), hi.astype(np.int64), wa, wb,
+            labels, tuple(int(n) for _, n in label_sets), total)
+        if got is None:
+            return None
+        shape = (lambda n: (n,)) if total else (lambda n: (len(wa), n))
+        return [np.frombuffer(g, dtype=np.int64).reshape(shape(n)) for g, (_, n) in zip(got, label_sets)]
+
     def exclusive_many(self, label_sets, wa: np.ndarray, wb: np.ndarray) -> list[np.ndarray]:
         """`exclusive` for several labelings at once (windows clipped once).
 
@@ -77,16 +103,12 @@ class OpTimeline:
         wa = np.asarray(wa, dtype=np.int64)
         wb = np.asarray(wb, dtype=np.int64)
         nw = len(wa)
+        if _windows is not None and 0 < len(label_sets) <= 8:
+            got = self._c_sums(label_sets, wa, wb, total=False)
+            if got is not None:
+                return got
         lo = np.searchsorted(self.prefix_end, wa, side="right")
         hi = np.maximum(lo, np.searchsorted(self.start, wb, side="left"))
-        if _windows is not None and 0 < len(label_sets) <= 8:
-            labels = tuple(np.ascontiguousarray(lab, dtype=np.int64) for lab, _ in label_sets)
-            got = _windows.window_sums(
-                np.ascontiguousarray(self.start, dtype=np.int64), np.ascontiguousarray(self.end, dtype=np.int64),
-                np.ascontiguousarray(self.parent, dtype=np.int64), lo.astype(np.int64), hi.astype(np.int64), wa, wb,
-                labels, tuple(int(n) for _, n in label_sets))
-            if got is not None:
-                return [np.frombuffer(g, dtype=np.int64).reshape(nw, n) for g, (_, n) in zip(got, label_sets)]
         cnt = hi - lo
         win = np.repeat(np.arange(nw, dtype=np.int64), cnt)
         idx = np.arange(len(win), dtype=np.int64) + np.repeat(lo - (np.cumsum(cnt) - cnt), cnt)

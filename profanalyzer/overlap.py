@@ -680,7 +680,7 @@ def _add_type_time(acc: dict[str, float], plane: Plane, w: CoreWork, ks: np.ndar
         if memo is not None else _type_labels(w)
     rows = ops.events.meta
     labels = np.where(rows >= 0, row_label[np.maximum(rows, 0)], 0)
-    tot = w.ops.exclusive(labels, len(names), ks, ke).sum(axis=0)
+    tot = w.ops.exclusive_totals([(labels, len(names))], ks, ke)[0]
     for i, t in enumerate(names[1:], 1):
         if tot[i]:
             acc[t] = acc.get(t, 0.0) + float(tot[i])

@@ -182,9 +182,9 @@ def _core_scopes(w: CoreWork, ev, ks: np.ndarray, ke: np.ndarray, nk: int, table
     ev_remat = remat_rows[rows].astype(np.int64)
     order = np.argsort(ks)
     ks, ke = ks[order], ke[order]
-    by_bucket, by_remat = w.ops.exclusive_many([(ev_scope * nb + w.ev_bucket, ns * nb), (ev_scope * 2 + ev_remat, ns * 2)], ks, ke)
-    tot_b = by_bucket.sum(axis=0).reshape(ns, nb)
-    tot_r = by_remat.sum(axis=0).reshape(ns, 2)[:, 1]
+    by_bucket, by_remat = w.ops.exclusive_totals([(ev_scope * nb + w.ev_bucket, ns * nb), (ev_scope * 2 + ev_remat, ns * 2)], ks, ke)
+    tot_b = by_bucket.reshape(ns, nb)
+    tot_r = by_remat.reshape(ns, 2)[:, 1]
     # runs of each metadata row inside the kept steps
     lo = np.searchsorted(ks, ev.start_ps, side="right") - 1
     inside = (lo >= 0) & (ev.start_ps < ke[np.clip(lo, 0, len(ke) - 1)])

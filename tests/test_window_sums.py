@@ -30,11 +30,16 @@ def test_c_window_sums_equal_numpy(monkeypatch):
             wb = wa + rng.integers(0, span // 2 + 1, nw)  # windows may overlap and run past the line
             sets = [(rng.integers(0, k, n).astype(np.int64), k) for k in (1, 3, 15)]
             got = ops.exclusive_many(sets, wa, wb)
+            totals = ops.exclusive_totals(sets, wa, wb)
             with monkeypatch.context() as m:
                 m.setattr(A, "_windows", None)
                 want = ops.exclusive_many(sets, wa, wb)
+                want_totals = ops.exclusive_totals(sets, wa, wb)
             for g, w in zip(got, want):
                 assert g.dtype == w.dtype and g.shape == w.shape and np.array_equal(g, w)
+            for g, w, per_window in zip(totals, want_totals, want):
+                assert g.dtype == w.dtype and g.shape == w.shape and np.array_equal(g, w)
+                assert np.array_equal(g, per_window.sum(axis=0))
 
 
 @pytest.mark.skipif(A._windows is None, reason="C accelerator not built (no compiler at install)")
