@@ -1,4 +1,4 @@
-"""Array helpers the analysis passes share.
+"""Array helpers the read and analysis passes share.
 
 `unique_ids` is ``np.unique`` for arrays of small non-negative integers
 (row numbers, group and scope ids): counting instead of sorting, with the
@@ -42,3 +42,11 @@ def unique_ids(x: np.ndarray, return_index: bool = False, return_inverse: bool =
     if return_counts:
         out.append(counts[uniq])
     return out[0] if len(out) == 1 else tuple(out)
+
+
+def object_array(values: list) -> np.ndarray:
+    """A 1-d object array of the values (never a deeper array, even when
+    the values are sequences)."""
+    out = np.empty(len(values), dtype=object)
+    out[:] = values
+    return out

@@ -30,7 +30,7 @@ from typing import Callable, Mapping, TypeVar
 
 import numpy as np
 
-from profanalyzer.arrays import unique_ids
+from profanalyzer.arrays import object_array, unique_ids
 from profanalyzer.attribution import CoreWork, PlaneClasses, locate
 from profanalyzer.classify import async_pair_key
 from profanalyzer.classify.parse import shape_dims
@@ -114,13 +114,6 @@ _FLOAT_FIELDS = ("tot_flops", "tot_model_flops", "tot_bytes", "flops", "bytes", 
 _BOOL_FIELDS = ("remat", "flops_unknown", "to_host")
 
 
-def _objects(values: list) -> np.ndarray:
-    """A 1-d object array of the values (never a deeper array)."""
-    out = np.empty(len(values), dtype=object)
-    out[:] = values
-    return out
-
-
 def _pick(values, idx: list[int]) -> list:
     """[values[i] for i in idx]."""
     if len(idx) > 1:
@@ -190,15 +183,6 @@ class OpGroups:
         cols.update({f: np.asarray([getattr(g, f) for g in gs], dtype=np.int64) for f in _INT_FIELDS})
         cols.update({f: np.asarray([getattr(g, f) for g in gs], dtype=np.float64) for f in _FLOAT_FIELDS})
         cols.update({f: np.asarray([bool(getattr(g, f)) for g in gs], dtype=bool) for f in _BOOL_FIELDS})
-        return OpGroups(**cols)
-
-    @staticmethod
-    def concat(parts: list["OpGroups"]) -> "OpGroups":
-        cols: dict = {f: [] for f in _TEXT_FIELDS}
-        for p in parts:
-            for f in _TEXT_FIELDS:
-                cols[f] += getattr(p, f)
-        cols.update({f: np.concatenate([getattr(p, f) for p in parts]) for f in _INT_FIELDS + _FLOAT_FIELDS + _BOOL_FIELDS})
         return OpGroups(**cols)
 
 
@@ -487,8 +471,8 @@ def _group_all(trace: Trace, work: list[CoreWork], kept_list: np.ndarray, chip, 
     for c in unique_ids(core_f).tolist():
         sel = np.flatnonzero(core_f == c)
         rs = row_f[sel].tolist()
-        tf_op[sel] = _objects(_pick(mds[c].tf_op, rs))
-        dedup[sel] = _objects(_pick(mds[c].deduplicated_name, rs))
+        tf_op[sel] = object_array(_pick(mds[c].tf_op, rs))
+        dedup[sel] = object_array(_pick(mds[c].deduplicated_name, rs))
     groups = OpGroups(
         name=names, hlo_category=cats, bucket=buckets, self_ps=self_ps, count=count, tot_flops=tot_flops,
         tot_model_flops=tot_model, mf_known=mf_known.astype(np.int64), tot_bytes=tot_bytes, flops=gflops, bytes=gbytes,

@@ -20,7 +20,7 @@ import numpy as np
 
 from google.protobuf.message import DecodeError
 
-from profanalyzer.arrays import unique_ids
+from profanalyzer.arrays import object_array, unique_ids
 from profanalyzer.errors import InputError, NoTpuPlanesError
 from profanalyzer.hardware import TPU7X, chip_by_key, chip_from_device_type
 from profanalyzer.trace import (
@@ -197,7 +197,7 @@ def _metadata_from_columns(buf, cols: wire.MetadataColumns, names: Mapping[int, 
             col = strs[k] = got
         else:
             arr = np.full(n, "", dtype=object)
-            arr[rows] = _object_array(got)  # rows are distinct (one stat per row and name)
+            arr[rows] = object_array(got)  # rows are distinct (one stat per row and name)
             col = strs[k] = arr.tolist()
         m = (s_k == j) & (s_kind >= 6)
         for r, kind, v, a, b in zip(s_row[m].tolist(), s_kind[m].tolist(), s_val[m].tolist(), s_a[m].tolist(), s_b[m].tolist()):
@@ -219,12 +219,6 @@ def _metadata_from_columns(buf, cols: wire.MetadataColumns, names: Mapping[int, 
         for i in q.tolist():
             col[int(r[i])] = _num(value(int(kind[i]), int(v[i]), int(s_a[m][i]), int(s_b[m][i])))
     return _finish_metadata(uniq.astype(np.int64), name, disp, strs, nums)
-
-
-def _object_array(values: list) -> np.ndarray:
-    out = np.empty(len(values), dtype=object)
-    out[:] = values
-    return out
 
 
 def _finish_metadata(keys: np.ndarray, name: list[str], disp: list[str], strs: dict[str, list[str]],

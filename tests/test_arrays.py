@@ -37,3 +37,11 @@ def test_first_index_is_the_first_occurrence():
     u, first, inv, cnt = unique_ids(x, return_index=True, return_inverse=True, return_counts=True)
     assert u.tolist() == [0, 1, 3] and first.tolist() == [3, 1, 0]
     assert inv.tolist() == [2, 1, 2, 0, 1, 2] and cnt.tolist() == [1, 2, 3]
+
+
+def test_object_array_keeps_sequences_as_cells():
+    from profanalyzer.arrays import object_array
+
+    a = object_array([(1, 2), "x", None, [3]])
+    assert a.shape == (4,) and a.dtype == object and a[0] == (1, 2) and a[3] == [3]
+    assert object_array([]).shape == (0,)
