@@ -37,9 +37,9 @@ def _tables(path: Path) -> list[dict[str, list]]:
     return out
 
 
-def _assert_rowwise(cols: dict[str, list]) -> int:
+def _assert_rowwise(cols: dict[str, list], families: dict | None = None, memo: dict | None = None) -> int:
     n = len(cols["hlo_text"])
-    got = classify_columns(cols, n=n, families={})
+    got = classify_columns(cols, n=n, families={} if families is None else families, memo=memo)
     for i, row in enumerate(zip(*(cols[c] for c in COLS))):
         want = classify_op(*row)
         for f in OUT:
@@ -82,6 +82,22 @@ def test_families_equal_rowwise_on_unrolled_clones(name):
         for c, v in _renumbered(base, k, width).items():
             table[c].extend(v)
     assert _assert_rowwise(table) == 5 * len(base["hlo_text"])
+
+
+@pytest.mark.parametrize("name", ["dense_short_fsdp", "serving_tp2_w4"])
+def test_families_shared_across_tables_equal_rowwise(name):
+    """The trace-wide family memo carried from table to table (the planes of
+    a run folder, the programs of a capture): a later table's rows take the
+    verdicts of families an earlier table found, quoted names included."""
+    base = _tables(SAMPLES / f"{name}.xplane.pb.gz")[0]
+    families: dict = {}
+    memo: dict = {}
+    assert _assert_rowwise(base, families, memo) > 0
+    known = len(families)
+    for k, width in enumerate((1, 3, 6), start=1):  # the same ops renumbered: every family known already
+        assert _assert_rowwise(_renumbered(base, k, width), families, memo) == len(base["hlo_text"])
+    assert len(families) == known
+    assert any(not isinstance(v, OpClass) for v in families.values())  # per-member families met again too
 
 
 def test_quoted_names_get_each_members_own_name():

@@ -379,7 +379,8 @@ def classify_codes(cols: Mapping[str, Sequence], n: int | None = None,
             v = fam.get(fkey)
             if v is None:
                 row = firsts[f]
-                own[row], v = fam[fkey] = _family_verdict(texts[row], disps[row], fkey[0], fkey[1], fkey[2:])
+                own[row], v = _family_verdict(texts[row], disps[row], fkey[0], fkey[1], fkey[2:])
+                fam[fkey] = v
             verdicts.append(v)
         made = [verdicts[f] for f in fids]
         per_member = np.asarray([v is _BY_MEMBER or isinstance(v, _Quoting) for v in verdicts], dtype=bool)
