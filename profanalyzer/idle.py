@@ -74,8 +74,8 @@ def _host_callback(text: str) -> bool:
 
 
 class _Lowered:
-    """A column of texts joined and case-folded once, for several
-    `containing` searches; `low` is None when some text is not ASCII."""
+    """A column of texts joined and case-folded once, for `containing`
+    searches; `low` is None when some text is not ASCII."""
 
     def __init__(self, texts) -> None:
         self.texts = texts

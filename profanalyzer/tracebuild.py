@@ -282,12 +282,12 @@ class MetadataCache:
         with self._lock:
             return key in self._pending and key not in self._done
 
-    def get(self, key: tuple, region, build: Callable[[], OpMetadata], kept=None) -> OpMetadata:
+    def get(self, key: tuple, region, build: Callable[[], OpMetadata], kept) -> OpMetadata:
         """The table of the map bytes `region` (`key`: a fingerprint of them),
         built once: a later plane with the same key gets it when its bytes
         equal the first one's (compared in full), else builds its own.
-        `kept`: the same bytes, held unchanged as long as the cache (a view of
-        the immutable input), kept for that comparison instead of a copy."""
+        `kept`: the same bytes, unchanged as long as the cache lives (a view
+        of the never-written input, or a copy), held for that comparison."""
         with self._lock:
             hit = self._done.get(key)
             if hit is None:
@@ -307,9 +307,8 @@ class MetadataCache:
         assert ev is not None
         try:
             md = build()
-            data = kept if kept is not None else wire.copy_bytes(region)
             with self._lock:
-                self._done[key] = (data, md)
+                self._done[key] = (kept, md)
             return md
         finally:
             with self._lock:

@@ -159,10 +159,10 @@ def test_cache_waits_for_a_build_in_flight():
         return "table"
 
     out = []
-    t1 = threading.Thread(target=lambda: out.append(cache.get(("k",), b"map", slow)))
+    t1 = threading.Thread(target=lambda: out.append(cache.get(("k",), b"map", slow, b"map")))
     t1.start()
     started.wait(5)
-    t2 = threading.Thread(target=lambda: out.append(cache.get(("k",), b"map", slow)))
+    t2 = threading.Thread(target=lambda: out.append(cache.get(("k",), b"map", slow, b"map")))
     t2.start()
     release.set()
     t1.join(5)
@@ -186,9 +186,9 @@ def test_utf8_strings_equal_python_and_strict():
 def test_cache_compares_the_bytes_behind_a_fingerprint():
     """Equal fingerprints share a table only when the map bytes are equal."""
     cache = tb.MetadataCache()
-    assert cache.get(("fp",), b"map one", lambda: "first") == "first"
-    assert cache.get(("fp",), memoryview(b"map one"), lambda: "again") == "first"
-    assert cache.get(("fp",), b"map two", lambda: "own") == "own"
+    assert cache.get(("fp",), b"map one", lambda: "first", b"map one") == "first"
+    assert cache.get(("fp",), memoryview(b"map one"), lambda: "again", b"map one") == "first"
+    assert cache.get(("fp",), b"map two", lambda: "own", b"map two") == "own"
     assert wire.same_bytes(b"abc", bytearray(b"abc")) and not wire.same_bytes(b"abc", b"abd")
     assert not wire.same_bytes(b"abc", b"ab")
 

@@ -590,24 +590,7 @@ static PyObject *same_bytes(PyObject *self, PyObject *args) {
     return PyBool_FromLong(eq);
 }
 
-/* copy_bytes(buffer): bytes(buffer), copied without the GIL (tens of MB of
-   op metadata are kept per distinct table). */
-static PyObject *copy_bytes(PyObject *self, PyObject *args) {
-    Py_buffer x;
-    if (!PyArg_ParseTuple(args, "y*", &x)) return NULL;
-    PyObject *out = PyBytes_FromStringAndSize(NULL, x.len);
-    if (out && x.len) {
-        char *dst = PyBytes_AS_STRING(out);
-        Py_BEGIN_ALLOW_THREADS
-        memcpy(dst, x.buf, (size_t)x.len);
-        Py_END_ALLOW_THREADS
-    }
-    PyBuffer_Release(&x);
-    return out;
-}
-
 static PyMethodDef methods[] = {
-    {"copy_bytes", copy_bytes, METH_VARARGS, "copy_bytes(buffer) -> bytes: a copy of the buffer's bytes."},
     {"decode_event_run", decode_event_run, METH_VARARGS,
      "decode_event_run(buf, start, end[, want[, dense]]) -> (mid, off, dur, stat_event, stat_id, stat_value, stat_is_ref, "
      "stop) (want: int64 stat metadata ids to keep; default all) as int64 bytearrays, or None when the bytes are not a "

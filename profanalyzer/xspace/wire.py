@@ -355,11 +355,6 @@ def metadata_entry(buf, start: int, end: int) -> tuple[int | None, str | None]:
     return key, name
 
 
-def copy_bytes(view) -> bytes:
-    """bytes(view), copied without holding the GIL when the accelerator is built."""
-    return _accel.copy_bytes(view) if _accel is not None else bytes(view)
-
-
 def same_bytes(a, b) -> bool:
     """Whether two buffers hold the same bytes (one memcmp with the
     accelerator, else a comparison of their bytes)."""
