@@ -386,12 +386,14 @@ class Finding(Record):
     estimated_saving_ps: float
     estimated_saving_fraction: float
     evidence: tuple[str, ...]
-    actions: tuple[str, ...]  # exact flags / config lines
+    actions: tuple[str, ...]  # exact config / comment lines, one item a line (the flags are in `flags`)
     assumptions: tuple[str, ...]
     guide_section: str
     claims: tuple[tuple[str, float], ...] = ()  # (pool key, ps) this saving comes out of
 
     merged_note: str = ""
+    #: LIBTPU_INIT_ARGS flags to add, in order (profanalyzer.shell renders them for each format)
+    flags: tuple[str, ...] = ()
 
     def _repr_html_(self) -> str:
         from profanalyzer.frames import finding_card

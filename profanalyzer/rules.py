@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Callable, Iterable, Mapping
 
 from profanalyzer.model import Analysis, Finding, RuleDoc
+from profanalyzer.shell import ENV, check_action, check_flag
 from profanalyzer.vocab import GUIDE_SECTIONS
 
 #: Severity by estimated saving (fraction of step time).
@@ -55,6 +56,9 @@ class Rule:
     check: Callable[[Analysis], list[Finding]]
     doc: RuleDoc
     fixtures: tuple[str, str]  # (scenario where it fires, scenario where it stays quiet)
+    #: Every LIBTPU_INIT_ARGS flag the rule may set (its findings set a
+    #: subset): what `explain` prints for "the flags below".
+    flags: tuple[str, ...] = ()
 
     def finding(
         self,
@@ -65,8 +69,15 @@ class Rule:
         assumptions: Iterable[str] = (),
         claims: Mapping[str, float] | None = None,
         title: str | None = None,
+        flags: Iterable[str] = (),
     ) -> Finding:
-        """Build a finding of this rule with severity from its saving."""
+        """Build a finding of this rule with severity from its saving.
+
+        `flags` are the LIBTPU_INIT_ARGS flags to add, in order (rendered as
+        a shell assignment by profanalyzer.shell for each output); `actions`
+        the other change lines, one item a line (config settings, `# ...`
+        comments), never pre-wrapped: renderers wrap comments, never drop
+        or cut them. ValueError when either breaks its form."""
         step = analysis.steps.step_time_ps["mean"] or 1.0
         saving_ps = max(0.0, float(saving_ps))
         frac = saving_ps / step
@@ -78,26 +89,38 @@ class Rule:
             estimated_saving_ps=saving_ps,
             estimated_saving_fraction=frac,
             evidence=tuple(evidence),
-            actions=tuple(actions),
+            actions=tuple(check_action(x) for x in actions),
             assumptions=tuple(assumptions),
             guide_section=GUIDE_SECTIONS[self.lever],
             claims=tuple(sorted((claims or {}).items())),
+            flags=tuple(check_flag(x) for x in flags),
         )
 
 
-def rule(code: str, lever: str, title: str, fixtures: tuple[str, str]):
+def rule(code: str, lever: str, title: str, fixtures: tuple[str, str], flags: Iterable[str] = ()):
     """Decorator: turn `check(rule, analysis) -> list[Finding]` into a Rule.
 
-    The function's docstring becomes the rule's doc (fixed sections).
+    The function's docstring becomes the rule's doc (fixed sections);
+    `flags` every LIBTPU_INIT_ARGS flag the rule may set. A doc that refers
+    to flags ("flags below", or names LIBTPU_INIT_ARGS) needs them listed.
     """
+    listed = tuple(check_flag(x) for x in flags)
 
     def wrap(fn: Callable[[Rule, Analysis], list[Finding]]) -> Rule:
         r: Rule
 
         def check(analysis: Analysis) -> list[Finding]:
-            return fn(r, analysis)
+            found = fn(r, analysis)
+            for f in found:
+                extra = [x for x in f.flags if x not in listed]
+                if extra:
+                    raise ValueError(f"{code}: flags not listed in its rule: {', '.join(extra)}")
+            return found
 
-        r = Rule(code, lever, title, check, parse_doc(fn.__doc__), fixtures)
+        doc = parse_doc(fn.__doc__)
+        if ("flags below" in doc.change or ENV in doc.change) and not listed:
+            raise ValueError(f"{code}: its doc refers to {ENV} flags but the rule lists none")
+        r = Rule(code, lever, title, check, doc, fixtures, listed)
         return r
 
     return wrap

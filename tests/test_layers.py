@@ -29,6 +29,7 @@ FLOORS = {
     "profanalyzer.compare": 10, "profanalyzer.budget": 10,
     "profanalyzer.report": 11,
     # issue #17: the interfaces for notebooks, URLs, trace viewers and agents
+    "profanalyzer.shell": 0,
     "profanalyzer.version": 0, "profanalyzer.parallel": 0, "profanalyzer.arrays": 0, "profanalyzer.frames": 1, "profanalyzer.schema": 1, "profanalyzer.sources": 2,
     "profanalyzer.perfetto": 6, "profanalyzer.explain": 10, "profanalyzer.notebook": 12, "profanalyzer.mcp_server": 13,
 }
@@ -37,6 +38,7 @@ CHECKED = [
     "profanalyzer/workload.py", "profanalyzer/attribution.py", "profanalyzer/overlap.py", "profanalyzer/timeline.py", "profanalyzer/scopes.py", "profanalyzer/idle.py", "profanalyzer/memory.py", "profanalyzer/stepclass.py", "profanalyzer/hostplanes.py",
     "profanalyzer/analysis.py", "profanalyzer/findings.py", "profanalyzer/compare.py", "profanalyzer/budget.py",
     "profanalyzer/verify.py",
+    "profanalyzer/shell.py",
     "profanalyzer/version.py", "profanalyzer/parallel.py", "profanalyzer/arrays.py", "profanalyzer/frames.py", "profanalyzer/schema.py", "profanalyzer/sources.py",
     "profanalyzer/perfetto.py", "profanalyzer/explain.py", "profanalyzer/notebook.py", "profanalyzer/mcp_server.py",
     *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "heuristics").glob("*.py")),
