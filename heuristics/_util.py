@@ -5,7 +5,7 @@ from __future__ import annotations
 from profanalyzer import format as fmt
 from profanalyzer.format import pct
 
-__all__ = ["ms", "pct", "op_line", "libtpu_args", "serving", "step_ps", "GUIDE_FP8_SPEEDUP", "guide_fp8_cap"]
+__all__ = ["ms", "pct", "op_line", "serving", "step_ps", "GUIDE_FP8_SPEEDUP", "guide_fp8_cap"]
 
 #: The guide's figure: typical FP8 vs BF16 end-to-end gain on dense
 #: matmul-heavy work is "up to 1.3x"; no FP8 estimate may promise more.
@@ -40,9 +40,3 @@ def op_line(op) -> str:
         extra.append(f"{op.tflops_per_s:.0f} TFLOP/s")
     tail = f" ({'; '.join(extra)})" if extra else ""
     return f"{op.name}: {ms(op.self_ps)} per step ({pct(op.fraction)}){tail}"
-
-
-def libtpu_args(args: list[str]) -> list[str]:
-    """One LIBTPU_INIT_ARGS assignment, one flag per line (copy-paste ready)."""
-    body = " \\\n  ".join(args)
-    return [f'LIBTPU_INIT_ARGS="$LIBTPU_INIT_ARGS \\\n  {body}"']

@@ -60,8 +60,8 @@ def bf16_to_fp8(self, analysis):
     evidence += [op_line(op) for op in analysis.top_ops if op.bucket == "matmul_bf16"][:4]
     actions = [
         "use_qwix_quantization=true",
-        "# recipe: per-tensor scaling (per-axis if quality/perf suffers), dynamic scaling,",
-        "# E4M3 (float8_e4m3fn) weights/activations forward, E5M2 (float8_e5m2) gradients, round-to-nearest-even",
+        "# recipe: per-tensor scaling (per-axis if quality/perf suffers), dynamic scaling, E4M3 (float8_e4m3fn) "
+        "weights/activations forward, E5M2 (float8_e5m2) gradients, round-to-nearest-even",
     ]
     assumptions = [
         f"FP8 matmuls reach {FP8_EFFICIENCY_RATIO:.0%} of the BF16 matmuls' efficiency at twice the peak "
@@ -108,8 +108,8 @@ def serve_fp8_activations(self, analysis):
         evidence.append(f"weight-only quantized kernels ({', '.join(precs)}): weights are narrow, activations BF16")
     evidence += [op_line(op) for op in analysis.top_ops if op.bucket == "matmul_bf16"][:3]
     actions = [
-        "# serve the linear layers with FP8 activations: w8a8 / w4a8 FP8 kernels (E4M3),",
-        "# per-tensor dynamic scaling first (per-axis if quality suffers); KV cache in FP8 where quality allows",
+        "# serve the linear layers with FP8 activations: w8a8 / w4a8 FP8 kernels (E4M3), per-tensor dynamic scaling "
+        "first (per-axis if quality suffers); KV cache in FP8 where quality allows",
     ]
     assumptions = [
         f"FP8 matmuls reach {FP8_EFFICIENCY_RATIO:.0%} of today's efficiency at twice the peak; quantising the "

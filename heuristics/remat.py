@@ -128,14 +128,14 @@ def host_offload_wait(self, analysis):
     evidence += [op_line(op) for op in analysis.top_ops if op.bucket == "host_offload"][:4]
     if serving(analysis):
         actions = [
-            "# keep these arrays in device memory (HBM) instead of pinned host memory where they fit,",
-            "# e.g. create / device_put them without a host memory kind; or prefetch them earlier so the copy overlaps compute",
+            "# keep these arrays in device memory (HBM) instead of pinned host memory where they fit, e.g. create / "
+            "device_put them without a host memory kind; or prefetch them earlier so the copy overlaps compute",
             "# lever L1: store them in BF16 / FP8 to halve the bytes over the host link",
         ]
     else:
         actions = [
             "remat_policy=custom",
-            "# set the offloaded checkpoints to `device` (keep in HBM) instead of `offload` where HBM allows;",
+            "# set the offloaded checkpoints to `device` (keep in HBM) instead of `offload` where HBM allows",
             "# lever L1: FP8 / BF16 activations halve the bytes that still have to move",
         ]
     m = analysis.memory

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from heuristics._util import libtpu_args, ms, pct, step_ps
+from heuristics._util import ms, pct, step_ps
 from profanalyzer.rules import rule
 from profanalyzer.vocab import OFFLOADABLE, SPARSECORE_CAPTURE_HINT as CAPTURE_HINT
 
@@ -31,6 +31,7 @@ def _residual_per_window(analysis) -> tuple[float, str]:
 
 
 def enable_flags(types) -> list[str]:
+    """The LIBTPU_INIT_ARGS flags that offload `types` to SparseCores."""
     args = ["--xla_tpu_use_tc_device_shape_on_sc=true"]
     for t in types:
         f = _FLAG[t]
@@ -39,11 +40,19 @@ def enable_flags(types) -> list[str]:
             f"--xla_tpu_enable_async_collective_fusion_fuse_{f}=false",
             f"--xla_tpu_enable_{f}_offload_tracing=true",
         ]
-    return libtpu_args(args)
+    return args
 
 
+def latency_flag(t: str) -> str:
+    return f"--xla_tpu_sparse_core_{_FLAG[t]}_latency_multiplier={LATENCY_MULTIPLIER}"
 
-@rule("SC001", "sc_offload", "Exposed collectives that SparseCore offload would hide", fixtures=("offload_off", "offload_on"))
+
+def tracing_flags() -> list[str]:
+    return [f"--xla_tpu_enable_{_FLAG[t]}_offload_tracing=true" for t in OFFLOADABLE]
+
+
+@rule("SC001", "sc_offload", "Exposed collectives that SparseCore offload would hide", fixtures=("offload_off", "offload_on"),
+      flags=enable_flags(OFFLOADABLE))
 def enable_offload(self, analysis):
     """
     What it detects: all-gather, reduce-scatter or all-reduce time exposed on
@@ -100,15 +109,17 @@ def enable_offload(self, analysis):
             analysis,
             saving,
             evidence,
-            enable_flags(types),
+            [],
             assumptions,
             claims=claims,
+            flags=enable_flags(types),
             title=f"Offload {', '.join(t.replace('_', '-') for t in types)} to SparseCores: {ms(saving)} per step exposed",
         )
     ]
 
 
-@rule("SC002", "sc_offload", "Offloaded collectives still stall the TensorCore", fixtures=("straggler_core", "offload_on"))
+@rule("SC002", "sc_offload", "Offloaded collectives still stall the TensorCore", fixtures=("straggler_core", "offload_on"),
+      flags=[latency_flag(t) for t in OFFLOADABLE])
 def schedule_offload_earlier(self, analysis):
     """
     What it detects: collectives that already run on SparseCores but whose
@@ -138,7 +149,7 @@ def schedule_offload_earlier(self, analysis):
             continue
         claims[f"bucket:{c.bucket}"] = excess
         evidence.append(f"{t}: {ms(c.exposed_ps)} exposed per step over {c.count:.0f} offloaded windows")
-        flags.append(f"--xla_tpu_sparse_core_{_FLAG[t]}_latency_multiplier={LATENCY_MULTIPLIER}")
+        flags.append(latency_flag(t))
     if not claims:
         return []
     if sc.queueing_ps:
@@ -151,18 +162,20 @@ def schedule_offload_earlier(self, analysis):
             analysis,
             saving,
             evidence,
-            libtpu_args(flags),
+            [],
             [
                 f"issued earlier, the transfers finish behind compute; {floor / 1e6:.1f} us per window stays on the TensorCore",
                 "a straggler core or input imbalance also shows up as collective waits: check per-core spread first",
             ],
             claims=claims,
+            flags=flags,
         )
     )
     return found
 
 
-@rule("SC003", "sc_offload", "SparseCore activity not captured", fixtures=("offload_not_captured", "offload_on"))
+@rule("SC003", "sc_offload", "SparseCore activity not captured", fixtures=("offload_not_captured", "offload_on"),
+      flags=tracing_flags())
 def capture_sparsecore(self, analysis):
     """
     What it detects: TensorCores hand collectives to SparseCores
@@ -182,11 +195,9 @@ def capture_sparsecore(self, analysis):
             analysis,
             0.0,
             [sc.reason],
-            [
-                *libtpu_args([f"--xla_tpu_enable_{t}_offload_tracing=true" for t in OFFLOADABLE]),
-                "# then re-capture the profile (device tracing of all planes)",
-            ],
+            ["# then re-capture the profile (device tracing of all planes)"],
             [CAPTURE_HINT],
+            flags=tracing_flags(),
         )
     ]
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from heuristics._util import libtpu_args, op_line
+from heuristics._util import op_line
 from profanalyzer.rules import rule
 
 #: Kernels with tiles at or under this size and below the roofline share are
@@ -16,6 +16,7 @@ MIN_FRACTION = 0.03
 #: Value to try on TPU7x: 48 MiB of the 64 MiB per TensorCore, leaving room for
 #: weight prefetch.
 SUGGESTED_KIB = 49152
+FLAGS = (f"--xla_tpu_scoped_vmem_limit_kib={SUGGESTED_KIB}",)
 
 _BLOCK = re.compile(r"block_[a-z_]*?(\d{2,5})", re.I)
 
@@ -35,7 +36,8 @@ def stalled_small_tile_kernels(analysis):
     return hits
 
 
-@rule("VM001", "scoped_vmem", "Memory-stalled kernels with small tiles: raise scoped VMEM", fixtures=("small_tiles", "tuned_vmem"))
+@rule("VM001", "scoped_vmem", "Memory-stalled kernels with small tiles: raise scoped VMEM", fixtures=("small_tiles", "tuned_vmem"),
+      flags=FLAGS)
 def raise_scoped_vmem(self, analysis):
     """
     What it detects: Pallas kernels whose block sizes are small (<= 256) and
@@ -64,11 +66,11 @@ def raise_scoped_vmem(self, analysis):
             analysis,
             saving,
             [f"{op_line(op)}, tile {t}" for op, t in hits[:6]],
-            [*libtpu_args([f"--xla_tpu_scoped_vmem_limit_kib={SUGGESTED_KIB}"]),
-             "# then re-tune kernel block sizes (e.g. 512-1024) with tune-jax"],
+            ["# then re-tune kernel block sizes (e.g. 512-1024) with tune-jax"],
             [f"with larger tiles the kernels reach {TARGET_ROOFLINE:.0%} of their roofline (a tuned splash kernel)",
              f"{SUGGESTED_KIB // 1024} MiB of the 64 MiB VMEM per TensorCore leaves room for weight prefetch"],
             claims=claims,
+            flags=FLAGS,
         )
     ]
 

@@ -213,9 +213,9 @@ def tp_all_reduce_critical(self, analysis):
         _intensity_line(analysis),
     ]
     actions = [
-        "# overlap each all-reduce with its producing matmul (collective matmul: reduce-scatter + all-gather",
-        "# over chunks of the row-parallel matmul), or serve with a lower TP degree and more replicas",
-        "# when the weights fit in HBM per core (the guide: TP over ICI is easily communication-bound)",
+        "# overlap each all-reduce with its producing matmul (collective matmul: reduce-scatter + all-gather over "
+        "chunks of the row-parallel matmul), or serve with a lower TP degree and more replicas when the weights fit "
+        "in HBM per core (the guide: TP over ICI is easily communication-bound)",
     ]
     assumptions = [
         f"a collective matmul hides {COLLECTIVE_MATMUL_HIDES:.0%} of the critical-path all-reduce time (assumed: the "

@@ -159,8 +159,8 @@ def attention_native_layout(self, analysis):
                 f"{lay.ops} distinct ops" + (f"; the kernel itself {ms(kern.ps)}" if kern is not None and kern.ps > 0 else "")]
     evidence += [op_line(op) for op in ops[:4]]
     actions = [
-        "# emit Q/K/V and the KV cache in the kernel's native layout (fold the transpose into the projection output),",
-        "# or choose the kernel variant / block sizes for the layout the model has (tune-jax)",
+        "# emit Q/K/V and the KV cache in the kernel's native layout (fold the transpose into the projection output), "
+        "or choose the kernel variant / block sizes for the layout the model has (tune-jax)",
     ]
     assumptions = ["the permutation folds into the producers' output layout: the separate layout passes disappear "
                    "(assumed; no guide figure)"]
