@@ -1,6 +1,8 @@
 """`profanalyze explain CODE`: a rule code -> its documentation (the three
 fixed sections of its docstring, shown verbatim in reports), its lever and
-the guide section it is tied to, its thresholds' fixtures.
+the guide section it is tied to, its thresholds' fixtures, and every
+LIBTPU_INIT_ARGS flag the rule may set (printed as the shell assignment of
+profanalyzer.shell: the "flags below" a rule's text refers to).
 
 Everything comes from the rule registry (`heuristics.registry()` through
 `findings.all_rules`) and the lever vocabulary (`vocab.LEVER_BY_ID`): no text
@@ -14,6 +16,7 @@ from dataclasses import dataclass
 from profanalyzer.errors import InputError
 from profanalyzer.findings import all_rules
 from profanalyzer.records import Record
+from profanalyzer.shell import flags_block
 from profanalyzer.vocab import LEVER_BY_ID
 
 __all__ = ["RuleExplanation", "explain", "format_explanation", "known_codes"]
@@ -32,6 +35,7 @@ class RuleExplanation(Record):
     change: str
     fires_on: str  # sample scenario where the rule fires
     quiet_on: str  # sample scenario where it stays quiet
+    flags: tuple[str, ...] = ()  # every LIBTPU_INIT_ARGS flag the rule may set (a finding sets those that apply)
 
 
 def known_codes() -> tuple[str, ...]:
@@ -48,7 +52,7 @@ def explain(code: str) -> RuleExplanation:
             return RuleExplanation(
                 code=r.code, title=r.title, lever=r.lever, lever_title=lv.title, guide_section=lv.guide_section,
                 section=lv.section, detects=r.doc.detects, why=r.doc.why, change=r.doc.change,
-                fires_on=r.fixtures[0], quiet_on=r.fixtures[1],
+                fires_on=r.fixtures[0], quiet_on=r.fixtures[1], flags=r.flags,
             )
     raise InputError(f"no rule {code!r}; the rules are {', '.join(known_codes())}")
 
@@ -64,6 +68,7 @@ def format_explanation(e: RuleExplanation) -> str:
         "Why it costs time:", f"  {e.why}",
         "",
         "What to change:", f"  {e.change}",
+        *(["", "Flags (LIBTPU_INIT_ARGS; a finding sets those that apply to its trace):", *flags_block(e.flags)] if e.flags else []),
         "",
         f"fires on the sample {e.fires_on}; stays quiet on {e.quiet_on}",
     ])

@@ -36,7 +36,8 @@ windows   collective windows the analysis holds (it does not keep every
           klass (hidden | partial | exposed)
 findings  one row per recommendation, in rank order: rank, code, lever,
           title, severity, saving_ps, saving_fraction, evidence (list),
-          actions (list), assumptions (list), guide_section
+          actions (list), assumptions (list), guide_section, flags (list:
+          the LIBTPU_INIT_ARGS flags, in order)
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ from html import escape
 from typing import Any
 
 from profanalyzer.format import ms, pct
+from profanalyzer.shell import finding_lines
 
 __all__ = ["FRAME_COLUMNS", "analysis_frames", "analysis_card", "finding_card"]
 
@@ -59,7 +61,7 @@ FRAME_COLUMNS: dict[str, tuple[str, ...]] = {
     "windows": ("source", "core", "step", "type", "name", "engine", "start_ps", "end_ps", "window_ps", "exposed_ps",
                 "hidden_ps", "hidden_fraction", "klass"),
     "findings": ("rank", "code", "lever", "title", "severity", "saving_ps", "saving_fraction", "evidence", "actions",
-                 "assumptions", "guide_section"),
+                 "assumptions", "guide_section", "flags"),
 }
 
 
@@ -103,7 +105,7 @@ def _rows(a: Any, findings: Any, core_steps: Any = None) -> dict[str, list[tuple
                                     span, span - hidden, hidden, w.hidden_fraction, w.klass))
     for i, f in enumerate(findings.recommendations if findings is not None else (), 1):
         rows["findings"].append((i, f.code, f.lever, f.title, f.severity, f.estimated_saving_ps, f.estimated_saving_fraction,
-                                 list(f.evidence), list(f.actions), list(f.assumptions), f.guide_section))
+                                 list(f.evidence), list(f.actions), list(f.assumptions), f.guide_section, list(f.flags)))
     return rows
 
 
@@ -141,8 +143,10 @@ def finding_card(f: Any, rank: int | None = None) -> str:
     ]
     if f.evidence:
         parts.append("<div>Evidence:<ul>" + "".join(f"<li>{escape(e)}</li>" for e in f.evidence) + "</ul></div>")
-    if f.actions:
-        parts.append("<div>What to change:<ul>" + "".join(f"<li><code>{escape(x)}</code></li>" for x in f.actions) + "</ul></div>")
+    change = finding_lines(f)
+    if change:
+        parts.append('<div>What to change:<pre style="white-space:pre-wrap;overflow-wrap:anywhere"><code>'
+                     + escape("\n".join(change)) + "</code></pre></div>")
     if f.merged_note:
         parts.append(f"<div><i>{escape(f.merged_note)}</i></div>")
     parts.append("</div>")

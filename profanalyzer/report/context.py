@@ -21,6 +21,7 @@ from profanalyzer.format import ms, pct
 from profanalyzer.model import Analysis, Finding, Findings, RuleDoc, TopOp
 from profanalyzer.report import svg
 from profanalyzer.stats import median_of
+from profanalyzer.shell import finding_lines
 from profanalyzer.report.sections import build_sections
 from profanalyzer.report.views import (  # noqa: F401 - the view records' old import path
     Fact,
@@ -283,7 +284,7 @@ def _card(rank: int, f: Finding, a: Analysis, docs: Mapping[str, RuleDoc]) -> Ca
         saving_pct=pct(f.estimated_saving_fraction),
         saving_bar=_w(f.estimated_saving_fraction),
         evidence=tuple(f.evidence),
-        actions="\n".join(f.actions),
+        actions="\n".join(finding_lines(f)),
         assumptions=tuple(f.assumptions),
         guide_section=f.guide_section,
         doc=DocView(doc.detects, doc.why, doc.change) if doc is not None else None,

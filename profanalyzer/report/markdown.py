@@ -3,7 +3,9 @@
     render_markdown(analysis, findings, max_recommendations=5) -> str
 
 The same headline as the HTML report, the top recommendations (lever, code,
-saving, the exact change) and the bucket table; small enough to paste into an
+saving, the exact change: LIBTPU_INIT_ARGS flags as the multi-line shell
+assignment of profanalyzer.shell, line for line as bash reads it) and the
+bucket table; small enough to paste into an
 issue. Deterministic. Trace-derived text (op names in evidence, the trace
 name) is escaped so that no character of it acts as Markdown or HTML.
 """
@@ -17,6 +19,7 @@ from profanalyzer.findings import Findings
 from profanalyzer.report.context import bucket_rows, exposed_comm, headline, remat_row
 from profanalyzer.report.sections import markdown_sections as _sections_md
 from profanalyzer.format import ms, pct
+from profanalyzer.shell import finding_lines
 from profanalyzer.vocab import LEVER_LABELS
 
 #: Evidence lines shown per recommendation.
@@ -123,9 +126,10 @@ def render_markdown(analysis: Analysis, findings: Findings | None, *, max_recomm
                 out.append(f"- {md_escape(e, line_start=True)}")
             if len(f.evidence) > MAX_EVIDENCE:
                 out.append(f"- _… {len(f.evidence) - MAX_EVIDENCE} more in the HTML report_")
-            if f.actions:
+            change = finding_lines(f)
+            if change:
                 out.append("")
-                out.extend(_fence([" ".join(x.splitlines()) for x in f.actions]))
+                out.extend(_fence(change))
         more = len(findings.recommendations) - len(recs)
         if more > 0:
             out.append("")

@@ -4,11 +4,15 @@ from __future__ import annotations
 
 from profanalyzer.analysis import Analysis
 from profanalyzer.format import ms, pct
+from profanalyzer.shell import finding_lines, wrap_comment
 from profanalyzer.vocab import BUCKETS
 
 BAR_WIDTH = 24
 #: The terminal lists idle causes when idle is at least this share of the step.
 IDLE_CAUSES_SHOWN = 0.01
+#: Change lines: their display margin, and the width comments wrap at.
+CHANGE_MARGIN = "     "
+CHANGE_WIDTH = 110
 
 
 def _bar(frac: float) -> str:
@@ -29,8 +33,21 @@ def format_recommendations(findings, n: int = 3) -> list[str]:
     for i, f in enumerate(recs, 1):
         out.append(f"{i:>3}. [{f.code} {f.lever}] {f.title}")
         out.append(f"     saves ~{ms(f.estimated_saving_ps)} ms/step ({pct(f.estimated_saving_fraction)}); {f.guide_section}")
-        for act in f.actions[:2]:
-            out.append(f"     $ {act}")
+        out.extend(change_block(f))
+    return out
+
+
+def change_block(f) -> list[str]:
+    """Every change line of a finding under the margin: flags as the one-line
+    LIBTPU_INIT_ARGS assignment (a margin inside a multi-line quoted value
+    would paste into the value), commands after `$ `, comments wrapped at
+    word boundaries, none left out."""
+    out = []
+    for line in finding_lines(f, one_line=True):
+        if line.lstrip().startswith("#"):
+            out.extend(CHANGE_MARGIN + piece for piece in wrap_comment(line, CHANGE_WIDTH - len(CHANGE_MARGIN)))
+        else:
+            out.append(f"{CHANGE_MARGIN}$ {line}")
     return out
 
 
