@@ -339,3 +339,53 @@ def test_blocked_network_is_detected(browser, tmp_path):
         assert any("boom" in p for p in _problems(cdp.events)), cdp.events
     finally:
         cdp.close()
+
+
+CHANGE_BOX_LAYOUT = """(function(){
+  const out = [];
+  document.querySelectorAll('.codeblock').forEach(function (box, k) {
+    const pre = box.querySelector('pre'), code = box.querySelector('code'), btn = box.querySelector('button.copy');
+    const cs = getComputedStyle(pre);
+    const b = btn.getBoundingClientRect();
+    let overlaps = 0, lines = 0;
+    const walker = document.createTreeWalker(code, NodeFilter.SHOW_TEXT);
+    for (let t = walker.nextNode(); t; t = walker.nextNode()) {
+      for (let i = 0; i < t.length; i++) {
+        if (/\\s/.test(t.data[i])) continue;
+        const r = document.createRange(); r.setStart(t, i); r.setEnd(t, i + 1);
+        for (const q of r.getClientRects()) {
+          lines++;
+          if (q.right > b.left && q.left < b.right && q.bottom > b.top && q.top < b.bottom) overlaps++;
+        }
+      }
+    }
+    out.push({box: k, whiteSpace: cs.whiteSpace, overflowWrap: cs.overflowWrap, wordBreak: cs.wordBreak,
+              scroll: pre.scrollWidth, client: pre.clientWidth, glyphs: lines, overlaps: overlaps,
+              text: code.textContent.slice(0, 60)});
+  });
+  return out;
+})()"""
+
+
+@pytest.mark.parametrize("width", [1366, 900])
+def test_change_boxes_wrap_and_the_copy_button_covers_no_code(browser, tmp_path, width):
+    """The CHANGE box of every card wraps its long lines (no horizontal
+    scroll) and the Copy button sits where no character of the code is
+    drawn: a report with a multi-line LIBTPU_INIT_ARGS block (SC001) and a
+    long recipe comment (FP001)."""
+    name = "offload_off" if "offload_off" in ANALYSES_IDS else ANALYSES_IDS[0]
+    page = tmp_path / f"{name}.report.html"
+    page.write_text(render_case(name), encoding="utf-8")
+    cdp = CDP(browser, tmp_path)
+    try:
+        session = _open_page(cdp, page.resolve().as_uri(), width=width)
+        boxes = _eval(cdp, session, CHANGE_BOX_LAYOUT)
+        assert boxes, "no CHANGE boxes in the report"
+        for b in boxes:
+            assert b["whiteSpace"] in ("pre-wrap", "break-spaces"), b
+            assert b["overflowWrap"] in ("anywhere", "break-word") or b["wordBreak"] == "break-all", b
+            assert b["scroll"] <= b["client"] + 1, f"the box scrolls sideways instead of wrapping: {b}"
+            assert b["glyphs"] > 0 and b["overlaps"] == 0, f"the Copy button covers code: {b}"
+        _screenshot(cdp, session, tmp_path / f"change-boxes-{width}.png", full=True)
+    finally:
+        cdp.close()
