@@ -4,12 +4,9 @@ from __future__ import annotations
 
 from profanalyzer import format as fmt
 from profanalyzer.format import pct
+from profanalyzer.hardware import FP8_MAX_SPEEDUP
 
-__all__ = ["ms", "pct", "op_line", "serving", "step_ps", "GUIDE_FP8_SPEEDUP", "guide_fp8_cap"]
-
-#: The guide's figure: typical FP8 vs BF16 end-to-end gain on dense
-#: matmul-heavy work is "up to 1.3x"; no FP8 estimate may promise more.
-GUIDE_FP8_SPEEDUP = 1.3
+__all__ = ["ms", "pct", "op_line", "serving", "step_ps", "fp8_cap"]
 
 
 def serving(analysis) -> bool:
@@ -21,9 +18,10 @@ def step_ps(analysis) -> float:
     return analysis.steps.step_time_ps["mean"] or 1.0
 
 
-def guide_fp8_cap(analysis) -> float:
-    """The most an FP8 change may save per step: the guide's 1.3x end to end."""
-    return (1.0 - 1.0 / GUIDE_FP8_SPEEDUP) * step_ps(analysis)
+def fp8_cap(analysis) -> float:
+    """The most an FP8 change may save per step: the fastest published
+    Ironwood recipe's end-to-end speed-up (hardware.FP8_MAX_SPEEDUP)."""
+    return (1.0 - 1.0 / FP8_MAX_SPEEDUP) * step_ps(analysis)
 
 
 def ms(ps: float) -> str:

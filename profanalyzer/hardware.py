@@ -153,6 +153,51 @@ V5P = Chip(
 CHIPS: dict[str, Chip] = {c.key: c for c in (TPU7X, V6E, V5P)}
 
 
+# ---------------------------------------------------------------------------
+# FP8 vs BF16 end to end: the published figures FP8 estimates are held to
+# ---------------------------------------------------------------------------
+
+#: The TPU7x guide's typical FP8 vs BF16 end-to-end gain on dense
+#: matmul-heavy work ("up to 1.3x").
+FP8_GUIDE_TYPICAL_SPEEDUP = 1.3
+#: Where the measured figures come from.
+FP8_RECIPES_SOURCE = "AI-Hypercomputer/tpu-recipes, training/ironwood/README.md"
+
+
+@dataclass(frozen=True)
+class Fp8Measurement:
+    """One published Ironwood MaxText recipe run in BF16 and in fp8_full."""
+
+    model: str
+    chips: int
+    seq_len: int
+    bf16_step_s: float
+    fp8_step_s: float
+
+    @property
+    def speedup(self) -> float:
+        return self.bf16_step_s / self.fp8_step_s
+
+
+#: The recipes' step times (seconds), bf16 vs fp8_full, same chips and shape.
+FP8_MEASURED_SPEEDUPS: tuple[Fp8Measurement, ...] = (
+    Fp8Measurement("llama3.1-70b", 64, 8192, 12.20, 7.93),
+    Fp8Measurement("llama3.1-405b", 256, 8192, 98.34, 64.37),
+    Fp8Measurement("deepseek-v3", 128, 4096, 27.02, 22.47),
+    Fp8Measurement("qwen3-235b-a22b", 256, 4096, 30.87, 27.67),
+)
+
+
+def fp8_measured_range() -> tuple[float, float]:
+    """(slowest, fastest) measured FP8 vs BF16 end-to-end speed-up."""
+    s = [m.speedup for m in FP8_MEASURED_SPEEDUPS]
+    return min(s), max(s)
+
+
+#: No FP8 estimate promises more than the fastest measured recipe.
+FP8_MAX_SPEEDUP = fp8_measured_range()[1]
+
+
 def chip_by_key(key: str) -> Chip:
     try:
         return CHIPS[key.lower()]

@@ -23,10 +23,12 @@ finding (never the rule's formula: the rates below come from the Findings'
               re-timed by the levers above; the hideable share h of the exposed
               time bounds the claim on every core.
 
-Guide bounds (../shared/guide/tpu7x-performance-guide.md): FP8 gives up to
-1.3x end to end, so fp8 never saves more than (1 - 1/1.3) of the step; remat
-costs about 25-30% extra FLOPs, so removing it never saves more than 30/130 of
-a core's compute time.
+Bounds: FP8 never makes a core's step faster than the fastest published
+Ironwood recipe measured end to end (hardware.FP8_MAX_SPEEDUP, 1.54x; the
+guide's typical figure is 1.3x), so fp8 never saves more than (1 - 1/1.54)
+of the step; remat costs about 25-30% extra FLOPs (the guide,
+../shared/guide/tpu7x-performance-guide.md), so removing it never saves more
+than 30/130 of a core's compute time.
 
 Range: the central estimate uses the rules' claims as stated; `low_ps` (the
 fastest step) and `high_ps` (the slowest) vary each rule's stated assumption
@@ -38,7 +40,7 @@ order allows, less the call-start/call-done residual).
 
 The step time reported is the base mean step minus the mean over TensorCores
 of each core's re-timed saving; per core the re-timed step is listed too.
-Imports: model and vocab only.
+Imports: model, hardware and vocab only.
 """
 
 from __future__ import annotations
@@ -48,13 +50,12 @@ from dataclasses import dataclass
 from typing import Mapping, Sequence
 
 from profanalyzer.errors import InputError
+from profanalyzer.hardware import FP8_MAX_SPEEDUP
 from profanalyzer.model import Analysis, Findings, TimelineSample, to_jsonable
 from profanalyzer.vocab import COMPUTE_BUCKETS
 
 #: Levers --what-if knows, in the order they are applied.
 WHAT_IF_LEVERS = ("remat", "fp8", "sc_offload")
-#: Guide: FP8 vs BF16 end to end, up to this speed-up.
-GUIDE_FP8_MAX_SPEEDUP = 1.3
 #: Guide: remat recompute overhead, extra FLOPs of a transformer block (high end).
 GUIDE_REMAT_MAX_OVERHEAD = 0.30
 GUIDE_REMAT_MIN_OVERHEAD = 0.25
@@ -265,9 +266,10 @@ def _savings(a: Analysis, rates: _Rates, levers: Sequence[str], mult: Mapping[st
         if "fp8" in levers:
             mm = left.get("matmul_bf16", 0.0)
             d = mm * _fp8_share(rates, mult)
-            cap = step * (1.0 - 1.0 / GUIDE_FP8_MAX_SPEEDUP)
+            cap = step * (1.0 - 1.0 / FP8_MAX_SPEEDUP)
             if d > cap:
-                bounds.append(f"fp8 on {c.core}: {d / 1e9:.3f} ms cut to the guide's 1.3x end-to-end bound {cap / 1e9:.3f} ms")
+                bounds.append(f"fp8 on {c.core}: {d / 1e9:.3f} ms cut to the fastest published recipe's "
+                              f"{FP8_MAX_SPEEDUP:.2f}x end-to-end bound {cap / 1e9:.3f} ms")
                 d = cap
             saved["fp8"] = d
         if "sc_offload" in levers:
@@ -364,5 +366,5 @@ def format_what_if(w: WhatIf) -> list[str]:
     return out
 
 
-__all__ = ["WHAT_IF_LEVERS", "GUIDE_FP8_MAX_SPEEDUP", "GUIDE_REMAT_MAX_OVERHEAD", "RANGE", "LeverEffect", "CoreWhatIf", "WhatIf",
+__all__ = ["WHAT_IF_LEVERS", "FP8_MAX_SPEEDUP", "GUIDE_REMAT_MAX_OVERHEAD", "RANGE", "LeverEffect", "CoreWhatIf", "WhatIf",
            "parse_levers", "hideable_fraction", "what_if", "format_what_if"]
