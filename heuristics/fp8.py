@@ -55,7 +55,7 @@ def bounded_saving(analysis, raw_ps: float, share: float) -> tuple[float, list[s
         f"published figures: the guide's typical FP8 vs BF16 gain on dense matmul-heavy work is 'up to "
         f"{FP8_GUIDE_TYPICAL_SPEEDUP}x'; Ironwood MaxText recipes measured {lo:.2f}x-{hi:.2f}x end to end, bf16 vs fp8_full "
         f"({runs}; {FP8_RECIPES_SOURCE}); this estimate is {where} that range"
-        + (" (a smaller matmul share than those models)" if where == "below" else ""),
+        + (f" (only {pct(share)} of this step is BF16 matmul)" if where == "below" else ""),
     ]
     if raw_ps > cap:
         out.append(f"bounded by the fastest measured recipe, {hi:.2f}x end to end (at most {1 - 1 / hi:.0%} of the step; "

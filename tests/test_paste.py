@@ -177,3 +177,48 @@ def test_explain_sc001_flag_block_pastes():
             break
     assert paste("\n".join(lines)) == " ".join(e.flags)
     assert "--xla_tpu_enable_sparse_core_collective_offload_all_gather=true" in e.flags
+
+
+def test_blocks_append_to_flags_already_set():
+    from profanalyzer.shell import flags_block, flags_line
+
+    flags = ["--a=1", "--b_c=true", "--d=2.0"]
+    for block in ("\n".join(flags_block(flags)), flags_line(flags)):
+        assert paste(block) == "--a=1 --b_c=true --d=2.0"
+        assert paste(f'export {ENV}="--x=1"\n' + block) == "--x=1 --a=1 --b_c=true --d=2.0"
+        # pasted twice (two findings' blocks): both sets, still single spaces
+        assert paste(block + "\n" + block) == " ".join(flags + flags)
+
+
+def test_the_forms_are_enforced():
+    from profanalyzer.rules import rule
+    from profanalyzer.shell import check_action, check_flag, wrap_comment
+
+    for bad in ("--a b", '--a="x"', "--a=$(x)", "-a", "--a;b", ""):
+        with pytest.raises(ValueError):
+            check_flag(bad)
+    with pytest.raises(ValueError):
+        check_action("# one sentence cut\n# in two")
+    with pytest.raises(ValueError):
+        check_action(f'{ENV}="--a=1"')
+
+    def check(self, analysis):
+        """
+        What it detects: a made-up condition for this test, long enough to pass.
+
+        Why it costs time: it does not; this rule exists only inside the test.
+
+        What to change: set the LIBTPU_INIT_ARGS flags below to fix the condition.
+        """
+        return []
+
+    with pytest.raises(ValueError, match="lists none"):
+        rule("ZZ001", "fp8", "t", fixtures=("a", "b"))(check)
+    assert rule("ZZ001", "fp8", "t", fixtures=("a", "b"), flags=["--a=1"])(check).flags == ("--a=1",)
+    # comments wrap at spaces into comment lines, words whole, nothing lost; code never wraps
+    long = "# " + " ".join(f"word{i}" for i in range(60))
+    pieces = wrap_comment(long, 80)
+    assert len(pieces) > 1 and all(p.startswith("#") and len(p) <= 80 for p in pieces)
+    assert " ".join(w for p in pieces for w in p.lstrip("# ").split()) == long[2:]
+    code = "x=" + "y" * 200
+    assert wrap_comment(code, 80) == [code]

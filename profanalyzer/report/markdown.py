@@ -129,7 +129,9 @@ def render_markdown(analysis: Analysis, findings: Findings | None, *, max_recomm
             change = finding_lines(f)
             if change:
                 out.append("")
-                out.extend(_fence(change))
+                # flags and comments only: the block is a shell script
+                shell = bool(f.flags) and all(x.lstrip().startswith("#") for x in f.actions)
+                out.extend(_fence(change, "bash" if shell else ""))
         more = len(findings.recommendations) - len(recs)
         if more > 0:
             out.append("")
