@@ -14,13 +14,13 @@ import sys
 import click
 
 from profanalyzer.cli._common import (
+    check_outputs,
     chip_option,
     command_line,
     echo,
     jobs_option,
     is_url,
     neutralise,
-    refuse_overwriting_input,
     trace_argument,
     utc_timestamp,
     write_json,
@@ -103,6 +103,7 @@ def info(trace: str, chip: str | None, jobs: int | None, json_out: str | None, q
     from profanalyzer.info import format_info, trace_info
     from profanalyzer.tracebuild import load_trace
 
+    check_outputs([trace], [("--json", json_out)])
     with _local(trace, selective=False) as local:
         ti = trace_info(load_trace(local, chip=chip, jobs=jobs, progress=_progress(quiet, local)))
     if local != trace:  # a URL: name it, not the temporary copy
@@ -163,6 +164,12 @@ def analyze(trace: str, chip: str | None, jobs: int | None, json_out: str | None
     """Attribute step time, analyse overlap, rank recommendations, write the HTML report."""
     if trace_steps is not None and not trace_out:
         raise click.UsageError("--steps selects what --trace-out exports: pass --trace-out FILE.json.gz too")
+    if not no_html and output is None:
+        from profanalyzer.report.html import default_output_path
+
+        output = str(default_output_path(trace))
+    check_outputs([trace, history], [("--json", json_out), ("--markdown", md_out),
+                                     ("-o", None if no_html else output), ("--trace-out", trace_out)])
     with _local(trace) as local:
         _analyze(local, trace, chip, jobs, json_out, top, select, ignore, output, no_html, md_out, timestamp, quiet,
                  trace_out, trace_steps, what_if_levers, history, by_scope, memory, host_act)
@@ -186,7 +193,6 @@ def _analyze(trace: str, label: str, chip: str | None, jobs: int | None, json_ou
     from profanalyzer.model import is_analysis_document
     from profanalyzer.report.terminal import format_summary
 
-    refuse_overwriting_input(trace, json_out, md_out, None if no_html else output, trace_out)
     markers: dict[str, str] | None = None
     if trace_out:
         from profanalyzer.perfetto import parse_steps

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import click
 
-from profanalyzer.cli._common import echo, write_json
+from profanalyzer.cli._common import check_outputs, echo, write_json
 
 
 @click.command()
@@ -18,6 +18,7 @@ def schema(out: str) -> None:
     the typed records; versioned by schema_version)."""
     from profanalyzer.schema import document_schema
 
+    check_outputs([], [("-o", out)])
     write_json(document_schema(), out)
 
 
@@ -30,6 +31,7 @@ def explain(code: str, json_out: str | None) -> None:
     change, and the guide section it is tied to (CODE e.g. SC001)."""
     from profanalyzer.explain import explain as explain_code, format_explanation
 
+    check_outputs([], [("--json", json_out)])
     e = explain_code(code)
     if json_out:
         write_json(e.to_dict(), json_out)

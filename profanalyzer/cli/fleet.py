@@ -12,7 +12,7 @@ import sys
 
 import click
 
-from profanalyzer.cli._common import CONTEXT_SETTINGS, chip_option, command_line, echo, utc_timestamp, write_json, write_text
+from profanalyzer.cli._common import CONTEXT_SETTINGS, check_outputs, chip_option, command_line, echo, utc_timestamp, write_json, write_text
 
 
 def _progress_printer(enabled: bool):
@@ -52,6 +52,18 @@ def fleet(paths: tuple[str, ...], scheduler: str | None, workers: int | None, ch
 
     if scheduler and workers is not None:
         raise click.UsageError("--scheduler and --workers are exclusive: the scheduler's cluster has its own workers")
+    from profanalyzer.fleet import default_cache_dir
+    from profanalyzer.fleet.paths import expand_paths
+
+    # The inputs, as the run reads them: PATHS, the run folders and host
+    # files they expand to (globs included). The per-file cache is an output
+    # folder: never inside an input folder.
+    exp = expand_paths(paths)
+    inputs = [*paths, *(r.path for r in exp.runs), *exp.files]
+    remote = bool(scheduler) and workers != 0
+    cache = None if no_cache or (remote and cache_dir is None) else (cache_dir or str(default_cache_dir()))
+    check_outputs(inputs, [("-o", None if no_html else output), ("--json", json_out)],
+                  caches=[("--cache-dir" if cache_dir else "the fleet cache", cache)])
     to_stdout = json_out == "-"
     progress = _progress_printer(not quiet and sys.stderr.isatty())
     result = run_fleet(
@@ -65,8 +77,6 @@ def fleet(paths: tuple[str, ...], scheduler: str | None, workers: int | None, ch
     )
     if not no_cache:
         # The per-file cache is an output too: say where it lives.
-        from profanalyzer.fleet import default_cache_dir
-
         click.echo(f"cache: {cache_dir or default_cache_dir()}", err=True)
     if json_out:
         write_json(result.to_dict(), json_out)
