@@ -226,8 +226,8 @@ def _temp_name(final: str) -> str:
 
 
 @contextlib.contextmanager
-def atomic_open(dest: str | os.PathLike, binary: bool = True) -> Iterator[IO]:
-    """A file to write `dest`'s new content into: a temporary file next to
+def atomic_open(dest: str | os.PathLike) -> Iterator[IO[bytes]]:
+    """A binary file to write `dest`'s new content into: a temporary file next to
     it, moved over `dest` when the block ends without an exception, removed
     when it raises. OutputError when it cannot be written."""
     dest = str(dest)
@@ -255,7 +255,7 @@ def atomic_open(dest: str | os.PathLike, binary: bool = True) -> Iterator[IO]:
         raise OutputError(f"{dest}: cannot write: {getattr(e, 'strerror', None) or e}") from None
     done = False
     try:
-        with os.fdopen(fd, "wb" if binary else "w", **({} if binary else {"encoding": "utf-8", "newline": ""})) as f:
+        with os.fdopen(fd, "wb") as f:
             yield f
         os.replace(tmp, final)
         done = True

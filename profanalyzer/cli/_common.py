@@ -52,6 +52,10 @@ def chip_option(help: str) -> Callable:
     return click.option("--chip", type=click.Choice(CHIP_CHOICES, case_sensitive=False), default=None, help=help)
 
 
+#: The type of every output option: a path (or - for stdout) that the output
+#: layer checks (a folder, a missing folder, an input: one error line).
+OUTPUT_FILE = click.Path(allow_dash=True)
+
 trace_argument = click.argument("trace", type=click.Path(dir_okay=True, file_okay=True))
 jobs_option = click.option("-j", "--jobs", type=click.IntRange(1, 512), default=None, help="Host files decoded in parallel (default: one per core).")
 

@@ -14,6 +14,7 @@ import sys
 import click
 
 from profanalyzer.cli._common import (
+    OUTPUT_FILE,
     check_outputs,
     chip_option,
     command_line,
@@ -96,7 +97,7 @@ def _stage(bar, text: str) -> None:
 @trace_argument
 @chip_option(_CHIP_HELP)
 @jobs_option
-@click.option("--json", "json_out", type=click.Path(dir_okay=False, allow_dash=True), default=None, help="Write the summary as JSON (- for stdout).")
+@click.option("--json", "json_out", type=OUTPUT_FILE, metavar="FILE", default=None, help="Write the summary as JSON (- for stdout).")
 @click.option("-q", "--quiet", is_flag=True, help="No progress indicator.")
 def info(trace: str, chip: str | None, jobs: int | None, json_out: str | None, quiet: bool) -> None:
     """Hosts, planes, chip, lines and event counts, steps, programs, time span."""
@@ -135,13 +136,13 @@ def _no_cyclic_gc():
 @trace_argument
 @chip_option(_CHIP_HELP)
 @jobs_option
-@click.option("--json", "json_out", type=click.Path(dir_okay=False, allow_dash=True), default=None, help="Write the analysis + recommendations JSON (- for stdout).")
+@click.option("--json", "json_out", type=OUTPUT_FILE, metavar="FILE", default=None, help="Write the analysis + recommendations JSON (- for stdout).")
 @click.option("--top", default=10, show_default=True, type=click.IntRange(0, 1000), help="Top ops shown in the terminal summary.")
 @click.option("--select", default="", help="Only rules whose code starts with one of these comma-separated prefixes (e.g. SC,RM001).")
 @click.option("--ignore", default="", help="Skip rules whose code starts with one of these comma-separated prefixes.")
-@click.option("-o", "--output", type=click.Path(dir_okay=False), default=None, help="HTML report path (default ./<trace-stem>.report.html).")
+@click.option("-o", "--output", type=OUTPUT_FILE, metavar="FILE", default=None, help="HTML report path (default ./<trace-stem>.report.html).")
 @click.option("--no-html", is_flag=True, help="Do not write the HTML report.")
-@click.option("--markdown", "md_out", type=click.Path(dir_okay=False, allow_dash=True), default=None, help="Write a Markdown summary for tickets (- for stdout).")
+@click.option("--markdown", "md_out", type=OUTPUT_FILE, metavar="FILE", default=None, help="Write a Markdown summary for tickets (- for stdout).")
 @click.option("--timestamp", is_flag=True, help="Stamp the HTML report with the current UTC time (off: reports are byte-identical).")
 @click.option("--by-scope", "by_scope", type=click.IntRange(1, 8), default=None, metavar="DEPTH",
               help="Add the time by JAX name scope (tf_op), collapsed to DEPTH components, to the terminal summary.")
@@ -152,7 +153,7 @@ def _no_cyclic_gc():
               help="Re-time the step with these levers applied together (comma-separated: fp8,sc_offload,remat); JSON key what_if.")
 @click.option("--history", "history", type=click.Path(file_okay=False), default=None,
               help="Folder of earlier `analyze --json` files (name order = time order): per rule, predicted vs observed over the changes; JSON key calibration.")
-@click.option("--trace-out", type=click.Path(dir_okay=False), default=None,
+@click.option("--trace-out", type=OUTPUT_FILE, metavar="FILE", default=None,
               help="Write the analysed window as an annotated Chrome/Perfetto trace (FILE.json.gz or FILE.json).")
 @click.option("--steps", "trace_steps", default=None, metavar="STEPS",
               help="Steps --trace-out exports, e.g. 3 or 3,5-7 (default: the representative step).")

@@ -12,7 +12,7 @@ import sys
 
 import click
 
-from profanalyzer.cli._common import CONTEXT_SETTINGS, check_outputs, chip_option, command_line, echo, utc_timestamp, write_json, write_text
+from profanalyzer.cli._common import CONTEXT_SETTINGS, OUTPUT_FILE, check_outputs, chip_option, command_line, echo, utc_timestamp, write_json, write_text
 
 
 def _progress_printer(enabled: bool):
@@ -30,11 +30,11 @@ def _progress_printer(enabled: bool):
 @click.option("--scheduler", metavar="ADDRESS", default=None, help="Dask scheduler address (e.g. tcp://10.0.0.5:8786); default: start a local cluster.")
 @click.option("--workers", type=click.IntRange(0, 4096), default=None, help="Worker processes of the local cluster (default: one per core); 0: analyse in this process, without Dask.")
 @chip_option("Chip generation; overrides the traces' device_type_string.")
-@click.option("-o", "--output", type=click.Path(dir_okay=False), default="fleet.html", show_default=True, help="Fleet HTML report path.")
+@click.option("-o", "--output", type=OUTPUT_FILE, metavar="FILE", default="fleet.html", show_default=True, help="Fleet HTML report path.")
 @click.option("--no-html", is_flag=True, help="Do not write the HTML report.")
-@click.option("--json", "json_out", type=click.Path(dir_okay=False, allow_dash=True), default=None, help="Write the fleet result as JSON (- for stdout).")
+@click.option("--json", "json_out", type=OUTPUT_FILE, metavar="FILE", default=None, help="Write the fleet result as JSON (- for stdout).")
 @click.option("--no-cache", is_flag=True, help="Analyse every file; do not read or write the per-file cache.")
-@click.option("--cache-dir", type=click.Path(file_okay=False), default=None, help="Per-file cache folder (default: $PROFANALYZER_CACHE_DIR, $XDG_CACHE_HOME/profanalyzer or ~/.cache/profanalyzer).")
+@click.option("--cache-dir", type=click.Path(), metavar="DIR", default=None, help="Per-file cache folder (default: $PROFANALYZER_CACHE_DIR, $XDG_CACHE_HOME/profanalyzer or ~/.cache/profanalyzer).")
 @click.option("--timestamp", is_flag=True, help="Stamp the HTML report with the current UTC time (off: reports are byte-identical).")
 @click.option("-q", "--quiet", is_flag=True, help="No progress and no terminal summary.")
 def fleet(paths: tuple[str, ...], scheduler: str | None, workers: int | None, chip: str | None, output: str, no_html: bool,
