@@ -53,7 +53,7 @@ class Inputs:
     (and every file beneath an input folder) by identity, and every input
     folder (and every folder beneath it) by identity and real path."""
 
-    files: dict[FileId, str] = field(default_factory=dict)  # id -> the input it belongs to (as given)
+    files: dict[FileId, tuple[str, str]] = field(default_factory=dict)  # id -> (the input as given, the file's path)
     folders: dict[FileId, str] = field(default_factory=dict)
     folder_paths: dict[str, str] = field(default_factory=dict)  # realpath -> the input (as given)
 
@@ -73,7 +73,7 @@ class Inputs:
         except (OSError, ValueError):
             return
         if not stat.S_ISDIR(st.st_mode):
-            self.files.setdefault(_file_id(st), given)
+            self.files.setdefault(_file_id(st), (given, given))
             return
         # A folder: every file and folder beneath it is input (symlinked
         # folders are followed, as the readers follow them; each once).
@@ -96,7 +96,7 @@ class Inputs:
                     fst = os.stat(os.path.join(top, n))
                 except OSError:  # a dangling symlink: nothing to protect
                     continue
-                self.files.setdefault(_file_id(fst), given)
+                self.files.setdefault(_file_id(fst), (given, os.path.join(top, n)))
 
     def folder_holding(self, real: str) -> str | None:
         """The input folder `real` (a resolved path) lies in, by identity of
@@ -138,6 +138,9 @@ def check_outputs(
     inside it. A cache folder is checked as a folder output, except that it
     and its parents may be missing (the cache creates them).
     """
+    files, folders, caches = list(files), list(folders), list(caches)
+    if not any(_is_local(raw) for _, raw in [*files, *folders, *caches]):
+        return  # stdout only: nothing to check, no folder to walk
     ins = Inputs.of(inputs)
     seen: dict[FileId | str, str] = {}
     for label, raw in files:
@@ -153,11 +156,13 @@ def check_outputs(
         except (OSError, ValueError) as e:
             raise OutputError(f"{what}: cannot write: {getattr(e, 'strerror', None) or e}") from None
         if st is not None:
-            given = ins.files.get(_file_id(st))
-            if given is not None:
-                same = os.path.abspath(out) == os.path.abspath(given)
-                raise OutputError(f"{what}: refusing to write over the input {given}"
-                                  + ("" if same else " (the same file by another name)"))
+            hit = ins.files.get(_file_id(st))
+            if hit is not None:
+                given, found = hit
+                other = "" if os.path.abspath(out) == os.path.abspath(found) else " (the same file by another name)"
+                if given == found:
+                    raise OutputError(f"{what}: refusing to write over the input {given}{other}")
+                raise OutputError(f"{what}: refusing to write over {found}, a file of the input folder {given}{other}")
             if stat.S_ISDIR(st.st_mode):
                 given = ins.folders.get(_file_id(st))
                 if given is not None:
@@ -188,9 +193,9 @@ def check_outputs(
             raise OutputError(f"{what}: cannot write: {getattr(e, 'strerror', None) or e}") from None
         if st is not None:
             if not stat.S_ISDIR(st.st_mode):
-                given = ins.files.get(_file_id(st))
-                if given is not None:
-                    raise OutputError(f"{what}: refusing to write over the input {given}")
+                hit = ins.files.get(_file_id(st))
+                if hit is not None:
+                    raise OutputError(f"{what}: refusing to write over the input {hit[0]}")
                 raise OutputError(f"{what}: cannot write: it is a file, not a folder")
             given = ins.folders.get(_file_id(st))
             if given is not None:
@@ -199,7 +204,7 @@ def check_outputs(
         if holder is not None:
             raise OutputError(f"{what}: refusing to write inside the input folder {holder}")
         prefix = real.rstrip(os.sep) + os.sep
-        for given in sorted({*ins.files.values(), *ins.folder_paths}):
+        for given in sorted({*(g for g, _ in ins.files.values()), *ins.folder_paths}):
             if os.path.realpath(given).startswith(prefix):
                 raise OutputError(f"{what}: refusing to write: the input {given} lies inside it")
         if st is None and parent_must_exist:

@@ -151,6 +151,9 @@ def test_the_message_names_the_option_the_output_and_the_input(capsys, world):
     line = _refused(capsys, world, ["compare", "a.xplane.pb.gz", "b.xplane.pb.gz", "--json", "hard.xplane.pb.gz"])
     assert line == ("profanalyze: error: --json hard.xplane.pb.gz: refusing to write over the input "
                     "a.xplane.pb.gz (the same file by another name)")
+    line = _refused(capsys, world, ["info", f"logdir/plugins/profile/{RUN}", "--json", "h0-hard.xplane.pb.gz"])
+    assert line.endswith(f"--json h0-hard.xplane.pb.gz: refusing to write over logdir/plugins/profile/{RUN}/h0.xplane.pb.gz, "
+                         f"a file of the input folder logdir/plugins/profile/{RUN} (the same file by another name)")
     line = _refused(capsys, world, ["analyze", "logdir", "--markdown", "logdir/x.md"])
     assert line.endswith("--markdown logdir/x.md: refusing to write over the input: it lies inside the input folder logdir")
 
