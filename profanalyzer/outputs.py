@@ -158,11 +158,11 @@ def check_outputs(
         if st is not None:
             hit = ins.files.get(_file_id(st))
             if hit is not None:
-                given, found = hit
+                source, found = hit
                 other = "" if os.path.abspath(out) == os.path.abspath(found) else " (the same file by another name)"
-                if given == found:
-                    raise OutputError(f"{what}: refusing to write over the input {given}{other}")
-                raise OutputError(f"{what}: refusing to write over {found}, a file of the input folder {given}{other}")
+                if source == found:
+                    raise OutputError(f"{what}: refusing to write over the input {source}{other}")
+                raise OutputError(f"{what}: refusing to write over {found}, a file of the input folder {source}{other}")
             if stat.S_ISDIR(st.st_mode):
                 given = ins.folders.get(_file_id(st))
                 if given is not None:
@@ -204,9 +204,9 @@ def check_outputs(
         if holder is not None:
             raise OutputError(f"{what}: refusing to write inside the input folder {holder}")
         prefix = real.rstrip(os.sep) + os.sep
-        for given in sorted({*(g for g, _ in ins.files.values()), *ins.folder_paths}):
-            if os.path.realpath(given).startswith(prefix):
-                raise OutputError(f"{what}: refusing to write: the input {given} lies inside it")
+        for src in sorted({*(g for g, _ in ins.files.values()), *ins.folder_paths}):
+            if os.path.realpath(src).startswith(prefix):
+                raise OutputError(f"{what}: refusing to write: the input {src} lies inside it")
         if st is None and parent_must_exist:
             _parent_must_exist(what, real, out)
 
