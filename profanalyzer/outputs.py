@@ -133,10 +133,10 @@ def check_outputs(
 
     `files` and `folders` are ``(option, path)`` pairs (option: how the
     message names it, e.g. ``"--json"``; path None or ``-``: not a file).
-    A folder output (synth's run folder) may exist or not; its parent must
-    exist, it must not be or lie inside an input folder, and no input may lie
-    inside it. A cache folder is checked as a folder output, except that it
-    and its parents may be missing (the cache creates them).
+    A folder output (synth's run folder) may exist or not; it must not be or
+    lie inside an input folder, and its parent must exist. A cache folder is
+    checked the same way, except that it and its parents may be missing (the
+    cache creates them).
     """
     files, folders, caches = list(files), list(folders), list(caches)
     if not any(_is_local(raw) for _, raw in [*files, *folders, *caches]):
@@ -178,8 +178,8 @@ def check_outputs(
         if key in seen:
             raise OutputError(f"{what}: cannot write: {seen[key]} names the same file")
         seen[key] = what
-    marked = [(label, raw, True) for label, raw in folders] + [(label, raw, False) for label, raw in caches]
-    for label, raw, parent_must_exist in marked:
+    marked = [(label, raw, False) for label, raw in folders] + [(label, raw, True) for label, raw in caches]
+    for label, raw, cache in marked:
         if not _is_local(raw):
             continue
         out = str(raw)
@@ -203,11 +203,7 @@ def check_outputs(
         holder = ins.folder_holding(real)
         if holder is not None:
             raise OutputError(f"{what}: refusing to write inside the input folder {holder}")
-        prefix = real.rstrip(os.sep) + os.sep
-        for src in sorted({*(g for g, _ in ins.files.values()), *ins.folder_paths}):
-            if os.path.realpath(src).startswith(prefix):
-                raise OutputError(f"{what}: refusing to write: the input {src} lies inside it")
-        if st is None and parent_must_exist:
+        if st is None and not cache:
             _parent_must_exist(what, real, out)
 
 
