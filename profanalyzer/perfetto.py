@@ -35,8 +35,9 @@ from typing import Any, Collection, Iterable
 import numpy as np
 
 from profanalyzer.attribution import CoreWork, attribute_trace, exclusive_segments
-from profanalyzer.errors import InputError, OutputError
+from profanalyzer.errors import InputError
 from profanalyzer.model import Analysis, Findings
+from profanalyzer.outputs import atomic_open
 from profanalyzer.overlap import window_class, window_name, windows_for_core
 from profanalyzer.trace import LINE_SC_OPS, Trace
 from profanalyzer.vocab import BUCKETS
@@ -245,14 +246,12 @@ def marker_notes(doc: dict, dest: str) -> dict[str, str]:
 
 
 def write_trace(doc: dict, dest: str) -> None:
-    """Write the document as JSON, gzipped when `dest` ends in .gz."""
+    """Write the document as JSON, gzipped when `dest` ends in .gz, through
+    the output layer (atomic: a temporary file next to `dest`, then a rename)."""
     data = json.dumps(doc, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
-    try:
+    with atomic_open(dest) as raw:
         if dest.endswith(".gz"):
-            with open(dest, "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=6, mtime=0, filename="") as f:
+            with gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=6, mtime=0, filename="") as f:
                 f.write(data)  # mtime 0: the same analysis writes the same bytes
         else:
-            with open(dest, "wb") as f:
-                f.write(data)
-    except OSError as e:
-        raise OutputError(f"{dest}: cannot write: {e.strerror or e}") from None
+            raw.write(data)

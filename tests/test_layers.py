@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 #: floor of each module (lower imports nothing from higher)
 FLOORS = {
-    "profanalyzer": 0, "profanalyzer.errors": 0, "profanalyzer.vocab": 0, "profanalyzer.format": 0, "profanalyzer.stats": 0,
+    "profanalyzer": 0, "profanalyzer.errors": 0, "profanalyzer.outputs": 0, "profanalyzer.vocab": 0, "profanalyzer.format": 0, "profanalyzer.stats": 0,
     "profanalyzer.records": 1, "profanalyzer.parts": 1, "profanalyzer.hardware": 1, "profanalyzer.model": 1,
     "profanalyzer.xspace": 2, "profanalyzer.trace": 2, "profanalyzer.tracebuild": 2, "profanalyzer.classify": 2,
     "profanalyzer.attribution": 3,
@@ -34,7 +34,7 @@ FLOORS = {
     "profanalyzer.perfetto": 6, "profanalyzer.explain": 10, "profanalyzer.notebook": 12, "profanalyzer.mcp_server": 13,
 }
 CHECKED = [
-    "profanalyzer/vocab.py", "profanalyzer/format.py", "profanalyzer/hardware.py", "profanalyzer/records.py", "profanalyzer/parts.py", "profanalyzer/model.py", "profanalyzer/rules.py",
+    "profanalyzer/outputs.py", "profanalyzer/vocab.py", "profanalyzer/format.py", "profanalyzer/hardware.py", "profanalyzer/records.py", "profanalyzer/parts.py", "profanalyzer/model.py", "profanalyzer/rules.py",
     "profanalyzer/workload.py", "profanalyzer/attribution.py", "profanalyzer/overlap.py", "profanalyzer/timeline.py", "profanalyzer/scopes.py", "profanalyzer/idle.py", "profanalyzer/memory.py", "profanalyzer/stepclass.py", "profanalyzer/hostplanes.py",
     "profanalyzer/analysis.py", "profanalyzer/findings.py", "profanalyzer/compare.py", "profanalyzer/budget.py",
     "profanalyzer/verify.py",

@@ -16,7 +16,8 @@ from typing import Any, Callable
 
 import click
 
-from profanalyzer.errors import EXIT_INPUT, EXIT_INTERNAL, OutputError, ProfanalyzerError
+from profanalyzer import outputs
+from profanalyzer.errors import EXIT_INPUT, EXIT_INTERNAL, ProfanalyzerError
 from profanalyzer.hardware import CHIPS
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
@@ -51,38 +52,35 @@ def chip_option(help: str) -> Callable:
     return click.option("--chip", type=click.Choice(CHIP_CHOICES, case_sensitive=False), default=None, help=help)
 
 
+#: The type of every output option: a path (or - for stdout) that the output
+#: layer checks (a folder, a missing folder, an input: one error line).
+OUTPUT_FILE = click.Path(allow_dash=True)
+
 trace_argument = click.argument("trace", type=click.Path(dir_okay=True, file_okay=True))
 jobs_option = click.option("-j", "--jobs", type=click.IntRange(1, 512), default=None, help="Host files decoded in parallel (default: one per core).")
 
 
 def write_text(text: str, dest: str, announce: bool = True) -> None:
-    """Write `text` to `dest` (- for stdout); OutputError when it cannot be written."""
+    """Write `text` to `dest` (- for stdout) through the output layer
+    (profanalyzer.outputs: atomic, a temporary file then a rename);
+    OutputError when it cannot be written. Every command checks its outputs
+    with `check_outputs` before any work."""
     if dest == "-":
         sys.stdout.write(text)
         return
-    try:
-        with open(dest, "w", encoding="utf-8") as f:
-            f.write(text)
-    except OSError as e:
-        raise OutputError(f"{dest}: cannot write: {e.strerror or e}") from None
+    outputs.write_text(text, dest)
     if announce:
         click.echo(f"wrote {dest}", err=True)
 
 
-def write_json(obj: object, dest: str) -> None:
+def write_json(obj: object, dest: str, announce: bool = True) -> None:
     """Write `obj` as deterministic JSON (sorted keys, indented) to `dest` (- for stdout)."""
-    write_text(json.dumps(obj, sort_keys=True, indent=2, ensure_ascii=False) + "\n", dest)
+    write_text(json.dumps(obj, sort_keys=True, indent=2, ensure_ascii=False) + "\n", dest, announce)
 
 
-def refuse_overwriting_input(trace: str, *outputs: str | None) -> None:
-    """An output path must never be (or be inside) the input."""
-    src = os.path.realpath(trace)
-    for out in outputs:
-        if not out or out == "-":
-            continue
-        dst = os.path.realpath(out)
-        if dst == src or (os.path.isdir(src) and dst.startswith(src.rstrip(os.sep) + os.sep)):
-            raise OutputError(f"{out}: refusing to write over (or inside) the input {trace}")
+#: Refuse, before any work, the outputs that would touch an input or cannot be
+#: written (profanalyzer.outputs.check_outputs: inputs, (option, path) pairs).
+check_outputs = outputs.check_outputs
 
 
 def command_line(default: str = "profanalyze") -> str:

@@ -14,13 +14,14 @@ import sys
 import click
 
 from profanalyzer.cli._common import (
+    OUTPUT_FILE,
+    check_outputs,
     chip_option,
     command_line,
     echo,
     jobs_option,
     is_url,
     neutralise,
-    refuse_overwriting_input,
     trace_argument,
     utc_timestamp,
     write_json,
@@ -96,13 +97,14 @@ def _stage(bar, text: str) -> None:
 @trace_argument
 @chip_option(_CHIP_HELP)
 @jobs_option
-@click.option("--json", "json_out", type=click.Path(dir_okay=False, allow_dash=True), default=None, help="Write the summary as JSON (- for stdout).")
+@click.option("--json", "json_out", type=OUTPUT_FILE, metavar="FILE", default=None, help="Write the summary as JSON (- for stdout).")
 @click.option("-q", "--quiet", is_flag=True, help="No progress indicator.")
 def info(trace: str, chip: str | None, jobs: int | None, json_out: str | None, quiet: bool) -> None:
     """Hosts, planes, chip, lines and event counts, steps, programs, time span."""
     from profanalyzer.info import format_info, trace_info
     from profanalyzer.tracebuild import load_trace
 
+    check_outputs([trace], [("--json", json_out)])
     with _local(trace, selective=False) as local:
         ti = trace_info(load_trace(local, chip=chip, jobs=jobs, progress=_progress(quiet, local)))
     if local != trace:  # a URL: name it, not the temporary copy
@@ -134,13 +136,13 @@ def _no_cyclic_gc():
 @trace_argument
 @chip_option(_CHIP_HELP)
 @jobs_option
-@click.option("--json", "json_out", type=click.Path(dir_okay=False, allow_dash=True), default=None, help="Write the analysis + recommendations JSON (- for stdout).")
+@click.option("--json", "json_out", type=OUTPUT_FILE, metavar="FILE", default=None, help="Write the analysis + recommendations JSON (- for stdout).")
 @click.option("--top", default=10, show_default=True, type=click.IntRange(0, 1000), help="Top ops shown in the terminal summary.")
 @click.option("--select", default="", help="Only rules whose code starts with one of these comma-separated prefixes (e.g. SC,RM001).")
 @click.option("--ignore", default="", help="Skip rules whose code starts with one of these comma-separated prefixes.")
-@click.option("-o", "--output", type=click.Path(dir_okay=False), default=None, help="HTML report path (default ./<trace-stem>.report.html).")
+@click.option("-o", "--output", type=OUTPUT_FILE, metavar="FILE", default=None, help="HTML report path (default ./<trace-stem>.report.html).")
 @click.option("--no-html", is_flag=True, help="Do not write the HTML report.")
-@click.option("--markdown", "md_out", type=click.Path(dir_okay=False, allow_dash=True), default=None, help="Write a Markdown summary for tickets (- for stdout).")
+@click.option("--markdown", "md_out", type=OUTPUT_FILE, metavar="FILE", default=None, help="Write a Markdown summary for tickets (- for stdout).")
 @click.option("--timestamp", is_flag=True, help="Stamp the HTML report with the current UTC time (off: reports are byte-identical).")
 @click.option("--by-scope", "by_scope", type=click.IntRange(1, 8), default=None, metavar="DEPTH",
               help="Add the time by JAX name scope (tf_op), collapsed to DEPTH components, to the terminal summary.")
@@ -151,7 +153,7 @@ def _no_cyclic_gc():
               help="Re-time the step with these levers applied together (comma-separated: fp8,sc_offload,remat); JSON key what_if.")
 @click.option("--history", "history", type=click.Path(file_okay=False), default=None,
               help="Folder of earlier `analyze --json` files (name order = time order): per rule, predicted vs observed over the changes; JSON key calibration.")
-@click.option("--trace-out", type=click.Path(dir_okay=False), default=None,
+@click.option("--trace-out", type=OUTPUT_FILE, metavar="FILE", default=None,
               help="Write the analysed window as an annotated Chrome/Perfetto trace (FILE.json.gz or FILE.json).")
 @click.option("--steps", "trace_steps", default=None, metavar="STEPS",
               help="Steps --trace-out exports, e.g. 3 or 3,5-7 (default: the representative step).")
@@ -163,6 +165,12 @@ def analyze(trace: str, chip: str | None, jobs: int | None, json_out: str | None
     """Attribute step time, analyse overlap, rank recommendations, write the HTML report."""
     if trace_steps is not None and not trace_out:
         raise click.UsageError("--steps selects what --trace-out exports: pass --trace-out FILE.json.gz too")
+    if not no_html and output is None:
+        from profanalyzer.report.html import default_output_path
+
+        output = str(default_output_path(trace))
+    check_outputs([trace, history], [("--json", json_out), ("--markdown", md_out),
+                                     ("-o", None if no_html else output), ("--trace-out", trace_out)])
     with _local(trace) as local:
         _analyze(local, trace, chip, jobs, json_out, top, select, ignore, output, no_html, md_out, timestamp, quiet,
                  trace_out, trace_steps, what_if_levers, history, by_scope, memory, host_act)
@@ -186,7 +194,6 @@ def _analyze(trace: str, label: str, chip: str | None, jobs: int | None, json_ou
     from profanalyzer.model import is_analysis_document
     from profanalyzer.report.terminal import format_summary
 
-    refuse_overwriting_input(trace, json_out, md_out, None if no_html else output, trace_out)
     markers: dict[str, str] | None = None
     if trace_out:
         from profanalyzer.perfetto import parse_steps

@@ -7,29 +7,31 @@ from __future__ import annotations
 
 import click
 
-from profanalyzer.cli._common import echo, write_json
+from profanalyzer.cli._common import OUTPUT_FILE, check_outputs, echo, write_json
 
 
 @click.command()
-@click.option("-o", "--output", "out", type=click.Path(dir_okay=False, allow_dash=True), default="-", show_default=True,
+@click.option("-o", "--output", "out", type=OUTPUT_FILE, metavar="FILE", default="-", show_default=True,
               help="Write the schema to this file (- for stdout).")
 def schema(out: str) -> None:
     """Print the JSON Schema of the `analyze --json` document (generated from
     the typed records; versioned by schema_version)."""
     from profanalyzer.schema import document_schema
 
+    check_outputs([], [("-o", out)])
     write_json(document_schema(), out)
 
 
 @click.command()
 @click.argument("code")
-@click.option("--json", "json_out", type=click.Path(dir_okay=False, allow_dash=True), default=None,
+@click.option("--json", "json_out", type=OUTPUT_FILE, metavar="FILE", default=None,
               help="Write the explanation as JSON (- for stdout).")
 def explain(code: str, json_out: str | None) -> None:
     """Explain a rule CODE: what it detects, why it costs time, what to
     change, and the guide section it is tied to (CODE e.g. SC001)."""
     from profanalyzer.explain import explain as explain_code, format_explanation
 
+    check_outputs([], [("--json", json_out)])
     e = explain_code(code)
     if json_out:
         write_json(e.to_dict(), json_out)

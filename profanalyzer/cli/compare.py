@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import click
 
-from profanalyzer.cli._common import chip_option, echo, is_url, write_json, write_text
+from profanalyzer.cli._common import OUTPUT_FILE, check_outputs, chip_option, echo, is_url, write_json, write_text
 from profanalyzer.errors import EXIT_GATE_FAILED, EXIT_OK
 
 _chip_option = chip_option("Chip generation for inputs that are traces; overrides the trace's device_type_string.")
@@ -27,9 +27,9 @@ _chip_option = chip_option("Chip generation for inputs that are traces; override
 @click.argument("base", type=click.Path(dir_okay=True, file_okay=True))
 @click.argument("new", type=click.Path(dir_okay=True, file_okay=True))
 @_chip_option
-@click.option("-o", "--output", type=click.Path(dir_okay=False), default=None, help="Write the comparison as a self-contained HTML page.")
-@click.option("--json", "json_out", type=click.Path(dir_okay=False, allow_dash=True), default=None, help="Write the comparison JSON (- for stdout).")
-@click.option("--markdown", "md_out", type=click.Path(dir_okay=False, allow_dash=True), default=None, help="Write a Markdown summary (- for stdout).")
+@click.option("-o", "--output", type=OUTPUT_FILE, metavar="FILE", default=None, help="Write the comparison as a self-contained HTML page.")
+@click.option("--json", "json_out", type=OUTPUT_FILE, metavar="FILE", default=None, help="Write the comparison JSON (- for stdout).")
+@click.option("--markdown", "md_out", type=OUTPUT_FILE, metavar="FILE", default=None, help="Write a Markdown summary (- for stdout).")
 @click.option("--memory", is_flag=True, help="Read HBM use of inputs that are traces (as analyze --memory) and compare it.")
 @click.option("-q", "--quiet", is_flag=True, help="No terminal summary.")
 def compare(base: str, new: str, chip: str | None, output: str | None, json_out: str | None, md_out: str | None, memory: bool, quiet: bool) -> int:
@@ -37,6 +37,7 @@ def compare(base: str, new: str, chip: str | None, output: str | None, json_out:
     exposed-communication deltas, remat, new/vanished findings, slower/faster ops.
 
     BASE and NEW are traces or `profanalyze analyze --json` files."""
+    check_outputs([base, new], [("-o", output), ("--json", json_out), ("--markdown", md_out)])
     from profanalyzer.compare import compare as run_compare
     from profanalyzer.report.diff import format_text, render_diff_html, render_diff_markdown
 
@@ -68,8 +69,8 @@ def _document(path: str, chip: str | None, memory: bool = False) -> dict:
 @click.option("--baseline", type=click.Path(dir_okay=True, file_okay=True), default=None,
               help="Baseline trace or analysis JSON for [max_regression] (overrides the budget's baseline).")
 @_chip_option
-@click.option("--junit", type=click.Path(dir_okay=False), default=None, help="Write the checks as JUnit XML (one testcase per check).")
-@click.option("--json", "json_out", type=click.Path(dir_okay=False, allow_dash=True), default=None, help="Write the check results as JSON (- for stdout).")
+@click.option("--junit", type=OUTPUT_FILE, metavar="FILE", default=None, help="Write the checks as JUnit XML (one testcase per check).")
+@click.option("--json", "json_out", type=OUTPUT_FILE, metavar="FILE", default=None, help="Write the check results as JSON (- for stdout).")
 @click.option("-q", "--quiet", is_flag=True, help="Print only the failing checks and the summary line.")
 def check(trace: str, budget_path: str | None, baseline: str | None, chip: str | None, junit: str | None, json_out: str | None, quiet: bool) -> int:
     """Gate CI: check a run against a performance budget.
@@ -83,12 +84,16 @@ def check(trace: str, budget_path: str | None, baseline: str | None, chip: str |
         if found is None:
             raise click.UsageError("no budget: pass --budget FILE (or add ./profanalyze.toml, or [tool.profanalyze] in ./pyproject.toml)")
         budget_path = str(found)
+    outputs = [("--junit", junit), ("--json", json_out)]
+    check_outputs([trace, budget_path, baseline], outputs)
     budget = load_budget(budget_path)
     base_path = baseline if baseline is not None else (str(budget.baseline) if budget.baseline is not None else None)
     if baseline is None and budget.baseline_text and is_url(budget.baseline_text):  # a URL is not relative to the budget file
         base_path = budget.baseline_text
     if budget.regressions and base_path is None:
         raise BudgetError(f"{budget_path}: [max_regression] needs a baseline (baseline = \"path\" in the budget file, or --baseline)")
+    if base_path is not None and base_path != baseline:  # the budget's baseline is an input too
+        check_outputs([base_path], outputs)
     base_doc = None
     if base_path is not None:
         from pathlib import Path

@@ -12,7 +12,7 @@ import sys
 
 import click
 
-from profanalyzer.cli._common import CONTEXT_SETTINGS, chip_option, command_line, echo, utc_timestamp, write_json, write_text
+from profanalyzer.cli._common import CONTEXT_SETTINGS, OUTPUT_FILE, check_outputs, chip_option, command_line, echo, utc_timestamp, write_json, write_text
 
 
 def _progress_printer(enabled: bool):
@@ -30,11 +30,11 @@ def _progress_printer(enabled: bool):
 @click.option("--scheduler", metavar="ADDRESS", default=None, help="Dask scheduler address (e.g. tcp://10.0.0.5:8786); default: start a local cluster.")
 @click.option("--workers", type=click.IntRange(0, 4096), default=None, help="Worker processes of the local cluster (default: one per core); 0: analyse in this process, without Dask.")
 @chip_option("Chip generation; overrides the traces' device_type_string.")
-@click.option("-o", "--output", type=click.Path(dir_okay=False), default="fleet.html", show_default=True, help="Fleet HTML report path.")
+@click.option("-o", "--output", type=OUTPUT_FILE, metavar="FILE", default="fleet.html", show_default=True, help="Fleet HTML report path.")
 @click.option("--no-html", is_flag=True, help="Do not write the HTML report.")
-@click.option("--json", "json_out", type=click.Path(dir_okay=False, allow_dash=True), default=None, help="Write the fleet result as JSON (- for stdout).")
+@click.option("--json", "json_out", type=OUTPUT_FILE, metavar="FILE", default=None, help="Write the fleet result as JSON (- for stdout).")
 @click.option("--no-cache", is_flag=True, help="Analyse every file; do not read or write the per-file cache.")
-@click.option("--cache-dir", type=click.Path(file_okay=False), default=None, help="Per-file cache folder (default: $PROFANALYZER_CACHE_DIR, $XDG_CACHE_HOME/profanalyzer or ~/.cache/profanalyzer).")
+@click.option("--cache-dir", type=click.Path(), metavar="DIR", default=None, help="Per-file cache folder (default: $PROFANALYZER_CACHE_DIR, $XDG_CACHE_HOME/profanalyzer or ~/.cache/profanalyzer).")
 @click.option("--timestamp", is_flag=True, help="Stamp the HTML report with the current UTC time (off: reports are byte-identical).")
 @click.option("-q", "--quiet", is_flag=True, help="No progress and no terminal summary.")
 def fleet(paths: tuple[str, ...], scheduler: str | None, workers: int | None, chip: str | None, output: str, no_html: bool,
@@ -52,6 +52,18 @@ def fleet(paths: tuple[str, ...], scheduler: str | None, workers: int | None, ch
 
     if scheduler and workers is not None:
         raise click.UsageError("--scheduler and --workers are exclusive: the scheduler's cluster has its own workers")
+    from profanalyzer.fleet import default_cache_dir
+    from profanalyzer.fleet.paths import expand_paths
+
+    # The inputs, as the run reads them: PATHS, the run folders and host
+    # files they expand to (globs included). The per-file cache is an output
+    # folder: never inside an input folder.
+    exp = expand_paths(paths)
+    inputs = [*paths, *(r.path for r in exp.runs), *exp.files]
+    remote = bool(scheduler) and workers != 0
+    cache = None if no_cache or (remote and cache_dir is None) else (cache_dir or str(default_cache_dir()))
+    check_outputs(inputs, [("-o", None if no_html else output), ("--json", json_out)],
+                  caches=[("--cache-dir" if cache_dir else "the fleet cache", cache)])
     to_stdout = json_out == "-"
     progress = _progress_printer(not quiet and sys.stderr.isatty())
     result = run_fleet(
@@ -65,8 +77,6 @@ def fleet(paths: tuple[str, ...], scheduler: str | None, workers: int | None, ch
     )
     if not no_cache:
         # The per-file cache is an output too: say where it lives.
-        from profanalyzer.fleet import default_cache_dir
-
         click.echo(f"cache: {cache_dir or default_cache_dir()}", err=True)
     if json_out:
         write_json(result.to_dict(), json_out)

@@ -27,6 +27,8 @@ import json
 import os
 from pathlib import Path
 
+from profanalyzer import outputs
+
 from .hlo_memory import memory_truth
 from .model import simulate
 from .truth import build_truth
@@ -128,6 +130,10 @@ def write_scenario(
       mtime 0 in the header), truth next to it as ``<stem>.truth.json``. Requires hosts == 1.
     * anything else: a run folder ``OUT/plugins/profile/<run_name>/<hostname>.xplane.pb``
       (one file per host) with the truth at ``OUT/truth.json``.
+
+    Each file is written atomically (profanalyzer.outputs). Missing folders
+    are created here; `profanalyze synth` refuses a missing parent folder
+    before it calls this, as every command does.
     """
     out = Path(out_path)
     single = out.name.endswith(".xplane.pb") or out.name.endswith(".xplane.pb.gz")
@@ -135,11 +141,12 @@ def write_scenario(
         raise ValueError("a single .xplane.pb output holds one host; give a directory for hosts > 1")
     files, truth = synthesize(name, seed=seed, hosts=hosts, steps=steps, layers=layers, scale=scale)
     if single:
-        out.parent.mkdir(parents=True, exist_ok=True)
+        if not out.parent.is_dir():
+            out.parent.mkdir(parents=True, exist_ok=True)
         data = files[0][1]
         if out.name.endswith(".gz"):
             data = gzip_bytes(data)
-        out.write_bytes(data)
+        outputs.write_bytes(data, out)
         truth["files"] = [out.name]
     else:
         run = out / "plugins" / "profile" / run_name_for(get_scenario(name).name, seed)
@@ -147,8 +154,8 @@ def write_scenario(
         rel = []
         for host, data in files:
             f = run / f"{host}.xplane.pb"
-            f.write_bytes(data)
+            outputs.write_bytes(data, f)
             rel.append(str(f.relative_to(out)).replace(os.sep, "/"))
         truth["files"] = rel
-    truth_path_for(out).write_text(dump_truth(truth))
+    outputs.write_text(dump_truth(truth), truth_path_for(out))
     return truth

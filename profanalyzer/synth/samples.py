@@ -14,6 +14,8 @@ import sys
 import time
 from pathlib import Path
 
+from profanalyzer import outputs
+
 from . import SCENARIOS, write_scenario
 from .builder import COLL_BUCKETS
 
@@ -164,7 +166,7 @@ def generate(outdir: "str | Path", names: "list[str] | None" = None, verbose: bo
             t = write_scenario(kw["name"], out / d, hosts=kw["hosts"], steps=kw["steps"], layers=kw["layers"])
             if verbose:
                 print(f"{out / d}/  {', '.join(t['files'])}", file=sys.stderr)
-        (out / "README.md").write_text(readme(truths, sizes))
+        outputs.write_text(readme(truths, sizes), out / "README.md")
     return truths
 
 
