@@ -126,10 +126,11 @@ def format_summary(a: Analysis, top: int = 10, findings=None, by_scope: int | No
     stragglers = [c.core for c in a.per_core if c.straggler]
     if stragglers:
         out.append(f"straggler cores (busy-time modified z > 3.5): {', '.join(stragglers)}")
-    if a.top_ops:
+    shown_ops = [op for op in a.top_ops if ms(op.self_ps) != ms(0)]  # no row that reads 0.000 ms
+    if shown_ops:
         out.append("")
         out.append("top ops (self time per step, per TensorCore):")
-        for i, op in enumerate(a.top_ops[:top], 1):
+        for i, op in enumerate(shown_ops[:top], 1):
             roof = f", {pct(op.roofline_fraction, 0)} of roofline" if op.roofline_fraction is not None else ""
             tags = f" [{', '.join(op.tags)}]" if op.tags else ""
             out.append(

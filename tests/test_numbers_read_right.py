@@ -1,0 +1,66 @@
+"""Issue 23 §3, "numbers that look wrong": each number on the page reads
+right. One test per item, on the capture that showed it (the real captures
+in ../shared/real-traces/, skipped when absent, and the samples); the HTML
+ones parse the report into a DOM (tests/test_report_html.py's parser)."""
+
+from __future__ import annotations
+
+import functools
+import json
+
+import pytest
+
+import realcap
+from conftest import analysis_of, findings_of, run_cli, sample_path
+from test_report_html import parse
+
+
+@functools.lru_cache(maxsize=None)
+def real(name: str):
+    from profanalyzer.analysis import analyze
+
+    return analyze(realcap.real_path(name))
+
+
+@functools.lru_cache(maxsize=None)
+def real_findings(name: str):
+    from profanalyzer.findings import run_rules
+
+    return run_rules(real(name))
+
+
+def html_of(a, f):
+    from profanalyzer.report.html import render_html
+
+    return render_html(a, f, command_line="profanalyze t.xplane.pb", input_sha256="0" * 64)
+
+
+@functools.lru_cache(maxsize=None)
+def real_dom(name: str):
+    return parse(html_of(real(name), real_findings(name)))
+
+
+def terminal_of(a, f=None, top=10) -> str:
+    from profanalyzer.report.terminal import format_summary
+
+    return format_summary(a, top=top, findings=f)
+
+
+# --- 1. a rate over a (near-)zero duration is not a rate ---------------------
+
+
+def test_no_rate_over_a_near_zero_duration():
+    from profanalyzer.opstats import RATE_MIN_RUN_PS
+
+    a = real(realcap.V6E)
+    short = [op for op in a.top_ops if op.count and op.self_ps < RATE_MIN_RUN_PS * op.count]
+    assert any(op.name.startswith("copy-start") for op in short)  # the 0.000 ms copy-starts of the capture
+    assert all(op.gbps is None and op.tflops_per_s is None and op.roofline_fraction is None for op in short)
+    timed = [op for op in a.top_ops if op.gbps is not None]
+    assert timed and max(op.gbps for op in timed) < 10 * a.hardware.hbm_gbps_per_chip  # no 894,784,853 GB/s
+
+
+def test_terminal_top_ops_lists_no_zero_time_op():
+    text = terminal_of(real(realcap.V6E), top=10)
+    rows = text.split("top ops (self time per step, per TensorCore):\n", 1)[1].split("\n\n", 1)[0].splitlines()
+    assert rows and all(" 0.000 ms" not in r for r in rows)
