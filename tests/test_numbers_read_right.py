@@ -64,3 +64,21 @@ def test_terminal_top_ops_lists_no_zero_time_op():
     text = terminal_of(real(realcap.V6E), top=10)
     rows = text.split("top ops (self time per step, per TensorCore):\n", 1)[1].split("\n\n", 1)[0].splitlines()
     assert rows and all(" 0.000 ms" not in r for r in rows)
+
+
+# --- 2. a utilisation above the physical peak carries its caveat where shown --
+
+
+def test_mxu_above_peak_carries_its_caveat_in_the_header():
+    a = real(realcap.VLLM)
+    assert a.utilisation.mxu_matmul is not None and a.utilisation.mxu_matmul > 1.0  # 110.2% on this capture
+    dd = real_dom(realcap.VLLM).by_id("fact-mxu").find("dd").norm_text()
+    assert dd.startswith("110.2%") and "above the peak" in dd
+    line = next(x for x in terminal_of(a).splitlines() if "MXU utilisation" in x)
+    assert "110.2% (above the peak" in line
+
+
+def test_mxu_below_peak_has_no_caveat():
+    from profanalyzer.report.sections import mxu_text
+
+    assert mxu_text(0.5) == "50.0%" and "above the peak" in mxu_text(1.02)

@@ -21,7 +21,7 @@ from profanalyzer.format import ms, pct
 from profanalyzer.model import Analysis, Finding, Findings, RuleDoc, TopOp
 from profanalyzer.report import svg
 from profanalyzer.stats import median_of
-from profanalyzer.report.sections import build_sections
+from profanalyzer.report.sections import build_sections, mxu_text
 from profanalyzer.report.views import (  # noqa: F401 - the view records' old import path
     Fact,
     Kpi,
@@ -207,7 +207,7 @@ def _facts(a: Analysis, findings: Findings | None) -> tuple[Fact, ...]:
     low = f"; low confidence: FLOPs known for {pct(u.flops_coverage, 0)} of the compute" if u.low_confidence else ""
     facts.append(Fact("MFU", pct(u.mfu) + (f" ({u.mfu_flops_source}{low})" if u.mfu is not None else f" ({u.mfu_flops_source})"), "fact-mfu"))
     if u.mxu_matmul is not None:
-        facts.append(Fact("Matmul MXU utilisation", pct(u.mxu_matmul), "fact-mxu"))
+        facts.append(Fact("Matmul MXU utilisation", mxu_text(u.mxu_matmul), "fact-mxu"))
     stragglers = [c.core for c in a.per_core if c.straggler]
     if stragglers:
         facts.append(Fact("Straggler cores", ", ".join(stragglers), "fact-stragglers"))

@@ -95,7 +95,9 @@ def format_summary(a: Analysis, top: int = 10, findings=None, by_scope: int | No
         low = f", low confidence: FLOPs known for {pct(u.flops_coverage, 0)} of the compute" if u.low_confidence else ""
         util.append(f"MFU {pct(u.mfu)} ({u.mfu_flops_source}{low})")
     if u.mxu_matmul is not None:
-        util.append(f"matmul MXU utilisation {pct(u.mxu_matmul)}")
+        from profanalyzer.report.sections import mxu_text
+
+        util.append(f"matmul MXU utilisation {mxu_text(u.mxu_matmul)}")
     out.append(
         f"step time: median {ms(t['median'])} ms (min {ms(t['min'])}, max {ms(t['max'])})"
         + (f"; {'; '.join(util)}" if util else "")
