@@ -82,3 +82,29 @@ def test_mxu_below_peak_has_no_caveat():
     from profanalyzer.report.sections import mxu_text
 
     assert mxu_text(0.5) == "50.0%" and "above the peak" in mxu_text(1.02)
+
+
+# --- 3. one number, one meaning: "together" is the what-if combination -------
+
+
+def test_recommendations_together_is_the_what_if_combination():
+    from profanalyzer.format import ms
+    from profanalyzer.report.html import render_html
+    from profanalyzer.whatif import what_if
+
+    a, f = analysis_of("dense_short_fsdp"), findings_of("dense_short_fsdp")
+    levers = tuple(sorted({r.lever for r in f.recommendations}))
+    assert levers == ("fp8", "remat")
+    w = what_if(a, f, levers)
+    summed = sum(r.estimated_saving_ps for r in f.recommendations)
+    assert ms(w.saving_ps) != ms(summed)  # 26.394 vs 28.688 on this sample
+    html = render_html(a, f, command_line="profanalyze t.xplane.pb", input_sha256="0" * 64)
+    text = parse(html).by_id("recs-total").norm_text()
+    assert f"together about {ms(w.saving_ps)} ms/step" in text
+    assert f"add up to {ms(summed)} ms/step" in text and "sum of claims" in text
+    assert "net of overlaps" not in text
+    # the what-if output names the same two numbers the same way
+    from profanalyzer.whatif import format_what_if
+
+    line = format_what_if(w)[0]
+    assert f"saves {ms(w.saving_ps)} ms" in line and f"add up to {ms(summed)} ms" in line

@@ -300,7 +300,24 @@ def _recs(a: Analysis, findings: Findings | None, docs: Mapping[str, RuleDoc]) -
     rules = ", ".join(findings.rules_run)
     if not cards:
         return RecsView("empty", "No tuning lever's estimated saving passed its threshold: no change recommended.", (), ms(0.0), pct(0.0), rules)
-    return RecsView("ok", "", cards, ms(total), pct(total / step), rules)
+    return RecsView("ok", "", cards, ms(total), pct(total / step), rules, _together(a, findings, total, step))
+
+
+def _together(a: Analysis, findings: Findings, total: float, step: float) -> str:
+    """One number, one meaning: the findings' savings summed are a sum of
+    claims; what the levers save pulled together is the what-if re-timing
+    (profanalyzer.whatif, as `analyze --what-if`), shown when it covers
+    every finding's lever."""
+    from profanalyzer.whatif import WHAT_IF_LEVERS, what_if
+
+    levers = tuple(lv for lv in WHAT_IF_LEVERS if any(f.lever == lv for f in findings.recommendations))
+    claims = f"their estimates add up to {ms(total)} ms/step ({pct(total / step)}), a sum of claims"
+    if levers and all(f.lever in levers for f in findings.recommendations):
+        w = what_if(a, findings, levers)
+        return (f"together about {ms(w.saving_ps)} ms/step ({pct(w.saving_ps / step)}) with the levers pulled together "
+                f"(re-timed as analyze --what-if {','.join(levers)}); {claims}")
+    return (f"{claims}, not what pulling them together saves (analyze --what-if re-times "
+            f"{', '.join(WHAT_IF_LEVERS)} together)")
 
 
 def _step_segments(buckets: Mapping[str, float], total: float) -> tuple[svg.Segment, ...]:
