@@ -108,3 +108,15 @@ def test_recommendations_together_is_the_what_if_combination():
 
     line = format_what_if(w)[0]
     assert f"saves {ms(w.saving_ps)} ms" in line and f"add up to {ms(summed)} ms" in line
+
+
+# --- 4. the HTML's offload verdict says what the terminal says ---------------
+
+
+def test_offload_verdict_without_sparsecore_planes_cannot_be_observed():
+    a = real(realcap.VLLM)
+    assert a.sparsecores == 0 and a.sparsecore_offload.verdict == "off"
+    assert "SparseCore offload cannot be observed" in terminal_of(a)
+    box = real_dom(realcap.VLLM).by_id("sc-verdict")
+    assert "cannot be observed" in box.norm_text() and "not offloaded" not in box.norm_text()
+    assert "tone-bad" not in box.attrs["class"]

@@ -434,6 +434,12 @@ def _comm(a: Analysis) -> CommView:
     un = ", ".join(f"{n} {k} halves" for k, n in sorted(c.unmatched.items()) if n)
     sc = a.sparsecore_offload
     label, tone = VERDICT_LABELS.get(sc.verdict, (sc.verdict, "neutral"))
+    reason = sc.reason
+    unseen = [i for i in (a.capture.issues if a.capture is not None else ()) if "sparsecore_offload" in i.affects]
+    if unseen and sc.verdict in ("off", "partial"):
+        # no SparseCore planes: whether collectives were offloaded cannot be seen (the terminal's capture line says so)
+        label, tone = "cannot be observed in this capture", "warn"
+        reason = f"{unseen[0].message}. {sc.reason}."
     facts = [
         Fact("SparseCore planes", f"{sc.planes} ({sc.planes_with_activity} with activity)" if sc.detected or sc.planes else "none in this capture"),
     ]
@@ -471,7 +477,7 @@ def _comm(a: Analysis) -> CommView:
         verdict=sc.verdict,
         verdict_label=label,
         verdict_tone=tone,
-        verdict_reason=sc.reason,
+        verdict_reason=reason,
         sc_facts=tuple(facts),
         top_exposed=top_exp,
     )
