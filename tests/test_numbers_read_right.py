@@ -120,3 +120,22 @@ def test_offload_verdict_without_sparsecore_planes_cannot_be_observed():
     box = real_dom(realcap.VLLM).by_id("sc-verdict")
     assert "cannot be observed" in box.norm_text() and "not offloaded" not in box.norm_text()
     assert "tone-bad" not in box.attrs["class"]
+
+
+# --- 5. no table of zero training phases on an inference run -----------------
+
+
+@pytest.mark.parametrize("name", [realcap.VLLM, realcap.V6E])
+def test_no_training_phase_table_on_inference(name):
+    a = real(name)
+    assert a.run_kind.kind == "inference"
+    dom = real_dom(name)
+    assert dom.find(id="phase-table") is None
+    assert "not a training run" in dom.by_id("phase-note").norm_text() or "inference run" in dom.by_id("phase-note").norm_text()
+
+
+def test_training_phase_table_stays_on_training():
+    a, f = analysis_of("dense_short_fsdp"), findings_of("dense_short_fsdp")
+    assert a.run_kind.kind == "training"
+    table = parse(html_of(a, f)).by_id("phase-table")
+    assert "Backward" in table.norm_text()

@@ -339,6 +339,12 @@ def _breakdown(a: Analysis) -> BreakdownView:
     phases = tuple(
         BucketRow(p, p.capitalize(), "#777777", ms(s.ps), pct(s.fraction), s.fraction, _w(s.fraction), "overlay") for p, s in a.phases.items()
     )
+    phases_note = ""
+    kind = a.run_kind.kind if a.run_kind is not None else "unknown"
+    if kind != "training" and not any(s.ps > 0 for s in a.phases.values()):
+        # a table of zeros on an inference step reads as a measurement: say why there is none instead
+        phases, phases_note = (), (f"No training phases: this is {'an' if kind[:1] in 'aeiou' else 'a'} {kind} run "
+                                   "(no forward / backward / optimizer name scopes in the kept steps).")
     return BreakdownView(
         chart=chart,
         chart_desc=desc,
@@ -348,6 +354,7 @@ def _breakdown(a: Analysis) -> BreakdownView:
         total_ms=ms(st.step_time_ps["mean"]),
         dropped=tuple(DroppedStep(r.number, ms(r.step_ps), r.reason) for r in st.dropped),
         rule=st.rule,
+        phases_note=phases_note,
     )
 
 

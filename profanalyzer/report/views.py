@@ -112,6 +112,7 @@ class BreakdownView:
     total_ms: str
     dropped: tuple[DroppedStep, ...]
     rule: str
+    phases_note: str = ""  # why there is no phase table (not a training run)
 
 
 @dataclass(frozen=True)
