@@ -139,3 +139,20 @@ def test_training_phase_table_stays_on_training():
     assert a.run_kind.kind == "training"
     table = parse(html_of(a, f)).by_id("phase-table")
     assert "Backward" in table.norm_text()
+
+
+# --- 6. the attention kernel's label follows its family ----------------------
+
+
+def _attention_facts(dom) -> dict[str, str]:
+    sec = dom.by_id("attention")
+    return {d.find("dt").norm_text(): d.find("dd").norm_text() for d in sec.find_all("div") if d.find("dt") is not None}
+
+
+def test_attention_kernel_label_follows_the_kernel_family():
+    facts = _attention_facts(real_dom(realcap.VLLM))
+    labels = [k for k in facts if k.startswith("In attention kernels")]
+    assert labels == ["In attention kernels (Pallas: ragged paged attention)"]
+    a, f = analysis_of("attention_splash"), findings_of("attention_splash")
+    labels = [k for k in _attention_facts(parse(html_of(a, f))) if k.startswith("In attention kernels")]
+    assert labels == ["In attention kernels (Pallas: splash)"]

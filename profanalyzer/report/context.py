@@ -534,6 +534,19 @@ def _remat(a: Analysis) -> RematView:
     return RematView(ms(a.remat.ps), pct(a.remat.fraction), phases, _op_rows(ops[:SECTION_OPS_ROWS]), note)
 
 
+def _attention_kernel_label(ops: Sequence[TopOp]) -> str:
+    """'In attention kernels (Pallas: <families>)': the kernel families of the
+    attention ops shown (their `kernel:` tag, most time first), not a fixed
+    list: a ragged-paged-attention kernel is not splash or flash."""
+    families: list[str] = []
+    for op in ops:  # most time first
+        for t in op.tags:
+            if t.startswith("kernel:") and t[7:] not in families:
+                families.append(t[7:])
+    names = [f.replace("_", " ") for f in families if f != "pallas"]
+    return f"In attention kernels (Pallas: {' / '.join(names)})" if names else "In attention kernels (Pallas)"
+
+
 def _attention(a: Analysis) -> AttentionView:
     s = a.breakdown.get("attention")
     seen: set[str] = set()
@@ -545,7 +558,7 @@ def _attention(a: Analysis) -> AttentionView:
     ops.sort(key=lambda o: (-o.self_ps, o.name))
     facts = []
     bo = getattr(a, "bucket_ops", {}) or {}
-    for key, label in (("attention_kernel", "In attention kernels (Pallas: splash / flash)"), ("attention_unfused", "Unfused attention ops")):
+    for key, label in (("attention_kernel", _attention_kernel_label(ops)), ("attention_unfused", "Unfused attention ops")):
         b = bo.get(key)
         if b is not None:
             facts.append(Fact(label, f"{ms(b.ps)} ms ({pct(b.fraction)}) · {b.ops} ops"))
