@@ -276,7 +276,8 @@ def _per_core(work: list[CoreWork], core_ids: list[int], core_means: np.ndarray,
     """Per-core means over the kept steps, and straggler cores (modified z of compute time)."""
     # --- per-core spread, stragglers ---------------------------------------
     busy = core_means[:, col["step_ps"]] - core_means[:, col["idle"]]
-    compute = busy - core_means[:, [col[b] for b in BUCKETS if b in COLLECTIVE_BUCKETS]].sum(axis=1)
+    # compute: busy minus the collectives and the host-offload waits (a core waiting on a host DMA does not compute)
+    compute = busy - core_means[:, [col[b] for b in BUCKETS if b in COLLECTIVE_BUCKETS or b == "host_offload"]].sum(axis=1)
     floor = STRAGGLER_MIN_REL_SCALE * median(core_means[:, col["step_ps"]]) if len(core_ids) else 0.0
     zs = modified_z(compute, floor)
     per_core = []

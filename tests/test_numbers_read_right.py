@@ -156,3 +156,52 @@ def test_attention_kernel_label_follows_the_kernel_family():
     a, f = analysis_of("attention_splash"), findings_of("attention_splash")
     labels = [k for k in _attention_facts(parse(html_of(a, f))) if k.startswith("In attention kernels")]
     assert labels == ["In attention kernels (Pallas: splash)"]
+
+
+# --- 7. the host-offload wait is not compute ---------------------------------
+
+
+def test_compute_excludes_the_host_offload_wait():
+    a = real(realcap.V6E)
+    for c in a.per_core:
+        waits = sum(v for k, v in c.buckets.items() if k in ("host_offload", "all_gather", "reduce_scatter", "all_reduce",
+                                                             "all_to_all", "other_collective"))
+        assert c.buckets["host_offload"] > 0.5 * c.step_ps  # the capture is mostly host DMA wait
+        assert abs(c.compute_ps - (c.busy_ps - waits)) <= 1
+    desc = real_dom(realcap.V6E).find("svg", class_="core-strip").find("desc").norm_text()
+    med = sorted(c.compute_ps for c in a.per_core)[len(a.per_core) // 2]
+    assert med < 0.1 * a.steps.step_time_ps["median"]  # ~24 ms of compute in a 784 ms step, not 784.1
+
+
+# --- 9. ticks, labels, counts ------------------------------------------------
+
+
+def test_axis_tick_labels_are_distinct():
+    from profanalyzer.report.svg import nice_ticks, tick_labels
+
+    ticks = nice_ticks(61.1, 61.2, 6)
+    labels = tick_labels(ticks)
+    assert len(set(labels)) == len(labels) == len(ticks)
+    assert [float(x) for x in labels] == pytest.approx(ticks)
+    assert tick_labels([0, 50, 100, 150]) == ["0", "50", "100", "150"]  # plain ticks keep their short labels
+
+
+def _svg_texts(svg) -> list[str]:
+    return [t.norm_text() for t in svg.find_all("text")]
+
+
+@pytest.mark.parametrize("name", [realcap.VLLM, realcap.V6E])
+def test_rendered_axis_ticks_are_distinct(name):
+    dom = real_dom(name)
+    for cls in ("core-strip", "step-bars"):
+        svg = dom.find("svg", class_=cls)
+        ticks = [t.norm_text() for t in svg.find_all("text") if t.attrs.get("class") == "lbl"
+                 and t.norm_text().replace(".", "", 1).isdigit() and (cls == "core-strip" or t.attrs.get("text-anchor") == "end")]
+        assert len(ticks) == len(set(ticks)), (cls, ticks)
+
+
+def test_median_label_is_not_drawn_over_the_bars():
+    svg = real_dom(realcap.V6E).find("svg", class_="step-bars")
+    label = next(t for t in svg.find_all("text") if "median of kept steps" in t.norm_text())
+    bar_tops = [float(r.attrs["y"]) for r in svg.find_all("rect") if r.attrs.get("fill", "").startswith("#")]
+    assert bar_tops and float(label.attrs["y"]) < min(bar_tops)

@@ -641,7 +641,7 @@ def _cores(a: Analysis) -> CoresView:
         chart = svg.core_strip(dots, med, "Compute time per TensorCore", desc)
     else:
         spread, desc, chart = "No per-core data.", "", None
-    rule = "A core is a straggler when the modified z-score of its compute time (busy minus collectives) exceeds 3.5 (needs >= 3 cores)."
+    rule = "A core is a straggler when the modified z-score of its compute time (busy minus collectives and host-offload waits) exceeds 3.5 (needs >= 3 cores)."
     return CoresView(chart, desc, tuple(rows), len(rows) > CORES_OPEN, stragglers, spread, rule)
 
 
