@@ -205,3 +205,39 @@ def test_median_label_is_not_drawn_over_the_bars():
     label = next(t for t in svg.find_all("text") if "median of kept steps" in t.norm_text())
     bar_tops = [float(r.attrs["y"]) for r in svg.find_all("rect") if r.attrs.get("fill", "").startswith("#")]
     assert bar_tops and float(label.attrs["y"]) < min(bar_tops)
+
+
+def test_diff_bars_scale_to_the_largest_change_on_the_page():
+    from profanalyzer.compare import compare
+    from profanalyzer.report.diff import build_diff_context
+
+    b, n = "fp8_remat_before", "fp8_remat_after"
+    c = compare((analysis_of(b), findings_of(b)), (analysis_of(n), findings_of(n)))
+    ctx = build_diff_context(c)
+    rows = list(ctx.buckets) + list(ctx.comm) + list(ctx.idle)
+    widths = {(r.key, r.delta_ms): float((r.neg_w if r.delta_ms.startswith("-") else r.pos_w).rstrip("%")) for r in rows}
+    top = max(abs(float(d)) for _, d in widths)
+    for (key, d), w in widths.items():
+        assert w == pytest.approx(min(100.0, abs(float(d)) / top * 100), abs=0.2), (key, d, w)
+    tiny = [w for r in ctx.idle for (k, d), w in widths.items() if k == r.key and abs(float(d)) <= 0.001]
+    assert tiny and max(tiny) < 1.0  # a 0.001 ms idle change is not a full-width bar
+
+
+def test_counts_print_as_integers():
+    from profanalyzer.format import count
+
+    assert count(21.0) == "21" and count(20.5) == "20.5" and count(1234.0) == "1,234"
+    dom = real_dom(realcap.VLLM)
+    table = dom.find("table", id="comm-table") or dom.by_id("communication").find("table")
+    cells = [tr.find_all("td")[1].norm_text() for tr in table.find_all("tr") if tr.attrs.get("data-type")]
+    assert cells and all(not x.endswith(".0") for x in cells)
+
+
+@pytest.mark.parametrize("name", [realcap.VLLM])
+def test_one_kept_step_is_not_a_median_of_steps(name):
+    a = real(name)
+    assert a.steps.kept == 1
+    dom = real_dom(name)
+    text = dom.by_id("kpi-step-time").norm_text()
+    assert "the one kept step" in text and "1 kept steps" not in text
+    assert "1 kept steps" not in dom.norm_text()

@@ -17,7 +17,7 @@ import os
 import re
 from typing import Mapping, Sequence
 
-from profanalyzer.format import ms, pct
+from profanalyzer.format import count, ms, pct
 from profanalyzer.model import Analysis, Finding, Findings, RuleDoc, TopOp
 from profanalyzer.report import svg
 from profanalyzer.stats import median_of
@@ -113,7 +113,7 @@ def headline(a: Analysis) -> str:
         g = "matmul" if b.startswith("matmul") else ("exposed communication" if b in COLLECTIVE_BUCKETS else bucket_label(b).lower())
         groups[g] = groups.get(g, 0.0) + s.fraction
     parts = [f"{g} {pct(f)}" for g, f in sorted(groups.items(), key=lambda kv: (-kv[1], kv[0])) if f >= 0.005]
-    return f"Step time {ms(t['median'])} ms (median of {a.steps.kept} kept steps): " + ", ".join(parts) + "."
+    return f"Step time {ms(t['median'])} ms ({median_of_kept(a.steps.kept)}): " + ", ".join(parts) + "."
 
 
 def first_action(findings: Findings | None) -> str:
@@ -145,6 +145,11 @@ def _dash(text: str | None) -> str:
     """'' for placeholder values ('-', '—', None)."""
     t = (text or "").strip()
     return "" if t in ("-", "—", "–", "none", "n/a") else t
+
+
+def median_of_kept(n: int) -> str:
+    """What the step time is of: 'median of 12 kept steps'; 'the one kept step' (no median of one)."""
+    return "the one kept step" if n == 1 else f"median of {n} kept steps"
 
 
 def _lane_label(name: str) -> str:
@@ -233,7 +238,7 @@ def _kpis(a: Analysis, findings: Findings | None) -> tuple[Kpi, ...]:
     exp_ps, exp_f = exposed_comm(a)
     idle = a.breakdown.get("idle")
     kpis = [
-        Kpi("kpi-step-time", "Step time", f"{ms(t['median'])} ms", f"median of {a.steps.kept} kept steps", "neutral"),
+        Kpi("kpi-step-time", "Step time", f"{ms(t['median'])} ms", median_of_kept(a.steps.kept), "neutral"),
         Kpi(
             "kpi-mfu",
             "MFU",
@@ -425,7 +430,7 @@ def _comm(a: Analysis) -> CommView:
             type=t.type,
             label=COLLECTIVE_LABELS.get(t.type, t.type),
             engine=t.engine,
-            count=f"{t.count:.1f}",
+            count=count(t.count),
             window_ms=ms(t.window_ps),
             hidden_ms=ms(t.hidden_ps),
             exposed_ms=ms(t.exposed_ps),
@@ -506,7 +511,7 @@ def _op_rows(ops: Sequence[TopOp], start: int = 1) -> tuple[OpRow, ...]:
                 ms=ms(op.self_ps),
                 ps=float(op.self_ps),
                 pct=pct(op.fraction),
-                count=f"{op.count:.1f}",
+                count=count(op.count),
                 count_v=float(op.count),
                 tflops=_num(op.tflops_per_s, ".1f"),
                 tflops_v=float(op.tflops_per_s) if op.tflops_per_s is not None else -1.0,
