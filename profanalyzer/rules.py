@@ -65,14 +65,18 @@ class Rule:
         assumptions: Iterable[str] = (),
         claims: Mapping[str, float] | None = None,
         title: str | None = None,
+        lever: str | None = None,
     ) -> Finding:
-        """Build a finding of this rule with severity from its saving."""
+        """Build a finding of this rule with severity from its saving. `lever`:
+        the lever the estimate is computed from when it is not the rule's own
+        (a rule whose fallback estimate is another lever's files it there)."""
+        lever = lever or self.lever
         step = analysis.steps.step_time_ps["mean"] or 1.0
         saving_ps = max(0.0, float(saving_ps))
         frac = saving_ps / step
         return Finding(
             code=self.code,
-            lever=self.lever,
+            lever=lever,
             title=title or self.title,
             severity=severity_of(frac),
             estimated_saving_ps=saving_ps,
@@ -80,7 +84,7 @@ class Rule:
             evidence=tuple(evidence),
             actions=tuple(actions),
             assumptions=tuple(assumptions),
-            guide_section=GUIDE_SECTIONS[self.lever],
+            guide_section=GUIDE_SECTIONS[lever],
             claims=tuple(sorted((claims or {}).items())),
         )
 

@@ -241,3 +241,21 @@ def test_one_kept_step_is_not_a_median_of_steps(name):
     text = dom.by_id("kpi-step-time").norm_text()
     assert "the one kept step" in text and "1 kept steps" not in text
     assert "1 kept steps" not in dom.norm_text()
+
+
+# --- 8. a finding's lever is the one its estimate is computed from ----------
+
+
+def test_host_offload_finding_is_filed_under_the_lever_of_its_estimate():
+    from profanalyzer.analysis import AnalysisOptions, analyze
+    from profanalyzer.findings import run_rules
+    from profanalyzer.vocab import GUIDE_SECTIONS
+
+    a = analyze(realcap.real_path(realcap.V6E), AnalysisOptions(memory=True))
+    ho = next(r for r in run_rules(a).recommendations if r.code == "HO001")
+    assert any("the estimate is L1's" in x for x in ho.assumptions)  # the buffers do not fit in HBM
+    assert ho.lever == "fp8" and ho.guide_section == GUIDE_SECTIONS["fp8"]
+    assert "lever L1" in ho.actions[0]
+    # where the buffers' room is not known the estimate is the rule's own (keep them in HBM): remat
+    fits_unknown = next(r for r in findings_of("host_offload_loop").recommendations if r.code == "HO001")
+    assert not any("the estimate is L1's" in x for x in fits_unknown.assumptions) and fits_unknown.lever == "remat"
