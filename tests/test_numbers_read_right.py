@@ -259,3 +259,37 @@ def test_host_offload_finding_is_filed_under_the_lever_of_its_estimate():
     # where the buffers' room is not known the estimate is the rule's own (keep them in HBM): remat
     fits_unknown = next(r for r in findings_of("host_offload_loop").recommendations if r.code == "HO001")
     assert not any("the estimate is L1's" in x for x in fits_unknown.assumptions) and fits_unknown.lever == "remat"
+
+
+# --- 10. info and analyze: one step time; the file size is the file's --------
+
+
+def _info(path):
+    from profanalyzer.analysis import read_trace
+    from profanalyzer.info import format_info, trace_info
+
+    i = trace_info(read_trace(path))
+    return i, format_info(i)
+
+
+def test_info_and_analyze_report_one_median_step():
+    from profanalyzer.format import ms
+
+    for path, a in ((sample_path("dense_short_fsdp"), analysis_of("dense_short_fsdp")),
+                    (realcap.real_path(realcap.VLLM), real(realcap.VLLM))):
+        i, text = _info(path)
+        assert i.step_ps_median is not None
+        assert ms(i.step_ps_median) == ms(a.steps.step_time_ps["median"])  # 87.293 and 65.493 ms
+        assert f"median step {ms(a.steps.step_time_ps['median'])} ms" in text
+
+
+def test_info_prints_the_file_size_on_disk():
+    import os
+
+    from profanalyzer.info import _size
+
+    path = sample_path("dense_short_fsdp")
+    i, text = _info(path)
+    disk = os.stat(path).st_size
+    assert i.hosts[0].file_bytes == disk and i.hosts[0].size_bytes > disk  # a .gz: smaller on disk
+    assert f"({_size(disk)}, {_size(i.hosts[0].size_bytes)} uncompressed)" in text
