@@ -179,9 +179,15 @@ def _record_from(cls: type, d: Mapping, where: str) -> Any:
     return cls(**kw)
 
 
-@lru_cache(maxsize=None)
+_PS_FIELDS: dict[type, tuple[str, ...]] = {}
+
+
 def _ps_fields(cls: type) -> tuple[str, ...]:
-    return tuple(f.name for f in fields(cls) if is_ps_field(f.name))
+    """The picosecond fields of a record class (cached per class)."""
+    out = _PS_FIELDS.get(cls)
+    if out is None:
+        out = _PS_FIELDS[cls] = tuple(f.name for f in fields(cls) if is_ps_field(f.name))
+    return out
 
 
 class Record:

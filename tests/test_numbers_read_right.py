@@ -6,12 +6,11 @@ ones parse the report into a DOM (tests/test_report_html.py's parser)."""
 from __future__ import annotations
 
 import functools
-import json
 
 import pytest
 
 import realcap
-from conftest import analysis_of, findings_of, run_cli, sample_path
+from conftest import analysis_of, findings_of, sample_path
 from test_report_html import parse
 
 
@@ -168,9 +167,13 @@ def test_compute_excludes_the_host_offload_wait():
                                                              "all_to_all", "other_collective"))
         assert c.buckets["host_offload"] > 0.5 * c.step_ps  # the capture is mostly host DMA wait
         assert abs(c.compute_ps - (c.busy_ps - waits)) <= 1
+    from profanalyzer.format import ms
+    from profanalyzer.stats import median_of
+
     desc = real_dom(realcap.V6E).find("svg", class_="core-strip").find("desc").norm_text()
-    med = sorted(c.compute_ps for c in a.per_core)[len(a.per_core) // 2]
+    med = median_of([c.compute_ps for c in a.per_core])
     assert med < 0.1 * a.steps.step_time_ps["median"]  # ~24 ms of compute in a 784 ms step, not 784.1
+    assert f"median {ms(med)} ms" in desc
 
 
 # --- 9. ticks, labels, counts ------------------------------------------------
