@@ -243,6 +243,7 @@ def test_one_kept_step_is_not_a_median_of_steps(name):
     dom = real_dom(name)
     text = dom.by_id("kpi-step-time").norm_text()
     assert "the one kept step" in text and "1 kept steps" not in text
+    assert "median" not in dom.by_id("fact-step-time").norm_text()  # no median (and min-max range) of one step
     assert "1 kept steps" not in dom.norm_text()
 
 
@@ -296,3 +297,17 @@ def test_info_prints_the_file_size_on_disk():
     disk = os.stat(path).st_size
     assert i.hosts[0].file_bytes == disk and i.hosts[0].size_bytes > disk  # a .gz: smaller on disk
     assert f"({_size(disk)}, {_size(i.hosts[0].size_bytes)} uncompressed)" in text
+
+
+def test_together_is_a_sum_of_claims_where_the_what_if_does_not_model_a_finding():
+    # v6e: HO001 (host-offload wait, filed under L1) is not re-timed by --what-if fp8: no "together about 0.000 ms"
+    from profanalyzer.analysis import AnalysisOptions, analyze
+    from profanalyzer.findings import run_rules
+    from profanalyzer.format import ms
+
+    a = analyze(realcap.real_path(realcap.V6E), AnalysisOptions(memory=True))  # as the CLI reads it: HO001 is L1's
+    f = run_rules(a)
+    assert [r.lever for r in f.recommendations] == ["fp8"]
+    text = parse(html_of(a, f)).by_id("recs-total").norm_text()
+    summed = sum(r.estimated_saving_ps for r in f.recommendations)
+    assert "together about" not in text and "a sum of claims" in text and f"add up to {ms(summed)} ms/step" in text

@@ -204,7 +204,8 @@ def _facts(a: Analysis, findings: Findings | None) -> tuple[Fact, ...]:
              a.chip_source if a.chip_source.startswith("assumed") else f"from {a.chip_source}"),
         Fact("Cores", f"{a.tensorcores} TensorCores · {a.sparsecores} SparseCores", "fact-cores"),
         Fact("Steps used", f"{st.kept} of {st.count} ({st.source})", "fact-steps"),
-        Fact("Step time", f"{ms(t['median'])} ms median · {ms(t['min'])}–{ms(t['max'])} ms", "fact-step-time"),
+        Fact("Step time", f"{ms(t['median'])} ms median · {ms(t['min'])}–{ms(t['max'])} ms" if st.kept != 1
+             else f"{ms(t['median'])} ms ({median_of_kept(1)})", "fact-step-time"),
     ]
     if a.run_kind is not None:
         facts.insert(2 if a.run else 1, Fact("Run kind", a.run_kind.kind, "fact-run-kind", "; ".join(a.run_kind.reasons)))
@@ -311,13 +312,13 @@ def _recs(a: Analysis, findings: Findings | None, docs: Mapping[str, RuleDoc]) -
 def _together(a: Analysis, findings: Findings, total: float, step: float) -> str:
     """One number, one meaning: the findings' savings summed are a sum of
     claims; what the levers save pulled together is the what-if re-timing
-    (profanalyzer.whatif, as `analyze --what-if`), shown when it covers
-    every finding's lever."""
-    from profanalyzer.whatif import WHAT_IF_LEVERS, what_if
+    (profanalyzer.whatif, as `analyze --what-if`), shown when it models
+    every finding's claims (`whatif.modelled`)."""
+    from profanalyzer.whatif import WHAT_IF_LEVERS, modelled, what_if
 
     levers = tuple(lv for lv in WHAT_IF_LEVERS if any(f.lever == lv for f in findings.recommendations))
     claims = f"their estimates add up to {ms(total)} ms/step ({pct(total / step)}), a sum of claims"
-    if levers and all(f.lever in levers for f in findings.recommendations):
+    if levers and all(modelled(f) for f in findings.recommendations):
         w = what_if(a, findings, levers)
         return (f"together about {ms(w.saving_ps)} ms/step ({pct(w.saving_ps / step)}) with the levers pulled together "
                 f"(re-timed as analyze --what-if {','.join(levers)}); {claims}")
