@@ -311,3 +311,10 @@ def test_together_is_a_sum_of_claims_where_the_what_if_does_not_model_a_finding(
     text = parse(html_of(a, f)).by_id("recs-total").norm_text()
     summed = sum(r.estimated_saving_ps for r in f.recommendations)
     assert "together about" not in text and "a sum of claims" in text and f"add up to {ms(summed)} ms/step" in text
+
+
+def test_html_top_ops_lists_no_zero_time_op():
+    sec = real_dom(realcap.V6E).by_id("top-ops")
+    rows = [tr for tr in sec.find_all("tr") if tr.find("td") is not None]
+    assert rows and all(tr.find_all("td")[3].norm_text() != "0.000" for tr in rows)
+    assert "under 0.001 ms per step not listed" in sec.norm_text()

@@ -684,7 +684,11 @@ def build_context(
     share = svg.share_bar([svg.Segment(s.key, s.label, s.value, a.breakdown[s.key].fraction) for s in segs], "Where the step went", share_desc)
     wl = findings.workload if findings is not None else None
     name = _trace_name(a.source)
-    top_note = f"Self time per kept step, averaged over TensorCores; the {len(a.top_ops)} ops with the most self time."
+    # rows that would read 0.000 ms are not listed (they sort last, so the ranks the roofline uses stay the same)
+    listed = [op for op in a.top_ops[:TOP_OPS_ROWS] if ms(op.self_ps) != ms(0)]
+    unlisted = len(a.top_ops[:TOP_OPS_ROWS]) - len(listed)
+    top_note = (f"Self time per kept step, averaged over TensorCores; the {len(listed)} ops with the most self time"
+                + (f" ({unlisted} more under 0.001 ms per step not listed)." if unlisted else "."))
     return ReportContext(
         title=f"profanalyze — {name}",
         trace_name=name,
@@ -706,7 +710,7 @@ def build_context(
         remat=_remat(a),
         attention=_attention(a),
         roofline=_roofline(a),
-        top_ops=_op_rows(a.top_ops[:TOP_OPS_ROWS]),
+        top_ops=_op_rows(listed),
         top_ops_note=top_note,
         cores=_cores(a),
         nav=NAV,
