@@ -119,6 +119,7 @@ def test_offload_verdict_without_sparsecore_planes_cannot_be_observed():
     box = real_dom(realcap.VLLM).by_id("sc-verdict")
     assert "cannot be observed" in box.norm_text() and "not offloaded" not in box.norm_text()
     assert "tone-bad" not in box.attrs["class"]
+    assert "Offloaded types" not in box.norm_text()  # no per-type "no" under a verdict that cannot be observed
 
 
 # --- 5. no table of zero training phases on an inference run -----------------

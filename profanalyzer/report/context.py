@@ -456,7 +456,7 @@ def _comm(a: Analysis) -> CommView:
     facts = [
         Fact("SparseCore planes", f"{sc.planes} ({sc.planes_with_activity} with activity)" if sc.detected or sc.planes else "none in this capture"),
     ]
-    if sc.offloaded:
+    if sc.offloaded and not (unseen and sc.verdict in ("off", "partial")):  # no "All-reduce: no" under "cannot be observed"
         facts.append(Fact("Offloaded types", ", ".join(f"{COLLECTIVE_LABELS.get(k, k)}: {'yes' if v else 'no'}" for k, v in sorted(sc.offloaded.items()))))
     if sc.busy_fraction is not None:
         facts.append(Fact("SparseCore busy", pct(sc.busy_fraction) + " of the step"))
