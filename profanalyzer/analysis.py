@@ -38,7 +38,7 @@ from profanalyzer.model import (  # noqa: F401 - the records' old import path
     Utilisation,
     to_jsonable,
 )
-from profanalyzer.opstats import OpsResult, ops_and_roofline, program_names, run_kind_of  # noqa: F401 - OpsResult's old path
+from profanalyzer.opstats import RATE_MIN_RUN_PS, OpsResult, ops_and_roofline, program_names, run_kind_of  # noqa: F401 - OpsResult's old path
 from profanalyzer.overlap import analyze_overlap
 from profanalyzer.hostplanes import host_activity, no_host_planes_note
 from profanalyzer.idle import idle_causes
@@ -363,6 +363,9 @@ def _definitions(steps: StepsSummary) -> dict[str, str]:
         "breakdown": "mean per kept step on each TensorCore, then averaged over TensorCores",
         "hidden_fraction": "TensorCore compute time inside a collective's window (start to done, or the op itself when synchronous) / window",
         "mfu": "model FLOPs of the step's ops / (step time x BF16 peak of one TensorCore)",
+        "op_rates": (f"an op's TFLOP/s, GB/s and share of its roofline are over its self time, and only for ops whose runs "
+                     f"last at least {RATE_MIN_RUN_PS / 1e6:g} us on average: under that the duration is a launch or a few "
+                     "timestamp ticks, not a rate"),
     }
     return definitions
 

@@ -319,3 +319,9 @@ def test_html_top_ops_lists_no_zero_time_op():
     rows = [tr for tr in sec.find_all("tr") if tr.find("td") is not None]
     assert rows and all(tr.find_all("td")[3].norm_text() != "0.000" for tr in rows)
     assert "under 0.001 ms per step not listed" in sec.norm_text()
+
+
+def test_the_rate_floor_is_stated():
+    a = real(realcap.V6E)
+    assert "at least 1 us on average" in a.definitions["op_rates"]
+    assert "at least 1 us on average" in real_dom(realcap.V6E).norm_text()
