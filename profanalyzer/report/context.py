@@ -496,7 +496,24 @@ def _comm(a: Analysis) -> CommView:
     )
 
 
-def _op_rows(ops: Sequence[TopOp], start: int = 1) -> tuple[OpRow, ...]:
+def _tflops_text(op: TopOp, peaks: Mapping[str, tuple[str, float]]) -> str:
+    """An op's TFLOP/s, with its caveat when above the physical peak of its
+    bucket's precision (`peaks`: bucket -> (precision, TFLOP/s per TensorCore))."""
+    text = _num(op.tflops_per_s, ".1f")
+    peak = peaks.get(op.bucket)
+    if op.tflops_per_s is not None and peak is not None and peak[1] > 0 and op.tflops_per_s > peak[1]:
+        text += f" (above the {peak[0]} peak)"
+    return text
+
+
+def _peaks(a: Analysis) -> dict[str, tuple[str, float]]:
+    chip = a.hardware
+    planes = float(chip.planes_per_chip or 1)
+    return {"matmul_bf16": ("BF16", float(chip.peak_bf16_tflops_per_chip or 0) / planes),
+            "matmul_fp8": ("FP8", float(chip.peak_fp8_tflops_per_chip or 0) / planes)}
+
+
+def _op_rows(ops: Sequence[TopOp], start: int = 1, peaks: Mapping[str, tuple[str, float]] | None = None) -> tuple[OpRow, ...]:
     rows = []
     for i, op in enumerate(ops, start):
         rows.append(
@@ -514,7 +531,7 @@ def _op_rows(ops: Sequence[TopOp], start: int = 1) -> tuple[OpRow, ...]:
                 pct=pct(op.fraction),
                 count=count(op.count),
                 count_v=float(op.count),
-                tflops=_num(op.tflops_per_s, ".1f"),
+                tflops=_tflops_text(op, peaks or {}),
                 tflops_v=float(op.tflops_per_s) if op.tflops_per_s is not None else -1.0,
                 gbps=_num(op.gbps, ",.0f"),
                 gbps_v=float(op.gbps) if op.gbps is not None else -1.0,
@@ -710,7 +727,7 @@ def build_context(
         remat=_remat(a),
         attention=_attention(a),
         roofline=_roofline(a),
-        top_ops=_op_rows(listed),
+        top_ops=_op_rows(listed, peaks=_peaks(a)),
         top_ops_note=top_note,
         cores=_cores(a),
         nav=NAV,
