@@ -246,6 +246,8 @@ def test_one_kept_step_is_not_a_median_of_steps(name):
     assert "the one kept step" in text and "1 kept steps" not in text
     assert "median" not in dom.by_id("fact-step-time").norm_text()  # no median (and min-max range) of one step
     assert "1 kept steps" not in dom.norm_text()
+    line = next(x for x in terminal_of(a).splitlines() if x.startswith("step time:"))
+    assert line.startswith("step time: 65.493 ms (the one kept step)") and "median" not in line
 
 
 # --- 8. a finding's lever is the one its estimate is computed from ----------

@@ -99,7 +99,8 @@ def format_summary(a: Analysis, top: int = 10, findings=None, by_scope: int | No
 
         util.append(f"matmul MXU utilisation {mxu_text(u.mxu_matmul)}")
     out.append(
-        f"step time: median {ms(t['median'])} ms (min {ms(t['min'])}, max {ms(t['max'])})"
+        (f"step time: median {ms(t['median'])} ms (min {ms(t['min'])}, max {ms(t['max'])})" if st.kept != 1
+         else f"step time: {ms(t['median'])} ms (the one kept step)")
         + (f"; {'; '.join(util)}" if util else "")
     )
     out.append("")
