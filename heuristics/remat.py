@@ -141,16 +141,19 @@ def host_offload_wait(self, analysis):
     m = analysis.memory
     room = headroom(analysis, float(m.host_offload_bytes) if m is not None and m.host_offload_bytes else None)
     saving = ho.ps
+    lever = None  # the rule's own (remat): keep the buffers in HBM
     assumptions = [
         "with the buffers in HBM the copy-done waits disappear; the rest of the step is unchanged",
         room.line,
     ]
     if room.fits is False:
-        saving = ho.ps * 0.5
+        # the estimate is L1's (halve the bytes), so the finding is L1's: its lever, guide section and first action
+        saving, lever = ho.ps * 0.5, "fp8"
         assumptions.append("the offloaded buffers do not fit in HBM: the estimate is L1's, halving the bytes (half the wait)")
+        actions = [a for a in actions if "lever L1" in a] + [a for a in actions if "lever L1" not in a]
     else:
         assumptions.append("halving the bytes instead (L1) would save about half of this")
-    return [self.finding(analysis, saving, evidence, actions, assumptions, claims={"bucket:host_offload": saving})]
+    return [self.finding(analysis, saving, evidence, actions, assumptions, claims={"bucket:host_offload": saving}, lever=lever)]
 
 
 RULES = (lighter_remat_policy, host_offload_wait)

@@ -38,7 +38,7 @@ from profanalyzer.model import (  # noqa: F401 - the records' old import path
     Utilisation,
     to_jsonable,
 )
-from profanalyzer.opstats import OpsResult, ops_and_roofline, program_names, run_kind_of  # noqa: F401 - OpsResult's old path
+from profanalyzer.opstats import RATE_MIN_RUN_PS, OpsResult, ops_and_roofline, program_names, run_kind_of  # noqa: F401 - OpsResult's old path
 from profanalyzer.overlap import analyze_overlap
 from profanalyzer.hostplanes import host_activity, no_host_planes_note
 from profanalyzer.idle import idle_causes
@@ -100,6 +100,38 @@ def select_steps(numbers: np.ndarray, durations: np.ndarray) -> tuple[np.ndarray
         kept[:] = True
         reasons = [""] * n
     return kept, reasons
+
+
+def step_consensus(numbers: np.ndarray, durations: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[str]]:
+    """The one definition of the step time, for `analyze` and `info` alike.
+
+    `numbers`, `durations`: one row per (TensorCore, step window). Returns the
+    distinct step numbers (ascending), each step's time (the median over the
+    TensorCores that have it), the kept (steady-state) mask and the reasons of
+    the dropped steps (`select_steps`). The run's step time is the median of
+    the kept steps' times (`median_kept_step`)."""
+    step_numbers, index = np.unique(np.asarray(numbers, dtype=np.int64), return_inverse=True)
+    durations = np.asarray(durations, dtype=np.float64)
+    step_med = np.empty(len(step_numbers))
+    for i in range(len(step_numbers)):
+        step_med[i] = median(durations[index == i])
+    kept, reasons = select_steps(step_numbers, step_med)
+    return step_numbers, step_med, kept, reasons
+
+
+def median_kept_step(trace: Trace) -> tuple[float | None, int, int]:
+    """(median step time, kept steps, steps) of a trace's step windows, as
+    `analyze` reports them (`step_consensus` over every TensorCore)."""
+    nums, durs = [], []
+    for p in trace.tensorcores:
+        st = trace.steps.get(p.label)
+        if st is not None and len(st):
+            nums.append(np.asarray(st.number, dtype=np.int64))
+            durs.append(np.asarray(st.end_ps, dtype=np.int64) - np.asarray(st.start_ps, dtype=np.int64))
+    if not nums:
+        return None, 0, 0
+    numbers, step_med, kept, _ = step_consensus(np.concatenate(nums), np.concatenate(durs))
+    return float(median(step_med[kept])), int(kept.sum()), len(numbers)
 
 
 # ---------------------------------------------------------------------------
@@ -251,13 +283,10 @@ def _step_table(rows: _CoreStepRows) -> tuple[tuple[StepRow, ...], np.ndarray, n
     mask and the median step time per step."""
     col, step_numbers = rows.col, rows.step_numbers
     bcols = [col[b] for b in BUCKETS]
-    step_med = np.empty(len(step_numbers))
+    _, step_med, kept_mask, reasons = step_consensus(rows.step, rows.vals[:, col["step_ps"]])
     bucket_mean_by_step = np.empty((len(step_numbers), len(BUCKETS)))
     for i in range(len(step_numbers)):
-        sel = rows.vals[rows.step_index == i]
-        step_med[i] = median(sel[:, col["step_ps"]])
-        bucket_mean_by_step[i] = sel[:, bcols].mean(axis=0)
-    kept_mask, reasons = select_steps(step_numbers, step_med)
+        bucket_mean_by_step[i] = rows.vals[rows.step_index == i][:, bcols].mean(axis=0)
     table = tuple(
         StepRow(
             number=int(n),
@@ -276,7 +305,8 @@ def _per_core(work: list[CoreWork], core_ids: list[int], core_means: np.ndarray,
     """Per-core means over the kept steps, and straggler cores (modified z of compute time)."""
     # --- per-core spread, stragglers ---------------------------------------
     busy = core_means[:, col["step_ps"]] - core_means[:, col["idle"]]
-    compute = busy - core_means[:, [col[b] for b in BUCKETS if b in COLLECTIVE_BUCKETS]].sum(axis=1)
+    # compute: busy minus the collectives and the host-offload waits (a core waiting on a host DMA does not compute)
+    compute = busy - core_means[:, [col[b] for b in BUCKETS if b in COLLECTIVE_BUCKETS or b == "host_offload"]].sum(axis=1)
     floor = STRAGGLER_MIN_REL_SCALE * median(core_means[:, col["step_ps"]]) if len(core_ids) else 0.0
     zs = modified_z(compute, floor)
     per_core = []
@@ -333,6 +363,9 @@ def _definitions(steps: StepsSummary) -> dict[str, str]:
         "breakdown": "mean per kept step on each TensorCore, then averaged over TensorCores",
         "hidden_fraction": "TensorCore compute time inside a collective's window (start to done, or the op itself when synchronous) / window",
         "mfu": "model FLOPs of the step's ops / (step time x BF16 peak of one TensorCore)",
+        "op_rates": (f"an op's TFLOP/s, GB/s and share of its roofline are over its self time, and only for ops whose runs "
+                     f"last at least {RATE_MIN_RUN_PS / 1e6:g} us on average: under that the duration is a launch or a few "
+                     "timestamp ticks, not a rate"),
     }
     return definitions
 

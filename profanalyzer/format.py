@@ -55,3 +55,13 @@ def pts(x: float | None, digits: int = 1, *, missing: str = MISSING) -> str:
 def noise(ps: float | None, digits: int = 3, *, missing: str = MISSING) -> str:
     """A noise band in milliseconds: '±0.012'."""
     return missing if ps is None else f"±{ps / PS_PER_MS:.{digits}f}"
+
+
+def count(x: float | None, missing: str = MISSING) -> str:
+    """A count: a whole number as an integer ('21', not '21.0'); a mean count
+    that is not whole (occurrences per step averaged over cores) with one
+    decimal ('20.5')."""
+    if x is None:
+        return missing
+    r = round(float(x), 1)
+    return f"{r:,.0f}" if r == int(r) else f"{r:,.1f}"

@@ -6,9 +6,10 @@ it as plain text. Both are deterministic.
 
 from __future__ import annotations
 
+import os
 from dataclasses import asdict, dataclass
 
-from profanalyzer.stats import median
+from profanalyzer.analysis import median_kept_step
 from profanalyzer.trace import LINE_MODULES, Trace
 
 
@@ -25,7 +26,8 @@ class PlaneInfo:
 class HostSummary:
     name: str
     file: str
-    size_bytes: int
+    size_bytes: int  # the XSpace's bytes, uncompressed
+    file_bytes: int | None  # the file's size on disk (None: not a local file)
     plane_kinds: tuple[tuple[str, int], ...]
     errors: tuple[str, ...]
     warnings: tuple[str, ...]
@@ -54,7 +56,8 @@ class TraceInfo:
     steps_source: tuple[str, ...]  # distinct step sources over cores
     steps_count: int  # steps on the first TensorCore
     step_numbers: tuple[int, ...]
-    step_ps_median: int | None
+    step_ps_median: int | None  # as `analyze`: median of the kept steps' times (median over TensorCores)
+    steps_kept: int
     programs: tuple[ProgramInfo, ...]  # first TensorCore's XLA Modules
     span_ps: int
 
@@ -78,6 +81,7 @@ def trace_info(trace: Trace) -> TraceInfo:
                 end = e if end is None else max(end, e)
     tcs = trace.tensorcores
     first = tcs[0]
+    step_median, steps_kept, _ = median_kept_step(trace)
     steps = trace.steps[first.label]
     programs: dict[str, list[int]] = {}
     ln = first.line(LINE_MODULES)
@@ -100,7 +104,7 @@ def trace_info(trace: Trace) -> TraceInfo:
         chip=trace.chip.name,
         chip_source=trace.chip_source,
         hosts=tuple(
-            HostSummary(h.name, h.file, h.size_bytes, tuple(h.plane_kinds.items()), h.errors, h.warnings)
+            HostSummary(h.name, h.file, h.size_bytes, _file_bytes(h.file), tuple(h.plane_kinds.items()), h.errors, h.warnings)
             for h in trace.hosts
         ),
         tensorcores=len(tcs),
@@ -110,10 +114,18 @@ def trace_info(trace: Trace) -> TraceInfo:
         steps_source=tuple(sorted({s.source for s in trace.steps.values()})),
         steps_count=len(steps),
         step_numbers=tuple(int(x) for x in steps.number.tolist()),
-        step_ps_median=int(median(steps.dur_ps)) if len(steps) else None,
+        step_ps_median=int(round(step_median)) if step_median is not None else None,
+        steps_kept=steps_kept,
         programs=progs,
         span_ps=(end - start) if start is not None else 0,
     )
+
+
+def _file_bytes(path: str) -> int | None:
+    try:
+        return os.stat(path).st_size
+    except (OSError, ValueError):
+        return None
 
 
 def _ms(ps: int | None) -> str:
@@ -139,7 +151,10 @@ def format_info(info: TraceInfo) -> str:
     )
     for h in info.hosts:
         kinds = ", ".join(f"{k} {n}" for k, n in h.plane_kinds)
-        out.append(f"  host {h.name}: {h.file} ({_size(h.size_bytes)}); planes: {kinds}")
+        size = _size(h.file_bytes) if h.file_bytes is not None else "size on disk unknown"
+        if h.file_bytes != h.size_bytes:
+            size += f", {_size(h.size_bytes)} uncompressed"
+        out.append(f"  host {h.name}: {h.file} ({size}); planes: {kinds}")
         for e in h.errors:
             out.append(f"    capture error: {e}")
         for w in h.warnings:
@@ -152,7 +167,8 @@ def format_info(info: TraceInfo) -> str:
     span = f"{nums[0]}..{nums[-1]}" if nums else "-"
     out.append(
         f"steps: {info.steps_count} (source: {'; '.join(info.steps_source)}), numbers {span}, "
-        f"median step {_ms(info.step_ps_median)}"
+        f"median step {_ms(info.step_ps_median)} "
+        f"({'the one kept step' if info.steps_kept == 1 else f'of the {info.steps_kept} kept steps'}, median over TensorCores, as analyze)"
     )
     if info.programs:
         out.append("programs (first TensorCore, XLA Modules):")

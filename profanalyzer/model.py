@@ -181,7 +181,7 @@ class CoreSummary(Record):
     steps_kept: int
     step_ps: float  # mean over kept steps
     busy_ps: float  # step minus idle
-    compute_ps: float  # step minus idle minus collectives
+    compute_ps: float  # step minus idle, collectives and host-offload waits
     buckets: Mapping[str, float]
     remat_ps: float
     straggler: bool

@@ -42,6 +42,12 @@ from profanalyzer.vocab import ATTENTION_SPLIT, BUCKETS, COMPUTE_BUCKETS, MATMUL
 
 REMAT_TOP = 15
 KERNELS_TOP = 20
+#: An op's achieved rates (TFLOP/s, GB/s, share of its roofline) need at
+#: least this much self time per run (1 us): below it the duration is a
+#: launch (an async copy-start) or a few ticks of the profiler's timestamps,
+#: and FLOPs or bytes over it are not a rate (0.000 ms copy-starts at
+#: hundreds of millions of GB/s). Such ops show no rate.
+RATE_MIN_RUN_PS = 1_000_000
 #: Below this share of compute time with known FLOPs, MFU is marked low-confidence.
 FLOPS_COVERAGE_MIN = 0.9
 
@@ -735,7 +741,9 @@ def run_kind_of(agg: "OpGroups | tuple[OpGroup, ...]", step_ps: float, n_core_st
 
 
 def _top_op(r: OpGroup, chip, n_core_steps: int, denom: float) -> TopOp:
-    t_s = r.self_ps * 1e-12
+    # a rate needs a duration: none for ops whose runs last under RATE_MIN_RUN_PS on average
+    timed = r.count > 0 and r.self_ps >= RATE_MIN_RUN_PS * r.count
+    t_s = r.self_ps * 1e-12 if timed else 0.0
     has_f = r.flops == r.flops and r.flops is not None and r.flops > 0
     has_b = r.bytes == r.bytes and r.bytes is not None and r.bytes > 0
     intensity = (r.flops / r.bytes) if has_f and has_b else None

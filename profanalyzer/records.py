@@ -31,6 +31,22 @@ from profanalyzer.vocab import MAPPING_ORDERS
 SIGNIFICANT_DIGITS = 12
 
 
+def is_ps_field(name: str) -> bool:
+    """A field in picoseconds: named `ps` or `*_ps`. Such fields hold whole
+    picoseconds (an int) from the moment their record is built (`Record`
+    rounds them), and the schema types them `integer`."""
+    return name == "ps" or name.endswith("_ps")
+
+
+def whole_ps(x):
+    """`x` picoseconds as an int (nearest; half to even), or `x` unchanged when it is not a finite float
+    (None, an int, a non-finite value: written as null)."""
+    if isinstance(x, float) or (hasattr(x, "dtype") and getattr(x.dtype, "kind", "") == "f"):
+        x = float(x)
+        return int(round(x)) if math.isfinite(x) else x
+    return x
+
+
 def round_number(x: float | None):
     """Stable JSON numbers: large values (picoseconds, bytes, FLOPs) as
     integers, others to SIGNIFICANT_DIGITS significant digits; None for a
@@ -163,8 +179,34 @@ def _record_from(cls: type, d: Mapping, where: str) -> Any:
     return cls(**kw)
 
 
+_PS_FIELDS: dict[type, tuple[str, ...]] = {}
+
+
+def _ps_fields(cls: type) -> tuple[str, ...]:
+    """The picosecond fields of a record class (cached per class)."""
+    out = _PS_FIELDS.get(cls)
+    if out is None:
+        out = _PS_FIELDS[cls] = tuple(f.name for f in fields(cls) if is_ps_field(f.name))
+    return out
+
+
 class Record:
-    """Mixin of the frozen records: `to_dict()` and `from_dict()`."""
+    """Mixin of the frozen records: `to_dict()` and `from_dict()`. A field in
+    picoseconds (`is_ps_field`) is rounded to whole picoseconds when the
+    record is built, so the analysis holds, renders and writes the same
+    integers (the README: picoseconds are integers)."""
+
+    def __post_init__(self) -> None:
+        for name in _ps_fields(type(self)):
+            v = getattr(self, name)
+            if isinstance(v, Mapping):
+                w: Any = {k: whole_ps(x) for k, x in v.items()}
+            elif isinstance(v, tuple):
+                w = tuple(whole_ps(x) for x in v)
+            else:
+                w = whole_ps(v)
+            if w is not v:
+                object.__setattr__(self, name, w)
 
     def to_dict(self) -> dict:
         return to_jsonable(self)

@@ -70,6 +70,7 @@ class Rule:
         claims: Mapping[str, float] | None = None,
         title: str | None = None,
         flags: Iterable[str] = (),
+        lever: str | None = None,
     ) -> Finding:
         """Build a finding of this rule with severity from its saving.
 
@@ -77,13 +78,16 @@ class Rule:
         a shell assignment by profanalyzer.shell for each output); `actions`
         the other change lines, one item a line (config settings, `# ...`
         comments), never pre-wrapped: renderers wrap comments, never drop
-        or cut them. ValueError when either breaks its form."""
+        or cut them. ValueError when either breaks its form. `lever`: the
+        lever the estimate is computed from when it is not the rule's own
+        (a rule whose fallback estimate is another lever's files it there)."""
+        lever = lever or self.lever
         step = analysis.steps.step_time_ps["mean"] or 1.0
         saving_ps = max(0.0, float(saving_ps))
         frac = saving_ps / step
         return Finding(
             code=self.code,
-            lever=self.lever,
+            lever=lever,
             title=title or self.title,
             severity=severity_of(frac),
             estimated_saving_ps=saving_ps,
@@ -91,7 +95,7 @@ class Rule:
             evidence=tuple(evidence),
             actions=tuple(check_action(x) for x in actions),
             assumptions=tuple(assumptions),
-            guide_section=GUIDE_SECTIONS[self.lever],
+            guide_section=GUIDE_SECTIONS[lever],
             claims=tuple(sorted((claims or {}).items())),
             flags=tuple(check_flag(x) for x in flags),
         )

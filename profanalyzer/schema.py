@@ -14,6 +14,9 @@ How a type hint maps (the inverse of `records.to_jsonable`):
     tuple[X, Y]          -> array of exactly [X, Y]
     Mapping[str, X]      -> object of X
     Mapping[int, X]      -> object of X whose keys are integers as text
+    a field named `ps` or `*_ps` (picoseconds): its float is an integer
+                         (records.Record rounds it to whole picoseconds when
+                         the record is built; the README's promise)
     a record             -> {"$ref": "#/$defs/<Record>"}: an object with its
                             fields, those without a default required, no others
 
@@ -31,6 +34,7 @@ from dataclasses import MISSING, fields, is_dataclass
 from typing import Any, Union
 
 from profanalyzer.model import SCHEMA_VERSION, Analysis, Findings
+from profanalyzer.records import is_ps_field
 
 __all__ = ["document_schema", "SCHEMA_ID"]
 
@@ -76,12 +80,27 @@ def _type_schema(tp: Any, defs: dict[str, dict]) -> dict:
     raise TypeError(f"no JSON Schema for the type {tp!r}")
 
 
+def _whole_ps(tp: Any) -> Any:
+    """The type a picosecond field is written as: its float an int (records.Record rounds it when built)."""
+    if tp is float:
+        return int
+    origin, args = typing.get_origin(tp), typing.get_args(tp)
+    if origin is Union or origin is types.UnionType:
+        return Union[tuple(_whole_ps(a) for a in args)]
+    if origin in (collections.abc.Mapping, dict) and len(args) == 2:
+        return typing.Mapping[args[0], _whole_ps(args[1])]  # type: ignore[valid-type]
+    if origin is tuple and len(args) == 2 and args[1] is Ellipsis:
+        return tuple[_whole_ps(args[0]), ...]  # type: ignore[misc]
+    return tp
+
+
 def _fields(cls: type, defs: dict[str, dict]) -> tuple[dict[str, dict], list[str]]:
     hints = typing.get_type_hints(cls)
     props: dict[str, dict] = {}
     required: list[str] = []
     for f in fields(cls):
-        props[f.name] = _type_schema(hints[f.name], defs)
+        tp = hints[f.name]
+        props[f.name] = _type_schema(_whole_ps(tp) if is_ps_field(f.name) else tp, defs)
         if f.default is MISSING and f.default_factory is MISSING:
             required.append(f.name)
     return props, required

@@ -52,7 +52,7 @@ from typing import Mapping, Sequence
 from profanalyzer.errors import InputError
 from profanalyzer.hardware import FP8_MAX_SPEEDUP
 from profanalyzer.model import Analysis, Findings, TimelineSample, to_jsonable
-from profanalyzer.vocab import COMPUTE_BUCKETS
+from profanalyzer.vocab import COLLECTIVE_BUCKETS, COMPUTE_BUCKETS
 
 #: Levers --what-if knows, in the order they are applied.
 WHAT_IF_LEVERS = ("remat", "fp8", "sc_offload")
@@ -156,6 +156,20 @@ def _rates(a: Analysis, f: Findings) -> _Rates:
         rules={k: tuple(sorted(set(v))) for k, v in rules.items()},
         claimed=claimed,
     )
+
+
+def modelled(finding) -> bool:
+    """Whether the re-timing models what this finding claims: its lever is
+    one of WHAT_IF_LEVERS and every claim is one `_rates` reads (remat: the
+    recompute; fp8: the BF16 matmul bucket; sc_offload: collective buckets).
+    A finding filed under a lever for a claim the model does not re-time
+    (HO001's host-offload wait under fp8) is not: pulling its lever here
+    would re-time nothing of it."""
+    if finding.lever not in WHAT_IF_LEVERS or not finding.claims:
+        return False
+    ok = {"remat": lambda k: k == "remat", "fp8": lambda k: k == "bucket:matmul_bf16",
+          "sc_offload": lambda k: k.removeprefix("bucket:") in COLLECTIVE_BUCKETS}[finding.lever]
+    return all(ok(k) for k, _ in finding.claims)
 
 
 # ---------------------------------------------------------------------------
@@ -367,4 +381,4 @@ def format_what_if(w: WhatIf) -> list[str]:
 
 
 __all__ = ["WHAT_IF_LEVERS", "FP8_MAX_SPEEDUP", "GUIDE_REMAT_MAX_OVERHEAD", "RANGE", "LeverEffect", "CoreWhatIf", "WhatIf",
-           "parse_levers", "hideable_fraction", "what_if", "format_what_if"]
+           "parse_levers", "hideable_fraction", "what_if", "format_what_if", "modelled"]

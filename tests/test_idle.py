@@ -157,7 +157,8 @@ def test_idle_causes_sum_to_idle(name):
     a = analysis_of(name)
     assert set(a.idle_causes) == set(IDLE_CAUSES)
     assert all(c.ps >= 0 for c in a.idle_causes.values())
-    assert sum(c.ps for c in a.idle_causes.values()) == pytest.approx(a.breakdown["idle"].ps, rel=1e-9, abs=1e-3)
+    # each figure is whole picoseconds (issue 23): the causes sum to idle within half a picosecond each
+    assert sum(c.ps for c in a.idle_causes.values()) == pytest.approx(a.breakdown["idle"].ps, rel=1e-9, abs=0.5 * (len(IDLE_CAUSES) + 1))
     assert sum(c.fraction for c in a.idle_causes.values()) == pytest.approx(a.breakdown["idle"].fraction, rel=1e-9, abs=1e-12)
 
 

@@ -489,8 +489,9 @@ def test_published_counts_are_xprof_windows_plus_sync_collectives(name):
     for t, s in a.collectives.items():
         xs, ss = m[m["type"] == t], sync[sync["type"] == t]
         assert round(s.count * n) == len(xs) + len(ss), f"{t}: published {s.count * n:.1f} vs {len(xs)} XProf + {len(ss)} sync"
-        assert s.window_ps * n == pytest.approx(float(xs["span"].sum() + ss["span"].sum()), rel=1e-9)
-        assert s.hidden_ps * n == pytest.approx(float(xs["hidden"].sum() + ss["hidden"].sum()), rel=1e-9, abs=1)
+        # the published means are whole picoseconds (issue 23): within half a picosecond per step and core
+        assert s.window_ps * n == pytest.approx(float(xs["span"].sum() + ss["span"].sum()), rel=1e-9, abs=0.5 * n + 1)
+        assert s.hidden_ps * n == pytest.approx(float(xs["hidden"].sum() + ss["hidden"].sum()), rel=1e-9, abs=0.5 * n + 1)
     assert set(m["type"]) <= set(a.collectives)
 
 

@@ -17,12 +17,12 @@ import os
 import re
 from typing import Mapping, Sequence
 
-from profanalyzer.format import ms, pct
+from profanalyzer.format import count, ms, pct
 from profanalyzer.model import Analysis, Finding, Findings, RuleDoc, TopOp
 from profanalyzer.report import svg
 from profanalyzer.stats import median_of
 from profanalyzer.shell import finding_lines
-from profanalyzer.report.sections import build_sections
+from profanalyzer.report.sections import build_sections, mxu_text
 from profanalyzer.report.views import (  # noqa: F401 - the view records' old import path
     Fact,
     Kpi,
@@ -114,7 +114,7 @@ def headline(a: Analysis) -> str:
         g = "matmul" if b.startswith("matmul") else ("exposed communication" if b in COLLECTIVE_BUCKETS else bucket_label(b).lower())
         groups[g] = groups.get(g, 0.0) + s.fraction
     parts = [f"{g} {pct(f)}" for g, f in sorted(groups.items(), key=lambda kv: (-kv[1], kv[0])) if f >= 0.005]
-    return f"Step time {ms(t['median'])} ms (median of {a.steps.kept} kept steps): " + ", ".join(parts) + "."
+    return f"Step time {ms(t['median'])} ms ({median_of_kept(a.steps.kept)}): " + ", ".join(parts) + "."
 
 
 def first_action(findings: Findings | None) -> str:
@@ -146,6 +146,11 @@ def _dash(text: str | None) -> str:
     """'' for placeholder values ('-', '—', None)."""
     t = (text or "").strip()
     return "" if t in ("-", "—", "–", "none", "n/a") else t
+
+
+def median_of_kept(n: int) -> str:
+    """What the step time is of: 'median of 12 kept steps'; 'the one kept step' (no median of one)."""
+    return "the one kept step" if n == 1 else f"median of {n} kept steps"
 
 
 def _lane_label(name: str) -> str:
@@ -200,7 +205,8 @@ def _facts(a: Analysis, findings: Findings | None) -> tuple[Fact, ...]:
              a.chip_source if a.chip_source.startswith("assumed") else f"from {a.chip_source}"),
         Fact("Cores", f"{a.tensorcores} TensorCores · {a.sparsecores} SparseCores", "fact-cores"),
         Fact("Steps used", f"{st.kept} of {st.count} ({st.source})", "fact-steps"),
-        Fact("Step time", f"{ms(t['median'])} ms median · {ms(t['min'])}–{ms(t['max'])} ms", "fact-step-time"),
+        Fact("Step time", f"{ms(t['median'])} ms median · {ms(t['min'])}–{ms(t['max'])} ms" if st.kept != 1
+             else f"{ms(t['median'])} ms ({median_of_kept(1)})", "fact-step-time"),
     ]
     if a.run_kind is not None:
         facts.insert(2 if a.run else 1, Fact("Run kind", a.run_kind.kind, "fact-run-kind", "; ".join(a.run_kind.reasons)))
@@ -208,7 +214,7 @@ def _facts(a: Analysis, findings: Findings | None) -> tuple[Fact, ...]:
     low = f"; low confidence: FLOPs known for {pct(u.flops_coverage, 0)} of the compute" if u.low_confidence else ""
     facts.append(Fact("MFU", pct(u.mfu) + (f" ({u.mfu_flops_source}{low})" if u.mfu is not None else f" ({u.mfu_flops_source})"), "fact-mfu"))
     if u.mxu_matmul is not None:
-        facts.append(Fact("Matmul MXU utilisation", pct(u.mxu_matmul), "fact-mxu"))
+        facts.append(Fact("Matmul MXU utilisation", mxu_text(u.mxu_matmul), "fact-mxu"))
     stragglers = [c.core for c in a.per_core if c.straggler]
     if stragglers:
         facts.append(Fact("Straggler cores", ", ".join(stragglers), "fact-stragglers"))
@@ -234,7 +240,7 @@ def _kpis(a: Analysis, findings: Findings | None) -> tuple[Kpi, ...]:
     exp_ps, exp_f = exposed_comm(a)
     idle = a.breakdown.get("idle")
     kpis = [
-        Kpi("kpi-step-time", "Step time", f"{ms(t['median'])} ms", f"median of {a.steps.kept} kept steps", "neutral"),
+        Kpi("kpi-step-time", "Step time", f"{ms(t['median'])} ms", median_of_kept(a.steps.kept), "neutral"),
         Kpi(
             "kpi-mfu",
             "MFU",
@@ -301,7 +307,24 @@ def _recs(a: Analysis, findings: Findings | None, docs: Mapping[str, RuleDoc]) -
     rules = ", ".join(findings.rules_run)
     if not cards:
         return RecsView("empty", "No tuning lever's estimated saving passed its threshold: no change recommended.", (), ms(0.0), pct(0.0), rules)
-    return RecsView("ok", "", cards, ms(total), pct(total / step), rules)
+    return RecsView("ok", "", cards, ms(total), pct(total / step), rules, _together(a, findings, total, step))
+
+
+def _together(a: Analysis, findings: Findings, total: float, step: float) -> str:
+    """One number, one meaning: the findings' savings summed are a sum of
+    claims; what the levers save pulled together is the what-if re-timing
+    (profanalyzer.whatif, as `analyze --what-if`), shown when it models
+    every finding's claims (`whatif.modelled`)."""
+    from profanalyzer.whatif import WHAT_IF_LEVERS, modelled, what_if
+
+    levers = tuple(lv for lv in WHAT_IF_LEVERS if any(f.lever == lv for f in findings.recommendations))
+    claims = f"their estimates add up to {ms(total)} ms/step ({pct(total / step)}), a sum of claims"
+    if levers and all(modelled(f) for f in findings.recommendations):
+        w = what_if(a, findings, levers)
+        return (f"together about {ms(w.saving_ps)} ms/step ({pct(w.saving_ps / step)}) with the levers pulled together "
+                f"(re-timed as analyze --what-if {','.join(levers)}); {claims}")
+    return (f"{claims}, not what pulling them together saves (analyze --what-if re-times "
+            f"{', '.join(WHAT_IF_LEVERS)} together)")
 
 
 def _step_segments(buckets: Mapping[str, float], total: float) -> tuple[svg.Segment, ...]:
@@ -323,6 +346,12 @@ def _breakdown(a: Analysis) -> BreakdownView:
     phases = tuple(
         BucketRow(p, p.capitalize(), "#777777", ms(s.ps), pct(s.fraction), s.fraction, _w(s.fraction), "overlay") for p, s in a.phases.items()
     )
+    phases_note = ""
+    kind = a.run_kind.kind if a.run_kind is not None else "unknown"
+    if kind != "training" and not any(s.ps > 0 for s in a.phases.values()):
+        # a table of zeros on an inference step reads as a measurement: say why there is none instead
+        phases, phases_note = (), (f"No training phases: this is {'an' if kind[:1] in 'aeiou' else 'a'} {kind} run "
+                                   "(no forward / backward / optimizer name scopes in the kept steps).")
     return BreakdownView(
         chart=chart,
         chart_desc=desc,
@@ -332,6 +361,7 @@ def _breakdown(a: Analysis) -> BreakdownView:
         total_ms=ms(st.step_time_ps["mean"]),
         dropped=tuple(DroppedStep(r.number, ms(r.step_ps), r.reason) for r in st.dropped),
         rule=st.rule,
+        phases_note=phases_note,
     )
 
 
@@ -402,7 +432,7 @@ def _comm(a: Analysis) -> CommView:
             type=t.type,
             label=COLLECTIVE_LABELS.get(t.type, t.type),
             engine=t.engine,
-            count=f"{t.count:.1f}",
+            count=count(t.count),
             window_ms=ms(t.window_ps),
             hidden_ms=ms(t.hidden_ps),
             exposed_ms=ms(t.exposed_ps),
@@ -418,10 +448,16 @@ def _comm(a: Analysis) -> CommView:
     un = ", ".join(f"{n} {k} halves" for k, n in sorted(c.unmatched.items()) if n)
     sc = a.sparsecore_offload
     label, tone = VERDICT_LABELS.get(sc.verdict, (sc.verdict, "neutral"))
+    reason = sc.reason
+    unseen = [i for i in (a.capture.issues if a.capture is not None else ()) if "sparsecore_offload" in i.affects]
+    if unseen and sc.verdict in ("off", "partial"):
+        # no SparseCore planes: whether collectives were offloaded cannot be seen (the terminal's capture line says so)
+        label, tone = "cannot be observed in this capture", "warn"
+        reason = f"{unseen[0].message}. {sc.reason}."
     facts = [
         Fact("SparseCore planes", f"{sc.planes} ({sc.planes_with_activity} with activity)" if sc.detected or sc.planes else "none in this capture"),
     ]
-    if sc.offloaded:
+    if sc.offloaded and not (unseen and sc.verdict in ("off", "partial")):  # no "All-reduce: no" under "cannot be observed"
         facts.append(Fact("Offloaded types", ", ".join(f"{COLLECTIVE_LABELS.get(k, k)}: {'yes' if v else 'no'}" for k, v in sorted(sc.offloaded.items()))))
     if sc.busy_fraction is not None:
         facts.append(Fact("SparseCore busy", pct(sc.busy_fraction) + " of the step"))
@@ -455,13 +491,30 @@ def _comm(a: Analysis) -> CommView:
         verdict=sc.verdict,
         verdict_label=label,
         verdict_tone=tone,
-        verdict_reason=sc.reason,
+        verdict_reason=reason,
         sc_facts=tuple(facts),
         top_exposed=top_exp,
     )
 
 
-def _op_rows(ops: Sequence[TopOp], start: int = 1) -> tuple[OpRow, ...]:
+def _tflops_text(op: TopOp, peaks: Mapping[str, tuple[str, float]]) -> str:
+    """An op's TFLOP/s, with its caveat when above the physical peak of its
+    bucket's precision (`peaks`: bucket -> (precision, TFLOP/s per TensorCore))."""
+    text = _num(op.tflops_per_s, ".1f")
+    peak = peaks.get(op.bucket)
+    if op.tflops_per_s is not None and peak is not None and peak[1] > 0 and op.tflops_per_s > peak[1]:
+        text += f" (above the {peak[0]} peak)"
+    return text
+
+
+def _peaks(a: Analysis) -> dict[str, tuple[str, float]]:
+    chip = a.hardware
+    planes = float(chip.planes_per_chip or 1)
+    return {"matmul_bf16": ("BF16", float(chip.peak_bf16_tflops_per_chip or 0) / planes),
+            "matmul_fp8": ("FP8", float(chip.peak_fp8_tflops_per_chip or 0) / planes)}
+
+
+def _op_rows(ops: Sequence[TopOp], start: int = 1, peaks: Mapping[str, tuple[str, float]] | None = None) -> tuple[OpRow, ...]:
     rows = []
     for i, op in enumerate(ops, start):
         rows.append(
@@ -477,9 +530,9 @@ def _op_rows(ops: Sequence[TopOp], start: int = 1) -> tuple[OpRow, ...]:
                 ms=ms(op.self_ps),
                 ps=float(op.self_ps),
                 pct=pct(op.fraction),
-                count=f"{op.count:.1f}",
+                count=count(op.count),
                 count_v=float(op.count),
-                tflops=_num(op.tflops_per_s, ".1f"),
+                tflops=_tflops_text(op, peaks or {}),
                 tflops_v=float(op.tflops_per_s) if op.tflops_per_s is not None else -1.0,
                 gbps=_num(op.gbps, ",.0f"),
                 gbps_v=float(op.gbps) if op.gbps is not None else -1.0,
@@ -505,6 +558,19 @@ def _remat(a: Analysis) -> RematView:
     return RematView(ms(a.remat.ps), pct(a.remat.fraction), phases, _op_rows(ops[:SECTION_OPS_ROWS]), note)
 
 
+def _attention_kernel_label(ops: Sequence[TopOp]) -> str:
+    """'In attention kernels (Pallas: <families>)': the kernel families of the
+    attention ops shown (their `kernel:` tag, most time first), not a fixed
+    list: a ragged-paged-attention kernel is not splash or flash."""
+    families: list[str] = []
+    for op in ops:  # most time first
+        for t in op.tags:
+            if t.startswith("kernel:") and t[7:] not in families:
+                families.append(t[7:])
+    names = [f.replace("_", " ") for f in families if f != "pallas"]
+    return f"In attention kernels (Pallas: {' / '.join(names)})" if names else "In attention kernels (Pallas)"
+
+
 def _attention(a: Analysis) -> AttentionView:
     s = a.breakdown.get("attention")
     seen: set[str] = set()
@@ -516,7 +582,7 @@ def _attention(a: Analysis) -> AttentionView:
     ops.sort(key=lambda o: (-o.self_ps, o.name))
     facts = []
     bo = getattr(a, "bucket_ops", {}) or {}
-    for key, label in (("attention_kernel", "In attention kernels (Pallas: splash / flash)"), ("attention_unfused", "Unfused attention ops")):
+    for key, label in (("attention_kernel", _attention_kernel_label(ops)), ("attention_unfused", "Unfused attention ops")):
         b = bo.get(key)
         if b is not None:
             facts.append(Fact(label, f"{ms(b.ps)} ms ({pct(b.fraction)}) · {b.ops} ops"))
@@ -599,7 +665,7 @@ def _cores(a: Analysis) -> CoresView:
         chart = svg.core_strip(dots, med, "Compute time per TensorCore", desc)
     else:
         spread, desc, chart = "No per-core data.", "", None
-    rule = "A core is a straggler when the modified z-score of its compute time (busy minus collectives) exceeds 3.5 (needs >= 3 cores)."
+    rule = "A core is a straggler when the modified z-score of its compute time (busy minus collectives and host-offload waits) exceeds 3.5 (needs >= 3 cores)."
     return CoresView(chart, desc, tuple(rows), len(rows) > CORES_OPEN, stragglers, spread, rule)
 
 
@@ -636,7 +702,11 @@ def build_context(
     share = svg.share_bar([svg.Segment(s.key, s.label, s.value, a.breakdown[s.key].fraction) for s in segs], "Where the step went", share_desc)
     wl = findings.workload if findings is not None else None
     name = _trace_name(a.source)
-    top_note = f"Self time per kept step, averaged over TensorCores; the {len(a.top_ops)} ops with the most self time."
+    # rows that would read 0.000 ms are not listed (they sort last, so the ranks the roofline uses stay the same)
+    listed = [op for op in a.top_ops[:TOP_OPS_ROWS] if ms(op.self_ps) != ms(0)]
+    unlisted = len(a.top_ops[:TOP_OPS_ROWS]) - len(listed)
+    top_note = (f"Self time per kept step, averaged over TensorCores; the {len(listed)} ops with the most self time"
+                + (f" ({unlisted} more under 0.001 ms per step not listed)." if unlisted else "."))
     return ReportContext(
         title=f"profanalyze — {name}",
         trace_name=name,
@@ -658,7 +728,7 @@ def build_context(
         remat=_remat(a),
         attention=_attention(a),
         roofline=_roofline(a),
-        top_ops=_op_rows(a.top_ops[:TOP_OPS_ROWS]),
+        top_ops=_op_rows(listed, peaks=_peaks(a)),
         top_ops_note=top_note,
         cores=_cores(a),
         nav=NAV,

@@ -518,11 +518,11 @@ def build_diff_context(c: Comparison) -> DiffContext:
     )
 
     shown = _buckets_shown(c)
-    top = max([abs(s.delta_ps) for _, s in shown] + [abs(c.remat.delta_ps), 0.0])
+    ex = _exposed_shown(c)
+    top = bar_scale(c)
     buckets = tuple(_row(b, bucket_label(b), svg.colour(b), s, top) for b, s in shown)
     remat = _row("remat", "Recompute (remat, overlaps the buckets)", "#777777", c.remat, top, noise=False)
-    ex = _exposed_shown(c)
-    ctop = max([abs(e.exposed.delta_ps) for _, e in ex] + [0.0])
+    ctop = top
     comm = tuple(
         _row(
             t,
@@ -572,7 +572,7 @@ def build_diff_context(c: Comparison) -> DiffContext:
         op_key=c.ops.key,
         method=tuple(sorted(c.method.items())),
         notes=c.notes,
-        idle=_idle_rows(c),
+        idle=_idle_rows(c, top),
         memory=tuple(Fact(f"Memory {k}", gb(v.base), f"{gb(v.new)} ({sgb(v.delta)})") for k, v in c.memory.items()),
         checks=tuple(_check_row(v) for v in c.verification),
         checks_skipped=c.verification_skipped,
@@ -597,9 +597,19 @@ def _check_row(v: RuleCheck) -> CheckRow:
     )
 
 
-def _idle_rows(c: Comparison) -> tuple[DeltaRow, ...]:
+def bar_scale(c: Comparison) -> float:
+    """The change a full-width bar stands for, the same in every table of the
+    page (buckets, recompute, exposed communication, idle causes): the
+    largest change shown. A table of small changes draws small bars; a
+    -0.001 ms change is not drawn as wide as the step's largest one."""
+    deltas = [abs(s.delta_ps) for _, s in _buckets_shown(c)] + [abs(c.remat.delta_ps)]
+    deltas += [abs(e.exposed.delta_ps) for _, e in _exposed_shown(c)]
+    deltas += [abs(s.delta_ps) for s in c.idle_causes.values()]
+    return max(deltas + [0.0])
+
+
+def _idle_rows(c: Comparison, top: float) -> tuple[DeltaRow, ...]:
     items = list(c.idle_causes.items())
-    top = max([abs(s.delta_ps) for _, s in items] + [0.0])
     return tuple(_row(k, IDLE_CAUSE_LABELS.get(k, k), IDLE_CAUSE_COLOURS.get(k, "#BBBBBB"), s, top, noise=False) for k, s in items)
 
 

@@ -17,7 +17,7 @@ from profanalyzer.report import svg
 from profanalyzer.scopes import DEFAULT_DEPTH, collapse
 from profanalyzer.vocab import BUCKETS, IDLE_CAUSE_LABELS, IDLE_CAUSES
 
-__all__ = ["ScopeRowView", "ScopesView", "IdleRowView", "IdleView", "Sections", "scopes_view", "idle_view", "build_sections", "markdown_sections", "MARKDOWN_SCOPE_ROWS", "MemoryView", "BufferRowView", "memory_view", "step_class_text", "host_activity_lines", "SCOPE_ROWS"]
+__all__ = ["mxu_text", "ScopeRowView", "ScopesView", "IdleRowView", "IdleView", "Sections", "scopes_view", "idle_view", "build_sections", "markdown_sections", "MARKDOWN_SCOPE_ROWS", "MemoryView", "BufferRowView", "memory_view", "step_class_text", "host_activity_lines", "SCOPE_ROWS"]
 
 #: Rows of the HTML/Markdown scope table.
 SCOPE_ROWS = 40
@@ -44,6 +44,15 @@ class ScopesView:
     rows: tuple[ScopeRowView, ...]
     more: int  # rows left out
     note: str
+
+
+def mxu_text(mxu: float) -> str:
+    """Matmul MXU utilisation as shown, with its caveat when it is above the
+    physical peak (which no measurement can be: the assumed peak or the FLOP
+    count is off)."""
+    if mxu > 1.0:
+        return f"{pct(mxu)} (above the peak: the peak or the FLOP count is off; see the assumptions)"
+    return pct(mxu)
 
 
 def sort_key(x: float) -> int:

@@ -89,6 +89,20 @@ def tick_label(v: float) -> str:
     return f"{v:.3f}".rstrip("0").rstrip(".")
 
 
+def tick_labels(ticks: Sequence[float]) -> list[str]:
+    """Labels of one axis's ticks, distinct at the precision shown: the
+    fewest decimals (tick_label's when they suffice) at which every tick
+    reads as its own value (61.125, 61.15, 61.175, not 61.1, 61.1, 61.2)."""
+    plain = [tick_label(t) for t in ticks]
+    if len(set(plain)) == len(plain):
+        return plain
+    for d in range(1, 10):
+        labels = [f"{t:.{d}f}" for t in ticks]
+        if len(set(labels)) == len(labels):
+            return labels
+    return [repr(t) for t in ticks]
+
+
 # ---------------------------------------------------------------------------
 # One 100% bar: where the step went
 # ---------------------------------------------------------------------------
@@ -170,10 +184,10 @@ def step_bars(bars: Sequence[StepBar], median_ps: float | None, title: str, desc
     def y(ps: float) -> float:
         return top + ph - ps / ymax * ph
 
-    for t in ticks:
+    for t, label in zip(ticks, tick_labels(ticks)):
         yy = y(t * 1e9)
         out.append(f'<line x1="{coord(left)}" x2="{coord(width - right)}" y1="{coord(yy)}" y2="{coord(yy)}" class="grid"/>')
-        out.append(f'<text x="{coord(left - 6)}" y="{coord(yy + 4)}" class="lbl" text-anchor="end">{tick_label(t)}</text>')
+        out.append(f'<text x="{coord(left - 6)}" y="{coord(yy + 4)}" class="lbl" text-anchor="end">{label}</text>')
     out.append(
         f'<text x="12" y="{coord(top + ph / 2)}" class="lbl" text-anchor="middle" '
         f'transform="rotate(-90 12 {coord(top + ph / 2)})">ms per step</text>'
@@ -207,7 +221,9 @@ def step_bars(bars: Sequence[StepBar], median_ps: float | None, title: str, desc
     if median_ps:
         ym = y(median_ps)
         out.append(f'<line x1="{coord(left)}" x2="{coord(width - right)}" y1="{coord(ym)}" y2="{coord(ym)}" class="median"/>')
-        out.append(f'<text x="{coord(width - right)}" y="{coord(ym - 4)}" class="lbl" text-anchor="end">median of kept steps</text>')
+        # the label sits in the top margin, above every bar (bars reach at most the plot's top), not on the line over the bars
+        out.append(f'<text x="{coord(width - right)}" y="{coord(top - 3)}" class="lbl median-lbl" text-anchor="end">'
+                   f'dashed line: median of kept steps ({esc(fmt_ms(median_ps))})</text>')
     out.append(f'<text x="{coord(left + pw / 2)}" y="{coord(height - 6)}" class="lbl" text-anchor="middle">step number</text>')
     out.append(f'<line x1="{coord(left)}" x2="{coord(width - right)}" y1="{coord(top + ph)}" y2="{coord(top + ph)}" class="ax"/>')
     out.append("</svg>")
@@ -457,12 +473,12 @@ def core_strip(dots: Sequence[CoreDot], median_ps: float, title: str, desc: str)
 
     out = svg_open(width, height, title, desc, "core-strip")
     out.append(f'<line x1="{coord(left)}" x2="{coord(left + pw)}" y1="40" y2="40" class="ax"/>')
-    for t in nice_ticks(lo / 1e9, hi / 1e9, 6):
+    ticks = [t for t in nice_ticks(lo / 1e9, hi / 1e9, 6) if left <= X(t * 1e9) <= left + pw]
+    for t, label in zip(ticks, tick_labels(ticks)):
         xx = X(t * 1e9)
-        if left <= xx <= left + pw:
-            out.append(f'<line x1="{coord(xx)}" x2="{coord(xx)}" y1="40" y2="44" class="ax"/>')
-            out.append(f'<text x="{coord(xx)}" y="58" class="lbl" text-anchor="middle">{tick_label(t)}</text>')
-    out.append(f'<text x="{coord(left + pw)}" y="74" class="lbl" text-anchor="end">compute ms per step (busy minus collectives)</text>')
+        out.append(f'<line x1="{coord(xx)}" x2="{coord(xx)}" y1="40" y2="44" class="ax"/>')
+        out.append(f'<text x="{coord(xx)}" y="58" class="lbl" text-anchor="middle">{label}</text>')
+    out.append(f'<text x="{coord(left + pw)}" y="74" class="lbl" text-anchor="end">compute ms per step (busy minus collectives and host-offload waits)</text>')
     if median_ps:
         out.append(f'<line x1="{coord(X(median_ps))}" x2="{coord(X(median_ps))}" y1="12" y2="40" class="median"/>')
     for d in dots:

@@ -112,9 +112,12 @@ def format_summary(a: Analysis, top: int = 10, findings=None, by_scope: int | No
         low = f", low confidence: FLOPs known for {pct(u.flops_coverage, 0)} of the compute" if u.low_confidence else ""
         util.append(f"MFU {pct(u.mfu)} ({u.mfu_flops_source}{low})")
     if u.mxu_matmul is not None:
-        util.append(f"matmul MXU utilisation {pct(u.mxu_matmul)}")
+        from profanalyzer.report.sections import mxu_text
+
+        util.append(f"matmul MXU utilisation {mxu_text(u.mxu_matmul)}")
     out.append(
-        f"step time: median {ms(t['median'])} ms (min {ms(t['min'])}, max {ms(t['max'])})"
+        (f"step time: median {ms(t['median'])} ms (min {ms(t['min'])}, max {ms(t['max'])})" if st.kept != 1
+         else f"step time: {ms(t['median'])} ms (the one kept step)")
         + (f"; {'; '.join(util)}" if util else "")
     )
     out.append("")
@@ -143,10 +146,11 @@ def format_summary(a: Analysis, top: int = 10, findings=None, by_scope: int | No
     stragglers = [c.core for c in a.per_core if c.straggler]
     if stragglers:
         out.append(f"straggler cores (busy-time modified z > 3.5): {', '.join(stragglers)}")
-    if a.top_ops:
+    shown_ops = [op for op in a.top_ops if ms(op.self_ps) != ms(0)]  # no row that reads 0.000 ms
+    if shown_ops:
         out.append("")
         out.append("top ops (self time per step, per TensorCore):")
-        for i, op in enumerate(a.top_ops[:top], 1):
+        for i, op in enumerate(shown_ops[:top], 1):
             roof = f", {pct(op.roofline_fraction, 0)} of roofline" if op.roofline_fraction is not None else ""
             tags = f" [{', '.join(op.tags)}]" if op.tags else ""
             out.append(

@@ -89,9 +89,10 @@ class RecsView:
     status: str  # ok | empty | unavailable
     message: str
     cards: tuple[Card, ...]
-    total_ms: str
+    total_ms: str  # the findings' savings summed (a sum of claims)
     total_pct: str
     rules_run: str
+    together: str = ""  # what the savings mean together: the re-timed combination, or that the total is a sum of claims
 
 
 @dataclass(frozen=True)
@@ -111,6 +112,7 @@ class BreakdownView:
     total_ms: str
     dropped: tuple[DroppedStep, ...]
     rule: str
+    phases_note: str = ""  # why there is no phase table (not a training run)
 
 
 @dataclass(frozen=True)
