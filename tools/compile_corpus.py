@@ -114,7 +114,7 @@ FLAGFILE_OF = "dense_fsdp"
 # ---------------------------------------------------------------- the models
 # Everything below `_child` runs only in a child process, with jax imported.
 
-def _models():  # noqa: C901 - one closure of model code, kept together
+def _models():  # one closure of model code, kept together
     import jax
     import jax.numpy as jnp
     from jax.sharding import NamedSharding, PartitionSpec as P
