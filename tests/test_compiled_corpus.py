@@ -72,6 +72,16 @@ def test_manifest_lists_versions_command_and_programs():
         assert p["config"], p["name"]
 
 
+def test_corpus_was_compiled_by_the_committed_tool():
+    # The tool's source lines are in every program's metadata: a corpus
+    # compiled by another version of it is stale.
+    import hashlib
+
+    sha = hashlib.sha256((ROOT / "tools" / "compile_corpus.py").read_bytes()).hexdigest()
+    stale = [p["name"] for p in PROGRAMS if p.get("tool_sha256") != sha]
+    assert not stale, f"compiled by another tools/compile_corpus.py: {stale}; rerun {MANIFEST['command']}"
+
+
 def test_every_file_listed_is_present_and_nothing_else_is_there():
     listed = {"manifest.json", "README.md", MANIFEST["flagfile"]}
     for p in PROGRAMS:
@@ -219,3 +229,18 @@ def test_flagfile_is_libtpus_and_holds_the_programs_flags():
     # the flagfile is of the default-flags program: offload on "auto"
     assert BY_NAME[MANIFEST["flagfile_of"]]["flags"] == []
     assert flags["xla_tpu_enable_sparse_core_collective_offload_all_gather"] == "auto"
+
+
+def test_corpus_covers_the_programs_of_the_issue():
+    texts = {p["name"]: _text(p) for p in PROGRAMS}
+
+    def some(pattern: str) -> list[str]:
+        return [n for n, t in texts.items() if re.search(pattern, t)]
+
+    assert some(r" all-to-all(-start)?\("), "expert parallelism: all-to-all"
+    assert some(r"windowed_dot_general_body_ag") and some(r" collective-permute(-start)?\("), "a collective matmul ring"
+    assert some(r'custom_call_target="tpu_custom_call"'), "a Pallas kernel"
+    assert some(r'async_execution_thread="sparsecore"'), "SparseCore offload"
+    assert {p["remat"] for p in PROGRAMS} >= {"none", "full", "dots_saveable", "host_offload"}
+    assert any("scoped_vmem" in f for p in PROGRAMS for f in p["flags"])
+    assert any(p["model"] == "decode" for p in PROGRAMS)

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import argparse
 import gzip
+import hashlib
 import json
 import os
 import platform
@@ -83,6 +84,7 @@ class Program:
 #: attention + MLP scanned with lax.scan, a tied output head, Adam.
 DENSE = {"vocab": 2048, "d_model": 512, "d_ff": 2048, "heads": 4, "head_dim": 128, "layers": 4, "seq": 256, "batch": 16}
 MLP = {"vocab": 2048, "d_model": 1024, "d_ff": 4096, "layers": 4, "seq": 256, "batch": 16}
+MLP_WIDE = {"vocab": 2048, "d_model": 4096, "d_ff": 14336, "layers": 2, "seq": 2048, "batch": 16}
 MOE = {"vocab": 2048, "d_model": 512, "d_ff": 1024, "experts": 8, "top_k": 2, "capacity_factor": 1.25, "layers": 2, "seq": 256, "batch": 16}
 CP = {"vocab": 2048, "d_model": 512, "d_ff": 1024, "heads": 4, "head_dim": 128, "layers": 2, "seq": 8192, "batch": 2}
 DECODE = {"vocab": 2048, "d_model": 512, "d_ff": 2048, "heads": 8, "head_dim": 64, "layers": 4, "max_len": 1024, "batch": 8}
@@ -94,6 +96,7 @@ PROGRAMS = (
     Program("dense_fsdp", TPU7X, "dense", FSDP8, "FSDP train step, layers in a while loop (lax.scan), default flags: all-gathers / reduce-scatters offloaded to the SparseCore", config=DENSE),
     Program("dense_fsdp_sc_offload_off", TPU7X, "dense", FSDP8, "dense_fsdp with the SparseCore collective offload flags off: collectives on the TensorCore", flags=SC_OFFLOAD_OFF, config=DENSE),
     Program("dense_fsdp_scoped_vmem", TPU7X, "dense", FSDP8, "dense_fsdp with a 96 MiB scoped-VMEM limit", flags=SCOPED_VMEM, config=DENSE),
+    Program("mlp_fsdp_collective_matmul", TPU7X, "mlp", FSDP8, "FSDP MLP at llama-8B layer width (d_model 4096, d_ff 14336, 32k tokens): the compiler itself turns weight all-gathers into collective matmuls (windowed_dot_general loops ringing collective-permutes around the dots)", config=MLP_WIDE),
     Program("remat_full", TPU7X, "dense", FSDP8, "dense_fsdp with every layer rematerialized (jax.checkpoint, nothing saved)", remat="full", config=DENSE),
     Program("remat_dots_saveable", TPU7X, "dense", FSDP8, "dense_fsdp with jax.checkpoint_policies.dots_saveable (matmul outputs kept)", remat="dots_saveable", config=DENSE),
     Program("remat_host_offload", TPU7X, "dense", FSDP8, "dense_fsdp with the named MLP activations offloaded to pinned host memory (save_and_offload_only_these_names)", remat="host_offload", config=DENSE),
@@ -112,7 +115,9 @@ FLAGFILE_OF = "dense_fsdp"
 
 
 # ---------------------------------------------------------------- the models
-# Everything below `_child` runs only in a child process, with jax imported.
+# `_models` and `_child` run only in a child process, with jax imported. Their
+# source lines end up in the HLO metadata (StackFrames): editing this file
+# changes the corpus bytes, so the manifest records the file's hash.
 
 def _models():  # one closure of model code, kept together
     import jax
@@ -562,20 +567,24 @@ async pairs included, the ones inside SparseCore call computations too);
 Models (tools/compile_corpus.py): a dense transformer-like step (embedding,
 attention + MLP blocks in a `lax.scan`, so the layers are a `while` loop, a
 tied head, Adam; parameters f32, compute bf16); an MLP-only step for the FP8
-pair (every matmul in FP8 or bf16); a top-2 MoE in `shard_map` with
+pair (every matmul in FP8 or bf16) and, at llama-8B layer width, for the
+collective matmuls the compiler picks only for large dots; a top-2 MoE in `shard_map` with
 `all_to_all` dispatch and combine; a context-parallel step whose attention is
 the Pallas splash kernel (`tpu_custom_call`) on local queries against
 all-gathered keys and values (a full mask: one SPMD program cannot give each
 shard its own causal offset); a decode step that writes one token into a
-donated KV cache. All tiny (a few MiB of weights): each compile takes seconds.
+donated KV cache. All small (a few to 50 MiB of weights): each compile takes
+seconds on one CPU core, `mlp_fsdp_collective_matmul` about 45 s.
 
 Determinism: gzip with mtime 0 and no file name, JSON sorted; source paths in
 the HLO metadata are made relative (`jax_hlo_source_file_canonicalization_regex`),
 so the files do not depend on where the checkout or the venv is. A rerun with
-the same jax/libtpu on this machine gave the same bytes for every file; compile
-times are printed, not stored. What can still differ: another libtpu or jax
-version (the manifest pins them), and the dump's `cl_NNN` prefix and the flag
-values that depend on the host, which are not stored.
+the same jax/libtpu, into another folder, gave the same bytes for every file;
+compile times are printed, not stored. What changes the bytes: another libtpu
+or jax version (the manifest pins them), and any edit of
+tools/compile_corpus.py, whose line numbers are in every program's StackFrames
+(each manifest entry records the tool's sha256; tests/test_compiled_corpus.py
+fails on a stale corpus). The dump's `cl_NNN` file prefix is not stored.
 """
     (out / "README.md").write_text(head + "\n".join(rows) + "\n" + tail)
 
@@ -613,7 +622,12 @@ def main(argv=None) -> int:
     manifest_path = out / "manifest.json"
     old = json.loads(manifest_path.read_text()) if manifest_path.exists() and a.only else {}
     entries = {p["name"]: p for p in old.get("programs", [])}
-    versions = _versions(a.python)
+    try:
+        versions = _versions(a.python)
+    except (subprocess.CalledProcessError, OSError, ValueError):
+        print(f"error: {a.python} has no jax, jaxlib and libtpu (pip install -e '.[aot]', Python 3.11)", file=sys.stderr)
+        return 2
+    tool_sha = hashlib.sha256((ROOT / SCRIPT).read_bytes()).hexdigest()
     for prog in PROGRAMS:
         if a.only and prog.name not in a.only:
             continue
@@ -641,7 +655,7 @@ def main(argv=None) -> int:
         entry["flags"] = list(prog.flags)
         entry["libtpu_init_args"] = " ".join(prog.flags)
         entry.update(module_name=info["module_name"], devices=info["devices"], device_kind=info["device_kind"],
-                     files=_files(out, prog.name))
+                     files=_files(out, prog.name), tool_sha256=tool_sha)
         entries[prog.name] = entry
     manifest = {
         "about": "Programs compiled by the real TPU compiler (libtpu, deviceless) from tools/compile_corpus.py",
