@@ -20,7 +20,8 @@ from profanalyzer.report.markdown import render_markdown
 from profanalyzer.report.terminal import format_summary
 
 SAMPLES = Path(__file__).resolve().parent.parent / "sample_traces"
-TRACES = sorted(p for p in SAMPLES.iterdir() if p.name.endswith(".xplane.pb.gz") or (p.is_dir() and not p.name.startswith(".")))
+# Folders: the run folders (plugins/profile/); compiled/ holds compiled programs, not captures.
+TRACES = sorted(p for p in SAMPLES.iterdir() if p.name.endswith(".xplane.pb.gz") or (p.is_dir() and (p / "plugins" / "profile").is_dir()))
 
 
 @pytest.fixture(scope="module", params=TRACES, ids=lambda p: p.name.split(".")[0])
