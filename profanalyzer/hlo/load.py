@@ -193,7 +193,8 @@ def _read_capture(path: Path) -> Program:
     mods: list[Module] = []
     notes: list[str] = []
     for ref in metas:
-        plane = xplane_pb2.XPlane.FromString(bytes(buf[ref.offset:ref.offset + ref.length]))
+        plane = xplane_pb2.XPlane.FromString(  # type: ignore[attr-defined]
+            bytes(buf[ref.offset:ref.offset + ref.length]))
         sid = {k for k, v in plane.stat_metadata.items() if v.name == HLO_PROTO_STAT}
         for key in sorted(plane.event_metadata):
             em = plane.event_metadata[key]

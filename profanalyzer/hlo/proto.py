@@ -353,8 +353,8 @@ def _module(buf, a: int, b: int, source: str) -> Module:
             seq = [by_id[i] for i in sched[cid] if i in by_id]
             rest = [r for r in rs if r.id not in set(sched[cid])]
             order = seq + rest
-        instrs = tuple(_render(r, names, comp_names, r.id == root)[0] for r in order)
-        comps.append(Computation(cname, instrs, cid == entry_id or cname == entry_name, thread))
+        made = tuple(_render(r, names, comp_names, r.id == root)[0] for r in order)
+        comps.append(Computation(cname, made, cid == entry_id or cname == entry_name, thread))
     entry = comp_names.get(entry_id, entry_name) or comps[-1].name
     return Module(name=name or "module", computations=tuple(comps), entry=entry, is_scheduled=bool(sched),
                   stack=stack, source=source, stage="proto")

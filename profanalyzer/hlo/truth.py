@@ -36,7 +36,7 @@ from dataclasses import dataclass
 
 from profanalyzer.hlo.model import FP8_DTYPES, INT4_DTYPES, INT8_DTYPES, Instruction, Module
 from profanalyzer.hlo.schedule import ScheduledOp
-from profanalyzer.vocab import BUCKETS, COLLECTIVE_KIND_BUCKET
+from profanalyzer.vocab import COLLECTIVE_KIND_BUCKET
 
 __all__ = ["Truth", "hlo_bucket", "category", "collective_kind", "WINDOWED_LOOP"]
 
