@@ -48,7 +48,13 @@ def is_program_path(path: str | os.PathLike) -> bool:
     p = Path(path)
     name = p.name.lower()
     if p.is_dir():
-        return _dump_members(p) != {}
+        try:
+            names = list(_dump_members(p))
+        except OSError:
+            return False
+        if any(n.endswith((".xplane.pb", ".xplane.pb.gz")) for n in names):
+            return False  # a capture's run folder
+        return bool(_choose(names))
     if name.endswith(PROTO_SUFFIXES) or name.endswith(TAR_SUFFIXES):
         return True
     if name.endswith(".txt") and p.is_file():

@@ -1,0 +1,50 @@
+"""A compiled program as a Trace: the replayed, predicted step
+(profanalyzer.hlo.replay) written as an XSpace into a private temporary
+folder and read back by the trace reader, so the whole pipeline (buckets,
+overlap, rules, reports, JSON) runs on it unchanged. The Trace says
+`input_kind: "compiled_program"`, and its note that every time is predicted.
+
+The chip: `--chip`, else TPU7x (assumed; a compiled program does not name
+its chip in a form read here).
+"""
+
+from __future__ import annotations
+
+import atexit
+import shutil
+import tempfile
+from dataclasses import replace
+from pathlib import Path
+from typing import Collection
+
+from profanalyzer.hardware import TPU7X, chip_by_key
+from profanalyzer.hlo.load import is_program_path, read_program
+from profanalyzer.hlo.replay import PREDICTED_NOTE, replay, to_xspace
+from profanalyzer.trace import Trace
+from profanalyzer.tracebuild import load_trace
+
+__all__ = ["is_program_path", "load_program_trace", "INPUT_KIND"]
+
+INPUT_KIND = "compiled_program"
+_TMP: list[str] = []
+
+
+def _tmpdir() -> Path:
+    if not _TMP:
+        d = tempfile.mkdtemp(prefix="profanalyze-compiled-")
+        _TMP.append(d)
+        atexit.register(shutil.rmtree, d, True)
+    return Path(_TMP[0])
+
+
+def load_program_trace(path: str | Path, *, chip: str | None = None, lines: Collection[str] | None = None) -> Trace:
+    program = read_program(path)
+    ch = chip_by_key(chip) if chip else TPU7X
+    rep = replay(program, ch)
+    out = _tmpdir() / f"{len(list(_tmpdir().iterdir()))}.xplane.pb"
+    out.write_bytes(to_xspace(rep))
+    trace = load_trace(out, chip=ch.key, lines=lines)
+    note = (f"{PREDICTED_NOTE}; module {program.why_main}; predicted step {rep.step_ps / 1e9:.3f} ms; "
+            "assumptions: " + "; ".join(rep.assumptions))
+    return replace(trace, source=str(path), input_kind=INPUT_KIND, run=None, note=note,
+                   chip_source="--chip flag" if chip else "assumed TPU7x (compiled program; pass --chip)")
