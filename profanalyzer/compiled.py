@@ -4,8 +4,8 @@ folder and read back by the trace reader, so the whole pipeline (buckets,
 overlap, rules, reports, JSON) runs on it unchanged. The Trace says
 `input_kind: "compiled_program"`, and its note that every time is predicted.
 
-The chip: `--chip`, else TPU7x (assumed; a compiled program does not name
-its chip in a form read here).
+The chip: `--chip`; else the compile topology a dump's `compile.log`
+names (MaxText's `compile_topology: tpu7x-16`); else TPU7x, assumed.
 """
 
 from __future__ import annotations
@@ -17,7 +17,9 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Collection
 
-from profanalyzer.hardware import TPU7X, chip_by_key
+import re
+
+from profanalyzer.hardware import TPU7X, Chip, chip_by_key, chip_from_device_type
 from profanalyzer.hlo.load import is_program_path, read_program
 from profanalyzer.hlo.replay import PREDICTED_NOTE, replay, to_xspace
 from profanalyzer.trace import Trace
@@ -37,9 +39,19 @@ def _tmpdir() -> Path:
     return Path(_TMP[0])
 
 
+def _chip(program, chip: str | None) -> tuple[Chip, str]:
+    if chip:
+        return chip_by_key(chip), "--chip flag"
+    m = re.search(r"compile_topology: ([A-Za-z0-9]+)-\d+", program.files.compile_log)
+    found = chip_from_device_type(m.group(1)) if m else None
+    if found is not None:
+        return found, f"compile_topology {m.group(1)} in the dump's compile.log"  # type: ignore[union-attr]
+    return TPU7X, "assumed TPU7x (compiled program; pass --chip)"
+
+
 def load_program_trace(path: str | Path, *, chip: str | None = None, lines: Collection[str] | None = None) -> Trace:
     program = read_program(path)
-    ch = chip_by_key(chip) if chip else TPU7X
+    ch, chip_source = _chip(program, chip)
     rep = replay(program, ch)
     out = _tmpdir() / f"{len(list(_tmpdir().iterdir()))}.xplane.pb"
     out.write_bytes(to_xspace(rep))
@@ -47,4 +59,4 @@ def load_program_trace(path: str | Path, *, chip: str | None = None, lines: Coll
     note = (f"{PREDICTED_NOTE}; module {program.why_main}; predicted step {rep.step_ps / 1e9:.3f} ms; "
             "assumptions: " + "; ".join(rep.assumptions))
     return replace(trace, source=str(path), input_kind=INPUT_KIND, run=None, note=note,
-                   chip_source="--chip flag" if chip else "assumed TPU7x (compiled program; pass --chip)")
+                   chip_source=chip_source)

@@ -23,7 +23,7 @@ FLOORS = {
     "profanalyzer.hlo": 2, "profanalyzer.compiled": 2,
     "profanalyzer.attribution": 3,
     "profanalyzer.overlap": 4,
-    "profanalyzer.timeline": 5, "profanalyzer.scopes": 5, "profanalyzer.idle": 5, "profanalyzer.memory": 5, "profanalyzer.stepclass": 5, "profanalyzer.hostplanes": 5,
+    "profanalyzer.timeline": 5, "profanalyzer.scopes": 5, "profanalyzer.idle": 5, "profanalyzer.memory": 5, "profanalyzer.stepclass": 5, "profanalyzer.hostplanes": 5, "profanalyzer.expected": 5,
     "profanalyzer.analysis": 6, "profanalyzer.workload": 6,
     "profanalyzer.rules": 7,
     "heuristics": 8,
@@ -37,7 +37,7 @@ FLOORS = {
 CHECKED = [
     "profanalyzer/vocab.py", "profanalyzer/format.py", "profanalyzer/hardware.py", "profanalyzer/records.py", "profanalyzer/parts.py", "profanalyzer/model.py", "profanalyzer/rules.py",
     "profanalyzer/workload.py", "profanalyzer/attribution.py", "profanalyzer/overlap.py", "profanalyzer/timeline.py", "profanalyzer/scopes.py", "profanalyzer/idle.py", "profanalyzer/memory.py", "profanalyzer/stepclass.py", "profanalyzer/hostplanes.py",
-    "profanalyzer/analysis.py", "profanalyzer/compiled.py", "profanalyzer/findings.py", "profanalyzer/compare.py", "profanalyzer/budget.py",
+    "profanalyzer/analysis.py", "profanalyzer/compiled.py", "profanalyzer/expected.py", "profanalyzer/findings.py", "profanalyzer/compare.py", "profanalyzer/budget.py",
     "profanalyzer/verify.py",
     "profanalyzer/version.py", "profanalyzer/parallel.py", "profanalyzer/arrays.py", "profanalyzer/frames.py", "profanalyzer/schema.py", "profanalyzer/sources.py",
     "profanalyzer/perfetto.py", "profanalyzer/explain.py", "profanalyzer/notebook.py", "profanalyzer/mcp_server.py",

@@ -237,7 +237,10 @@ def _category(ins: Instruction, module: Module) -> str:
 
 
 def to_xspace(rep: Replay, hostname: str = "compiled") -> bytes:
-    """The predicted step as a serialized XSpace."""
+    """The predicted step as a serialized XSpace: per TensorCore of one chip
+    a plane (lines Steps, XLA Modules, XLA Ops; op metadata as XProf writes
+    it: HLO text, instruction name, hlo_category, tf_op, shape) and, when
+    the program offloads to the SparseCore, a SparseCore plane."""
     from profanalyzer.xspace import xplane_pb2 as pb
 
     m = rep.module
@@ -265,13 +268,12 @@ def to_xspace(rep: Replay, hostname: str = "compiled") -> bytes:
 
     def fill(pl, sc: bool) -> None:
         st = stat_ids(pl, names)
-        for key, val in (("device_type_string", chip.device_type_strings[0]),):
-            s = pl.stats.add()
-            s.metadata_id, s.str_value = st[key], val
-        for key, val in (("peak_teraflops_per_second", chip.core_peak_bf16_flops / 1e12),
+        s = pl.stats.add()
+        s.metadata_id, s.str_value = st["device_type_string"], chip.device_type_strings[0]
+        for key, num in (("peak_teraflops_per_second", chip.core_peak_bf16_flops / 1e12),
                          ("peak_hbm_bw_gigabytes_per_second", chip.core_hbm_bytes_per_s / 1e9)):
             s = pl.stats.add()
-            s.metadata_id, s.double_value = st[key], val
+            s.metadata_id, s.double_value = st[key], num
         meta: dict[str, int] = {}
 
         def md(ins: Instruction) -> int:
@@ -318,7 +320,13 @@ def to_xspace(rep: Replay, hostname: str = "compiled") -> bytes:
             s = e.stats.add()
             s.metadata_id, s.int64_value = st["group_id"], 0
 
-    fill(plane(1, "/device:TPU:0"), False)
-    if any(o.sparsecore for o in rep.ops):
-        fill(plane(2, "/device:TPU:0 SparseCore 0"), True)
+    # every TensorCore of one chip runs the same SPMD program: one plane each
+    with_sc = any(o.sparsecore for o in rep.ops)
+    pid = 1
+    for core in range(max(1, chip.planes_per_chip)):
+        fill(plane(pid, f"/device:TPU:{core}"), False)
+        pid += 1
+        if with_sc:
+            fill(plane(pid, f"/device:TPU:{core} SparseCore 0"), True)
+            pid += 1
     return space.SerializeToString()
