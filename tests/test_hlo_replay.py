@@ -106,3 +106,13 @@ def test_expected_vs_measured_on_the_v6e_capture():
     waits = [o for o in exp.without_estimate if o.opcode == "copy-done"]
     assert waits and sum(o.measured_mean_ps * o.occurrences for o in waits) > sum(
         o.measured_mean_ps * o.occurrences for o in adds)
+
+
+@need_dump
+def test_reports_mark_a_compiled_program_predicted(capsys, tmp_path):
+    md, html = tmp_path / "r.md", tmp_path / "r.html"
+    rc, _, _ = run_cli(capsys, "analyze", DUMP, "--markdown", md, "-o", html)
+    assert rc == 0
+    assert "**PREDICTED**" in md.read_text().split("\n\n")[1]
+    text = html.read_text()
+    assert "(PREDICTED)</title>" in text and 'id="headline">PREDICTED' in text
