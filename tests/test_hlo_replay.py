@@ -15,7 +15,8 @@ from profanalyzer.hlo.load import read_program
 from profanalyzer.hlo.replay import replay
 from profanalyzer.hlo.schedule import schedule
 from profanalyzer.hlo.truth import hlo_bucket
-from profanalyzer.vocab import BUCKETS, MATMUL_BUCKETS
+from profanalyzer.hlo.schedule import op_remat as _remat
+from profanalyzer.vocab import BUCKETS, MATMUL_BUCKETS, OFFLOADABLE
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"
 DUMP = SHARED / "real-programs" / "maxtext_llama3.1-8b_tpu7x-16_fsdp_remat_full.tar.gz"
@@ -76,9 +77,18 @@ def test_analyze_a_compiled_program(dump, capsys, tmp_path):
     mm = sum(o.dur_ps for o in rep.ops if not o.sparsecore and truth.get(id(o.instruction)) in MATMUL_BUCKETS)
     got = sum(doc["breakdown"][b]["ps"] for b in MATMUL_BUCKETS)
     assert got == pytest.approx(mm, rel=1e-6)
-    # SparseCore offload as the compiler placed it: all-gathers offloaded, reduce-scatters on the TensorCore rings
+    # SparseCore offload verdict per collective type = the compiler's placement (a type is offloaded when
+    # the HLO runs an instruction of that kind on the SparseCore)
     off = doc["sparsecore_offload"]["offloaded"]
-    assert off["all_gather"] is True and off["reduce_scatter"] is False
+    placed = {k: False for k in OFFLOADABLE}
+    for r in schedule(m):
+        t = hlo_bucket(m, r)
+        if r.sparsecore and t.collective in placed:
+            placed[t.collective] = True
+    assert off == placed and placed["all_gather"] and not placed["reduce_scatter"]
+    # the remat share is the replay's own: predicted time of the remat ops over the step
+    remat_ps = sum(o.dur_ps for o in rep.ops if not o.sparsecore and _remat(o.instruction))
+    assert doc["remat"]["ps"] == pytest.approx(remat_ps, rel=1e-6)
 
 
 @need_dump
@@ -116,3 +126,15 @@ def test_reports_mark_a_compiled_program_predicted(capsys, tmp_path):
     assert "**PREDICTED**" in md.read_text().split("\n\n")[1]
     text = html.read_text()
     assert "(PREDICTED)</title>" in text and 'id="headline">PREDICTED' in text
+
+
+VLLM = SHARED / "real-traces" / "vllm_w4_tp2_2026_01_12_00_26_20.xplane.pb.gz"
+
+
+@pytest.mark.skipif(not VLLM.exists(), reason="../shared/real-traces vLLM capture not present")
+def test_expected_vs_measured_says_when_a_capture_has_no_hlo():
+    from profanalyzer.expected import expected_vs_measured
+    from profanalyzer.tracebuild import load_trace
+
+    exp = expected_vs_measured(load_trace(VLLM))
+    assert exp.ops == () and any("no HLO" in n for n in exp.notes)
