@@ -67,7 +67,10 @@ def test_analyze_a_compiled_program(dump, capsys, tmp_path):
     assert any("PREDICTED" in n for n in doc["notes"])
     # HBM beside the compiler's own memory analysis, with the fit in the chip
     mem = next(n for n in doc["notes"] if "HBM from the buffer assignment" in n)
-    assert "argument 1442934784" in mem and "memory_analysis" in mem and "GiB per TensorCore" in mem
+    from profanalyzer.hlo.memory import compiler_stats
+
+    comp = compiler_stats(dump.files.compile_log)
+    assert comp is not None and f"temp {comp.temp} = {comp.peak} bytes" in mem and "GiB per TensorCore" in mem
     assert "compile_topology tpu7x" in doc["chip_source"]
     assert doc["run_kind"]["kind"] == "training"
     rep = replay(dump, TPU7X)
