@@ -19,6 +19,7 @@ from typing import Collection
 
 import re
 
+from profanalyzer.errors import InputError
 from profanalyzer.hardware import TPU7X, Chip, chip_by_key, chip_from_device_type
 from profanalyzer.hlo.load import is_program_path, read_program
 from profanalyzer.hlo.memory import assignment_stats, compiler_stats, parse_buffer_assignment
@@ -71,6 +72,8 @@ def load_program_trace(path: str | Path, *, chip: str | None = None, lines: Coll
     program = read_program(path)
     ch, chip_source = _chip(program, chip)
     rep = replay(program, ch)
+    if not rep.ops:
+        raise InputError(f"{path}: module {program.main.name} has no instructions to replay (statements not parsed?)")
     out = _tmpdir() / f"{len(list(_tmpdir().iterdir()))}.xplane.pb"
     out.write_bytes(to_xspace(rep))
     trace = load_trace(out, chip=ch.key, lines=lines)
