@@ -144,3 +144,28 @@ def test_expected_vs_measured_says_when_a_capture_has_no_hlo():
 
     exp = expected_vs_measured(load_trace(VLLM))
     assert exp.ops == () and any("no HLO" in n for n in exp.notes)
+
+
+@need_v6e
+def test_a_proto_program_carries_its_buffer_assignment(capsys, tmp_path):
+    from profanalyzer.xspace import reader, xplane_pb2
+
+    buf, index = reader.open_space(V6E_CAPTURE, want=lambda r: r.kind == "metadata")
+    ref = next(p for p in index.planes if p.kind == "metadata")
+    plane = xplane_pb2.XPlane.FromString(bytes(buf[ref.offset:ref.offset + ref.length]))
+    sid = next(k for k, v in plane.stat_metadata.items() if v.name == "Hlo Proto")
+    blob = next(s.bytes_value for em in plane.event_metadata.values() if em.name.startswith("jit_f(")
+                for s in em.stats if s.metadata_id == sid)
+    prog = tmp_path / "jit_f.hlo_proto.pb"
+    prog.write_bytes(blob)
+    docs = []
+    for src in (prog, V6E_CAPTURE):
+        out = tmp_path / f"{len(docs)}.json"
+        rc, _, _ = run_cli(capsys, "analyze", src, "--chip", "v6e", "--memory", "--json", out, "--no-html")
+        assert rc == 0
+        docs.append(json.loads(out.read_text()))
+    predicted, measured = docs
+    assert predicted["input_kind"] == "compiled_program" and measured["input_kind"] == "file"
+    # the same program's buffer assignment: the same HBM and host-offload bytes as the real capture's
+    for key in ("program_hbm_bytes", "host_offload_bytes", "peak_instruction"):
+        assert predicted["memory"][key] == measured["memory"][key], key

@@ -253,6 +253,7 @@ class Module:
     source: str = ""  # where it was read from (file, stage)
     stage: str = ""  # after_codegen / after_optimizations / ... / proto
     num_partitions: int = 1
+    proto: bytes = field(default=b"", repr=False)  # the serialized HloProto it was read from ("" for text)
 
     @cached_property
     def by_name(self) -> dict[str, Computation]:

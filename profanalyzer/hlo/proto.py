@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import struct
+from dataclasses import replace
 
 from profanalyzer.hlo.model import Computation, Instruction, Module, OpMetadata, Shape, StackFrames
 from profanalyzer.xspace import wire
@@ -371,7 +372,7 @@ def parse_hlo_proto_bytes(data: bytes, source: str = "") -> Module:
     # An HloProto has field 1 = module (a message); an HloModuleProto has field 1 = name (a string).
     if len(mods) == 1:
         try:
-            return _module(buf, mods[0][0], mods[0][1], source)
+            return replace(_module(buf, mods[0][0], mods[0][1], source), proto=bytes(data))
         except ValueError:
             pass
     return _module(buf, 0, len(buf), source)

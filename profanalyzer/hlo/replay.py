@@ -240,7 +240,8 @@ def to_xspace(rep: Replay, hostname: str = "compiled") -> bytes:
     """The predicted step as a serialized XSpace: per TensorCore of one chip
     a plane (lines Steps, XLA Modules, XLA Ops; op metadata as XProf writes
     it: HLO text, instruction name, hlo_category, tf_op, shape) and, when
-    the program offloads to the SparseCore, a SparseCore plane."""
+    the program offloads to the SparseCore, a SparseCore plane; the
+    program's HloProto in `/host:metadata` when it was read from one."""
     from profanalyzer.xspace import xplane_pb2 as pb
 
     m = rep.module
@@ -329,4 +330,11 @@ def to_xspace(rep: Replay, hostname: str = "compiled") -> bytes:
         if with_sc:
             fill(plane(pid, f"/device:TPU:{core} SparseCore 0"), True)
             pid += 1
+    if m.proto:  # the program's HloProto, where XProf keeps it (buffer assignment for --memory)
+        meta = plane(pid, "/host:metadata")
+        meta.stat_metadata[1].id, meta.stat_metadata[1].name = 1, "Hlo Proto"
+        em = meta.event_metadata[1]
+        em.id, em.name = 1, program_name
+        s = em.stats.add()
+        s.metadata_id, s.bytes_value = 1, m.proto
     return space.SerializeToString()
