@@ -96,6 +96,8 @@ def test_multi_line_statements_stack_frames_and_metadata(dump):
     rows = [r for r in schedule(m) if r.instruction in multi]
     assert rows and all(r.source.endswith(tuple(f":{n}" for n in range(1, 10000))) for r in rows)
     assert all("splash_attention" in r.source for r in rows)
+    assert {r.kernel for r in rows} == {re.sub(r"(\.\d+)+$", "", r.name) for r in rows}
+    assert all(r.kernel.startswith("splash_mha_") for r in rows)
 
 
 @need_dump

@@ -129,6 +129,18 @@ class ScheduledOp:
     def fusion_kind(self) -> str:
         return self.instruction.fusion_kind
 
+    @property
+    def kernel(self) -> str:
+        """A custom call's kernel: a Pallas kernel (`tpu_custom_call`) by the
+        name the compiler gave the call (`splash_mha_fwd_segmented_residuals.3`
+        -> `splash_mha_fwd_segmented_residuals`), another by its target."""
+        if self.opcode != "custom-call":
+            return ""
+        target = self.custom_call_target
+        if target == "tpu_custom_call":
+            return re.sub(r"(?:\.\d+)+$", "", self.name)
+        return target
+
     @cached_property
     def remat(self) -> bool:
         return op_remat(self.instruction)
