@@ -99,7 +99,7 @@ COMPUTE_ASYNC_NAME = re.compile(r"^(?:dynamic-)?(?:slice|copy|fusion|custom-call
 # compute opcode: `gather_offload_async_start`, `copy.3.cloned.1.call-start`,
 # `sparse-core-data-format-call.7.cloned.1.call-done`): not collectives.
 COMPUTE_WRAPPER_NAME = re.compile(r"^(?:gather|scatter|copy|fusion|custom-call|sparse-core-data-format|slice|dynamic-slice"
-                                  r"|dynamic-update-slice|transpose|sort|convert|pad|concatenate|reduce(?!-scatter))"
+                                  r"|dynamic-update-slice|transpose|sort|convert|pad|concatenate|reduce(?![-_]scatter))"
                                   r"(?=[._\-]|$)")
 # A collective-permute emitted for a dot (the name stack's last primitive):
 # a hop of a collective matmul's ring (windowed einsum).
