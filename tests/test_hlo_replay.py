@@ -65,6 +65,7 @@ def test_analyze_a_compiled_program(dump, capsys, tmp_path):
     doc = json.loads(out.read_text())
     assert doc["input_kind"] == "compiled_program"
     assert any("PREDICTED" in n for n in doc["notes"])
+    assert any(a.startswith("times: PREDICTED") for a in doc["assumptions"])
     # HBM beside the compiler's own memory analysis, with the fit in the chip
     mem = next(n for n in doc["notes"] if "HBM from the buffer assignment" in n)
     from profanalyzer.hlo.memory import compiler_stats
