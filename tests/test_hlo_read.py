@@ -121,6 +121,25 @@ def test_while_trip_counts_from_the_condition(dump):
 
 
 @need_dump
+def test_async_pairs_and_threads(dump):
+    from profanalyzer.hlo.schedule import async_pairs
+
+    m = dump.main
+    pairs = async_pairs(m)
+    rows = {r.name: r for r in schedule(m)}
+    dones = [r for r in rows.values() if r.async_role == "done"]
+    assert dones and all(r.name in pairs for r in dones)
+    for r in dones:
+        start = rows[pairs[r.name]]
+        assert start.async_role == "start" and start.computation == r.computation
+        assert start.async_thread == m.instruction(pairs[r.name]).async_execution_thread
+    # the all-gathers' starts and dones share one name stem (`<name>.call-start` / `.call-done`)
+    ag = {d: s for d, s in pairs.items() if d.startswith("all-gather.") and d.endswith(".call-done")}
+    assert ag and all(s == d[: -len("done")] + "start" for d, s in ag.items())
+    assert {rows[s].async_thread for s in ag.values()} == {"sparsecore"}
+
+
+@need_dump
 def test_rows_count_each_execution(dump):
     m = dump.main
     rows = schedule(m)

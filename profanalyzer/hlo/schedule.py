@@ -26,7 +26,7 @@ from functools import cached_property
 from profanalyzer.hlo.model import Computation, Instruction, Module, Shape
 
 __all__ = ["ScheduledOp", "FusionBody", "TripCount", "schedule", "trip_count", "fusion_body", "operand_shapes",
-           "op_phase", "op_remat", "trip_counts", "TRIVIAL_OPCODES", "SPARSECORE_THREAD"]
+           "op_phase", "op_remat", "trip_counts", "async_pairs", "TRIVIAL_OPCODES", "SPARSECORE_THREAD"]
 
 SPARSECORE_THREAD = "sparsecore"
 SPARSECORE_DEVICE = "DEVICE_TYPE_SPARSECORE"
@@ -360,6 +360,28 @@ def schedule(module: Module) -> tuple[ScheduledOp, ...]:
     if entry is not None:
         walk(entry, 1, (), entry.execution_thread, "", 0)
     return tuple(rows)
+
+
+def async_pairs(module: Module) -> dict[str, str]:
+    """Each async done (and update) -> the start it completes, followed
+    through the operand chain (`x-done(x-update(x-start))`), per computation."""
+    out: dict[str, str] = {}
+    for c in module.computations:
+        for ins in c.instructions:
+            if not (ins.opcode.endswith("-done") or ins.opcode.endswith("-update")) or not ins.operands:
+                continue
+            name = ins.operands[0]
+            for _ in range(8):
+                d = c.by_name.get(name)
+                if d is None:
+                    break
+                if d.opcode.endswith("-start"):
+                    out[ins.name] = d.name
+                    break
+                if not d.opcode.endswith("-update") or not d.operands:
+                    break
+                name = d.operands[0]
+    return out
 
 
 def trip_counts(module: Module) -> dict[str, TripCount]:
