@@ -189,8 +189,9 @@ class _Player:
             if op.endswith("-start"):
                 if collective_kind(op):
                     ps, how = self.collective_ps(ins, comp), "ici_bytes"
-                else:
-                    ps, how = int(ins.shape.bytes / max(2, len(ins.shape.parts) or 1) / self.hbm * PS), "hbm_bytes"
+                else:  # an async copy / slice: (destination, source, context) -> the destination's bytes over HBM
+                    moved = ins.shape.parts[0] if ins.shape.is_tuple and ins.shape.parts else ins.shape
+                    ps, how = int(moved.bytes / self.hbm * PS), "hbm_bytes"
                 self.finish[ins.name] = self.t + ps
                 self.emit(ins, comp.name, self.t, MIN_PS, False, how)
                 self.t += MIN_PS
