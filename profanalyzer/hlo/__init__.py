@@ -10,7 +10,9 @@ independent witness of a step (issue #25).
   estimated cycles, executions per step from while trip counts);
 * `truth.hlo_bucket(...)`: each instruction's time bucket from the HLO alone;
 * `memory`: the buffer assignment's peak HBM against the compiler's own
-  `Memory analysis`.
+  `Memory analysis`;
+* `replay`: the schedule replayed into a predicted step, written as an XSpace
+  (profanalyzer.compiled hands it to the trace pipeline).
 
 The input floor: imports errors, vocab, hardware, records and xspace only.
 """
