@@ -150,7 +150,13 @@ class AnalysisOptions:
 
 
 def read_trace(path: str | Path, options: AnalysisOptions = AnalysisOptions()) -> Trace:
-    """The read stage as `analyze` runs it: only the lines the analysis uses."""
+    """The read stage as `analyze` runs it: only the lines the analysis uses.
+    A compiled program (HLO text / proto, an XLA dump) is replayed into a
+    predicted step first (profanalyzer.compiled)."""
+    from profanalyzer import compiled
+
+    if compiled.is_program_path(path):
+        return compiled.load_program_trace(path, chip=options.chip, lines=ANALYSIS_LINES)
     return load_trace(path, chip=options.chip, jobs=options.jobs, progress=options.progress, lines=ANALYSIS_LINES)
 
 

@@ -92,6 +92,9 @@ def _share_without_program_id(work: list[CoreWork]) -> float:
 
 def assumptions(trace: Trace, util: Utilisation) -> tuple[str, ...]:
     out = []
+    if trace.input_kind == "compiled_program":  # issue #25: a replayed compiled program, no measurement
+        out.append("times: PREDICTED from a compiled program (the compiler's estimated cycles at an assumed clock, "
+                   "bytes over assumed bandwidths; see the notes)")
     if trace.chip_source.startswith("assumed"):
         out.append(f"chip: {trace.chip_source}")
     if util.low_confidence:

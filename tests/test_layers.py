@@ -19,9 +19,11 @@ FLOORS = {
     "profanalyzer": 0, "profanalyzer.errors": 0, "profanalyzer.outputs": 0, "profanalyzer.vocab": 0, "profanalyzer.format": 0, "profanalyzer.stats": 0,
     "profanalyzer.records": 1, "profanalyzer.parts": 1, "profanalyzer.hardware": 1, "profanalyzer.model": 1,
     "profanalyzer.xspace": 2, "profanalyzer.trace": 2, "profanalyzer.tracebuild": 2, "profanalyzer.classify": 2,
+    # issue #25: compiled programs (HLO text / HloProto / dump folders), the input floor
+    "profanalyzer.hlo": 2, "profanalyzer.compiled": 2,
     "profanalyzer.attribution": 3,
     "profanalyzer.overlap": 4,
-    "profanalyzer.timeline": 5, "profanalyzer.scopes": 5, "profanalyzer.idle": 5, "profanalyzer.memory": 5, "profanalyzer.stepclass": 5, "profanalyzer.hostplanes": 5,
+    "profanalyzer.timeline": 5, "profanalyzer.scopes": 5, "profanalyzer.idle": 5, "profanalyzer.memory": 5, "profanalyzer.stepclass": 5, "profanalyzer.hostplanes": 5, "profanalyzer.expected": 5,
     "profanalyzer.analysis": 6, "profanalyzer.workload": 6,
     "profanalyzer.rules": 7,
     "heuristics": 8,
@@ -36,12 +38,13 @@ FLOORS = {
 CHECKED = [
     "profanalyzer/outputs.py", "profanalyzer/vocab.py", "profanalyzer/format.py", "profanalyzer/hardware.py", "profanalyzer/records.py", "profanalyzer/parts.py", "profanalyzer/model.py", "profanalyzer/rules.py",
     "profanalyzer/workload.py", "profanalyzer/attribution.py", "profanalyzer/overlap.py", "profanalyzer/timeline.py", "profanalyzer/scopes.py", "profanalyzer/idle.py", "profanalyzer/memory.py", "profanalyzer/stepclass.py", "profanalyzer/hostplanes.py",
-    "profanalyzer/analysis.py", "profanalyzer/findings.py", "profanalyzer/compare.py", "profanalyzer/budget.py",
+    "profanalyzer/analysis.py", "profanalyzer/compiled.py", "profanalyzer/expected.py", "profanalyzer/findings.py", "profanalyzer/compare.py", "profanalyzer/budget.py",
     "profanalyzer/verify.py",
     "profanalyzer/shell.py",
     "profanalyzer/version.py", "profanalyzer/parallel.py", "profanalyzer/arrays.py", "profanalyzer/frames.py", "profanalyzer/schema.py", "profanalyzer/sources.py",
     "profanalyzer/perfetto.py", "profanalyzer/explain.py", "profanalyzer/notebook.py", "profanalyzer/mcp_server.py",
     *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "heuristics").glob("*.py")),
+    *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "profanalyzer" / "hlo").glob("*.py")),
     *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "profanalyzer" / "report").glob("*.py") if p.name != "fleet_html.py"),
 ]
 

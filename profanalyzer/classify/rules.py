@@ -12,6 +12,7 @@ from profanalyzer.classify.tables import (
     ATTENTION_KERNELS,
     BITS,
     COMPUTE_ASYNC_NAME,
+    COMPUTE_WRAPPER_NAME,
     GMM,
     HOST_MEMORY_SPACE,
     HOST_TRANSFER_ATTR,
@@ -19,8 +20,11 @@ from profanalyzer.classify.tables import (
     KIND_BUCKET,
     LOWBIT_ARRAY,
     MATMUL_NAME,
+    MATMUL_PRIMITIVE,
     OUTPUT_FUSION_KIND,
     QUANT_MATMUL,
+    RING_OPERAND,
+    RING_PASSTHROUGH,
     START_OPERAND,
     TPU_CUSTOM_CALL,
 )
@@ -90,6 +94,8 @@ def _r_offload(op: Op) -> Verdict | None:
     for n, ni in zip(op.names, op.nis):
         if ni.offload_role:
             kind = ni.coll_kind or ni.kind_in or kind_in_text(op.calls)
+            if kind is None and COMPUTE_WRAPPER_NAME.match(n.lower()):
+                return Verdict("other_compute", reason=f"SparseCore offload of compute '{clip(n)}' (not a collective)")
             return _collective(kind, ni.offload_role,
                                f"SparseCore offload wrapper '{clip(n)}' -> {kind or 'unknown kind'}")
     return None
@@ -119,7 +125,34 @@ def _r_collective_opcode(op: Op) -> Verdict | None:
     if kind == "send_recv" and HOST_TRANSFER_ATTR.search(op.text):
         kind = "host_transfer"
     src = "" if op.opcode_from_text else " (from name)"
+    if kind == "collective_permute" and op.tf.tokens and MATMUL_PRIMITIVE.match(op.tf.tokens[-1]):
+        return _matmul_ring(op, role)
     return _collective(kind, role, f"opcode '{clip(op.opcode)}'{src} -> {kind} ({role})")
+
+
+def _matmul_ring(op: Op, role: str) -> Verdict:
+    """A collective-permute emitted for a dot: a hop of a collective
+    matmul's ring, the all-gather or reduce-scatter of its sharded operand.
+    In the forward pass it gathers (FSDP weights); otherwise a hop that
+    passes a buffer along unchanged gathers, one that sends a computed value
+    (partial sums) reduce-scatters. A done's text shows neither: it takes its
+    start's kind (attribution pairs them)."""
+    if role == "done":
+        return Verdict("other_collective", None, role, None, None,
+                       f"'{clip(op.opcode)}' of a collective-matmul ring (dot scope); kind from its start")
+    if op.tf.phase == "forward":
+        kind, why = "all_gather", "forward pass"
+    else:
+        m = RING_OPERAND.search(op.operands)
+        sent = m.group(1).lower() if m else ""
+        if sent and RING_PASSTHROUGH.match(sent):
+            kind, why = "all_gather", f"passes %{clip(sent, 32)} along unchanged"
+        elif sent:
+            kind, why = "reduce_scatter", f"sends the computed %{clip(sent, 32)}"
+        else:
+            return Verdict("other_collective", "collective_permute", role, None, None,
+                           f"'{clip(op.opcode)}' of a collective-matmul ring, operand not visible")
+    return _collective(kind, role, f"'{clip(op.opcode)}' under a dot scope: a collective-matmul ring hop ({why}) -> {kind}")
 
 
 def _r_collective_category(op: Op) -> Verdict | None:
@@ -157,7 +190,7 @@ def _r_generic_async(op: Op) -> Verdict | None:
                 return Verdict("other_compute", reason=f"async wrapper '{clip(src)}' around compute ({how})")
     if kind is None:
         for n in op.names:
-            if COMPUTE_ASYNC_NAME.match(n.lower()):
+            if COMPUTE_ASYNC_NAME.match(n.lower()) or COMPUTE_WRAPPER_NAME.match(n.lower()):
                 return Verdict("other_compute", reason=f"async wrapper '{clip(src)}' around compute (name '{clip(n)}')")
     if kind:
         return _collective(kind, role, f"async wrapper '{clip(src)}', {how} -> {kind}")

@@ -95,6 +95,20 @@ HOST_MEMORY_SPACE = re.compile(r":[^{}]*S\(5\)\}")
 # `copy-done.3`, `dynamic-slice-start`, `fusion-start`).
 COMPUTE_ASYNC_NAME = re.compile(r"^(?:dynamic-)?(?:slice|copy|fusion|custom-call|call|update-slice|dynamic-update-slice)"
                                  r"-(?:start|done|update)(?![a-z])")
+# Async wrappers named after the compute they wrap (the name starts with a
+# compute opcode: `gather_offload_async_start`, `copy.3.cloned.1.call-start`,
+# `sparse-core-data-format-call.7.cloned.1.call-done`): not collectives.
+COMPUTE_WRAPPER_NAME = re.compile(r"^(?:gather|scatter|copy|fusion|custom-call|sparse-core-data-format|slice|dynamic-slice"
+                                  r"|dynamic-update-slice|transpose|sort|convert|pad|concatenate|reduce(?![-_]scatter))"
+                                  r"(?=[._\-]|$)")
+# A collective-permute emitted for a dot (the name stack's last primitive):
+# a hop of a collective matmul's ring (windowed einsum).
+MATMUL_PRIMITIVE = re.compile(r"^(?:dot_general|dot|einsum|matmul)$", _I)
+# What a ring hop sends, when it passes a buffer along unchanged (a
+# loop-carried shard, the previous hop's result): an all-gather ring; a
+# computed value (partial sums) makes it a reduce-scatter ring.
+RING_PASSTHROUGH = re.compile(r"^(?:[\w.\-]*param[\w.\-]*|get-tuple-element[\w.\-]*|collective-permute-done[\w.\-]*)$")
+RING_OPERAND = re.compile(r"%([\w.\-]+)")
 # SparseCore collective offload wrapper on the TensorCore:
 # `reduce-scatter.543.cloned.1.call-start` / `...call-done`.
 OFFLOAD_CALL = re.compile(r"\.call-(start|done)$")

@@ -103,6 +103,10 @@ def exposed_comm(a: Analysis) -> tuple[float, float]:
     return float(c.exposed_total_ps), float(c.exposed_total_fraction)
 
 
+#: Prefix of the headline of a report on a compiled program (no TPU ran it).
+PREDICTED_HEADLINE = "PREDICTED (a compiled program, no TPU ran it: every time is the compiler's estimate at an assumed clock): "
+
+
 def headline(a: Analysis) -> str:
     """One sentence: the step time and where it went (largest groups)."""
     t = a.steps.step_time_ps
@@ -707,11 +711,12 @@ def build_context(
     unlisted = len(a.top_ops[:TOP_OPS_ROWS]) - len(listed)
     top_note = (f"Self time per kept step, averaged over TensorCores; the {len(listed)} ops with the most self time"
                 + (f" ({unlisted} more under 0.001 ms per step not listed)." if unlisted else "."))
+    predicted = a.input_kind == "compiled_program"  # issue #25: a replayed compiled program
     return ReportContext(
-        title=f"profanalyze — {name}",
-        trace_name=name,
+        title=f"profanalyze — {name}" + (" (PREDICTED)" if predicted else ""),
+        trace_name=name + (" — PREDICTED from the compiled program" if predicted else ""),
         trace_path=a.source,
-        headline=headline(a),
+        headline=(PREDICTED_HEADLINE if predicted else "") + headline(a),
         first_action=first_action(findings),
         facts=_facts(a, findings),
         kpis=_kpis(a, findings),

@@ -70,6 +70,10 @@ def render_markdown(analysis: Analysis, findings: Findings | None, *, max_recomm
     out: list[str] = []
     out.append(f"### profanalyze: {code_span(name)}")
     out.append("")
+    if a.input_kind == "compiled_program":  # issue #25: a replayed compiled program
+        out.append("**PREDICTED**: a compiled program, no TPU ran it; every time below is the compiler's estimate "
+                   "at an assumed clock (see the notes).")
+        out.append("")
     out.append(
         f"{md_escape(chip)} · {len(a.hosts)} host{'s' if len(a.hosts) != 1 else ''} · {a.tensorcores} TensorCores · "
         f"{a.sparsecores} SparseCores · {a.steps.kept} of {a.steps.count} steps used ({md_escape(a.steps.source)})"

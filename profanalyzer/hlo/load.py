@@ -1,0 +1,245 @@
+"""Find and read compiled programs: one `read_program(path)` for
+
+* HLO text (`*.txt`, any file whose text has an `HloModule` line);
+* an HloProto / HloModuleProto (`*.hlo_proto.pb` as XProf run folders keep
+  them, `*.hlo.pb` from `--xla_dump_hlo_as_proto`, or either `.gz`);
+* an XLA dump folder (`--xla_dump_to`), or a `.tar.gz` / `.tgz` / `.tar` of
+  one: per module its final stage (`after_codegen` where present, else
+  `after_optimizations`, else the proto), plus the dump's `compile.log`,
+  buffer assignment, memory-usage report and `flagfile` for the memory check;
+* the HloProtos inside a capture's `/host:metadata` plane (`*.xplane.pb[.gz]`).
+
+The main module is the one with the most compiler-estimated cycles, then
+instructions (`Program.why_main` says which and why). Bad input raises
+profanalyzer.errors.InputError (one line).
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import os
+import re
+import tarfile
+from dataclasses import replace
+from pathlib import Path
+
+from profanalyzer.errors import InputError
+from profanalyzer.hlo.model import DumpFiles, Module, Program, pick_main
+from profanalyzer.hlo.proto import parse_hlo_proto_bytes
+from profanalyzer.hlo.text import looks_like_hlo_text, parse_text
+
+__all__ = ["read_program", "is_program_path", "STAGES", "HLO_PROTO_STAT"]
+
+#: Stages of a module in a dump folder, final first.
+STAGES = ("after_codegen", "after_optimizations")
+HLO_PROTO_STAT = "Hlo Proto"
+PROTO_SUFFIXES = (".hlo_proto.pb", ".hlo.pb", ".hlo_proto.pb.gz", ".hlo.pb.gz")
+TAR_SUFFIXES = (".tar.gz", ".tgz", ".tar")
+#: Largest member / file read (bytes, decompressed).
+MAX_BYTES = 1 << 30
+_MODULE_FILE = re.compile(r"^(module_\d+\.[^/]*?)\.(after_codegen|after_optimizations|before_optimizations)"
+                          r"(\.txt|\.hlo\.pb|\.pb)$")
+
+
+def is_program_path(path: str | os.PathLike) -> bool:
+    """Whether `path` names a compiled program this module reads (not a
+    capture: captures go through the trace reader)."""
+    p = Path(path)
+    name = p.name.lower()
+    if p.is_dir():
+        try:
+            names = list(_dump_members(p))
+        except OSError:
+            return False
+        if any(n.endswith((".xplane.pb", ".xplane.pb.gz")) for n in names):
+            return False  # a capture's run folder
+        return bool(_choose(names))
+    if name.endswith(PROTO_SUFFIXES) or name.endswith(TAR_SUFFIXES):
+        return True
+    if name.endswith(".txt") and p.is_file():
+        try:
+            with open(p, "rb") as f:
+                return looks_like_hlo_text(f.read(4096).decode("utf-8", "replace"))
+        except OSError:
+            return False
+    return False
+
+
+def _gunzip(data: bytes, what: str) -> bytes:
+    try:
+        with gzip.GzipFile(fileobj=io.BytesIO(data)) as g:
+            out = g.read(MAX_BYTES + 1)
+    except (OSError, EOFError) as e:
+        raise InputError(f"{what}: not a readable gzip file ({e})") from None
+    if len(out) > MAX_BYTES:
+        raise InputError(f"{what}: more than {MAX_BYTES >> 20} MiB decompressed")
+    return out
+
+
+def _module_from_bytes(data: bytes, what: str, stage: str = "") -> Module:
+    if data[:2] == b"\x1f\x8b":
+        data = _gunzip(data, what)
+    head = data[:4096].decode("utf-8", "replace")
+    if looks_like_hlo_text(head):
+        try:
+            return parse_text(data.decode("utf-8", "replace"), what, stage or _stage_of(what))
+        except ValueError as e:
+            raise InputError(f"{what}: {e}") from None
+    try:
+        return parse_hlo_proto_bytes(data, what)
+    except ValueError as e:
+        raise InputError(f"{what}: neither HLO text nor an HloProto ({e})") from None
+
+
+def _stage_of(name: str) -> str:
+    for s in STAGES + ("before_optimizations",):
+        if f".{s}." in name or name.endswith(f".{s}"):
+            return s
+    return ""
+
+
+def _dump_members(folder: Path) -> dict[str, Path]:
+    return {p.name: p for p in sorted(folder.iterdir()) if p.is_file()} if folder.is_dir() else {}
+
+
+def _choose(names: list[str]) -> list[tuple[str, str]]:
+    """(member name, stage) of each module's final stage among a dump's file names."""
+    by_mod: dict[str, dict[str, str]] = {}
+    for n in names:
+        base = n.rsplit("/", 1)[-1]
+        m = _MODULE_FILE.match(base)
+        if m:
+            kind = "text" if m.group(3) == ".txt" else "proto"
+            by_mod.setdefault(m.group(1), {})[f"{m.group(2)}:{kind}"] = n
+    out = []
+    for mod in sorted(by_mod):
+        got = by_mod[mod]
+        for key in ("after_codegen:text", "after_optimizations:text", "after_codegen:proto",
+                    "after_optimizations:proto"):
+            if key in got:
+                out.append((got[key], key.split(":")[0]))
+                break
+    if not out:  # no dump naming: every HLO proto file (an XProf run folder)
+        out = [(n, "proto") for n in sorted(names) if n.lower().endswith(PROTO_SUFFIXES)]
+    return out
+
+
+def _aux(names: list[str], read) -> DumpFiles:
+    def first(pred) -> str:
+        for n in sorted(names):
+            if pred(n.rsplit("/", 1)[-1]):
+                data = read(n)
+                return data.decode("utf-8", "replace") if data is not None else ""
+        return ""
+
+    return DumpFiles(
+        compile_log=first(lambda b: b == "compile.log"),
+        buffer_assignment=first(lambda b: b.endswith("after_optimizations-buffer-assignment.txt")),
+        memory_report=first(lambda b: b.endswith("memory-usage-report.txt")),
+        flagfile=first(lambda b: b.endswith(".flagfile")),
+    )
+
+
+def _program(modules: list[Module], source: str, notes: list[str], files: DumpFiles | None = None) -> Program:
+    if not modules:
+        raise InputError(f"{source}: no HLO module found (expected HLO text, an HloProto, an XLA dump folder "
+                         "or a capture with /host:metadata)")
+    mods = tuple(modules)
+    k, why = pick_main(mods)
+    return Program(mods, k, source, f"{mods[k].name}: {why}", tuple(notes), files or DumpFiles())
+
+
+def _read_folder(folder: Path) -> Program:
+    members = _dump_members(folder)
+    names = list(members)
+
+    def read(n: str) -> bytes | None:
+        p = members[n]
+        if p.stat().st_size > MAX_BYTES:
+            return None
+        return p.read_bytes()
+
+    chosen = _choose(names)
+    mods = []
+    for n, stage in chosen:
+        data = read(n)
+        if data is not None:
+            mods.append(_module_from_bytes(data, str(members[n]), stage))
+    return _program(mods, str(folder), [f"{folder.name}: stage {s} of {n}" for n, s in chosen], _aux(names, read))
+
+
+def _read_tar(path: Path) -> Program:
+    try:
+        tf = tarfile.open(path, "r:*")
+    except (tarfile.TarError, OSError) as e:
+        raise InputError(f"{path}: not a readable tar archive ({e})") from None
+    with tf:
+        infos = {m.name: m for m in tf.getmembers() if m.isfile() and m.size <= MAX_BYTES}
+
+        def read(n: str) -> bytes | None:
+            f = tf.extractfile(infos[n])
+            return f.read() if f is not None else None
+
+        names = list(infos)
+        chosen = _choose(names)
+        mods = []
+        for n, stage in chosen:
+            data = read(n)
+            if data is not None:
+                mods.append(_module_from_bytes(data, f"{path.name}:{n}", stage))
+        return _program(mods, str(path), [f"stage {s} of {n}" for n, s in chosen], _aux(names, read))
+
+
+def _read_capture(path: Path) -> Program:
+    from profanalyzer.xspace import reader, xplane_pb2
+
+    buf, index = reader.open_space(path, want=lambda r: r.kind == "metadata")
+    metas = [p for p in index.planes if p.kind == "metadata" and p.held]
+    mods: list[Module] = []
+    notes: list[str] = []
+    for ref in metas:
+        plane = xplane_pb2.XPlane.FromString(  # type: ignore[attr-defined]
+            bytes(buf[ref.offset:ref.offset + ref.length]))
+        sid = {k for k, v in plane.stat_metadata.items() if v.name == HLO_PROTO_STAT}
+        for key in sorted(plane.event_metadata):
+            em = plane.event_metadata[key]
+            for s in em.stats:
+                if s.metadata_id in sid and s.WhichOneof("value") == "bytes_value" and s.bytes_value:
+                    try:
+                        m = parse_hlo_proto_bytes(s.bytes_value, f"{path.name}:/host:metadata:{em.name}")
+                    except ValueError as e:
+                        notes.append(f"HLO proto of {em.name} not readable ({e})")
+                        continue
+                    mods.append(replace(m, stage="capture"))
+    if not metas:
+        notes.append("no /host:metadata plane")
+    return _program(mods, str(path), notes)
+
+
+def read_program(path: str | os.PathLike) -> Program:
+    """Every module `path` holds, and which is the main one."""
+    p = Path(path)
+    if not p.exists():
+        raise InputError(f"{p}: no such file or folder")
+    name = p.name.lower()
+    try:
+        if p.is_dir():
+            return _read_folder(p)
+        if name.endswith(".xplane.pb") or name.endswith(".xplane.pb.gz"):
+            return _read_capture(p)
+        if name.endswith(TAR_SUFFIXES) or (name.endswith(".gz") and _is_tar(p)):
+            return _read_tar(p)
+        if p.stat().st_size > MAX_BYTES:
+            raise InputError(f"{p}: larger than {MAX_BYTES >> 20} MiB")
+        data = p.read_bytes()
+    except OSError as e:
+        raise InputError(f"{p}: cannot read: {e.strerror or e}") from None
+    return _program([_module_from_bytes(data, str(p))], str(p), [])
+
+
+def _is_tar(p: Path) -> bool:
+    try:
+        return tarfile.is_tarfile(p)
+    except OSError:
+        return False

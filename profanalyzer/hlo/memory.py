@@ -1,0 +1,96 @@
+"""HBM of a compiled program from its buffer assignment, beside the
+compiler's own `memory_analysis()` (CompiledMemoryStats).
+
+* `parse_buffer_assignment(text)`: the dump's
+  `*.after_optimizations-buffer-assignment.txt` (`allocation N: size S,
+  [color C,] page P, <kinds>:` lines) -> `Allocation`s;
+* `assignment_stats(allocs)`: argument / output / alias / temp bytes of memory
+  space 0 (HBM), the way CompiledMemoryStats counts them: arguments are the
+  entry-parameter allocations, outputs the maybe-live-out (and output
+  tuple) allocations, aliased the ones that are both, temp the
+  preallocated-temp allocations; peak = argument + output - alias + temp;
+* `compiler_stats(text)`: the `Memory analysis: CompiledMemoryStats(...)`
+  line (MaxText's `compile.log`) or a JSON/dict of those fields.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+__all__ = ["Allocation", "MemoryStats", "parse_buffer_assignment", "assignment_stats", "compiler_stats",
+           "memory_report_total"]
+
+_ALLOC = re.compile(r"^allocation (\d+): size (\d+)(?:, color (\d+))?, (.*?):?\s*$")
+_STAT = re.compile(r"(\w+_size_in_bytes)=(\d+)")
+HBM = 0
+
+
+@dataclass(frozen=True)
+class Allocation:
+    index: int
+    size: int
+    color: int
+    parameter: int | None  # entry parameter number
+    live_out: bool
+    output: bool  # the output tuple's own allocation
+    temp: bool  # preallocated temp (the heap)
+    thread_local: bool
+    constant: bool
+
+
+@dataclass(frozen=True)
+class MemoryStats:
+    argument: int
+    output: int
+    alias: int
+    temp: int
+    source: str
+
+    @property
+    def peak(self) -> int:
+        """argument + output - alias + temp: what the program holds in HBM."""
+        return self.argument + self.output - self.alias + self.temp
+
+
+def parse_buffer_assignment(text: str) -> tuple[Allocation, ...]:
+    out = []
+    for ln in text.splitlines():
+        if not ln.startswith("allocation "):
+            continue
+        m = _ALLOC.match(ln)
+        if not m:
+            continue
+        desc = m.group(4)
+        pm = re.search(r"\bparameter (\d+)", desc)
+        out.append(Allocation(int(m.group(1)), int(m.group(2)), int(m.group(3) or 0),
+                              int(pm.group(1)) if pm else None, "maybe-live-out" in desc,
+                              "output shape is" in desc, "preallocated-temp" in desc, "thread-local" in desc,
+                              desc.rstrip(":").endswith("constant")))
+    return tuple(out)
+
+
+def assignment_stats(allocs: tuple[Allocation, ...], color: int = HBM) -> MemoryStats:
+    mine = [a for a in allocs if a.color == color]
+    arg = sum(a.size for a in mine if a.parameter is not None)
+    out = sum(a.size for a in mine if a.live_out or a.output)
+    alias = sum(a.size for a in mine if a.parameter is not None and a.live_out)
+    temp = sum(a.size for a in mine if a.temp)
+    return MemoryStats(arg, out, alias, temp, "buffer assignment")
+
+
+def compiler_stats(text: str) -> MemoryStats | None:
+    """The compiler's CompiledMemoryStats from a log line or a mapping's text."""
+    i = text.find("CompiledMemoryStats(")
+    seg = text[i:text.find(")", i) + 1] if i >= 0 else text
+    f = {k: int(v) for k, v in _STAT.findall(seg)}
+    if "argument_size_in_bytes" not in f:
+        return None
+    return MemoryStats(f.get("argument_size_in_bytes", 0), f.get("output_size_in_bytes", 0),
+                       f.get("alias_size_in_bytes", 0), f.get("temp_size_in_bytes", 0), "compiler memory_analysis")
+
+
+def memory_report_total(text: str) -> int | None:
+    """`Total bytes:` of memory space 0 in the memory-usage report."""
+    m = re.search(r"Memory Space: default \(color=0\)\s*\nTotal bytes: (\d+)", text)
+    return int(m.group(1)) if m else None

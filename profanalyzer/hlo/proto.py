@@ -1,0 +1,378 @@
+"""Decode an `xla.HloProto` (or a bare `xla.HloModuleProto`) into a `Module`,
+by hand from the field numbers of xla/service/hlo.proto and xla/xla_data.proto
+(only the fields used; profanalyzer.xspace.wire.iter_fields walks the wire
+format). Each instruction also gets the one-line HLO text the compiler would
+print for it (`Instruction.text`), since that is what a trace's op metadata
+carries.
+
+Raises ValueError on bytes that are not such a message.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+from dataclasses import replace
+
+from profanalyzer.hlo.model import Computation, Instruction, Module, OpMetadata, Shape, StackFrames
+from profanalyzer.xspace import wire
+
+__all__ = ["parse_hlo_proto_bytes", "PRIMITIVE_TYPES"]
+
+# xla.PrimitiveType -> text spelling
+PRIMITIVE_TYPES: dict[int, str] = {
+    1: "pred", 2: "s8", 3: "s16", 4: "s32", 5: "s64", 6: "u8", 7: "u16", 8: "u32", 9: "u64", 10: "f16", 11: "f32",
+    12: "f64", 13: "tuple", 14: "opaque", 15: "c64", 16: "bf16", 17: "token", 18: "c128", 19: "f8e5m2",
+    20: "f8e4m3fn", 21: "s4", 22: "u4", 23: "f8e4m3b11fnuz", 24: "f8e5m2fnuz", 25: "f8e4m3fnuz", 26: "s2", 27: "u2",
+    28: "f8e4m3", 29: "f8e3m4", 30: "s1", 31: "u1", 32: "f4e2m1fn", 33: "f8e8m0fnu",
+}
+
+# HloProto
+_P_MODULE = 1
+# HloModuleProto
+_M_NAME, _M_ENTRY_NAME, _M_COMPUTATIONS, _M_ENTRY_ID, _M_SCHEDULE, _M_STACK = 1, 2, 3, 6, 7, 17
+# HloComputationProto
+_C_NAME, _C_INSTRUCTIONS, _C_ID, _C_ROOT_ID, _C_THREAD = 1, 2, 5, 6, 8
+# HloInstructionProto
+_I_NAME, _I_OPCODE, _I_SHAPE, _I_METADATA, _I_LITERAL, _I_PARAM_NUMBER, _I_FUSION_KIND = 1, 2, 3, 7, 8, 9, 11
+_I_TUPLE_INDEX, _I_DIMENSIONS, _I_CHANNEL_ID, _I_CUSTOM_CALL_TARGET, _I_ID = 13, 14, 26, 28, 35
+_I_OPERAND_IDS, _I_CALLED_IDS, _I_BACKEND_CONFIG, _I_COMPARISON, _I_FRONTEND, _I_ASYNC_THREAD = 36, 38, 43, 63, 68, 79
+# ShapeProto / LayoutProto
+_S_ELEMENT_TYPE, _S_DIMENSIONS, _S_TUPLE, _S_LAYOUT = 2, 3, 4, 5
+_L_MINOR_TO_MAJOR, _L_MEMORY_SPACE = 1, 8
+# OpMetadata
+_MD_OP_TYPE, _MD_OP_NAME, _MD_SOURCE_FILE, _MD_SOURCE_LINE, _MD_STACK_FRAME = 1, 2, 3, 4, 15
+# LiteralProto: s32s, s64s, u32s, u64s, f32s (packed)
+_LIT_S32, _LIT_S64, _LIT_U32, _LIT_U64, _LIT_F32 = 4, 5, 6, 7, 8
+# HloScheduleProto {map<int64, InstructionSequence> sequences = 1}; entry {key=1, value=2}; sequence {ids=1}
+# StackFrameIndexProto
+_SF_FILES, _SF_FUNCS, _SF_LOCS, _SF_FRAMES = 1, 2, 3, 4
+# FrontendAttributes {map<string,string> map = 1}
+
+
+def _fields(buf, a: int, b: int):
+    return wire.iter_fields(buf, a, b)
+
+
+def _str(buf, a: int, b: int) -> str:
+    return bytes(buf[a:b]).decode("utf-8", "replace")
+
+
+def _signed(v: int) -> int:
+    return v - (1 << 64) if v >= 1 << 63 else v
+
+
+def _varints(buf, wt: int, v, a: int, b: int) -> list[int]:
+    if wt == 0:
+        return [_signed(v)]
+    out, pos = [], a
+    while pos < b:
+        x, pos = wire.varint(buf, pos, b)
+        out.append(_signed(x))
+    return out
+
+
+def _shape(buf, a: int, b: int) -> Shape:
+    et, dims, parts, mspace, m2m = 0, [], [], 0, []
+    for f, wt, v, pa, pb, _ in _fields(buf, a, b):
+        if f == _S_ELEMENT_TYPE and wt == 0:
+            et = v
+        elif f == _S_DIMENSIONS:
+            dims += _varints(buf, wt, v, pa, pb)
+        elif f == _S_TUPLE and wt == 2:
+            parts.append(_shape(buf, pa, pb))
+        elif f == _S_LAYOUT and wt == 2:
+            for f2, wt2, v2, a2, b2, _ in _fields(buf, pa, pb):
+                if f2 == _L_MEMORY_SPACE and wt2 == 0:
+                    mspace = v2
+                elif f2 == _L_MINOR_TO_MAJOR:
+                    m2m += _varints(buf, wt2, v2, a2, b2)
+    dtype = PRIMITIVE_TYPES.get(et, f"type{et}")
+    if dtype == "tuple":
+        return Shape("tuple", parts=tuple(parts))
+    layout = ""
+    if m2m or mspace:
+        layout = "{" + ",".join(map(str, m2m)) + (f":S({mspace})" if mspace else "") + "}"
+    return Shape(dtype, tuple(dims), mspace, (), layout)
+
+
+def _metadata(buf, a: int, b: int) -> OpMetadata:
+    d: dict[int, object] = {}
+    for f, wt, v, pa, pb, _ in _fields(buf, a, b):
+        if wt == 2 and f in (_MD_OP_TYPE, _MD_OP_NAME, _MD_SOURCE_FILE):
+            d[f] = _str(buf, pa, pb)
+        elif wt == 0 and f in (_MD_SOURCE_LINE, _MD_STACK_FRAME):
+            d[f] = _signed(v)
+    return OpMetadata(str(d.get(_MD_OP_TYPE, "")), str(d.get(_MD_OP_NAME, "")), str(d.get(_MD_SOURCE_FILE, "")),
+                      int(d.get(_MD_SOURCE_LINE, 0) or 0), int(d.get(_MD_STACK_FRAME, 0) or 0))  # type: ignore[call-overload]
+
+
+def _literal(buf, a: int, b: int) -> str:
+    """A scalar or short literal's values as text (`15`, `{1, 2}`), else `{...}`."""
+    vals: list[str] = []
+    for f, wt, v, pa, pb, _ in _fields(buf, a, b):
+        if f in (_LIT_S32, _LIT_S64, _LIT_U32, _LIT_U64):
+            vals += [str(x) for x in _varints(buf, wt, v, pa, pb)]
+        elif f == _LIT_F32:
+            raw = bytes(buf[pa:pb])
+            vals += [f"{x:g}" for x in struct.unpack(f"<{len(raw) // 4}f", raw[: len(raw) // 4 * 4])]
+    if len(vals) == 1:
+        return vals[0]
+    if 1 < len(vals) <= 8:
+        return "{" + ", ".join(vals) + "}"
+    return "{...}"
+
+
+def _frontend(buf, a: int, b: int) -> str:
+    items = []
+    for f, wt, _v, pa, pb, _ in _fields(buf, a, b):
+        if f == 1 and wt == 2:
+            k = val = ""
+            for f2, wt2, _v2, a2, b2, _ in _fields(buf, pa, pb):
+                if f2 == 1 and wt2 == 2:
+                    k = _str(buf, a2, b2)
+                elif f2 == 2 and wt2 == 2:
+                    val = _str(buf, a2, b2)
+            items.append(f"{k}={json.dumps(val) if not val.startswith('{') else val}")
+    return "{" + ",".join(items) + "}" if items else ""
+
+
+class _Raw:
+    __slots__ = ("name", "opcode", "shape", "meta", "literal", "pnum", "kind", "dims", "target", "id", "operands",
+                 "called", "backend", "direction", "frontend", "thread", "tuple_index", "channel")
+
+    def __init__(self) -> None:
+        self.name = self.opcode = self.kind = self.target = self.backend = self.direction = ""
+        self.frontend = self.thread = self.literal = ""
+        self.shape = Shape("unknown")
+        self.meta = OpMetadata()
+        self.pnum, self.id, self.tuple_index, self.channel = -1, -1, -1, 0
+        self.dims: list[int] = []
+        self.operands: list[int] = []
+        self.called: list[int] = []
+
+
+def _instruction(buf, a: int, b: int) -> _Raw:
+    r = _Raw()
+    for f, wt, v, pa, pb, _ in _fields(buf, a, b):
+        if wt == 2:
+            if f == _I_NAME:
+                r.name = _str(buf, pa, pb)
+            elif f == _I_OPCODE:
+                r.opcode = _str(buf, pa, pb)
+            elif f == _I_SHAPE:
+                r.shape = _shape(buf, pa, pb)
+            elif f == _I_METADATA:
+                r.meta = _metadata(buf, pa, pb)
+            elif f == _I_LITERAL:
+                r.literal = _literal(buf, pa, pb)
+            elif f == _I_FUSION_KIND:
+                r.kind = _str(buf, pa, pb)
+            elif f == _I_CUSTOM_CALL_TARGET:
+                r.target = _str(buf, pa, pb)
+            elif f == _I_BACKEND_CONFIG:
+                r.backend = _str(buf, pa, pb)
+            elif f == _I_COMPARISON:
+                r.direction = _str(buf, pa, pb)
+            elif f == _I_FRONTEND:
+                r.frontend = _frontend(buf, pa, pb)
+            elif f == _I_ASYNC_THREAD:
+                r.thread = _str(buf, pa, pb)
+            elif f == _I_OPERAND_IDS:
+                r.operands += _varints(buf, wt, v, pa, pb)
+            elif f == _I_CALLED_IDS:
+                r.called += _varints(buf, wt, v, pa, pb)
+            elif f == _I_DIMENSIONS:
+                r.dims += _varints(buf, wt, v, pa, pb)
+        elif wt == 0:
+            if f == _I_ID:
+                r.id = _signed(v)
+            elif f == _I_PARAM_NUMBER:
+                r.pnum = _signed(v)
+            elif f == _I_OPERAND_IDS:
+                r.operands.append(_signed(v))
+            elif f == _I_CALLED_IDS:
+                r.called.append(_signed(v))
+            elif f == _I_TUPLE_INDEX:
+                r.tuple_index = _signed(v)
+            elif f == _I_DIMENSIONS:
+                r.dims.append(_signed(v))
+            elif f == _I_CHANNEL_ID:
+                r.channel = _signed(v)
+    return r
+
+
+def _called_keys(opcode: str, n: int) -> list[str]:
+    if opcode == "while":
+        return ["condition", "body"][:n]
+    if opcode in ("fusion", "async-start", "async-update", "async-done"):
+        return ["calls"] * n
+    if opcode == "conditional":
+        return ["branch_computations"] * n
+    if opcode in ("call", "map", "reduce", "reduce-window", "scatter", "sort", "select-and-scatter", "all-reduce",
+                  "reduce-scatter", "all-reduce-start", "custom-call"):
+        return ["to_apply"] * n
+    return ["calls"] * n
+
+
+def _render(r: _Raw, names: dict[int, str], comp_names: dict[int, str], root: bool) -> tuple[Instruction, str]:
+    ops = [names.get(o, f"unknown.{o}") for o in r.operands]
+    called = [comp_names.get(c, f"computation.{c}") for c in r.called]
+    attrs: list[tuple[str, str]] = []
+    if r.kind:
+        kind = r.kind if r.kind.startswith("k") else "k" + r.kind[:1].upper() + r.kind[1:]
+        attrs.append(("kind", kind))
+    if r.direction:
+        attrs.append(("direction", r.direction))
+    if r.tuple_index >= 0 and r.opcode == "get-tuple-element":
+        attrs.append(("index", str(r.tuple_index)))
+    if r.channel > 0:
+        attrs.append(("channel_id", str(r.channel)))
+    if r.dims and r.opcode in ("broadcast", "reduce", "transpose", "all-gather", "reverse", "concatenate"):
+        attrs.append(("dimensions", "{" + ",".join(map(str, r.dims)) + "}"))
+    if r.thread:
+        attrs.append(("async_execution_thread", json.dumps(r.thread)))
+    keys = _called_keys(r.opcode, len(called))
+    grouped: dict[str, list[str]] = {}
+    for k, c in zip(keys, called):
+        grouped.setdefault(k, []).append(c)
+    for k, cs in grouped.items():
+        attrs.append((k, "{" + ", ".join("%" + c for c in cs) + "}" if k == "branch_computations" else "%" + cs[0]))
+    if r.target:
+        attrs.append(("custom_call_target", json.dumps(r.target)))
+    if r.frontend:
+        attrs.append(("frontend_attributes", r.frontend))
+    inner = ", ".join("%" + o for o in ops)
+    if r.opcode == "constant":
+        inner = r.literal
+    elif r.opcode == "parameter":
+        inner = str(r.pnum)
+    parts = [f"%{r.name} = {r.shape.text()} {r.opcode}({inner})"] + [f"{k}={v}" for k, v in attrs]
+    md = r.meta
+    mfields = []
+    if md.op_type:
+        mfields.append(f"op_type={json.dumps(md.op_type)}")
+    if md.op_name:
+        mfields.append(f"op_name={json.dumps(md.op_name)}")
+    if md.source_file:
+        mfields.append(f"source_file={json.dumps(md.source_file)}")
+    if md.source_line:
+        mfields.append(f"source_line={md.source_line}")
+    if md.stack_frame_id:
+        mfields.append(f"stack_frame_id={md.stack_frame_id}")
+    if mfields:
+        parts.append("metadata={" + " ".join(mfields) + "}")
+    if r.backend:
+        parts.append(f"backend_config={r.backend}")
+    text = ", ".join(parts)
+    ins = Instruction(name=r.name, opcode=r.opcode, shape=r.shape, operands=tuple(ops),
+                      called=tuple(called), attrs=tuple((k, v) for k, v in attrs if k not in ("frontend_attributes",))
+                      + ((("frontend_attributes", r.frontend),) if r.frontend else ()),
+                      metadata=md, backend_config=r.backend, text=text, is_root=root, parameter_number=r.pnum,
+                      literal=r.literal if r.opcode == "constant" else "")
+    return ins, text
+
+
+def _stack(buf, a: int, b: int) -> StackFrames:
+    files, funcs, locs, frames = [], [], [], []
+    for f, wt, _v, pa, pb, _ in _fields(buf, a, b):
+        if wt != 2:
+            continue
+        if f == _SF_FILES:
+            files.append(_str(buf, pa, pb))
+        elif f == _SF_FUNCS:
+            funcs.append(_str(buf, pa, pb))
+        elif f in (_SF_LOCS, _SF_FRAMES):
+            d: dict[int, int] = {}
+            for f2, wt2, v2, _a2, _b2, _ in _fields(buf, pa, pb):
+                if wt2 == 0:
+                    d[f2] = _signed(v2)
+            if f == _SF_LOCS:
+                locs.append((d.get(1, 0), d.get(2, 0), d.get(3, 0)))
+            else:
+                frames.append((d.get(1, 0), d.get(2, 0)))
+    return StackFrames(tuple(files), tuple(funcs), tuple(locs), tuple(frames))
+
+
+def _schedule(buf, a: int, b: int) -> dict[int, list[int]]:
+    out: dict[int, list[int]] = {}
+    for f, wt, _v, pa, pb, _ in _fields(buf, a, b):
+        if f != 1 or wt != 2:
+            continue
+        key, ids = 0, []
+        for f2, wt2, v2, a2, b2, _ in _fields(buf, pa, pb):
+            if f2 == 1 and wt2 == 0:
+                key = _signed(v2)
+            elif f2 == 2 and wt2 == 2:
+                for f3, wt3, v3, a3, b3, _ in _fields(buf, a2, b2):
+                    if f3 == 1:
+                        ids += _varints(buf, wt3, v3, a3, b3)
+        out[key] = ids
+    return out
+
+
+def _module(buf, a: int, b: int, source: str) -> Module:
+    name = entry_name = ""
+    entry_id = -1
+    comps_raw: list[tuple[str, list[_Raw], int, int, str]] = []
+    sched: dict[int, list[int]] = {}
+    stack = StackFrames()
+    for f, wt, v, pa, pb, _ in _fields(buf, a, b):
+        if f == _M_NAME and wt == 2:
+            name = _str(buf, pa, pb)
+        elif f == _M_ENTRY_NAME and wt == 2:
+            entry_name = _str(buf, pa, pb)
+        elif f == _M_ENTRY_ID and wt == 0:
+            entry_id = _signed(v)
+        elif f == _M_SCHEDULE and wt == 2:
+            sched = _schedule(buf, pa, pb)
+        elif f == _M_STACK and wt == 2:
+            stack = _stack(buf, pa, pb)
+        elif f == _M_COMPUTATIONS and wt == 2:
+            cname, instrs, cid, root, thread = "", [], -1, -1, ""
+            for f2, wt2, v2, a2, b2, _ in _fields(buf, pa, pb):
+                if f2 == _C_NAME and wt2 == 2:
+                    cname = _str(buf, a2, b2)
+                elif f2 == _C_INSTRUCTIONS and wt2 == 2:
+                    instrs.append(_instruction(buf, a2, b2))
+                elif f2 == _C_ID and wt2 == 0:
+                    cid = _signed(v2)
+                elif f2 == _C_ROOT_ID and wt2 == 0:
+                    root = _signed(v2)
+                elif f2 == _C_THREAD and wt2 == 2:
+                    thread = _str(buf, a2, b2)
+            comps_raw.append((cname, instrs, cid, root, thread))
+    if not comps_raw:
+        raise ValueError("no computations: not an HloProto / HloModuleProto")
+    names = {r.id: r.name for _, rs, _, _, _ in comps_raw for r in rs}
+    comp_names = {cid: cname for cname, _, cid, _, _ in comps_raw}
+    comps = []
+    for cname, rs, cid, root, thread in comps_raw:
+        order = rs
+        if cid in sched:  # the schedule's order for scheduled computations
+            by_id = {r.id: r for r in rs}
+            seq = [by_id[i] for i in sched[cid] if i in by_id]
+            rest = [r for r in rs if r.id not in set(sched[cid])]
+            order = seq + rest
+        made = tuple(_render(r, names, comp_names, r.id == root)[0] for r in order)
+        comps.append(Computation(cname, made, cid == entry_id or cname == entry_name, thread))
+    entry = comp_names.get(entry_id, entry_name) or comps[-1].name
+    return Module(name=name or "module", computations=tuple(comps), entry=entry, is_scheduled=bool(sched),
+                  stack=stack, source=source, stage="proto")
+
+
+def parse_hlo_proto_bytes(data: bytes, source: str = "") -> Module:
+    """An HloProto (field 1: the module) or a bare HloModuleProto."""
+    buf = memoryview(data)
+    try:
+        top = list(_fields(buf, 0, len(buf)))
+    except ValueError as e:
+        raise ValueError(f"not a protobuf message ({e})") from None
+    mods = [(pa, pb) for f, wt, _v, pa, pb, _ in top if f == _P_MODULE and wt == 2]
+    # An HloProto has field 1 = module (a message); an HloModuleProto has field 1 = name (a string).
+    if len(mods) == 1:
+        try:
+            return replace(_module(buf, mods[0][0], mods[0][1], source), proto=bytes(data))
+        except ValueError:
+            pass
+    return _module(buf, 0, len(buf), source)

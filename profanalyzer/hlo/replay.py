@@ -1,0 +1,341 @@
+"""Analysis before the run: replay a compiled program's schedule into a
+predicted step, then write it as an XSpace (one TensorCore plane, one
+SparseCore plane) that the trace pipeline reads unchanged.
+
+The replay's assumptions (each listed in `Replay.assumptions`):
+
+* the TensorCore runs the entry computation's instructions one after the
+  other in schedule order; a `while` runs its condition trip+1 times and its
+  body trip times (`schedule.trip_count`), a `call` runs its callee in place;
+* an op with the compiler's `estimated_cycles` takes cycles / clock, the
+  clock being the chip table's assumed figure (profanalyzer.hardware
+  `clock_ghz`, inferred from the published peak);
+* an op without an estimate (copies, custom calls incl. Pallas kernels,
+  synchronous collectives) takes its bytes (operands + result) over the
+  chip's per-TensorCore HBM bandwidth, or, for a collective, its bytes over
+  the per-TensorCore ICI bandwidth: a lower bound, marked `estimate: false`;
+* an async collective (`-start`/`-done`, `async-start` on a thread) moves
+  its bytes over ICI while the TensorCore goes on; all-gather moves the
+  result x (n-1)/n, reduce-scatter the operand x (n-1)/n, all-reduce twice
+  that, a collective-permute its operand, n the module's partitions; async
+  copies and slices move their bytes over HBM; the `-done` waits for what is
+  left;
+* SparseCore work (an async start whose thread is `sparsecore`) runs on the
+  SparseCore, one at a time, from its start; the TensorCore waits only at
+  the done.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from profanalyzer.hardware import Chip
+from profanalyzer.hlo.model import Computation, Instruction, Module, Program
+from profanalyzer.hlo.schedule import TRIVIAL_OPCODES, SPARSECORE_THREAD, fusion_body, operand_shapes, trip_count
+from profanalyzer.hlo.truth import collective_kind
+
+__all__ = ["ReplayOp", "Replay", "replay", "to_xspace", "PREDICTED_NOTE"]
+
+PS = 1e12
+MIN_PS = 1000  # 1 ns: the shortest event written
+PREDICTED_NOTE = ("compiled program: every time is PREDICTED from the compiler's estimates (estimated_cycles at an "
+                  "assumed clock) and bytes over assumed bandwidths; no TPU ran this")
+
+
+@dataclass(frozen=True)
+class ReplayOp:
+    instruction: Instruction
+    computation: str
+    start_ps: int
+    dur_ps: int
+    sparsecore: bool
+    how: str  # estimated_cycles | hbm_bytes | ici_bytes | wait | none
+
+
+@dataclass(frozen=True)
+class Replay:
+    module: Module
+    chip: Chip
+    ops: tuple[ReplayOp, ...]
+    step_ps: int
+    assumptions: tuple[str, ...]
+
+    @property
+    def estimated_ps(self) -> int:
+        return sum(o.dur_ps for o in self.ops if o.how == "estimated_cycles")
+
+
+class _Player:
+    def __init__(self, module: Module, chip: Chip):
+        self.m, self.chip = module, chip
+        self.t = 0  # TensorCore time (ps)
+        self.sc_free = 0
+        self.ops: list[ReplayOp] = []
+        self.finish: dict[str, int] = {}
+        self.n = max(1, module.num_partitions)
+        self.hbm = chip.core_hbm_bytes_per_s
+        self.ici = chip.core_ici_bytes_per_s
+        self.clock = chip.clock_hz
+
+    def emit(self, ins: Instruction, comp: str, start: int, dur: int, sc: bool, how: str) -> None:
+        self.ops.append(ReplayOp(ins, comp, int(start), max(MIN_PS, int(dur)), sc, how))
+
+    def bytes_of(self, ins: Instruction, comp: Computation) -> int:
+        return ins.shape.bytes + sum(s.bytes for s in operand_shapes(ins, comp))
+
+    def collective_ps(self, ins: Instruction, comp: Computation) -> int:
+        kind = collective_kind(ins.opcode) or ""
+        n = self.n
+        shapes = operand_shapes(ins, comp)
+        out = ins.shape.parts[-1] if ins.opcode.endswith("-start") and ins.shape.is_tuple and ins.shape.parts else ins.shape
+        if kind == "all_gather":
+            b = out.bytes * (n - 1) / n
+        elif kind == "reduce_scatter":
+            b = sum(s.bytes for s in shapes) * (n - 1) / n
+        elif kind == "all_reduce":
+            b = 2 * sum(s.bytes for s in shapes) * (n - 1) / n
+        else:
+            b = sum(s.bytes for s in shapes) or out.bytes
+        return int(b / self.ici * PS)
+
+    def cost(self, ins: Instruction, comp: Computation) -> tuple[int, str]:
+        cyc = ins.estimated_cycles
+        if cyc is not None:
+            return int(cyc / self.clock * PS), "estimated_cycles"
+        if collective_kind(ins.opcode):
+            return self.collective_ps(ins, comp), "ici_bytes"
+        return int(self.bytes_of(ins, comp) / self.hbm * PS), "hbm_bytes"
+
+    def async_work(self, start: Instruction, comp: Computation) -> tuple[int, list[tuple[Instruction, str, int]]]:
+        """(ps, [(instruction, computation, ps)] of the work inside) of an async-start's computation."""
+        callee = self.m.by_name.get(start.called[0]) if start.called else None
+        inner: list[tuple[Instruction, str, int]] = []
+        stack = [callee] if callee is not None else []
+        seen = 0
+        while stack and seen < 16:
+            c = stack.pop()
+            seen += 1
+            for i in c.instructions:
+                if i.opcode in ("call", "async-start") and i.called:
+                    sub = self.m.by_name.get(i.called[0])
+                    if sub is not None:
+                        stack.append(sub)
+                elif i.opcode not in TRIVIAL_OPCODES and not i.opcode.startswith("async-"):
+                    if collective_kind(i.opcode):
+                        ps = self.collective_ps(i, c)
+                    else:
+                        ps = int(self.bytes_of(i, c) / self.hbm * PS)
+                    inner.append((i, c.name, ps))
+        return sum(p for _, _, p in inner), inner
+
+    def start_of(self, ins: Instruction, comp: Computation) -> str:
+        name = ins.operands[0] if ins.operands else ""
+        for _ in range(8):
+            d = comp.by_name.get(name)
+            if d is None or not d.opcode.endswith("-update"):
+                break
+            name = d.operands[0] if d.operands else ""
+        return name
+
+    def run(self, comp: Computation, thread: str, depth: int = 0) -> None:
+        if depth > 32:
+            return
+        for ins in comp.instructions:
+            op = ins.opcode
+            if op in TRIVIAL_OPCODES:
+                continue
+            if op == "while":
+                tc = trip_count(self.m, ins, comp)
+                n = tc.n if tc.n is not None else 1
+                cond = self.m.by_name.get(ins.attr("condition").lstrip("%"))
+                body = self.m.by_name.get(ins.attr("body").lstrip("%"))
+                for k in range(n + 1):
+                    if cond is not None:
+                        self.run(cond, thread, depth + 1)
+                    if k < n and body is not None:
+                        self.run(body, thread, depth + 1)
+                continue
+            if op == "call" and ins.called:
+                callee = self.m.by_name.get(ins.called[0])
+                if callee is not None:
+                    self.run(callee, thread, depth + 1)
+                continue
+            if op == "conditional" and ins.called:
+                callee = self.m.by_name.get(ins.called[0])
+                if callee is not None:
+                    self.run(callee, thread, depth + 1)
+                continue
+            if op == "async-start":
+                ps, inner = self.async_work(ins, comp)
+                sc = (ins.async_execution_thread or "") == SPARSECORE_THREAD
+                self.emit(ins, comp.name, self.t, MIN_PS, False, "none")
+                if sc:
+                    at = max(self.t, self.sc_free)
+                    for i, cname, p in inner:
+                        self.emit(i, cname, at, p, True, "ici_bytes" if collective_kind(i.opcode) else "hbm_bytes")
+                        at += max(MIN_PS, p)
+                    self.sc_free = at
+                    self.finish[ins.name] = at
+                else:
+                    self.finish[ins.name] = self.t + ps
+                self.t += MIN_PS
+                continue
+            if op == "async-update":
+                src = self.start_of(ins, comp)
+                self.finish[ins.name] = self.finish.get(src, self.t)
+                self.emit(ins, comp.name, self.t, MIN_PS, False, "none")
+                self.t += MIN_PS
+                continue
+            if op.endswith("-start"):
+                if collective_kind(op):
+                    ps, how = self.collective_ps(ins, comp), "ici_bytes"
+                else:  # an async copy / slice: (destination, source, context) -> the destination's bytes over HBM
+                    moved = ins.shape.parts[0] if ins.shape.is_tuple and ins.shape.parts else ins.shape
+                    ps, how = int(moved.bytes / self.hbm * PS), "hbm_bytes"
+                self.finish[ins.name] = self.t + ps
+                self.emit(ins, comp.name, self.t, MIN_PS, False, how)
+                self.t += MIN_PS
+                continue
+            if op.endswith("-done"):
+                src = self.start_of(ins, comp)
+                wait = max(0, self.finish.get(src, self.t) - self.t)
+                self.emit(ins, comp.name, self.t, wait, False, "wait")
+                self.t += max(MIN_PS, wait)
+                continue
+            dur, how = self.cost(ins, comp)
+            self.emit(ins, comp.name, self.t, dur, False, how)
+            self.t += max(MIN_PS, dur)
+
+
+def replay(program: Program, chip: Chip) -> Replay:
+    m = program.main
+    entry = m.entry_computation
+    p = _Player(m, chip)
+    if entry is not None:
+        p.run(entry, entry.execution_thread)
+    step = max([p.t] + [o.start_ps + o.dur_ps for o in p.ops])
+    assumptions = (
+        f"clock {chip.clock_ghz:g} GHz ({chip.name}; inferred from the BF16 peak, not published)",
+        f"ICI {chip.core_ici_bytes_per_s / 1e9:g} GB/s per TensorCore (the chip's ICI figure / {chip.planes_per_chip})",
+        f"HBM {chip.core_hbm_bytes_per_s / 1e9:g} GB/s per TensorCore for ops without an estimate (a lower bound)",
+        f"collective groups span all {max(1, m.num_partitions)} partitions",
+        "SparseCore work runs one op at a time from its start; the TensorCore waits at the done",
+    )
+    return Replay(m, chip, tuple(p.ops), int(step), assumptions)
+
+
+def _category(ins: Instruction, module: Module) -> str:
+    op = ins.opcode
+    if op == "fusion":
+        body = fusion_body(module, ins.called[0]) if ins.called else None
+        if body is not None and body.dots:
+            return "convolution fusion"
+        return {"kLoop": "loop fusion", "kInput": "input fusion", "kOutput": "output fusion",
+                "kCustom": "custom fusion"}.get(ins.fusion_kind, "fusion")
+    if op in ("copy", "transpose", "reshape", "pad", "slice", "concatenate", "dynamic-slice"):
+        return "data formatting"
+    return op
+
+
+def to_xspace(rep: Replay, hostname: str = "compiled") -> bytes:
+    """The predicted step as a serialized XSpace: per TensorCore of one chip
+    a plane (lines Steps, XLA Modules, XLA Ops; op metadata as XProf writes
+    it: HLO text, instruction name, hlo_category, tf_op, shape) and, when
+    the program offloads to the SparseCore, a SparseCore plane; the
+    program's HloProto in `/host:metadata` when it was read from one."""
+    from profanalyzer.xspace import xplane_pb2 as pb
+
+    m = rep.module
+    chip = rep.chip
+    space = pb.XSpace()  # type: ignore[attr-defined]
+    space.hostnames.append(hostname)
+
+    def plane(pid: int, name: str):
+        pl = space.planes.add()
+        pl.id, pl.name = pid, name
+        return pl
+
+    def stat_ids(pl, names):
+        out = {}
+        for k, n in enumerate(names, 1):
+            pl.stat_metadata[k].id = k
+            pl.stat_metadata[k].name = n
+            out[n] = k
+        return out
+
+    names = ("device_type_string", "peak_teraflops_per_second", "peak_hbm_bw_gigabytes_per_second", "hlo_category",
+             "tf_op", "program_id", "symbol_id", "source", "shape_with_layout", "group_id", "step_num",
+             "device_offset_ps", "device_duration_ps", "run_id")
+    program_name = f"{m.name}(1)"
+
+    def fill(pl, sc: bool) -> None:
+        st = stat_ids(pl, names)
+        s = pl.stats.add()
+        s.metadata_id, s.str_value = st["device_type_string"], chip.device_type_strings[0]
+        for key, num in (("peak_teraflops_per_second", chip.core_peak_bf16_flops / 1e12),
+                         ("peak_hbm_bw_gigabytes_per_second", chip.core_hbm_bytes_per_s / 1e9)):
+            s = pl.stats.add()
+            s.metadata_id, s.double_value = st[key], num
+        meta: dict[str, int] = {}
+
+        def md(ins: Instruction) -> int:
+            key = ins.name
+            got = meta.get(key)
+            if got is not None:
+                return got
+            k = len(meta) + 10
+            em = pl.event_metadata[k]
+            em.id, em.name, em.display_name = k, ins.text, ins.name
+            for sk, sv in (("hlo_category", _category(ins, m)), ("tf_op", ins.metadata.op_name),
+                           ("shape_with_layout", ins.shape.text())):
+                if sv:
+                    s = em.stats.add()
+                    s.metadata_id, s.str_value = st[sk], sv
+            for sk, iv in (("program_id", 1), ("symbol_id", k)):
+                s = em.stats.add()
+                s.metadata_id, s.int64_value = st[sk], iv
+            meta[key] = k
+            return k
+
+        pl.event_metadata[1].id, pl.event_metadata[1].name = 1, "0"
+        pl.event_metadata[2].id, pl.event_metadata[2].name = 2, program_name
+        ops = [o for o in rep.ops if o.sparsecore == sc]
+        if not sc:
+            steps = pl.lines.add()
+            steps.id, steps.name, steps.timestamp_ns = 1, "Steps", 0
+            e = steps.events.add()
+            e.metadata_id, e.offset_ps, e.duration_ps = 1, 0, rep.step_ps
+            for sk in ("group_id", "step_num"):
+                s = e.stats.add()
+                s.metadata_id, s.int64_value = st[sk], 0
+        mods = pl.lines.add()
+        mods.id, mods.name, mods.timestamp_ns = 2, "Sparse Core Modules" if sc else "XLA Modules", 0
+        e = mods.events.add()
+        e.metadata_id, e.offset_ps, e.duration_ps = 2, 0, rep.step_ps
+        s = e.stats.add()
+        s.metadata_id, s.int64_value = st["group_id"], 0
+        line = pl.lines.add()
+        line.id, line.name, line.timestamp_ns = 3, "Sparse Core Ops" if sc else "XLA Ops", 0
+        for o in ops:
+            e = line.events.add()
+            e.metadata_id, e.offset_ps, e.duration_ps = md(o.instruction), o.start_ps, o.dur_ps
+            s = e.stats.add()
+            s.metadata_id, s.int64_value = st["group_id"], 0
+
+    # every TensorCore of one chip runs the same SPMD program: one plane each
+    with_sc = any(o.sparsecore for o in rep.ops)
+    pid = 1
+    for core in range(max(1, chip.planes_per_chip)):
+        fill(plane(pid, f"/device:TPU:{core}"), False)
+        pid += 1
+        if with_sc:
+            fill(plane(pid, f"/device:TPU:{core} SparseCore 0"), True)
+            pid += 1
+    if m.proto:  # the program's HloProto, where XProf keeps it (buffer assignment for --memory)
+        meta = plane(pid, "/host:metadata")
+        meta.stat_metadata[1].id, meta.stat_metadata[1].name = 1, "Hlo Proto"
+        em = meta.event_metadata[1]
+        em.id, em.name = 1, program_name
+        s = em.stats.add()
+        s.metadata_id, s.bytes_value = 1, m.proto
+    return space.SerializeToString()

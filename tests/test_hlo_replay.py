@@ -1,0 +1,172 @@
+"""Analysis before the run: the MaxText TPU7x dump replayed into a predicted
+step and analysed by the unchanged pipeline (`profanalyze analyze PROGRAM`),
+and the compiler's expectation beside the real v6e capture's measurement."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from conftest import run_cli
+from profanalyzer.hardware import CHIPS, TPU7X, V6E
+from profanalyzer.hlo.load import read_program
+from profanalyzer.hlo.replay import replay
+from profanalyzer.hlo.schedule import schedule
+from profanalyzer.hlo.truth import hlo_bucket
+from profanalyzer.hlo.schedule import op_remat as _remat
+from profanalyzer.vocab import BUCKETS, MATMUL_BUCKETS, OFFLOADABLE
+
+SHARED = Path(__file__).resolve().parents[1].parent / "shared"
+DUMP = SHARED / "real-programs" / "maxtext_llama3.1-8b_tpu7x-16_fsdp_remat_full.tar.gz"
+V6E_CAPTURE = SHARED / "real-traces" / "v6e_host_offload.xplane.pb.gz"
+need_dump = pytest.mark.skipif(not DUMP.exists(), reason="../shared/real-programs MaxText dump not present")
+need_v6e = pytest.mark.skipif(not V6E_CAPTURE.exists(), reason="../shared/real-traces/v6e_host_offload not present")
+
+
+def test_assumed_clocks_follow_from_the_peaks():
+    # f = peak / (MXUs x 2 x dim^2): v6e 918 TFLOP/s over 4 MXUs of 256x256 -> ~1.75 GHz
+    assert V6E.clock_ghz == pytest.approx(918e12 / (4 * 2 * 256 * 256) / 1e9, rel=1e-3)
+    assert 1.74 < V6E.clock_ghz < 1.76
+    assert TPU7X.clock_ghz == pytest.approx(TPU7X.peak_bf16_tflops * 1e12 / (8 * 2 * 256 * 256) / 1e9, rel=1e-3)
+    assert all(c.clock_ghz > 0 for c in CHIPS.values())
+
+
+@pytest.fixture(scope="module")
+def dump():
+    return read_program(DUMP)
+
+
+@need_dump
+def test_replay_takes_the_compilers_estimates(dump):
+    rep = replay(dump, TPU7X)
+    m = dump.main
+    rows = schedule(m)
+    # every estimated TensorCore op of every loop iteration runs at estimated_cycles / clock
+    est_cycles = sum((r.estimated_cycles or 0) * r.count for r in rows if not r.sparsecore)
+    assert rep.estimated_ps == pytest.approx(est_cycles / TPU7X.clock_hz * 1e12, rel=1e-6)
+    tc = [o for o in rep.ops if not o.sparsecore]
+    # the TensorCore runs one op at a time, in schedule order
+    assert all(a.start_ps + a.dur_ps <= b.start_ps for a, b in zip(tc, tc[1:]))
+    assert rep.step_ps >= rep.estimated_ps
+    # SparseCore work sits between its start and its done on the TensorCore
+    sc = [o for o in rep.ops if o.sparsecore]
+    assert sc and all(o.instruction.opcode != "async-start" for o in sc)
+    assert any(o.instruction.opcode == "all-gather" for o in sc)
+    assert any("assumed" in a or "inferred" in a for a in rep.assumptions)
+
+
+@need_dump
+def test_analyze_a_compiled_program(dump, capsys, tmp_path):
+    out = tmp_path / "a.json"
+    rc, stdout, _err = run_cli(capsys, "analyze", DUMP, "--json", out, "--no-html")
+    assert rc == 0
+    doc = json.loads(out.read_text())
+    assert doc["input_kind"] == "compiled_program"
+    assert any("PREDICTED" in n for n in doc["notes"])
+    assert any(a.startswith("times: PREDICTED") for a in doc["assumptions"])
+    # HBM beside the compiler's own memory analysis, with the fit in the chip
+    mem = next(n for n in doc["notes"] if "HBM from the buffer assignment" in n)
+    from profanalyzer.hlo.memory import compiler_stats
+
+    comp = compiler_stats(dump.files.compile_log)
+    assert comp is not None and f"temp {comp.temp} = {comp.peak} bytes" in mem and "GiB per TensorCore" in mem
+    assert "compile_topology tpu7x" in doc["chip_source"]
+    assert doc["run_kind"]["kind"] == "training"
+    rep = replay(dump, TPU7X)
+    step = doc["steps"]["step_time_ps"]["median"]
+    assert step == rep.step_ps
+    # the buckets add up to the predicted step, and the matmul share is the replay's own
+    assert sum(doc["breakdown"][b]["ps"] for b in BUCKETS) == pytest.approx(step, rel=1e-6)
+    m = dump.main
+    truth = {id(r.instruction): hlo_bucket(m, r).bucket for r in schedule(m)}
+    mm = sum(o.dur_ps for o in rep.ops if not o.sparsecore and truth.get(id(o.instruction)) in MATMUL_BUCKETS)
+    got = sum(doc["breakdown"][b]["ps"] for b in MATMUL_BUCKETS)
+    assert got == pytest.approx(mm, rel=1e-6)
+    # SparseCore offload verdict per collective type = the compiler's placement (a type is offloaded when
+    # the HLO runs an instruction of that kind on the SparseCore)
+    off = doc["sparsecore_offload"]["offloaded"]
+    placed = {k: False for k in OFFLOADABLE}
+    for r in schedule(m):
+        t = hlo_bucket(m, r)
+        if r.sparsecore and t.collective in placed:
+            placed[t.collective] = True
+    assert off == placed and placed["all_gather"] and not placed["reduce_scatter"]
+    # the remat share is the replay's own: predicted time of the remat ops over the step
+    remat_ps = sum(o.dur_ps for o in rep.ops if not o.sparsecore and _remat(o.instruction))
+    assert doc["remat"]["ps"] == pytest.approx(remat_ps, rel=1e-6)
+
+
+@need_dump
+def test_check_gates_a_compiled_program(capsys, tmp_path):
+    budget = tmp_path / "profanalyze.toml"
+    budget.write_text("[budget]\nstep_time_ms = { max = 1 }\n")
+    rc, stdout, _ = run_cli(capsys, "check", DUMP, "--budget", budget)
+    assert rc == 1 and "step_time_ms" in stdout
+
+
+@need_v6e
+def test_expected_vs_measured_on_the_v6e_capture():
+    from profanalyzer.expected import expected_vs_measured
+    from profanalyzer.tracebuild import load_trace
+
+    trace = load_trace(V6E_CAPTURE)
+    assert trace.chip.key == "v6e"
+    exp = expected_vs_measured(trace)
+    adds = [o for o in exp.with_estimate if o.tf_op.endswith("/add")]
+    assert len(adds) == 3 and {o.estimated_cycles for o in adds} == {14180608}
+    for o in adds:  # 14,180,608 cycles at ~1.75 GHz = 8.10 ms; measured 7.9-8.2 ms
+        assert o.expected_ps / 1e9 == pytest.approx(8.10, abs=0.01)
+        assert 0.97 < o.ratio < 1.03
+    # the copy-done waits: measured time the compiler counted no cycles for
+    waits = [o for o in exp.without_estimate if o.opcode == "copy-done"]
+    assert waits and sum(o.measured_mean_ps * o.occurrences for o in waits) > sum(
+        o.measured_mean_ps * o.occurrences for o in adds)
+
+
+@need_dump
+def test_reports_mark_a_compiled_program_predicted(capsys, tmp_path):
+    md, html = tmp_path / "r.md", tmp_path / "r.html"
+    rc, _, _ = run_cli(capsys, "analyze", DUMP, "--markdown", md, "-o", html)
+    assert rc == 0
+    assert "**PREDICTED**" in md.read_text().split("\n\n")[1]
+    text = html.read_text()
+    assert "(PREDICTED)</title>" in text and 'id="headline">PREDICTED' in text
+
+
+VLLM = SHARED / "real-traces" / "vllm_w4_tp2_2026_01_12_00_26_20.xplane.pb.gz"
+
+
+@pytest.mark.skipif(not VLLM.exists(), reason="../shared/real-traces vLLM capture not present")
+def test_expected_vs_measured_says_when_a_capture_has_no_hlo():
+    from profanalyzer.expected import expected_vs_measured
+    from profanalyzer.tracebuild import load_trace
+
+    exp = expected_vs_measured(load_trace(VLLM))
+    assert exp.ops == () and any("no HLO" in n for n in exp.notes)
+
+
+@need_v6e
+def test_a_proto_program_carries_its_buffer_assignment(capsys, tmp_path):
+    from profanalyzer.xspace import reader, xplane_pb2
+
+    buf, index = reader.open_space(V6E_CAPTURE, want=lambda r: r.kind == "metadata")
+    ref = next(p for p in index.planes if p.kind == "metadata")
+    plane = xplane_pb2.XPlane.FromString(bytes(buf[ref.offset:ref.offset + ref.length]))
+    sid = next(k for k, v in plane.stat_metadata.items() if v.name == "Hlo Proto")
+    blob = next(s.bytes_value for em in plane.event_metadata.values() if em.name.startswith("jit_f(")
+                for s in em.stats if s.metadata_id == sid)
+    prog = tmp_path / "jit_f.hlo_proto.pb"
+    prog.write_bytes(blob)
+    docs = []
+    for src in (prog, V6E_CAPTURE):
+        out = tmp_path / f"{len(docs)}.json"
+        rc, _, _ = run_cli(capsys, "analyze", src, "--chip", "v6e", "--memory", "--json", out, "--no-html")
+        assert rc == 0
+        docs.append(json.loads(out.read_text()))
+    predicted, measured = docs
+    assert predicted["input_kind"] == "compiled_program" and measured["input_kind"] == "file"
+    # the same program's buffer assignment: the same HBM and host-offload bytes as the real capture's
+    for key in ("program_hbm_bytes", "host_offload_bytes", "peak_instruction"):
+        assert predicted["memory"][key] == measured["memory"][key], key
