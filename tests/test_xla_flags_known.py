@@ -10,6 +10,7 @@ sample trace it is meant to fire on (actions, evidence, assumptions, docs).
 
 from __future__ import annotations
 
+import ast
 import gzip
 import re
 import tarfile
@@ -65,14 +66,31 @@ def flag_lists() -> list:
     return lists
 
 
+def docstring_lines(source: str) -> set[int]:
+    """The line numbers of a module's docstrings (module, class, function):
+    developer prose, never printed as advice."""
+    lines: set[int] = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and node.body:
+            first = node.body[0]
+            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(first.value.value, str):
+                lines.update(range(first.lineno, (first.end_lineno or first.lineno) + 1))
+    return lines
+
+
 def source_flags() -> dict[str, list[str]]:
-    """Flag names and templates in the rule and product sources -> where."""
+    """Flag names and templates in the rule and product sources -> where
+    (docstrings aside: they print nothing)."""
     found: dict[str, list[str]] = {}
     files = sorted((ROOT / "heuristics").glob("*.py")) + sorted((ROOT / "profanalyzer").rglob("*.py"))
     for f in files:
         if "synth" in f.relative_to(ROOT).parts:
             continue  # the synthesizer writes traces; it prints no advice
-        for i, line in enumerate(f.read_text().splitlines(), 1):
+        text = f.read_text()
+        skip = docstring_lines(text)
+        for i, line in enumerate(text.splitlines(), 1):
+            if i in skip:
+                continue
             for m in SOURCE_RE.finditer(line):
                 if m.group(0).startswith("--"):
                     found.setdefault(m.group(1), []).append(f"{f.relative_to(ROOT)}:{i}")
