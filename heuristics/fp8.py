@@ -136,7 +136,9 @@ def serve_fp8_activations(self, analysis):
     if mm.flops > 0 and mm.ps > 0:
         rate = mm.flops / (mm.ps * 1e-12)
         bf16_peak = analysis.hardware.per_core.peak_bf16_tflops * 1e12
-        evidence.append(f"they run at {rate / 1e12:.0f} TFLOP/s per core ({rate / bf16_peak:.0%} of the BF16 peak): "
+        above = (" -- above the physical peak: they run narrower than BF16 on the MXU, or the FLOP count or the "
+                 "assumed chip is off; see the assumptions") if rate > bf16_peak else ""
+        evidence.append(f"they run at {rate / 1e12:.0f} TFLOP/s per core ({rate / bf16_peak:.0%} of the BF16 peak{above}): "
                         "FP8 can at most reach the FP8 peak, which bounds the estimate")
     if quant:
         precs = sorted({t.split(":", 1)[1] for op in quant for t in op.tags if t.startswith("precision:w")})

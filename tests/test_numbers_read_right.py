@@ -339,3 +339,21 @@ def test_op_rate_above_the_peak_carries_its_caveat():
              for tr in table.find_all("tr") if tr.find("td") is not None}
     for op in over:
         assert cells[op.name].endswith("(above the BF16 peak)"), (op.name, cells[op.name])
+
+
+def test_finding_evidence_rate_above_the_peak_carries_its_caveat():
+    """FP002's evidence quotes the BF16 matmuls' rate against the BF16 peak:
+    on the vLLM capture the rate is above the peak, which must be said."""
+    fp002 = [f for f in real_findings(realcap.VLLM).recommendations if f.code == "FP002"]
+    assert fp002, "FP002 fires on the vLLM capture (BF16-MXU serving matmuls)"
+    line = next(e for e in fp002[0].evidence if "of the BF16 peak" in e)
+    share = int(line.split("(", 1)[1].split("%", 1)[0])
+    assert share > 100
+    assert "above the physical peak" in line and "see the assumptions" in line
+
+
+def test_timeline_sentence_without_windows_starts_with_a_capital():
+    dom = real_dom(realcap.V6E)
+    text = dom.by_id("timeline").norm_text()
+    assert "No collective windows in this step." in text
+    assert ". no collective" not in text

@@ -404,7 +404,7 @@ def _timeline(a: Analysis) -> TimelineView | None:
     count_text = (
         f"{len(tl.windows)} collective windows: {counts.get('hidden', 0)} hidden, {counts.get('partial', 0)} partly hidden, {counts.get('exposed', 0)} exposed"
         if tl.windows
-        else "no collective windows in this step"
+        else "No collective windows in this step"
     )
     title = f"Timeline of step {tl.step} on {tl.core}"
     desc = f"Step {tl.step} on {tl.core}, {ms(tl.step_ps)} ms. " + " ".join(t + "." for t in text) + f" {count_text}."
