@@ -216,6 +216,10 @@ def build_truth(tl: Timeline, hostnames: list[str], plane_names: dict) -> dict:
     }
     if spec.extended_truth:
         _extend_truth(truth, tl, hostnames, kept, step_ps, train_prog)
+    if spec.custom_matmul:
+        # issue #26: custom Pallas kernels without a flops stat: what each computes
+        truth["custom_kernels"] = {o.name: {"bucket": o.bucket, "flops": int(o.flops), "precision": o.precision or None}
+                                   for o in plan.ops if o.category == "custom-call" and not o.stat_flops}
     return truth
 
 
