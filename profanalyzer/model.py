@@ -78,6 +78,8 @@ __all__ = [
     "CaptureIssue",
     "CaptureQuality",
     "CollectiveTypeSummary",
+    "CollectiveDiagnosis",
+    "CollectiveDiagnostics",
     "WindowRecord",
     "SparseCoreSummary",
     "CommunicationSummary",
@@ -268,6 +270,44 @@ class CollectiveTypeSummary(Record):
 
 
 @dataclass(frozen=True)
+class CollectiveDiagnosis(Record):
+    """One collective type across the TensorCores (profanalyzer.collectives)."""
+
+    type: str
+    instances: int  # cross-core instances over the kept steps (one per step, type and order on each core)
+    per_step: float  # windows per step per TensorCore
+    bytes_per_instance: float | None  # median bytes_accessed of its windows
+    achieved_gbps: float | None  # bytes / window time, per TensorCore
+    link_gbps: float  # the chip's ICI per TensorCore (hardware table)
+    link_fraction: float | None  # achieved / link
+    exposed_ps: float  # per step per TensorCore (the attribution bucket's share of this type)
+    exposed_fraction: float  # of the step
+    exposed_window_fraction: float | None  # 1 - hidden fraction of its windows
+    arrival_spread_ps: float  # median over instances of the latest minus the earliest arrival
+    last_core: str | None  # the core that arrives last most often (None: arrivals within the tolerance)
+    last_core_share: float | None  # of the instances with a distinct last arrival
+    window_p50_ps: float
+    window_p90_ps: float
+    window_cv: float | None  # std / mean of window durations across instances and cores
+
+
+@dataclass(frozen=True)
+class CollectiveDiagnostics(Record):
+    """Per-collective diagnosis: which core the others wait for, per type and overall."""
+
+    cores: int
+    instances: int  # cross-core instances of every type
+    distinct_last: int  # instances whose last arrival is later than the others' by more than the tolerance
+    tolerance_ps: float
+    last_core: str | None  # the core that arrives last most often, over every type
+    last_core_share: float | None  # of distinct_last
+    last_core_lateness_ps: float  # median lateness of that core when last (its start minus the others' median)
+    last_counts: Mapping[str, int] = field(default_factory=dict)  # core -> instances it arrived last
+    types: Mapping[str, CollectiveDiagnosis] = field(default_factory=dict)
+    rule: str = ""
+
+
+@dataclass(frozen=True)
 class WindowRecord(Record):
     core: str
     step: int
@@ -348,6 +388,7 @@ class Analysis(Record):
     memory: MemorySummary | None = None  # HBM use and headroom (profanalyzer.memory), only with --memory
     idle_host_activity: tuple[HostActivity, ...] = ()  # host TraceMe names during host-caused idle (--host-activity)
     idle_causes_by_step: Mapping[str, Mapping[str, float]] = field(default_factory=dict)  # step -> cause -> ps, mean over cores
+    collective_diagnosis: CollectiveDiagnostics | None = None  # per collective type, the late core (profanalyzer.collectives)
 
     def frames(self, findings: "Findings | None" = None) -> dict:
         """pandas DataFrames of this analysis (steps, buckets, ops, windows,
