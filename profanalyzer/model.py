@@ -227,6 +227,7 @@ class TopOp(Record):
     deduplicated_name: str
     model_flops_ratio: float | None = None  # model FLOPs / executed FLOPs (< 1: padding or recompute)
     output_bytes: float | None = None  # bytes of the op's output (from its HLO shape), per occurrence
+    source: str = ""  # Python file:line (function) its HLO came from (profanalyzer.sourcelines), "" when unknown
 
 
 @dataclass(frozen=True)
@@ -435,6 +436,8 @@ class Finding(Record):
     merged_note: str = ""
     #: LIBTPU_INIT_ARGS flags to add, in order (profanalyzer.shell renders them for each format)
     flags: tuple[str, ...] = ()
+    #: "op: file:line (function)" of the ops its evidence names (profanalyzer.sourcelines)
+    sources: tuple[str, ...] = ()
 
     def _repr_html_(self) -> str:
         from profanalyzer.frames import finding_card

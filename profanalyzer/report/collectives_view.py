@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from profanalyzer.format import ms, pct
 from profanalyzer.model import Analysis
 
-__all__ = ["CollectiveRowView", "CollectivesView", "collectives_view", "collectives_markdown"]
+__all__ = ["CollectiveRowView", "CollectivesView", "collectives_view", "collectives_markdown", "card_sources"]
 
 
 @dataclass(frozen=True)
@@ -90,3 +90,11 @@ def collectives_markdown(a: Analysis, esc) -> list[str]:
                    f"{r.spread_ms} | {esc(r.last_core)} | {r.last_share} | {r.cv} |")
     out += ["", esc(v.note), ""]
     return out
+
+
+def card_sources(f, a: Analysis, rows: int) -> tuple[tuple[str, str], ...]:
+    """A finding's source lines (Finding.sources, "op: file:line"), each with
+    the anchor of its op's row in the top-ops table (the first `rows` top
+    ops), or '' when the op is not listed there."""
+    rank = {op.name: i for i, op in enumerate(a.top_ops[:rows], 1)}
+    return tuple((s, f"top-op-{rank[s.split(': ', 1)[0]]}" if s.split(": ", 1)[0] in rank else "") for s in f.sources)

@@ -37,6 +37,7 @@ class ScopeRowView:
     remat_ms: str
     ops: int
     count: int
+    source: str = ""  # Python file:line (function) of its ops
 
 
 @dataclass(frozen=True)
@@ -74,7 +75,7 @@ def scopes_view(a: Analysis, depth: int = DEFAULT_DEPTH, limit: int = SCOPE_ROWS
     rows = collapse(a.scopes, depth)
     out = tuple(
         ScopeRowView(r.scope, sort_key(r.ps), ms(r.ps), pct(r.fraction), _main_bucket(r.buckets), sort_key(r.exposed_comm_ps),
-                     ms(r.exposed_comm_ps), sort_key(r.remat_ps), ms(r.remat_ps), r.ops, r.count)
+                     ms(r.exposed_comm_ps), sort_key(r.remat_ps), ms(r.remat_ps), r.ops, r.count, r.source)
         for r in rows[:limit]
     )
     note = (f"Self time per kept step, averaged over TensorCores, by JAX name scope (tf_op) to depth {depth}: "
