@@ -41,6 +41,7 @@ from profanalyzer.model import (  # noqa: F401 - the records' old import path
 from profanalyzer.opstats import RATE_MIN_RUN_PS, OpsResult, ops_and_roofline, program_names, run_kind_of  # noqa: F401 - OpsResult's old path
 from profanalyzer.overlap import analyze_overlap
 from profanalyzer.collectives import diagnose_collectives
+from profanalyzer.antipatterns import find_antipatterns
 from profanalyzer.sourcelines import with_source_lines
 from profanalyzer.hostplanes import host_activity, no_host_planes_note
 from profanalyzer.idle import idle_causes
@@ -245,6 +246,7 @@ def analyze_trace(trace: Trace, options: AnalysisOptions = AnalysisOptions()) ->
         scopes=scope_rollup(trace, work, kept_steps, step_mean),
         idle_causes_by_step=idle.by_step,
         collective_diagnosis=diagnose_collectives(trace, work, kept_steps, overlap, step_mean),
+        antipatterns=find_antipatterns(trace, work, kept_steps, step_mean),
     )
     analysis = with_source_lines(analysis, trace)
     analysis.self_check()

@@ -79,6 +79,7 @@ __all__ = [
     "CaptureQuality",
     "CollectiveTypeSummary",
     "CollectiveDiagnosis",
+    "AntiPattern",
     "CollectiveDiagnostics",
     "WindowRecord",
     "SparseCoreSummary",
@@ -271,6 +272,20 @@ class CollectiveTypeSummary(Record):
 
 
 @dataclass(frozen=True)
+class AntiPattern(Record):
+    """One HLO anti-pattern of the compiled program (profanalyzer.antipatterns)."""
+
+    kind: str  # layout_copy | f32_promotion | runtime_fp8_scaling | unfused_reshape | unfused_update
+    op: str  # instruction name
+    opcode: str
+    detail: str  # what it is, with the shapes and neighbours that show it
+    ps: float  # measured self time per kept step per TensorCore (0: not on the trace)
+    fraction: float  # of the step
+    lever: str  # the guide lever the fix belongs to
+    fix: str
+
+
+@dataclass(frozen=True)
 class CollectiveDiagnosis(Record):
     """One collective type across the TensorCores (profanalyzer.collectives)."""
 
@@ -390,6 +405,7 @@ class Analysis(Record):
     idle_host_activity: tuple[HostActivity, ...] = ()  # host TraceMe names during host-caused idle (--host-activity)
     idle_causes_by_step: Mapping[str, Mapping[str, float]] = field(default_factory=dict)  # step -> cause -> ps, mean over cores
     collective_diagnosis: CollectiveDiagnostics | None = None  # per collective type, the late core (profanalyzer.collectives)
+    antipatterns: tuple[AntiPattern, ...] | None = None  # HLO anti-patterns (profanalyzer.antipatterns); None: no program
 
     def frames(self, findings: "Findings | None" = None) -> dict:
         """pandas DataFrames of this analysis (steps, buckets, ops, windows,

@@ -14,6 +14,7 @@ from markupsafe import Markup
 from profanalyzer.format import ms, pct
 from profanalyzer.model import Analysis
 from profanalyzer.report import svg
+from profanalyzer.report.antipatterns_view import AntiPatternsView, antipatterns_markdown, antipatterns_view
 from profanalyzer.report.collectives_view import CollectivesView, collectives_markdown, collectives_view
 from profanalyzer.scopes import DEFAULT_DEPTH, collapse
 from profanalyzer.vocab import BUCKETS, IDLE_CAUSE_LABELS, IDLE_CAUSES
@@ -193,11 +194,13 @@ class Sections:
     memory: MemoryView | None = None
     step_classes: tuple[str, ...] = ()
     collectives: CollectivesView | None = None  # issue #26: per collective type (report.collectives_view)
+    antipatterns: AntiPatternsView | None = None  # issue #26: HLO anti-patterns (report.antipatterns_view)
 
 
 def build_sections(a: Analysis) -> Sections:
     return Sections(scopes=scopes_view(a), idle=idle_view(a), memory=memory_view(a),
-                    step_classes=tuple(step_class_text(c) for c in a.steps.classes), collectives=collectives_view(a))
+                    step_classes=tuple(step_class_text(c) for c in a.steps.classes), collectives=collectives_view(a),
+                    antipatterns=antipatterns_view(a))
 
 
 #: Rows of the Markdown scope table.
@@ -224,6 +227,7 @@ def markdown_sections(a: Analysis, esc) -> list[str]:
             out.append("Host activity during host-caused idle: " + "; ".join(esc(x) for x in iv.activity) + ".")
             out.append("")
     out += collectives_markdown(a, esc)
+    out += antipatterns_markdown(a, esc)
     sv = scopes_view(a, limit=MARKDOWN_SCOPE_ROWS)
     if sv is not None:
         out.append(f"#### Name scopes (depth {sv.depth}, self time per kept step)")
