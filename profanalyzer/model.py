@@ -80,6 +80,7 @@ __all__ = [
     "CollectiveTypeSummary",
     "CollectiveDiagnosis",
     "AntiPattern",
+    "KernelCounters",
     "CollectiveDiagnostics",
     "WindowRecord",
     "SparseCoreSummary",
@@ -272,6 +273,23 @@ class CollectiveTypeSummary(Record):
 
 
 @dataclass(frozen=True)
+class KernelCounters(Record):
+    """Hardware counters and pipeline phases of one op (profanalyzer.counters)."""
+
+    op: str
+    bucket: str
+    ps: float  # its time per kept step per TensorCore (over the spans with samples or phases)
+    fraction: float  # of the step
+    utilisation: Mapping[str, float]  # unit -> time-weighted utilisation over the op's span (0..1)
+    median_utilisation: Mapping[str, float]  # unit -> median sample
+    samples: int
+    ep_wait_fraction: float | None  # share of its span in emit_pipeline ep_wait_* phases (None: no phases)
+    verdict: str  # mxu_bound | vector_bound | waiting_on_dma | low_utilisation | ""
+    lever: str
+    reason: str
+
+
+@dataclass(frozen=True)
 class AntiPattern(Record):
     """One HLO anti-pattern of the compiled program (profanalyzer.antipatterns)."""
 
@@ -406,6 +424,7 @@ class Analysis(Record):
     idle_causes_by_step: Mapping[str, Mapping[str, float]] = field(default_factory=dict)  # step -> cause -> ps, mean over cores
     collective_diagnosis: CollectiveDiagnostics | None = None  # per collective type, the late core (profanalyzer.collectives)
     antipatterns: tuple[AntiPattern, ...] | None = None  # HLO anti-patterns (profanalyzer.antipatterns); None: no program
+    kernel_counters: tuple[KernelCounters, ...] | None = None  # per op counters (profanalyzer.counters); None: no counter lines
 
     def frames(self, findings: "Findings | None" = None) -> dict:
         """pandas DataFrames of this analysis (steps, buckets, ops, windows,

@@ -15,6 +15,7 @@ from profanalyzer.format import ms, pct
 from profanalyzer.model import Analysis
 from profanalyzer.report import svg
 from profanalyzer.report.antipatterns_view import AntiPatternsView, antipatterns_markdown, antipatterns_view
+from profanalyzer.report.counters_view import CountersView, counters_markdown, counters_view
 from profanalyzer.report.collectives_view import CollectivesView, collectives_markdown, collectives_view
 from profanalyzer.scopes import DEFAULT_DEPTH, collapse
 from profanalyzer.vocab import BUCKETS, IDLE_CAUSE_LABELS, IDLE_CAUSES
@@ -195,12 +196,13 @@ class Sections:
     step_classes: tuple[str, ...] = ()
     collectives: CollectivesView | None = None  # issue #26: per collective type (report.collectives_view)
     antipatterns: AntiPatternsView | None = None  # issue #26: HLO anti-patterns (report.antipatterns_view)
+    counters: CountersView | None = None  # issue #26: kernel counters (report.counters_view)
 
 
 def build_sections(a: Analysis) -> Sections:
     return Sections(scopes=scopes_view(a), idle=idle_view(a), memory=memory_view(a),
                     step_classes=tuple(step_class_text(c) for c in a.steps.classes), collectives=collectives_view(a),
-                    antipatterns=antipatterns_view(a))
+                    antipatterns=antipatterns_view(a), counters=counters_view(a))
 
 
 #: Rows of the Markdown scope table.
@@ -228,6 +230,7 @@ def markdown_sections(a: Analysis, esc) -> list[str]:
             out.append("")
     out += collectives_markdown(a, esc)
     out += antipatterns_markdown(a, esc)
+    out += counters_markdown(a, esc)
     sv = scopes_view(a, limit=MARKDOWN_SCOPE_ROWS)
     if sv is not None:
         out.append(f"#### Name scopes (depth {sv.depth}, self time per kept step)")
