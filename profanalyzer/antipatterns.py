@@ -36,6 +36,7 @@ import numpy as np
 
 from profanalyzer.attribution import CoreWork, locate
 from profanalyzer.model import AntiPattern
+from profanalyzer.sourcelines import capture_program
 from profanalyzer.trace import LINE_OPS, Trace
 
 __all__ = ["KINDS", "find_antipatterns", "detect"]
@@ -67,18 +68,6 @@ KINDS: dict[str, tuple[str, str, str]] = {
 
 COMPUTE = frozenset({"fusion", "dot", "convolution", "custom-call", "reduce", "ragged-dot"})
 REDUCE = frozenset({"reduce", "reduce-window", "all-reduce", "reduce-scatter"})
-
-
-def _capture_program(trace: Trace):
-    if not trace.hosts:
-        return None
-    from profanalyzer.errors import InputError
-    from profanalyzer.hlo.load import read_program
-
-    try:
-        return read_program(trace.hosts[0].file)
-    except (InputError, OSError, ValueError):
-        return None
 
 
 def _fusion_root(module, ins):
@@ -227,7 +216,7 @@ def _measured(trace: Trace, work: Sequence[CoreWork], kept_steps: set[int], name
 
 def find_antipatterns(trace: Trace, work: Sequence[CoreWork], kept_steps: set[int],
                       step_mean_ps: float) -> tuple[AntiPattern, ...] | None:
-    program = _capture_program(trace)
+    program = capture_program(trace)
     if program is None or not program.modules:
         return None
     module = program.main

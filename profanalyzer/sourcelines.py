@@ -21,16 +21,16 @@ Reads the trace and, through profanalyzer.hlo, the programs in it; writes
 from __future__ import annotations
 
 import re
+import weakref
 from collections import Counter
 from dataclasses import dataclass, replace
 from typing import Iterable, Mapping
 
-from profanalyzer.errors import InputError
 from profanalyzer.model import Analysis, Finding
 from profanalyzer.scopes import fold_scope
 from profanalyzer.trace import Trace
 
-__all__ = ["SourceLine", "source_lines", "with_source_lines", "finding_sources", "MAX_HOPS", "MOVERS"]
+__all__ = ["SourceLine", "capture_program", "source_lines", "with_source_lines", "finding_sources", "MAX_HOPS", "MOVERS"]
 
 #: Opcodes that only move or regroup a value: they take the location of the value they move.
 MOVERS = frozenset({"copy", "copy-start", "copy-done", "bitcast", "get-tuple-element", "tuple", "reshape",
@@ -67,17 +67,39 @@ def _split_file_line(s: str) -> tuple[str, int] | None:
     return f, int(ln)
 
 
-def _hlo_locations(trace: Trace) -> tuple[dict[str, SourceLine], dict[str, tuple[str, tuple[str, ...], tuple[str, ...]]]]:
-    """(instruction -> own location, instruction -> (opcode, operands, users)) over every module the capture holds."""
-    own: dict[str, SourceLine] = {}
-    graph: dict[str, tuple[str, tuple[str, ...], tuple[str, ...]]] = {}
+_PROGRAMS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def capture_program(trace: Trace):
+    """The programs the trace's first host file carries (`/host:metadata`
+    HloProtos, or the compiled program it was replayed from), read once per
+    trace; None when there are none or they cannot be read (a capture the
+    analysis read stays analysable without them)."""
     if not trace.hosts:
-        return own, graph
+        return None
+    try:
+        return _PROGRAMS[trace]
+    except (KeyError, TypeError):
+        pass
     from profanalyzer.hlo.load import read_program
 
     try:
         program = read_program(trace.hosts[0].file)
-    except (InputError, OSError, ValueError):
+    except Exception:  # noqa: BLE001 - corrupt or absent HLO: no source lines, no anti-patterns
+        program = None
+    try:
+        _PROGRAMS[trace] = program
+    except TypeError:
+        pass
+    return program
+
+
+def _hlo_locations(trace: Trace) -> tuple[dict[str, SourceLine], dict[str, tuple[str, tuple[str, ...], tuple[str, ...]]]]:
+    """(instruction -> own location, instruction -> (opcode, operands, users)) over every module the capture holds."""
+    own: dict[str, SourceLine] = {}
+    graph: dict[str, tuple[str, tuple[str, ...], tuple[str, ...]]] = {}
+    program = capture_program(trace)
+    if program is None:
         return own, graph
     for m in program.modules:
         for c in m.computations:
