@@ -81,3 +81,13 @@ def test_real_v6e_peaks_come_from_its_planes():
     a = analyze(V6E)
     assert a.hardware.hbm_gbps_per_chip == pytest.approx(1637.993152512)
     assert a.kernel_counters is None  # this capture was taken without the kernel-profiling flags
+
+
+def test_notebook_frame_of_the_counters(ctr):
+    pytest.importorskip("pandas")
+    a, truth = ctr
+    df = a.frames()["counters"]
+    name = next(iter(truth["counters"]))
+    rows = df[df.op == name]
+    assert set(rows.unit) == set(truth["counters"][name]["utilisation"])
+    assert set(rows.verdict) == {truth["counters"][name]["verdict"]}
