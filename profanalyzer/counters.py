@@ -21,8 +21,9 @@
   figures stay the table's.
 
 The lines are read from the capture files themselves (the analysis reader
-keeps neither line), only their TensorCore planes; a capture without them
-has no counters (`None`).
+keeps neither line), only their TensorCore planes, and only when a plane's
+event metadata names a counter unit or a pipeline phase; a capture without
+them has no counters (`None`).
 """
 
 from __future__ import annotations
@@ -163,6 +164,11 @@ def read_counter_lines(path: str | Path) -> dict[str, dict[str, tuple[np.ndarray
     return out
 
 
+def _has_counter_names(names) -> bool:
+    """A plane's event metadata names a counter unit or an emit_pipeline phase (the lines' events use them)."""
+    return any(n == "MXU" or n.startswith("ep_wait") or n in VECTOR_UNITS for n in names)
+
+
 def ops_precision(ops) -> dict[str, tuple[str, str | None]]:
     """op name -> (bucket, precision tag) of the top ops (the verdict's lever reads the precision)."""
     return {o.name: (o.bucket, next((t.split(":", 1)[1] for t in o.tags if t.startswith("precision:")), None))
@@ -187,6 +193,8 @@ def _overlap(s: np.ndarray, e: np.ndarray, os_: np.ndarray, oe: np.ndarray) -> n
 def kernel_counters(trace: Trace, work: Sequence[CoreWork], kept_steps: set[int], step_mean_ps: float,
                     bucket_of: dict[str, tuple[str, str | None]] | None = None) -> tuple[KernelCounters, ...] | None:
     """Per op with counter samples or pipeline phases: utilisation by unit, ep_wait share, verdict."""
+    if not any(_has_counter_names(p.meta.name) for p in trace.tensorcores):
+        return None  # no plane names a counter unit or a pipeline phase: nothing to re-read
     files = sorted({h.file for h in trace.hosts if h.file})
     lines: dict[tuple[str, str], dict] = {}
     for f in files:
