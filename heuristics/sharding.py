@@ -5,6 +5,7 @@ from __future__ import annotations
 from heuristics._util import ms, pct, serving, step_ps
 from heuristics.headroom import headroom
 from heuristics.host_bound import host_bound  # HB001, filed under this lever
+from heuristics.late_core import late_core  # LC001, filed under this lever
 from profanalyzer.workload import classify_workload
 from profanalyzer.rules import rule
 from profanalyzer.vocab import COMPUTE_BUCKETS
@@ -225,4 +226,4 @@ def tp_all_reduce_critical(self, analysis):
     return [self.finding(analysis, saving, evidence, actions, assumptions, claims={"bucket:all_reduce": saving})]
 
 
-RULES = (overlap_all_to_all, pipeline_bubbles, communication_bound, tp_all_reduce_critical, host_bound)
+RULES = (overlap_all_to_all, pipeline_bubbles, communication_bound, tp_all_reduce_critical, host_bound, late_core)

@@ -40,6 +40,10 @@ from profanalyzer.model import (  # noqa: F401 - the records' old import path
 )
 from profanalyzer.opstats import RATE_MIN_RUN_PS, OpsResult, ops_and_roofline, program_names, run_kind_of  # noqa: F401 - OpsResult's old path
 from profanalyzer.overlap import analyze_overlap
+from profanalyzer.collectives import diagnose_collectives
+from profanalyzer.antipatterns import find_antipatterns
+from profanalyzer.counters import kernel_counters, ops_precision, with_counter_tags, with_device_peaks
+from profanalyzer.sourcelines import with_source_lines
 from profanalyzer.hostplanes import host_activity, no_host_planes_note
 from profanalyzer.idle import idle_causes
 from profanalyzer.scopes import scope_rollup
@@ -165,12 +169,15 @@ def analyze(path: str | Path, options: AnalysisOptions = AnalysisOptions()) -> A
 
 
 def analyze_trace(trace: Trace, options: AnalysisOptions = AnalysisOptions()) -> Analysis:
+    trace, peaks_note = with_device_peaks(trace)
     work = attribute_trace(trace)
     if not work or all(len(w.attribution.step_numbers) == 0 for w in work):
         raise InputError(f"{trace.source}: no steps and no XLA Ops events on any TensorCore: nothing to attribute")
     notes: list[str] = []
     if trace.note:
         notes.append(trace.note)
+    if peaks_note:
+        notes.append(peaks_note)
     rows = _core_step_rows(work)
     table, kept_mask, step_med = _step_table(rows)
     kept_steps = set(r.number for r in table if r.kept)
@@ -242,7 +249,11 @@ def analyze_trace(trace: Trace, options: AnalysisOptions = AnalysisOptions()) ->
         idle_host_activity=activity,
         scopes=scope_rollup(trace, work, kept_steps, step_mean),
         idle_causes_by_step=idle.by_step,
+        collective_diagnosis=diagnose_collectives(trace, work, kept_steps, overlap, step_mean),
+        antipatterns=find_antipatterns(trace, work, kept_steps, step_mean),
+        kernel_counters=kernel_counters(trace, work, kept_steps, step_mean, ops_precision(ops.top)),
     )
+    analysis = with_counter_tags(with_source_lines(analysis, trace))
     analysis.self_check()
     return analysis
 

@@ -39,6 +39,7 @@ from profanalyzer.model import (  # noqa: F401 - old import paths of the records
 from profanalyzer.rules import SEVERITY, Rule, parse_doc, rule, severity_of  # noqa: F401 - old import paths
 from profanalyzer.vocab import GUIDE_SECTIONS, LEVERS  # noqa: F401 - old import paths
 from profanalyzer.workload import classify_workload
+from profanalyzer.sourcelines import finding_sources
 
 __all__ = [
     "Analysis", "Finding", "Findings", "RuleDoc", "WorkloadClass", "Rule", "rule", "parse_doc", "severity_of", "SEVERITY",
@@ -98,7 +99,7 @@ def run_rules(analysis: Analysis, select: Iterable[str] = (), ignore: Iterable[s
     for r in rules:
         found.extend(r.check(analysis))
     findings = Findings(
-        recommendations=merge(found, analysis),
+        recommendations=tuple(finding_sources(f, analysis) for f in merge(found, analysis)),
         workload=classify_workload(analysis),
         rules_run=tuple(r.code for r in rules),
         selection={"select": tuple(select), "ignore": tuple(ignore)},

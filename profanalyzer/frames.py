@@ -38,6 +38,10 @@ findings  one row per recommendation, in rank order: rank, code, lever,
           title, severity, saving_ps, saving_fraction, evidence (list),
           actions (list), assumptions (list), guide_section, flags (list:
           the LIBTPU_INIT_ARGS flags, in order)
+counters  one row per (op, unit) of the kernel counters (empty without
+          counter lines): op, bucket, unit, utilisation (time-weighted over
+          the op's runs), median (sample), ep_wait_fraction, verdict, lever,
+          ps (the op's time per kept step per TensorCore)
 """
 
 from __future__ import annotations
@@ -62,6 +66,7 @@ FRAME_COLUMNS: dict[str, tuple[str, ...]] = {
                 "hidden_ps", "hidden_fraction", "klass"),
     "findings": ("rank", "code", "lever", "title", "severity", "saving_ps", "saving_fraction", "evidence", "actions",
                  "assumptions", "guide_section", "flags"),
+    "counters": ("op", "bucket", "unit", "utilisation", "median", "ep_wait_fraction", "verdict", "lever", "ps"),
 }
 
 
@@ -106,6 +111,10 @@ def _rows(a: Any, findings: Any, core_steps: Any = None) -> dict[str, list[tuple
     for i, f in enumerate(findings.recommendations if findings is not None else (), 1):
         rows["findings"].append((i, f.code, f.lever, f.title, f.severity, f.estimated_saving_ps, f.estimated_saving_fraction,
                                  list(f.evidence), list(f.actions), list(f.assumptions), f.guide_section, list(f.flags)))
+    for k in getattr(a, "kernel_counters", None) or ():
+        for u in sorted(set(k.utilisation) | set(k.median_utilisation)) or [""]:
+            rows["counters"].append((k.op, k.bucket, u, k.utilisation.get(u), k.median_utilisation.get(u),
+                                     k.ep_wait_fraction, k.verdict, k.lever, k.ps))
     return rows
 
 

@@ -78,6 +78,10 @@ __all__ = [
     "CaptureIssue",
     "CaptureQuality",
     "CollectiveTypeSummary",
+    "CollectiveDiagnosis",
+    "AntiPattern",
+    "KernelCounters",
+    "CollectiveDiagnostics",
     "WindowRecord",
     "SparseCoreSummary",
     "CommunicationSummary",
@@ -225,6 +229,7 @@ class TopOp(Record):
     deduplicated_name: str
     model_flops_ratio: float | None = None  # model FLOPs / executed FLOPs (< 1: padding or recompute)
     output_bytes: float | None = None  # bytes of the op's output (from its HLO shape), per occurrence
+    source: str = ""  # Python file:line (function) its HLO came from (profanalyzer.sourcelines), "" when unknown
 
 
 @dataclass(frozen=True)
@@ -265,6 +270,75 @@ class CollectiveTypeSummary(Record):
     fraction_of_step: float  # exposed / step
     tf_ops: tuple[str, ...] = ()  # framework scopes of its most exposed windows (up to 3)
     critical_path_ps: float = 0.0  # exposed time of windows on the critical path (nothing independent to hide behind)
+
+
+@dataclass(frozen=True)
+class KernelCounters(Record):
+    """Hardware counters and pipeline phases of one op (profanalyzer.counters)."""
+
+    op: str
+    bucket: str
+    ps: float  # its time per kept step per TensorCore (over the spans with samples or phases)
+    fraction: float  # of the step
+    utilisation: Mapping[str, float]  # unit -> time-weighted utilisation over the op's span (0..1)
+    median_utilisation: Mapping[str, float]  # unit -> median sample
+    samples: int
+    ep_wait_fraction: float | None  # share of its span in emit_pipeline ep_wait_* phases (None: no phases)
+    verdict: str  # mxu_bound | vector_bound | waiting_on_dma | low_utilisation | ""
+    lever: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class AntiPattern(Record):
+    """One HLO anti-pattern of the compiled program (profanalyzer.antipatterns)."""
+
+    kind: str  # layout_copy | f32_promotion | runtime_fp8_scaling | unfused_reshape | unfused_update
+    op: str  # instruction name
+    opcode: str
+    detail: str  # what it is, with the shapes and neighbours that show it
+    ps: float  # measured self time per kept step per TensorCore (0: not on the trace)
+    fraction: float  # of the step
+    lever: str  # the guide lever the fix belongs to
+    fix: str
+
+
+@dataclass(frozen=True)
+class CollectiveDiagnosis(Record):
+    """One collective type across the TensorCores (profanalyzer.collectives)."""
+
+    type: str
+    instances: int  # cross-core instances over the kept steps (one per step, type and order on each core)
+    per_step: float  # windows per step per TensorCore
+    bytes_per_instance: float | None  # median bytes_accessed of its windows
+    achieved_gbps: float | None  # bytes / window time, per TensorCore
+    link_gbps: float  # the chip's ICI per TensorCore (hardware table)
+    link_fraction: float | None  # achieved / link
+    exposed_ps: float  # per step per TensorCore (the attribution bucket's share of this type)
+    exposed_fraction: float  # of the step
+    exposed_window_fraction: float | None  # 1 - hidden fraction of its windows
+    arrival_spread_ps: float  # median over instances of the latest minus the earliest arrival
+    last_core: str | None  # the core that arrives last most often (None: arrivals within the tolerance)
+    last_core_share: float | None  # of the instances with a distinct last arrival
+    window_p50_ps: float
+    window_p90_ps: float
+    window_cv: float | None  # std / mean of window durations across instances and cores
+
+
+@dataclass(frozen=True)
+class CollectiveDiagnostics(Record):
+    """Per-collective diagnosis: which core the others wait for, per type and overall."""
+
+    cores: int
+    instances: int  # cross-core instances of every type
+    distinct_last: int  # instances whose last arrival is later than the others' by more than the tolerance
+    tolerance_ps: float
+    last_core: str | None  # the core that arrives last most often, over every type
+    last_core_share: float | None  # of distinct_last
+    last_core_lateness_ps: float  # median lateness of that core when last (its start minus the others' median)
+    last_counts: Mapping[str, int] = field(default_factory=dict)  # core -> instances it arrived last
+    types: Mapping[str, CollectiveDiagnosis] = field(default_factory=dict)
+    rule: str = ""
 
 
 @dataclass(frozen=True)
@@ -348,6 +422,9 @@ class Analysis(Record):
     memory: MemorySummary | None = None  # HBM use and headroom (profanalyzer.memory), only with --memory
     idle_host_activity: tuple[HostActivity, ...] = ()  # host TraceMe names during host-caused idle (--host-activity)
     idle_causes_by_step: Mapping[str, Mapping[str, float]] = field(default_factory=dict)  # step -> cause -> ps, mean over cores
+    collective_diagnosis: CollectiveDiagnostics | None = None  # per collective type, the late core (profanalyzer.collectives)
+    antipatterns: tuple[AntiPattern, ...] | None = None  # HLO anti-patterns (profanalyzer.antipatterns); None: no program
+    kernel_counters: tuple[KernelCounters, ...] | None = None  # per op counters (profanalyzer.counters); None: no counter lines
 
     def frames(self, findings: "Findings | None" = None) -> dict:
         """pandas DataFrames of this analysis (steps, buckets, ops, windows,
@@ -394,6 +471,8 @@ class Finding(Record):
     merged_note: str = ""
     #: LIBTPU_INIT_ARGS flags to add, in order (profanalyzer.shell renders them for each format)
     flags: tuple[str, ...] = ()
+    #: "op: file:line (function)" of the ops its evidence names (profanalyzer.sourcelines)
+    sources: tuple[str, ...] = ()
 
     def _repr_html_(self) -> str:
         from profanalyzer.frames import finding_card

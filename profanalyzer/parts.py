@@ -151,6 +151,7 @@ class ScopeRow(Record):
     remat_ps: float  # recomputed ops
     ops: int  # distinct ops (metadata rows, all cores)
     count: int  # repeats per step: layer indices folded, or runs of its most run op (a scanned loop's trip count)
+    source: str = ""  # Python file:line (function) its ops came from, the most common (profanalyzer.sourcelines)
 
 
 @dataclass(frozen=True)

@@ -113,10 +113,14 @@ def _prefix(scope: str, depth: int) -> str:
 def collapse(rows: Iterable[ScopeRow], depth: int) -> tuple[ScopeRow, ...]:
     """The rows summed to their first `depth` components (sorted by time, then name).
 
-    Times, ops and buckets add up; count is the largest of the merged rows."""
+    Times, ops and buckets add up; count is the largest of the merged rows;
+    source that of the merged row with the most time that has one."""
     acc: dict[str, list] = {}
+    src: dict[str, tuple[float, str]] = {}
     for r in rows:
         key = _prefix(r.scope, depth)
+        if r.source and (key not in src or r.ps > src[key][0]):
+            src[key] = (r.ps, r.source)
         a = acc.get(key)
         if a is None:
             acc[key] = [r.ps, r.fraction, dict(r.buckets), r.exposed_comm_ps, r.remat_ps, r.ops, r.count]
@@ -129,7 +133,7 @@ def collapse(rows: Iterable[ScopeRow], depth: int) -> tuple[ScopeRow, ...]:
         a[4] += r.remat_ps
         a[5] += r.ops
         a[6] = max(a[6], r.count)
-    out = [ScopeRow(k, ps, fr, {b: v for b, v in sorted(bk.items())}, ex, rm, ops, cnt)
+    out = [ScopeRow(k, ps, fr, {b: v for b, v in sorted(bk.items())}, ex, rm, ops, cnt, src.get(k, (0.0, ""))[1])
            for k, (ps, fr, bk, ex, rm, ops, cnt) in acc.items()]
     return tuple(sorted(out, key=lambda r: (-r.ps, r.scope)))
 

@@ -20,7 +20,7 @@ How a decision is made
    rule is driven by a named regex table below (``COLLECTIVE_KINDS``,
    ``ATTENTION_KERNELS``, ``MATMUL_CATEGORIES``, ...). Collectives and async
    copies come first (an op *is* communication regardless of the model scope
-   it was emitted for), then attention and Megablox kernels, then the
+   it was emitted for), then attention kernels, then matmul kernels, then the
    attention name-stack scope, then matmuls, then other Pallas kernels.
    Anything left is ``other_compute``.
 3. ``remat`` and ``phase`` are orthogonal tags from their own tables.
@@ -49,11 +49,23 @@ Documented choices
   projection/rotary/norm sub-scope (``query``, ``key``, ``value``, ``out``,
   ``*_proj``, ``*_projection``, ``*rotary*``, ``*norm*``...). Tokens like
   ``pre_self_attention_layer_norm`` are norms, not attention.
-* Megablox grouped matmuls are matmuls (``kernel="megablox_gmm"``) only for
-  the kernel op itself (a custom-call / Pallas call / custom fusion, or an op
-  *named* gmm/tgmm); helper ops under a ``jit(gmm)`` scope stay
+* Custom kernels are what they compute (rule ``matmul.kernel``, one rule for
+  every matmul kernel): a custom-call / Pallas call is a matmul when its
+  name, a ``tf_op`` scope token, its custom-call attributes or its
+  ``kernel_metadata`` (``xprof_metadata`` JSON) name a matmul (matmul, gemm,
+  mm, dot, gmm/tgmm, quantized names), or when its operand and output shapes
+  form one ([.., M, K] x [K, N] -> [.., M, N], K a weight dimension; never
+  when every matrix operand has the output's shape: elementwise). Operand
+  types come from the typed operand list, else the operand layout
+  constraints (an optimized module prints bare operand names). The family:
+  ``megablox_gmm`` (gmm/tgmm), ``quantized_matmul`` (quantized names or
+  low-bit operands), else ``pallas_matmul``; FLOPs 2*M*N*K from the shapes
+  (``shape_flops``), the evidence in the reason. An op *named* gmm/tgmm is a
+  matmul even without its text; helper ops under a ``jit(gmm)`` scope stay
   ``other_compute`` because the matmul buckets measure MXU ops, while the
-  attention bucket measures attention as a feature.
+  attention bucket measures attention as a feature. A kernel whose metadata
+  holds query and key/value block sizes (``block_q``, ``block_kv``) is an
+  attention kernel whatever its name.
 * ``async-collective-start/-done`` (continuation fusions, category ``custom
   fusion``) carry no kind in their text; it is inferred from the two buffers
   the fusion threads through: output tuple (start) or operands (done) begin

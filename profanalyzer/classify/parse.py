@@ -548,3 +548,45 @@ def matmul_kernel_flops(operand_text: str, output_text: str) -> float | None:
         return None
     return 2.0 * o_elems * k
 
+
+
+def braced_attr(text: str, key: str, limit: int = 4096) -> str:
+    """The content of ``key={...}`` in an HLO text (balanced braces; "" if
+    absent or unbalanced within `limit` characters). Used for
+    ``operand_layout_constraints={...}`` and ``kernel_metadata={...}``."""
+    i = text.find(key + "={")
+    if i < 0:
+        return ""
+    start = i + len(key) + 2
+    depth = 1
+    for j in range(start, min(len(text), start + limit)):
+        ch = text[j]
+        if ch == "{":
+            depth += 1
+        elif ch == "}":
+            depth -= 1
+            if depth == 0:
+                return text[start:j]
+    return ""
+
+
+def kernel_operand_shapes(op: "Op") -> tuple[str, str]:
+    """(typed operand text, where) of a custom call: the operand list when it
+    prints element types (XProf's HLO text), else the
+    ``operand_layout_constraints`` (an optimized module prints bare operand
+    names, the constraints keep one typed shape per operand)."""
+    seg = op.operands
+    if ARRAY.search(seg):
+        return seg, "operand shapes"
+    seg = braced_attr(op.text, "operand_layout_constraints")
+    if ARRAY.search(seg):
+        return seg, "operand layout constraints"
+    return "", "no operand types"
+
+
+def elementwise_shapes(operand_text: str, output_text: str) -> bool:
+    """Every matrix operand has the output's shape: an elementwise kernel
+    (a square matmul would look the same, so shapes alone do not decide)."""
+    out = [shape_dims(d) for _, d in ARRAY.findall(output_text or "")]
+    mats = [shape_dims(d) for _, d in ARRAY.findall(operand_text or "") if sum(x > 1 for x in shape_dims(d)) >= 2]
+    return bool(out and mats) and all(m == out[0] for m in mats)

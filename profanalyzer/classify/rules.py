@@ -10,6 +10,7 @@ from profanalyzer.classify.tables import (
     ARRAY,
     ASYNC_COMPUTE_TARGET,
     ATTENTION_KERNELS,
+    ATTENTION_METADATA,
     BITS,
     COMPUTE_ASYNC_NAME,
     COMPUTE_WRAPPER_NAME,
@@ -29,7 +30,10 @@ from profanalyzer.classify.tables import (
     TPU_CUSTOM_CALL,
 )
 from profanalyzer.classify.parse import (
+    braced_attr,
     clip,
+    elementwise_shapes,
+    kernel_operand_shapes,
     Op,
     infer_kind_from_buffers,
     kind_in_text,
@@ -236,6 +240,10 @@ def _r_attention_kernel(op: Op) -> Verdict | None:
     if hit is None and any(ni.attn_kernel == "pallas" for ni in op.nis):
         hit = "pallas", "name"
     if hit is None:
+        meta = braced_attr(op.text, "kernel_metadata")
+        if meta and all(rx.search(meta) for rx in ATTENTION_METADATA):
+            hit = "pallas", "kernel metadata (query and key/value block sizes)"
+    if hit is None:
         return None
     kernel, src = hit
     p, where = matmul_precision(op, allow_int=False)
@@ -243,30 +251,13 @@ def _r_attention_kernel(op: Op) -> Verdict | None:
               f"attention kernel ({kernel}) by {src}, {p or 'unknown'} from {where}", "kernel")
 
 
-def _r_megablox(op: Op) -> Verdict | None:
-    by = ""
-    for n, ni in zip(op.names, op.nis):
-        if ni.gmm:
-            by = f"name '{clip(n)}'"
-            break
-    if not by and op.is_kernel_op:
-        if op.tf.gmm_scope:
-            by = "gmm/tgmm scope + kernel op"
-        elif op.attrs and GMM.search(op.attrs):
-            by = "gmm kernel in custom-call attributes"
-    if not by:
-        return None
-    p, where = matmul_precision(op)
-    bucket = matmul_bucket(p)
-    return Verdict(bucket, None, None, "megablox_gmm", public_precision(p),
-              f"Megablox grouped matmul by {by}, {p or 'unknown'} from {where} -> {bucket}")
-
-
-def _quant_precision(op: Op) -> tuple[str, str]:
-    """(precision, bucket) of a quantized matmul kernel from its operands:
-    the activation (the widest float or int8 matrix) sets the MXU precision,
-    the narrowest matrix the weight width (w4a16: 4-bit weights, bf16 in)."""
-    seg = op.operands or op.text
+def _quant_precision(op: Op, seg: str | None = None) -> tuple[str, str]:
+    """(precision, bucket) of a matmul kernel from its operand types (`seg`,
+    default the operand list): the activation (the widest float or int8
+    matrix) sets the MXU precision, the narrowest matrix the weight width
+    (w4a16: 4-bit weights, bf16 in)."""
+    if seg is None:
+        seg = op.operands or op.text
     arrays = [(t, d) for t, d in ARRAY.findall(seg) if sum(x > 1 for x in shape_dims(d)) >= 2]
     types = [t for t, _ in arrays]
     if "bf16" in types or "f16" in types:
@@ -291,27 +282,79 @@ def _quant_precision(op: Op) -> tuple[str, str]:
     return prec, bucket
 
 
-def _r_quantized_matmul(op: Op) -> Verdict | None:
-    if not op.is_kernel_op:
-        return None
-    by = ""
-    for n in op.names:
-        if QUANT_MATMUL.search(n.lower()):
-            by = f"name '{clip(n)}'"
+def _kernel_word(text: str) -> str | None:
+    """The matmul family a kernel's name, scope token or metadata names:
+    megablox_gmm (gmm/tgmm), quantized_matmul (quantized / low-bit names),
+    pallas_matmul (any other matmul/gemm/mm/dot word), else None."""
+    low = text.lower()
+    if "gmm" in low and GMM.search(low):
+        return "megablox_gmm"
+    if QUANT_MATMUL.search(low):
+        return "quantized_matmul"
+    if MATMUL_NAME.search(low):
+        return "pallas_matmul"
+    return None
+
+
+def _r_matmul_kernel(op: Op) -> Verdict | None:
+    """A custom kernel is what it computes. Evidence, first that holds: its
+    instruction/display name (an op *named* gmm/tgmm counts even when the
+    text is gone), its tf_op scope tokens, its custom-call target /
+    kernel_name / `kernel_metadata` (xprof_metadata JSON), or its operand
+    and output shapes forming a matmul ([.., M, K] x [K, N] -> [.., M, N],
+    K a weight dimension; not when every matrix operand has the output's
+    shape). The family (megablox_gmm / quantized_matmul / pallas_matmul)
+    comes from the words; low-bit operands make a matmul quantized.
+    Precision from the operand element types (XProf's typed operands, else
+    the operand layout constraints); FLOPs 2*M*N*K from the shapes."""
+    by, family = "", None
+    for n, ni in zip(op.names, op.nis):
+        if ni.gmm:
+            by, family = f"name '{clip(n)}'", "megablox_gmm"
             break
-    if not by and any(QUANT_MATMUL.search(t.lower()) for t in op.tf.tokens):
-        by = "tf_op scope"
-    if not by and op.attrs and QUANT_MATMUL.search(op.attrs):
-        by = "custom-call attributes"
-    if not by and any(MATMUL_NAME.search(n.lower()) for n in op.names) and LOWBIT_ARRAY.search(op.operand_text):
-        by = "matmul kernel with low-bit operands"
-    if not by:
+    if not by and not op.is_kernel_op:
         return None
-    prec, bucket = _quant_precision(op)
-    flops = matmul_kernel_flops(op.operands, op.output_text)
-    how = "FLOPs 2*M*N*K from operand shapes" if flops else "FLOPs not derivable from the shapes"
-    return Verdict(bucket, None, None, "quantized_matmul", prec,
-              f"quantized matmul kernel by {by}, {prec} -> {bucket}; {how}", None, flops)
+    if not by:
+        for n in op.names:
+            family = _kernel_word(n)
+            if family:
+                by = f"name '{clip(n)}'"
+                break
+    if not by:
+        for t in op.tf.tokens:
+            if t.lower() == "pallas_call":
+                continue
+            family = _kernel_word(t)
+            if family:
+                by = f"tf_op scope '{clip(t, 40)}'"
+                break
+    meta = braced_attr(op.text, "kernel_metadata")
+    if not by:
+        attrs = op.attrs.split("backend_config=")[0].split("frontend_attributes=")[0]
+        for where, seg in (("custom-call attributes", attrs),
+                           ("kernel metadata", meta)):
+            family = _kernel_word(seg) if seg else None
+            if family:
+                by = where
+                break
+    seg, where = kernel_operand_shapes(op)
+    flops = matmul_kernel_flops(seg, op.output_text) if seg else None
+    if not by:
+        if not flops or elementwise_shapes(seg, op.output_text) or not TPU_CUSTOM_CALL.search(op.attrs):
+            return None
+        by, family = "operand shapes ([.., M, K] x [K, N] -> [.., M, N])", "pallas_matmul"
+    if family == "pallas_matmul" and LOWBIT_ARRAY.search(seg):
+        family = "quantized_matmul"
+    if seg:
+        prec, bucket = _quant_precision(op, seg)
+    else:
+        p, where = matmul_precision(op)
+        prec, bucket = p or "unknown", matmul_bucket(p)
+    how = f"FLOPs 2*M*N*K = {flops:.4g} from {where}" if flops else f"FLOPs not derivable from {where}"
+    what = {"megablox_gmm": "Megablox grouped matmul", "quantized_matmul": "quantized matmul kernel"}.get(
+        family or "", "matmul kernel")
+    return Verdict(bucket, None, None, family, public_precision(prec),
+                   f"{what} by {by}, {prec} from {where} -> {bucket}; {how}", None, flops)
 
 
 def _matmul_evidence(op: Op) -> str:
@@ -388,9 +431,9 @@ RULES: tuple[Rule, ...] = (
          _r_collective_name),
     Rule("attention.kernel", "Pallas attention kernel (splash/flash/ragged paged) -> attention.",
          _r_attention_kernel),
-    Rule("matmul.megablox", "Megablox gmm/tgmm kernel -> matmul by precision.", _r_megablox),
-    Rule("matmul.quantized", "Quantized / low-bit matmul kernel (quantized_matmul, qmm, w8a8, w4a16, int8/fp8/fp4 "
-         "operands) -> matmul bucket of its activation precision; FLOPs from operand shapes.", _r_quantized_matmul),
+    Rule("matmul.kernel", "Custom kernel (custom-call / Pallas call) whose name, scope, attributes, kernel metadata "
+         "or operand shapes say matmul -> matmul bucket of its activation precision (family megablox_gmm, "
+         "quantized_matmul or pallas_matmul); FLOPs 2*M*N*K from the shapes.", _r_matmul_kernel),
     Rule("attention.scope", "Op under an attention-core tf_op scope, or matmul/softmax under an attention "
          "scope outside projections -> attention.", _r_attention_scope),
     Rule("matmul", "convolution/output fusion category, dot/convolution opcode or kOutput fusion -> matmul "

@@ -24,7 +24,7 @@ COLLECTIVES: tuple[str, ...] = (
 )
 ROLES: tuple[str, ...] = ("start", "done", "sync", "offload_start", "offload_done")
 KERNELS: tuple[str, ...] = ("splash", "flash", "ragged_paged_attention", "paged_attention", "megablox_gmm",
-                            "quantized_matmul", "pallas")
+                            "quantized_matmul", "pallas_matmul", "pallas")
 #: Matmul precision: the MXU's input type (bf16, fp8, f32, int8); weight-only
 #: quantized kernels say their weight and activation widths (w4a16: 4-bit
 #: weights, bf16 activations, computed on the MXU in bf16).
@@ -149,6 +149,11 @@ MATMUL_NAME = re.compile(r"matmul|gemm|(?<![a-z])(?:mm|dot)(?![a-z])")
 LOWBIT_ARRAY = re.compile(r"(?<![A-Za-z0-9_])(s8|u8|s4|u4|f8e[0-9a-z]+|f4e[0-9a-z]+)\[([0-9,\s]*)\]")
 _FLOAT_ARRAY = re.compile(r"(?<![A-Za-z0-9_])(bf16|f16|f32|f8e[0-9a-z]+|s8|u8)\[([0-9,\s]*)\]")
 BITS = {"s8": 8, "u8": 8, "s4": 4, "u4": 4}
+
+# Attention-kernel block parameters in a kernel's `xprof_metadata` JSON
+# (splash: block_q / block_kv / block_kv_compute): a kernel tiled over query
+# and key/value blocks is an attention kernel whatever it is called.
+ATTENTION_METADATA = (re.compile(r"(?<![a-z_])block_q(?![a-z])", _I), re.compile(r"(?<![a-z_])block_kv", _I))
 
 # Megablox grouped matmul kernel names / scopes: `gmm`, `tgmm`, `gmm_v2-...`,
 # `jit(gmm)`; "gmm" must be a whole token (letters/digits not adjacent).

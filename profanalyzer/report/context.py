@@ -20,6 +20,7 @@ from typing import Mapping, Sequence
 from profanalyzer.format import count, ms, pct
 from profanalyzer.model import Analysis, Finding, Findings, RuleDoc, TopOp
 from profanalyzer.report import svg
+from profanalyzer.report.collectives_view import card_sources
 from profanalyzer.stats import median_of
 from profanalyzer.shell import finding_lines
 from profanalyzer.report.sections import build_sections, mxu_text
@@ -299,6 +300,7 @@ def _card(rank: int, f: Finding, a: Analysis, docs: Mapping[str, RuleDoc]) -> Ca
         guide_section=f.guide_section,
         doc=DocView(doc.detects, doc.why, doc.change) if doc is not None else None,
         merged_note=f.merged_note,
+        sources=card_sources(f, a, TOP_OPS_ROWS),
     )
 
 
@@ -546,6 +548,7 @@ def _op_rows(ops: Sequence[TopOp], start: int = 1, peaks: Mapping[str, tuple[str
                 roof=pct(op.roofline_fraction, 0),
                 roof_v=float(op.roofline_fraction) if op.roofline_fraction is not None else -1.0,
                 tf_op=op.tf_op,
+                source=op.source,
             )
         )
     return tuple(rows)

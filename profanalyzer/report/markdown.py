@@ -130,6 +130,8 @@ def render_markdown(analysis: Analysis, findings: Findings | None, *, max_recomm
                 out.append(f"- {md_escape(e, line_start=True)}")
             if len(f.evidence) > MAX_EVIDENCE:
                 out.append(f"- _… {len(f.evidence) - MAX_EVIDENCE} more in the HTML report_")
+            for src in f.sources:
+                out.append(f"- source: {md_escape(src, line_start=True)}")
             change = finding_lines(f)
             if change:
                 out.append("")

@@ -14,6 +14,9 @@ from markupsafe import Markup
 from profanalyzer.format import ms, pct
 from profanalyzer.model import Analysis
 from profanalyzer.report import svg
+from profanalyzer.report.antipatterns_view import AntiPatternsView, antipatterns_markdown, antipatterns_view
+from profanalyzer.report.counters_view import CountersView, counters_markdown, counters_view
+from profanalyzer.report.collectives_view import CollectivesView, collectives_markdown, collectives_view
 from profanalyzer.scopes import DEFAULT_DEPTH, collapse
 from profanalyzer.vocab import BUCKETS, IDLE_CAUSE_LABELS, IDLE_CAUSES
 
@@ -36,6 +39,7 @@ class ScopeRowView:
     remat_ms: str
     ops: int
     count: int
+    source: str = ""  # Python file:line (function) of its ops
 
 
 @dataclass(frozen=True)
@@ -73,7 +77,7 @@ def scopes_view(a: Analysis, depth: int = DEFAULT_DEPTH, limit: int = SCOPE_ROWS
     rows = collapse(a.scopes, depth)
     out = tuple(
         ScopeRowView(r.scope, sort_key(r.ps), ms(r.ps), pct(r.fraction), _main_bucket(r.buckets), sort_key(r.exposed_comm_ps),
-                     ms(r.exposed_comm_ps), sort_key(r.remat_ps), ms(r.remat_ps), r.ops, r.count)
+                     ms(r.exposed_comm_ps), sort_key(r.remat_ps), ms(r.remat_ps), r.ops, r.count, r.source)
         for r in rows[:limit]
     )
     note = (f"Self time per kept step, averaged over TensorCores, by JAX name scope (tf_op) to depth {depth}: "
@@ -190,11 +194,15 @@ class Sections:
     idle: IdleView | None = None
     memory: MemoryView | None = None
     step_classes: tuple[str, ...] = ()
+    collectives: CollectivesView | None = None  # issue #26: per collective type (report.collectives_view)
+    antipatterns: AntiPatternsView | None = None  # issue #26: HLO anti-patterns (report.antipatterns_view)
+    counters: CountersView | None = None  # issue #26: kernel counters (report.counters_view)
 
 
 def build_sections(a: Analysis) -> Sections:
     return Sections(scopes=scopes_view(a), idle=idle_view(a), memory=memory_view(a),
-                    step_classes=tuple(step_class_text(c) for c in a.steps.classes))
+                    step_classes=tuple(step_class_text(c) for c in a.steps.classes), collectives=collectives_view(a),
+                    antipatterns=antipatterns_view(a), counters=counters_view(a))
 
 
 #: Rows of the Markdown scope table.
@@ -220,6 +228,9 @@ def markdown_sections(a: Analysis, esc) -> list[str]:
         if iv.activity:
             out.append("Host activity during host-caused idle: " + "; ".join(esc(x) for x in iv.activity) + ".")
             out.append("")
+    out += collectives_markdown(a, esc)
+    out += antipatterns_markdown(a, esc)
+    out += counters_markdown(a, esc)
     sv = scopes_view(a, limit=MARKDOWN_SCOPE_ROWS)
     if sv is not None:
         out.append(f"#### Name scopes (depth {sv.depth}, self time per kept step)")

@@ -73,6 +73,7 @@ class Card:
     doc: DocView | None
     merged_note: str
     trace_marker: str = ""  # where `--trace-out` put this finding's marker ('' without an export)
+    sources: tuple[tuple[str, str], ...] = ()  # (op: file:line, anchor of its top-ops row or '')
 
 
 @dataclass(frozen=True)
@@ -209,6 +210,7 @@ class OpRow:
     roof: str
     roof_v: float
     tf_op: str
+    source: str = ""  # Python file:line (function) of its HLO
 
 
 @dataclass(frozen=True)

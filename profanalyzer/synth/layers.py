@@ -12,6 +12,7 @@ from .builder import (
     CORE_PEAK_FP8,
     OP,
     OpT,
+    compute_ps,
 )
 
 
@@ -135,9 +136,38 @@ def _mlp_fwd_ops(b: Builder, sc: str, phase: str, remat: bool, upto_silu: bool =
               remat_suffix=remat, source="linears.py:262")
     out.append((OP, si.idx))
     if not upto_silu:
-        wo = b.matmul(f"{sc}/mlp/wo/{DG_FWD}", b.Tm, b.F, b.D, phase=phase, dts=dts, remat=remat)
+        if b.s.custom_matmul and not b.fp8:
+            wo = custom_matmul_kernel(b, f"{sc}/mlp/wo", b.Tm, b.F, b.D, phase=phase, remat=remat)
+        else:
+            wo = b.matmul(f"{sc}/mlp/wo/{DG_FWD}", b.Tm, b.F, b.D, phase=phase, dts=dts, remat=remat)
         out.append((OP, wo.idx))
     return out
+
+
+#: The custom kernel's name: no matmul word in it, so only its shapes can say what it computes.
+CUSTOM_MATMUL_KERNEL = "fused_ffn_down_block"
+
+
+def custom_matmul_kernel(b: Builder, scope: str, M: int, K: int, N: int, *, phase: str, remat: bool) -> OpT:
+    """A user's Pallas kernel computing x[M, K] @ w[K, N] -> [M, N] in bf16
+    under a name that says nothing (``fused_ffn_down_block``): a
+    tpu_custom_call with typed operands, an xprof_metadata JSON of block sizes
+    and no flops stat. Truth: matmul_bf16, FLOPs 2*M*N*K."""
+    name = b.nm.name(CUSTOM_MATMUL_KERNEL)
+    x, w, o = shape("bf16", (M, K)), shape("bf16", (K, N)), shape("bf16", (M, N))
+    text = (f"%{name} = {o}{{1,0}} custom-call({x}{{1,0}} {b.last}, {w}{{1,0}} %param.{b.nm.num('param')}), "
+            f"custom_call_target=\"tpu_custom_call\", operand_layout_constraints={{{x}{{1,0}}, {w}{{1,0}}}}, "
+            f"frontend_attributes={{kernel_metadata={{xprof_metadata=\"{{\\\"block_m\\\":512,"
+            f"\\\"block_n\\\":512,\\\"block_k\\\":1024}}\"}}}}")
+    flops = 2 * M * N * K
+    byts = nbytes("bf16", (M, K)) + nbytes("bf16", (K, N)) + nbytes("bf16", (M, N))
+    op = b.new_op(name=name, hlo=text, category="custom-call", bucket="matmul_bf16", phase=phase,
+                  tf_op=f"{scope}/jit({CUSTOM_MATMUL_KERNEL})/pallas_call:", source="model/ffn_kernel.py:88",
+                  flops=flops, model_flops=0 if remat else flops, bytes_accessed=0, raw_bytes=0, shape=o,
+                  base_ps=compute_ps(flops, byts, CORE_PEAK_BF16, b.s.matmul_eff, eff_m=0.85), stat_flops=False,
+                  precision="bf16", remat=remat)
+    b.last = "%" + name
+    return op
 
 
 def _moe_fwd_ops(b: Builder, sc: str, phase: str, remat: bool, with_comm: bool = True) -> list:

@@ -123,6 +123,9 @@ class Scenario:
     heavy_extra_us: float = 0.0  # ... wait this long on the host before their train program
     hlo_memory: bool = False  # the train program's Hlo Proto is a real one with a buffer assignment (synth.hlo_memory)
     peer_gate: bool = False  # each top-level collective done/sync op waits, idle, until the slowest core reaches it (a barrier)
+    # -- issue #26 (defaults keep the old bytes) --------------------------------
+    custom_matmul: bool = False  # the MLP's down projection is a Pallas kernel with an unfamiliar name (no flops stat)
+    counters: bool = False  # _counters_ (% util samples) and emit_pipeline XLA TraceMe phases over the Pallas kernels
 
     @property
     def extended_truth(self) -> bool:

@@ -216,6 +216,17 @@ def build_truth(tl: Timeline, hostnames: list[str], plane_names: dict) -> dict:
     }
     if spec.extended_truth:
         _extend_truth(truth, tl, hostnames, kept, step_ps, train_prog)
+    if spec.custom_matmul:
+        # issue #26: custom Pallas kernels without a flops stat: what each computes
+        truth["custom_kernels"] = {o.name: {"bucket": o.bucket, "flops": int(o.flops), "precision": o.precision or None}
+                                   for o in plan.ops if o.category == "custom-call" and not o.stat_flops}
+    if spec.counters:
+        # issue #26: the counter profile of each Pallas kernel (synth.counters)
+        from .counters import PROFILES, profile_of
+
+        truth["counters"] = {o.name: {"utilisation": PROFILES[k][0], "ep_wait_fraction": PROFILES[k][1],
+                                      "verdict": PROFILES[k][2]}
+                             for o in plan.ops for k in (profile_of(o),) if k is not None}
     return truth
 
 

@@ -293,6 +293,15 @@ def write_host(tl: Timeline, h: int, hostname: str, seed: int, counts: dict) -> 
         tm_d = np.array([x[2][gi] for x in tl.traceme], dtype=np.int64)
         tm_g = np.array([x[3] for x in tl.traceme], dtype=np.int64)
 
+        if spec.counters:
+            ctr_line, ph = _counter_lines(tl, gi, ops, ev, st, clock, stable_hash(spec.name) + seed)
+            if ctr_line:
+                lines.append(ctr_line)
+            if len(ph[0]):
+                tm_meta, tm_s, tm_d, tm_g = (np.concatenate([a, b]) for a, b in zip((tm_meta, tm_s, tm_d, tm_g), ph))
+                o_ = np.argsort(tm_s, kind="stable")
+                tm_meta, tm_s, tm_d, tm_g = tm_meta[o_], tm_s[o_], tm_d[o_], tm_g[o_]
+
         def enc_tm(origin, tm_meta=tm_meta, tm_s=tm_s, tm_d=tm_d, tm_g=tm_g):
             return P.encode_events(tm_meta, tm_s - origin, tm_d, [(st.id("group_id"), P.V_INT64, tm_g, None)])
 
@@ -317,6 +326,44 @@ def write_host(tl: Timeline, h: int, hostname: str, seed: int, counts: dict) -> 
     counts["xla_ops_events"] = counts.get("xla_ops_events", 0) + n_xla
     counts["device_events"] = counts.get("device_events", 0) + n_dev
     return P.encode_space(planes, [hostname])
+
+
+def _counter_lines(tl: Timeline, gi: int, ops, ev: "_Events", st: _Stats, clock: _Clock, seed: int):
+    """(the `_counters_` line, the emit_pipeline phases (meta, start, dur, group)) of one TensorCore."""
+    from .counters import PROFILES, UNITS, profile_of, windows
+
+    kinds = [profile_of(o) for o in ops]
+    occ = [i for i, t in enumerate(tl.occ_tid.tolist()) if kinds[t] is not None]
+    util_id = st.id("% util")
+    events: list[tuple[int, int, int, float]] = []  # (start, dur, unit meta, util)
+    ph_meta, ph_s, ph_d, ph_g = [], [], [], []
+    for i in occ:
+        t = int(tl.occ_tid[i])
+        s0, d0 = int(tl.occ_start[i, gi]), int(tl.occ_dur[i, gi])
+        utils, wait, _ = PROFILES[kinds[t]]
+        ws, we = windows(s0, d0, seed + i)
+        for u in UNITS:
+            if u in utils:
+                mid = ev.get(("ctr", u), u)
+                events.extend((int(a), int(b - a), mid, utils[u] * 100.0) for a, b in zip(ws.tolist(), we.tolist()))
+        w = int(round(d0 * wait))
+        for name, a, d in (("ep_wait_in", s0, w), ("ep_run_kernel", s0 + w, d0 - w)):
+            ph_meta.append(ev.get(("tm", name), name))
+            ph_s.append(a)
+            ph_d.append(d)
+            ph_g.append(int(tl.occ_step[i]))
+    phases = tuple(np.asarray(x, dtype=np.int64) for x in (ph_meta, ph_s, ph_d, ph_g))
+    if not events:
+        return b"", phases
+    events.sort()
+    first = events[0][0]
+    last = max(a + d for a, d, _, _ in events)
+    ts, origin = clock.line_ts(first)
+    line = pb.XLine(id=6, name="_counters_", timestamp_ns=ts, duration_ps=last - first)
+    for a, d, mid, u in events:
+        line.events.add(metadata_id=mid, offset_ps=a - origin, duration_ps=d,
+                        stats=[pb.XStat(metadata_id=util_id, double_value=u)])
+    return line.SerializeToString(), phases
 
 
 def _sparsecore_plane(tl: Timeline, h: int, c: int, k: int, hostname: str, clock: _Clock, pid: int):

@@ -1,0 +1,324 @@
+"""Hardware counters, Pallas pipeline phases and device-plane peaks.
+
+* `_counters_` line (TensorCore planes of captures taken with the
+  kernel-profiling libtpu flags): one event per counter sample, named by
+  unit (`MXU`, `Vector ALU`, `Vector Load`, ...), with a `% util` stat (a
+  double) and a duration (the sample window, not uniform). Per op: the
+  time-weighted utilisation of each unit over the op's span (each sample
+  weighted by its overlap with the op's events), and the median sample.
+* `XLA TraceMe` line: the phases of a Pallas `emit_pipeline` kernel
+  (`ep_wait_in`, `ep_wait_out`, `ep_run_kernel`, ...). Per op: the share of
+  its span spent in `ep_wait_*` phases (waiting for its pipeline's DMA).
+* Ops whose samples (or phases) cover less than MIN_COVERAGE of their span
+  are left out (a neighbour's edge inside a sample window).
+* Kernel verdict (ops with counter samples): `waiting_on_dma` when the
+  `ep_wait_*` share is at least WAIT_BOUND; else `mxu_bound` when the MXU is
+  at least MXU_BOUND busy; else `vector_bound` when a vector unit is at
+  least VECTOR_BOUND busy; else `low_utilisation`. Each with its lever.
+* Device-plane peaks (`peak_teraflops_per_second`,
+  `peak_hbm_bw_gigabytes_per_second`, per TensorCore plane): used instead of
+  the hardware table when present (the note says which), FP8 and ICI
+  figures stay the table's.
+
+The lines are read from the capture files themselves (the analysis reader
+keeps neither line), only their TensorCore planes, and only when a plane's
+event metadata names a counter unit or a pipeline phase; a capture without
+them has no counters (`None`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+from profanalyzer.attribution import CoreWork
+from profanalyzer.model import KernelCounters
+from profanalyzer.trace import LINE_OPS, Trace
+
+__all__ = ["COUNTERS_LINE", "TRACEME_LINE", "UTIL_STAT", "kernel_counters", "with_device_peaks", "read_counter_lines",
+           "MXU_BOUND", "VECTOR_BOUND", "WAIT_BOUND", "VERDICTS", "ops_precision", "with_counter_tags"]
+
+COUNTERS_LINE = "_counters_"
+TRACEME_LINE = "XLA TraceMe"
+UTIL_STAT = "% util"
+MXU_BOUND = 0.6
+VECTOR_BOUND = 0.6
+WAIT_BOUND = 0.3
+VECTOR_UNITS = ("Vector ALU", "Vector Load", "Vector Store", "Vector EUP")
+#: Share of an op's span its samples (or phases) must cover to be reported.
+MIN_COVERAGE = 0.5
+#: Ops with counters reported at most (by time).
+MAX_OPS = 30
+
+#: verdict -> (lever, what to change)
+VERDICTS: dict[str, tuple[str, str]] = {
+    "waiting_on_dma": ("tokamax", "the kernel waits on its pipeline's input/output DMA: bigger blocks (tune-jax block "
+                                  "sizes, guide L6) and more scoped VMEM for them (xla_tpu_scoped_vmem_limit_kib, L5)"),
+    "mxu_bound": ("fp8", "the MXU is the limit: fewer MXU passes per FLOP -- bf16 instead of f32 operands (an f32 "
+                         "matmul runs several passes: 72% MXU busy is ~12% of the bf16 peak), then FP8 (guide L1)"),
+    "vector_bound": ("tokamax", "the vector units are the limit, not the MXU: move elementwise work out of the "
+                                "kernel's inner loop or fuse it into the matmul epilogue; retune block sizes (L6)"),
+    "low_utilisation": ("tokamax", "no unit is busy: the kernel is latency-bound (small blocks, too little work per "
+                                   "grid step): larger blocks with tune-jax (L6)"),
+}
+
+
+def with_device_peaks(trace: Trace) -> tuple[Trace, str]:
+    """The trace with its chip's BF16 and HBM peaks from the TensorCore planes' own stats when
+    present, and the note saying which source the peaks are from ("" when unchanged)."""
+    tcs = trace.tensorcores
+    if not tcs:
+        return trace, ""
+    tf = [p.stats.get("peak_teraflops_per_second") for p in tcs]
+    bw = [p.stats.get("peak_hbm_bw_gigabytes_per_second") for p in tcs]
+    tf_ok = [float(x) for x in tf if isinstance(x, (int, float)) and x > 0]
+    bw_ok = [float(x) for x in bw if isinstance(x, (int, float)) and x > 0]
+    if not tf_ok and not bw_ok:
+        return trace, ""
+    chip = trace.chip
+    per = chip.planes_per_chip
+    kw = {}
+    said = []
+    if tf_ok:
+        v = float(np.median(tf_ok)) * per
+        if abs(v - chip.peak_bf16_tflops) > 1e-6 * max(1.0, v):
+            kw["peak_bf16_tflops"] = v
+        said.append(f"BF16 peak {v / per:g} TFLOP/s per TensorCore")
+    if bw_ok:
+        v = float(np.median(bw_ok)) * per
+        if abs(v - chip.hbm_gbps) > 1e-6 * max(1.0, v):
+            kw["hbm_gbps"] = v
+        said.append(f"HBM {v / per:g} GB/s per TensorCore")
+    same = "" if kw else " (the same as the hardware table)"
+    note = (f"peaks from the device planes (peak_teraflops_per_second / peak_hbm_bw_gigabytes_per_second): "
+            f"{', '.join(said)}{same}; FP8 and ICI from the hardware table")
+    if kw:
+        trace = replace(trace, chip=replace(chip, **kw))
+    return trace, note
+
+
+def read_counter_lines(path: str | Path) -> dict[str, dict[str, tuple[np.ndarray, ...]]]:
+    """plane name -> {"counters": (start_ps, end_ps, unit index, util), "units": names,
+    "phases": (start_ps, end_ps, is_wait)} for each TensorCore plane of one
+    capture file with a `_counters_` or emit_pipeline `XLA TraceMe` line.
+    Times are relative to the plane's earliest line timestamp, as the
+    analysis reader places them."""
+    from profanalyzer.xspace import reader, wire, xplane_pb2
+
+    buf, index = reader.open_space(Path(path), want=lambda r: r.kind == "tensorcore")
+    out: dict[str, dict] = {}
+    for ref in index.planes:
+        if ref.kind != "tensorcore" or not ref.held:
+            continue
+        start, end = ref.offset, ref.offset + ref.length
+        fld, wt, ps, pe, tag = wire.scan_fields(buf, start, end)
+        spans = [(int(a), int(b)) for f, w, a, b in zip(fld.tolist(), wt.tolist(), ps.tolist(), pe.tolist()) if f == 3 and w == 2]
+        heads = [wire.peek_line(buf, a, b) for a, b in spans]
+        want = [(a, b) for (a, b), h in zip(spans, heads) if h is None or h[0] in (COUNTERS_LINE, TRACEME_LINE)]
+        if not want:
+            continue
+        lines = [xplane_pb2.XLine.FromString(bytes(buf[a:b])) for a, b in want]  # type: ignore[attr-defined]
+        lines = [ln for ln in lines if (ln.name or ln.display_name) in (COUNTERS_LINE, TRACEME_LINE) and len(ln.events)]
+        if not lines:
+            continue
+        rest = [(int(t), int(b)) for f, w, t, b in zip(fld.tolist(), wt.tolist(), tag.tolist(), pe.tolist()) if f in (4, 5)]
+        meta = xplane_pb2.XPlane.FromString(b"".join(bytes(buf[t:b]) for t, b in rest))  # type: ignore[attr-defined]
+        ev_names = {k: v.name for k, v in meta.event_metadata.items()}
+        st_names = {k: v.name for k, v in meta.stat_metadata.items()}
+        # the origin: the earliest timestamp of any line with events (the analysis reader's)
+        ts_all = [h[1] for h in heads if h is not None and h[2]]
+        origin = min(ts_all + [ln.timestamp_ns for ln in lines]) if (ts_all or lines) else 0
+        rec: dict = {}
+        for ln in lines:
+            base = (ln.timestamp_ns - origin) * 1000
+            name = ln.name or ln.display_name
+            if name == COUNTERS_LINE:
+                units: dict[str, int] = {}
+                rows = []
+                for e in ln.events:
+                    util = None
+                    for s in e.stats:
+                        if st_names.get(s.metadata_id) == UTIL_STAT:
+                            util = s.double_value if s.WhichOneof("value") == "double_value" else float(
+                                getattr(s, s.WhichOneof("value") or "double_value", 0) or 0)
+                    if util is None:
+                        continue
+                    u = units.setdefault(ev_names.get(e.metadata_id, "?"), len(units))
+                    rows.append((base + e.offset_ps, base + e.offset_ps + e.duration_ps, u, util / 100.0))
+                if rows:
+                    a = np.asarray(rows, dtype=np.float64)
+                    rec["counters"] = (a[:, 0].astype(np.int64), a[:, 1].astype(np.int64), a[:, 2].astype(np.int64), a[:, 3])
+                    rec["units"] = tuple(units)
+            else:
+                rows = [(base + e.offset_ps, base + e.offset_ps + e.duration_ps,
+                         ev_names.get(e.metadata_id, "").startswith("ep_wait"))
+                        for e in ln.events if ev_names.get(e.metadata_id, "").startswith("ep_")]
+                if rows:
+                    a = np.asarray(rows, dtype=np.int64)
+                    rec["phases"] = (a[:, 0], a[:, 1], a[:, 2].astype(bool))
+        if rec:
+            out[ref.name] = rec
+    return out
+
+
+def _has_counter_names(names) -> bool:
+    """A plane's event metadata names a counter unit or an emit_pipeline phase (the lines' events use them)."""
+    return any(n == "MXU" or n.startswith("ep_wait") or n in VECTOR_UNITS for n in names)
+
+
+def ops_precision(ops) -> dict[str, tuple[str, str | None]]:
+    """op name -> (bucket, precision tag) of the top ops (the verdict's lever reads the precision)."""
+    return {o.name: (o.bucket, next((t.split(":", 1)[1] for t in o.tags if t.startswith("precision:")), None))
+            for o in ops}
+
+
+def _overlap(s: np.ndarray, e: np.ndarray, os_: np.ndarray, oe: np.ndarray) -> np.ndarray:
+    """Per sample [s, e): its total overlap with the (disjoint, sorted) spans [os_, oe)."""
+    if not len(os_):
+        return np.zeros(len(s))
+    cum = np.concatenate([[0], np.cumsum(oe - os_)])
+
+    def covered(t):
+        k = np.searchsorted(os_, t, side="right")
+        prev_end = np.where(k > 0, oe[np.clip(k - 1, 0, None)], 0)
+        inside = np.where(k > 0, np.minimum(t, prev_end) - os_[np.clip(k - 1, 0, None)], 0)
+        return cum[np.clip(k - 1, 0, None)] * (k > 0) + np.maximum(inside, 0)
+
+    return (covered(e) - covered(s)).astype(np.float64)
+
+
+def kernel_counters(trace: Trace, work: Sequence[CoreWork], kept_steps: set[int], step_mean_ps: float,
+                    bucket_of: dict[str, tuple[str, str | None]] | None = None) -> tuple[KernelCounters, ...] | None:
+    """Per op with counter samples or pipeline phases: utilisation by unit, ep_wait share, verdict."""
+    if not any(_has_counter_names(p.meta.name) for p in trace.tensorcores):
+        return None  # no plane names a counter unit or a pipeline phase: nothing to re-read
+    files = sorted({h.file for h in trace.hosts if h.file})
+    lines: dict[tuple[str, str], dict] = {}
+    for f in files:
+        try:
+            got = read_counter_lines(f)
+        except Exception:  # noqa: BLE001 - a capture the analysis read stays analysable without its counters
+            continue
+        host = next((h.name for h in trace.hosts if h.file == f), "")
+        for plane, rec in got.items():
+            lines[(host, plane)] = rec
+    if not lines:
+        return None
+    kept = np.asarray(sorted(kept_steps), dtype=np.int64)
+    acc: dict[str, dict] = {}
+    n_core_steps = 0
+    for w in work:
+        rec = lines.get((w.plane.host, w.plane.name))
+        st = trace.steps.get(w.plane.label)
+        ln = w.plane.line(LINE_OPS)
+        if st is None:
+            continue
+        sel = np.isin(st.number, kept)
+        n_core_steps += int(sel.sum())
+        if rec is None or ln is None or not len(ln.events):
+            continue
+        ks, ke = np.sort(st.start_ps[sel]), np.sort(st.end_ps[sel])
+        ev = ln.events
+        in_step = np.zeros(len(ev), dtype=bool)
+        k = np.searchsorted(ks, ev.start_ps, side="right") - 1
+        ok = k >= 0
+        in_step[ok] = ev.start_ps[ok] < ke[k[ok]]
+        names = w.plane.meta.short_names
+        # leaf events: a loop or call op holds the kernels it runs, its samples are theirs
+        has_child = np.zeros(len(ev), dtype=bool)
+        par = ev.parent[ev.parent >= 0]
+        has_child[par] = True
+        top = np.flatnonzero(in_step & ~has_child)
+        by_name: dict[str, list[int]] = {}
+        for i in top.tolist():
+            by_name.setdefault(names[int(ev.meta[i])], []).append(i)
+        cnt = rec.get("counters")
+        ph = rec.get("phases")
+        units = rec.get("units", ())
+        for name, idx in by_name.items():
+            ii = np.asarray(idx)
+            os_, oe = ev.start_ps[ii], ev.end_ps[ii]
+            order = np.argsort(os_)
+            os_, oe = os_[order], oe[order]
+            span = float((oe - os_).sum())
+            if span <= 0:
+                continue
+            a = acc.setdefault(name, {"span": 0.0, "w": {}, "wu": {}, "samples": {}, "wait": 0.0, "phase": 0.0})
+            has = False
+            if cnt is not None:
+                s, e, u, util = cnt
+                ov = _overlap(s, e, os_, oe)
+                hit = ov > 0
+                if hit.any():
+                    has = True
+                    for j in range(len(units)):
+                        m = hit & (u == j)
+                        if m.any():
+                            a["w"][units[j]] = a["w"].get(units[j], 0.0) + float(ov[m].sum())
+                            a["wu"][units[j]] = a["wu"].get(units[j], 0.0) + float((ov[m] * util[m]).sum())
+                            a["samples"].setdefault(units[j], []).extend(util[m].tolist())
+            if ph is not None:
+                ps_, pe_, wait = ph
+                ov = _overlap(ps_, pe_, os_, oe)
+                if (ov > 0).any():
+                    has = True
+                    a["wait"] += float(ov[wait].sum())
+                    a["phase"] += float(ov.sum())
+            if has:
+                a["span"] += span
+    out = []
+    denom = max(1, n_core_steps)
+    for name, a in acc.items():
+        if a["span"] <= 0 or (not a["w"] and a["phase"] <= 0):
+            continue
+        # samples (or phases) must cover most of the op: a neighbour's edge inside a window says nothing
+        if max(max(a["w"].values(), default=0.0), a["phase"]) < MIN_COVERAGE * a["span"]:
+            continue
+        util = {u: a["wu"][u] / a["w"][u] for u in a["w"] if a["w"][u] > 0}
+        med = {u: float(np.median(v)) for u, v in a["samples"].items() if v}
+        wait = a["wait"] / a["span"] if a["phase"] > 0 else None
+        mxu = util.get("MXU")
+        vec = max((util[u] for u in VECTOR_UNITS if u in util), default=None)
+        if wait is not None and wait >= WAIT_BOUND:
+            verdict, why = "waiting_on_dma", f"ep_wait phases {wait:.0%} of its time"
+        elif mxu is not None and mxu >= MXU_BOUND:
+            verdict, why = "mxu_bound", f"MXU {mxu:.0%} busy"
+        elif vec is not None and vec >= VECTOR_BOUND:
+            verdict, why = "vector_bound", f"vector units {vec:.0%} busy, MXU {mxu or 0:.0%}"
+        elif util:
+            verdict, why = "low_utilisation", f"MXU {mxu or 0:.0%}, vector {vec or 0:.0%}"
+        else:
+            verdict, why = "", ""
+        bucket, precision = (bucket_of or {}).get(name, ("", None))
+        lever, change = VERDICTS.get(verdict, ("", ""))
+        if verdict == "mxu_bound" and precision == "bf16":
+            change = "the MXU is the limit at bf16: FP8 operands double its peak (guide L1)"
+        ps = a["span"] / denom
+        out.append(KernelCounters(op=name, bucket=bucket, ps=ps, fraction=ps / step_mean_ps if step_mean_ps > 0 else 0.0,
+                                  utilisation=dict(sorted(util.items())), median_utilisation=dict(sorted(med.items())),
+                                  samples=sum(len(v) for v in a["samples"].values()), ep_wait_fraction=wait,
+                                  verdict=verdict, lever=lever, reason=f"{why}: {change}" if verdict else ""))
+    out.sort(key=lambda k: (-k.ps, k.op))
+    return tuple(out[:MAX_OPS])
+
+
+def with_counter_tags(analysis):
+    """The analysis with each top op that has counters tagged `counters:<verdict>` and `mxu:<NN>%`."""
+    kc = {k.op: k for k in (analysis.kernel_counters or ()) if k.verdict}
+    if not kc:
+        return analysis
+
+    def tag(o):
+        k = kc.get(o.name)
+        if k is None:
+            return o
+        extra = [f"counters:{k.verdict}"]
+        if "MXU" in k.utilisation:
+            extra.append(f"mxu:{k.utilisation['MXU'] * 100:.0f}%")
+        return replace(o, tags=tuple(o.tags) + tuple(extra))
+
+    return replace(analysis, top_ops=tuple(tag(o) for o in analysis.top_ops),
+                   kernel_ops=tuple(tag(o) for o in analysis.kernel_ops))

@@ -1,0 +1,221 @@
+"""Source lines: the Python `file:line` (and function) each op's HLO came
+from, for the top ops, the scope rows and the findings.
+
+Where a location comes from, first that has one:
+  1. the op's HLO instruction in the programs the capture carries
+     (`/host:metadata` HloProtos, or the compiled program itself): its stack
+     frame (`stack_frame_id` -> file, line, function), else its
+     `source_file` / `source_line` metadata;
+  2. the `XLA Ops` metadata's `source` stat (`file:line`);
+  3. for data-movement ops that carry none (copies, copy-start/-done,
+     bitcasts, tuples: the compiler inserts them), the location of the value
+     they move: the op producing their operand, else the first op using
+     their result, through up to `MAX_HOPS` such ops (the location then says
+     `via <op>`).
+An op with none of these has no source line (it is left out, never guessed).
+
+Reads the trace and, through profanalyzer.hlo, the programs in it; writes
+`TopOp.source`, `ScopeRow.source` and `Finding.sources`.
+"""
+
+from __future__ import annotations
+
+import re
+import weakref
+from collections import Counter
+from dataclasses import dataclass, replace
+from typing import Iterable, Mapping
+
+from profanalyzer.model import Analysis, Finding
+from profanalyzer.scopes import fold_scope
+from profanalyzer.trace import Trace
+
+__all__ = ["SourceLine", "capture_program", "source_lines", "with_source_lines", "finding_sources", "MAX_HOPS", "MOVERS"]
+
+#: Opcodes that only move or regroup a value: they take the location of the value they move.
+MOVERS = frozenset({"copy", "copy-start", "copy-done", "bitcast", "get-tuple-element", "tuple", "reshape",
+                    "transpose", "async-start", "async-done", "slice-start", "slice-done", "dynamic-update-slice",
+                    "dynamic-slice", "send", "recv", "send-done", "recv-done"})
+MAX_HOPS = 4
+#: A family row of the top ops: instruction numbers folded (`copy.* (5 ops)`).
+GROUP = re.compile(r"^(.+?)\.\* \(\d+ ops\)$")
+#: Source lines a finding lists at most.
+FINDING_SOURCES = 3
+
+
+@dataclass(frozen=True)
+class SourceLine:
+    file: str
+    line: int
+    function: str = ""
+    via: str = ""  # the op whose location a data-movement op took
+
+    @property
+    def text(self) -> str:
+        s = f"{self.file}:{self.line}"
+        if self.function:
+            s += f" ({self.function})"
+        if self.via:
+            s += f" via {self.via}" if not self.via[0].isdigit() else f" ({self.via})"
+        return s
+
+
+def _split_file_line(s: str) -> tuple[str, int] | None:
+    f, sep, ln = s.strip().rpartition(":")
+    if not sep or not f or not ln.isdigit():
+        return None
+    return f, int(ln)
+
+
+_PROGRAMS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def capture_program(trace: Trace):
+    """The programs the trace's first host file carries (`/host:metadata`
+    HloProtos, or the compiled program it was replayed from), read once per
+    trace; None when there are none or they cannot be read (a capture the
+    analysis read stays analysable without them)."""
+    if not trace.hosts:
+        return None
+    try:
+        return _PROGRAMS[trace]
+    except (KeyError, TypeError):
+        pass
+    from profanalyzer.hlo.load import read_program
+
+    try:
+        program = read_program(trace.hosts[0].file)
+    except Exception:  # noqa: BLE001 - corrupt or absent HLO: no source lines, no anti-patterns
+        program = None
+    try:
+        _PROGRAMS[trace] = program
+    except TypeError:
+        pass
+    return program
+
+
+def _hlo_locations(trace: Trace) -> tuple[dict[str, SourceLine], dict[str, tuple[str, tuple[str, ...], tuple[str, ...]]]]:
+    """(instruction -> own location, instruction -> (opcode, operands, users)) over every module the capture holds."""
+    own: dict[str, SourceLine] = {}
+    graph: dict[str, tuple[str, tuple[str, ...], tuple[str, ...]]] = {}
+    program = capture_program(trace)
+    if program is None:
+        return own, graph
+    for m in program.modules:
+        for c in m.computations:
+            users: dict[str, list[str]] = {}
+            for i in c.instructions:
+                for o in i.operands:
+                    users.setdefault(o, []).append(i.name)
+            for i in c.instructions:
+                md = i.metadata
+                loc = None
+                if md.stack_frame_id:
+                    got = m.stack.location(md.stack_frame_id)
+                    if got is not None and got[0]:
+                        loc = SourceLine(got[0], int(got[1]), got[2])
+                if loc is None and md.source_file:
+                    loc = SourceLine(md.source_file, int(md.source_line))
+                if loc is not None:
+                    own.setdefault(i.name, loc)
+                graph.setdefault(i.name, (i.opcode, tuple(i.operands), tuple(users.get(i.name, ()))))
+    return own, graph
+
+
+def source_lines(trace: Trace, names: Iterable[str]) -> dict[str, SourceLine]:
+    """The location of each op named (instruction / display names), where one is known."""
+    own, graph = _hlo_locations(trace)
+    stat: dict[str, SourceLine] = {}
+    for p in trace.tensorcores[:1] or trace.tensorcores:
+        md = p.meta
+        for row, s in enumerate(md.source):
+            if s:
+                fl = _split_file_line(s)
+                if fl is not None:
+                    stat.setdefault(md.short_name(row), SourceLine(*fl))
+
+    def direct(n: str) -> SourceLine | None:
+        return own.get(n) or stat.get(n)
+
+    def moved(n: str) -> SourceLine | None:
+        seen = {n}
+        frontier = [n]
+        for _ in range(MAX_HOPS):
+            nxt: list[str] = []
+            for x in frontier:
+                g = graph.get(x)
+                if g is None or g[0] not in MOVERS:
+                    continue
+                for y in (*g[1], *g[2]):  # producers first, then users
+                    if y in seen:
+                        continue
+                    seen.add(y)
+                    loc = direct(y)
+                    if loc is not None:
+                        return replace(loc, via=y)
+                    nxt.append(y)
+            frontier = nxt
+        return None
+
+    def one(n: str) -> SourceLine | None:
+        return direct(n) or moved(n)
+
+    out: dict[str, SourceLine] = {}
+    known = None
+    for n in dict.fromkeys(names):
+        loc = one(n)
+        g = GROUP.match(n) if loc is None else None
+        if g is not None:
+            # a family row of the top ops (`copy.* (5 ops)`): its members' most common line
+            if known is None:
+                known = sorted(set(graph) | set(stat))
+            rx = re.compile(re.escape(g.group(1)) + r"(?:\.\d+)?$")
+            locs = [x for x in (one(m) for m in known if rx.match(m)) if x is not None]
+            if locs:
+                texts = Counter(x.text for x in locs)
+                best, k = texts.most_common(1)[0]
+                loc = next(x for x in locs if x.text == best)
+                if len(texts) > 1:
+                    loc = replace(loc, via=(loc.via + "; " if loc.via else "") + f"{k} of {len(locs)} ops")
+        if loc is not None:
+            out[n] = loc
+    return out
+
+
+def with_source_lines(analysis: Analysis, trace: Trace) -> Analysis:
+    """The analysis with `source` set on its top / remat / kernel ops and its scope rows."""
+    ops = (*analysis.top_ops, *analysis.remat_ops, *analysis.kernel_ops)
+    locs = source_lines(trace, (o.name for o in ops))
+    if not locs:
+        return analysis
+
+    def put(rows):
+        return tuple(replace(o, source=locs[o.name].text) if o.name in locs else o for o in rows)
+
+    # a scope's line: the most common location of its ops (over the top ops and the op metadata)
+    by_scope: dict[str, Counter] = {}
+    for o in ops:
+        if o.name in locs and o.tf_op:
+            by_scope.setdefault(fold_scope(o.tf_op)[0], Counter())[locs[o.name].text] += 1
+    scopes = tuple(replace(r, source=by_scope[r.scope].most_common(1)[0][0]) if r.scope in by_scope else r
+                   for r in analysis.scopes)
+    return replace(analysis, top_ops=put(analysis.top_ops), remat_ops=put(analysis.remat_ops),
+                   kernel_ops=put(analysis.kernel_ops), scopes=scopes)
+
+
+def finding_sources(f: Finding, analysis: Analysis) -> Finding:
+    """The finding with the source lines of the top ops its evidence names (up to FINDING_SOURCES)."""
+    if f.sources:
+        return f
+    named: dict[str, None] = {}
+    text = "\n".join(f.evidence)
+    for o in (*analysis.top_ops, *analysis.kernel_ops, *analysis.remat_ops):
+        # the whole name: `copy-done` is not named by `copy-done.4`
+        if o.source and o.name and re.search(rf"(?<![\w.-]){re.escape(o.name)}(?![\w-]|\.\d)", text):
+            named.setdefault(f"{o.name}: {o.source}", None)
+    return replace(f, sources=tuple(named)[:FINDING_SOURCES]) if named else f
+
+
+def source_index(analysis: Analysis) -> Mapping[str, str]:
+    """Op name -> its source line, over the ops the analysis lists."""
+    return {o.name: o.source for o in (*analysis.top_ops, *analysis.kernel_ops, *analysis.remat_ops) if o.source}

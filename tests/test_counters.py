@@ -1,0 +1,93 @@
+"""Hardware counters (issue 26): per-op time-weighted unit utilisation from
+the `_counters_` line, the emit_pipeline `ep_wait_*` share from `XLA
+TraceMe`, the kernel verdict and its lever; device-plane peaks preferred
+over the hardware table. Truth: the synthesizer's counter profiles
+(synth.counters) and the real v6e capture's plane stats."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from profanalyzer.analysis import analyze, read_trace
+from profanalyzer.counters import VERDICTS, with_device_peaks
+from profanalyzer.synth import SCENARIOS, write_scenario
+
+ROOT = Path(__file__).resolve().parents[1]
+V6E = ROOT.parent / "shared" / "real-traces" / "v6e_host_offload.xplane.pb.gz"
+
+
+@pytest.fixture(scope="module")
+def ctr(tmp_path_factory):
+    path = tmp_path_factory.mktemp("ctr") / "ctr.xplane.pb"
+    spec = SCENARIOS["dense_short_fsdp"].with_(name="counters", custom_matmul=True, counters=True)
+    truth = write_scenario(spec, path, steps=3, layers=1)
+    return analyze(path), truth
+
+
+def test_every_kernel_with_counters_matches_its_profile(ctr):
+    a, truth = ctr
+    got = {k.op: k for k in a.kernel_counters}
+    assert set(truth["counters"]) <= set(got)
+    for name, t in truth["counters"].items():
+        k = got[name]
+        assert set(k.utilisation) == set(t["utilisation"])
+        for u, v in t["utilisation"].items():
+            assert k.utilisation[u] == pytest.approx(v, abs=0.01)  # time-weighted over the kernel's runs
+            assert k.median_utilisation[u] == pytest.approx(v, abs=1e-9)  # every sample says the same
+        assert k.ep_wait_fraction == pytest.approx(t["ep_wait_fraction"], abs=0.02)
+        assert k.verdict == t["verdict"] and k.lever == VERDICTS[k.verdict][0]
+        assert k.samples > 0 and k.ps > 0
+
+
+def test_verdicts_reach_the_top_ops_and_levers(ctr):
+    a, truth = ctr
+    mm = next(o for o in a.top_ops if o.name in truth["counters"] and truth["counters"][o.name]["verdict"] == "mxu_bound")
+    assert "counters:mxu_bound" in mm.tags and "mxu:72%" in mm.tags
+    k = next(k for k in a.kernel_counters if k.op == mm.name)
+    assert "FP8" in k.reason  # a bf16 kernel at 72% MXU: the next step is FP8
+    dma = next(k for k in a.kernel_counters if k.verdict == "waiting_on_dma")
+    assert "block sizes" in dma.reason and "scoped VMEM" in dma.reason
+
+
+def test_quiet_without_counter_lines():
+    a = analyze(ROOT / "sample_traces" / "dense_short_fsdp.xplane.pb.gz")
+    assert a.kernel_counters is None
+    assert not any(t.startswith("counters:") for o in a.top_ops for t in o.tags)
+
+
+def test_synthesized_plane_peaks_are_the_table_and_say_so():
+    a = analyze(ROOT / "sample_traces" / "dense_short_fsdp.xplane.pb.gz")
+    note = next(n for n in a.notes if n.startswith("peaks from the device planes"))
+    assert "the same as the hardware table" in note
+
+
+def test_no_plane_peaks_no_note():
+    tr = read_trace(ROOT / "sample_traces" / "dense_short_fsdp.xplane.pb.gz")
+    bare = replace(tr, planes=tuple(replace(p, stats={k: v for k, v in p.stats.items() if not k.startswith("peak_")})
+                                    for p in tr.planes))
+    t2, note = with_device_peaks(bare)
+    assert note == "" and t2.chip == tr.chip
+
+
+@pytest.mark.skipif(not V6E.exists(), reason="../shared/real-traces v6e capture not present")
+def test_real_v6e_peaks_come_from_its_planes():
+    tr = read_trace(V6E)
+    t2, note = with_device_peaks(tr)
+    assert t2.chip.hbm_gbps == pytest.approx(1637.993152512) and tr.chip.hbm_gbps == pytest.approx(1638.0)
+    assert "HBM 1637.99 GB/s" in note and "hardware table" in note
+    a = analyze(V6E)
+    assert a.hardware.hbm_gbps_per_chip == pytest.approx(1637.993152512)
+    assert a.kernel_counters is None  # this capture was taken without the kernel-profiling flags
+
+
+def test_notebook_frame_of_the_counters(ctr):
+    pytest.importorskip("pandas")
+    a, truth = ctr
+    df = a.frames()["counters"]
+    name = next(iter(truth["counters"]))
+    rows = df[df.op == name]
+    assert set(rows.unit) == set(truth["counters"][name]["utilisation"])
+    assert set(rows.verdict) == {truth["counters"][name]["verdict"]}
