@@ -103,3 +103,83 @@ def test_the_replayed_capture_agrees_with_the_hlo(p):
     assert total > 0 and agree / total >= 0.99, agree / total
     misses = {n: (t, b) for n, t, b, _w in rows if t != b}
     assert misses == {k: v[:2] for k, v in KNOWN_MISSES.get(p["name"], {}).items()}
+
+
+@pytest.mark.parametrize("p", PROGRAMS, ids=lambda p: p["name"])
+def test_partitions_from_the_collectives_groups(p):
+    # the HloProto holds no num_partitions: the collectives' replica groups give the device count
+    assert _program(p).main.num_partitions == p["devices"]
+
+
+def _analyze(p: dict, tmp_path, capsys, *extra) -> dict:
+    from conftest import run_cli
+
+    out = tmp_path / f"{p['name']}.json"
+    rc, _, _ = run_cli(capsys, "analyze", CORPUS / p["files"]["hlo_proto"], "--chip", _chip(p).key, "--json", out,
+                       "--no-html", *extra)
+    assert rc == 0
+    return json.loads(out.read_text())
+
+
+@pytest.mark.parametrize("p", PROGRAMS, ids=lambda p: p["name"])
+def test_sparsecore_offload_verdict_is_the_compilers_placement(p, tmp_path, capsys):
+    doc = _analyze(p, tmp_path, capsys)
+    m = _program(p).main
+    placed = {k: False for k in OFFLOADABLE}
+    present = set()
+    for r in schedule(m):
+        t = hlo_bucket(m, r)
+        present.add(t.collective)
+        if r.sparsecore and t.collective in placed:
+            placed[t.collective] = True
+    sc = doc["sparsecore_offload"]
+    verdict = sc.get("offloaded") or {}
+    # per collective type the program runs: offloaded in the analysis <=> on the SparseCore in the HLO
+    assert {k: bool(verdict.get(k)) for k in OFFLOADABLE if k in present} == \
+        {k: v for k, v in placed.items() if k in present}, (sc, placed)
+    assert sc["detected"] == any(placed.values()) or not any(placed.values())
+    off_flags = [f for f in p["flags"] if "sparse_core_collective_offload" in f and f.endswith("=false")]
+    for f in off_flags:  # a flag turned off: that type is not offloaded
+        kind = f.split("offload_", 1)[1].split("=")[0]
+        assert not placed[kind], f
+    if p["name"] == "dense_fsdp":  # default flags on TPU7x: all-gathers and reduce-scatters on the SparseCore
+        assert placed["all_gather"] and placed["reduce_scatter"] and not placed["all_reduce"]
+
+
+def _hbm(p: dict):
+    from profanalyzer.hlo.memory import assignment_stats, compiler_stats, proto_allocations
+
+    proto = gzip.decompress((CORPUS / p["files"]["hlo_proto"]).read_bytes())
+    ours = assignment_stats(proto_allocations(proto))
+    comp = compiler_stats((CORPUS / p["files"]["compiler"]).read_text())
+    assert comp is not None
+    return ours, comp
+
+
+#: The buffer assignment in the HloProto is the one dumped after optimizations; the compiler's
+#: memory_analysis() reports the final executable's, whose temp is larger on every training program
+#: here (buffers the passes after that stage add -- the after_codegen module carries no buffer
+#: assignment to check). Arguments, outputs and aliasing agree exactly; the temp gap is stated, not hidden:
+#: measured 11-34% of the compiler's temp (up to 25% of the peak) on the training programs, within 1% on
+#: serving_decode and v5p_dense_fsdp.
+PEAK_GAP_MAX = 0.35
+
+
+@pytest.mark.parametrize("p", PROGRAMS, ids=lambda p: p["name"])
+def test_hbm_from_the_buffer_assignment_beside_memory_analysis(p, tmp_path, capsys):
+    ours, comp = _hbm(p)
+    assert (ours.argument, ours.output, ours.alias) == (comp.argument, comp.output, comp.alias)
+    assert ours.temp > 0 and abs(ours.peak - comp.peak) / comp.peak < PEAK_GAP_MAX
+    # the analysis states both figures and the fit in the chip's HBM
+    doc = _analyze(p, tmp_path, capsys)
+    note = next(n for n in doc["notes"] if "HBM from the buffer assignment" in n)
+    assert f"temp {ours.temp} = {ours.peak} bytes" in note and f"temp {comp.temp} = {comp.peak} bytes" in note
+    assert "GiB per TensorCore" in note
+
+
+def test_the_hbm_gap_is_the_temp_of_the_final_stage():
+    gaps = {p["name"]: _hbm(p) for p in PROGRAMS}
+    within = sorted(n for n, (o, c) in gaps.items() if abs(o.peak - c.peak) / c.peak <= 0.01)
+    assert within == ["serving_decode", "v5p_dense_fsdp"], within
+    # everywhere else the final executable holds more temp than the assignment dumped after optimizations
+    assert all(c.temp > o.temp for n, (o, c) in gaps.items() if n not in within)
