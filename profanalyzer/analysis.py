@@ -41,11 +41,12 @@ from profanalyzer.model import (  # noqa: F401 - the records' old import path
 from profanalyzer.opstats import RATE_MIN_RUN_PS, OpsResult, ops_and_roofline, program_names, run_kind_of  # noqa: F401 - OpsResult's old path
 from profanalyzer.overlap import analyze_overlap
 from profanalyzer.hostplanes import host_activity, no_host_planes_note
+from profanalyzer.expected import summarize as expected_summary
 from profanalyzer.idle import idle_causes
 from profanalyzer.scopes import scope_rollup
 from profanalyzer.stepclass import step_classes
 from profanalyzer.timeline import build_timeline
-from profanalyzer.vocab import BUCKETS, COLLECTIVE_BUCKETS, PHASES
+from profanalyzer.vocab import BUCKETS, COLLECTIVE_BUCKETS, PHASES, PREDICTED_INPUT_KINDS
 from profanalyzer.trace import ANALYSIS_LINES, Trace
 from profanalyzer.tracebuild import load_trace
 
@@ -242,9 +243,28 @@ def analyze_trace(trace: Trace, options: AnalysisOptions = AnalysisOptions()) ->
         idle_host_activity=activity,
         scopes=scope_rollup(trace, work, kept_steps, step_mean),
         idle_causes_by_step=idle.by_step,
+        expected=expected_summary(trace, steps.count),
     )
+    analysis = with_time_basis(analysis)
     analysis.self_check()
     return analysis
+
+
+def with_time_basis(a: Analysis) -> Analysis:
+    """Mark every time of a replayed compiled program as predicted (issue #25): the document, its steps,
+    buckets, remat, phases and op tables carry `time_basis`."""
+    if a.input_kind not in PREDICTED_INPUT_KINDS:
+        return a
+    p = "predicted"
+
+    def ops(rows):
+        return tuple(replace(r, time_basis=p) for r in rows)
+
+    return replace(a, time_basis=p, steps=replace(a.steps, time_basis=p),
+                   breakdown={k: replace(v, time_basis=p) for k, v in a.breakdown.items()},
+                   remat=replace(a.remat, time_basis=p),
+                   phases={k: replace(v, time_basis=p) for k, v in a.phases.items()},
+                   top_ops=ops(a.top_ops), remat_ops=ops(a.remat_ops), kernel_ops=ops(a.kernel_ops))
 
 
 def _memory(trace: Trace):

@@ -14,6 +14,7 @@ from markupsafe import Markup
 from profanalyzer.format import ms, pct
 from profanalyzer.model import Analysis
 from profanalyzer.report import svg
+from profanalyzer.report.expected_view import ExpectedView, expected_view, markdown_expected
 from profanalyzer.scopes import DEFAULT_DEPTH, collapse
 from profanalyzer.vocab import BUCKETS, IDLE_CAUSE_LABELS, IDLE_CAUSES
 
@@ -190,11 +191,12 @@ class Sections:
     idle: IdleView | None = None
     memory: MemoryView | None = None
     step_classes: tuple[str, ...] = ()
+    expected: ExpectedView | None = None  # issue #25 (report.expected_view)
 
 
 def build_sections(a: Analysis) -> Sections:
     return Sections(scopes=scopes_view(a), idle=idle_view(a), memory=memory_view(a),
-                    step_classes=tuple(step_class_text(c) for c in a.steps.classes))
+                    step_classes=tuple(step_class_text(c) for c in a.steps.classes), expected=expected_view(a))
 
 
 #: Rows of the Markdown scope table.
@@ -211,6 +213,7 @@ def markdown_sections(a: Analysis, esc) -> list[str]:
     if mv is not None:
         out.append(f"Memory ({esc(mv.source)}): {esc(mv.summary)}")
         out.append("")
+    out.extend(markdown_expected(a, esc))
     iv = idle_view(a)
     idle = a.breakdown.get("idle")
     if iv is not None and idle is not None and idle.ps > 0:
