@@ -24,7 +24,6 @@ from profanalyzer.hardware import chip_from_device_type
 from profanalyzer.hlo.load import read_program
 from profanalyzer.hlo.schedule import schedule
 from profanalyzer.hlo.truth import hlo_bucket
-from profanalyzer.memory import parse_hlo_proto
 from profanalyzer.trace import LINE_OPS
 from profanalyzer.vocab import BUCKETS, OFFLOADABLE
 

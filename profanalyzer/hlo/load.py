@@ -198,9 +198,15 @@ def _read_capture(path: Path) -> Program:
     metas = [p for p in index.planes if p.kind == "metadata" and p.held]
     mods: list[Module] = []
     notes: list[str] = []
+    from google.protobuf.message import DecodeError  # type: ignore[import-untyped]
+
     for ref in metas:
-        plane = xplane_pb2.XPlane.FromString(  # type: ignore[attr-defined]
-            bytes(buf[ref.offset:ref.offset + ref.length]))
+        try:
+            plane = xplane_pb2.XPlane.FromString(  # type: ignore[attr-defined]
+                bytes(buf[ref.offset:ref.offset + ref.length]))
+        except DecodeError as e:
+            notes.append(f"/host:metadata plane not readable ({e})")
+            continue
         sid = {k for k, v in plane.stat_metadata.items() if v.name == HLO_PROTO_STAT}
         for key in sorted(plane.event_metadata):
             em = plane.event_metadata[key]

@@ -121,8 +121,8 @@ def compiler_stats(text: str) -> MemoryStats | None:
         mem = doc.get("memory_analysis", doc) if isinstance(doc, dict) else None
         if not isinstance(mem, dict) or not isinstance(mem.get("argument_size_in_bytes"), int):
             return None
-        return MemoryStats(*(int(mem.get(f"{k}_size_in_bytes", 0)) for k in ("argument", "output", "alias", "temp")),
-                           "compiler memory_analysis")
+        a, o, al, t = (int(mem.get(f"{k}_size_in_bytes", 0)) for k in ("argument", "output", "alias", "temp"))
+        return MemoryStats(a, o, al, t, "compiler memory_analysis")
     i = text.find("CompiledMemoryStats(")
     seg = text[i:text.find(")", i) + 1] if i >= 0 else text
     f = {k: int(v) for k, v in _STAT.findall(seg)}
