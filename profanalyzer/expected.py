@@ -21,6 +21,7 @@ import numpy as np
 
 from profanalyzer.errors import InputError
 from profanalyzer.hlo.load import read_program
+from profanalyzer.hlo.model import Instruction
 from profanalyzer.model import ExpectedFamily, ExpectedOp, ExpectedSlow, ExpectedSummary
 from profanalyzer.trace import LINE_OPS, Trace
 from profanalyzer.vocab import PREDICTED_INPUT_KINDS
@@ -73,7 +74,7 @@ def expected_vs_measured(trace: Trace) -> Expected:
         program = read_program(trace.hosts[0].file)
     except InputError as e:
         return Expected(chip.clock_ghz, (), (f"no HLO: {e}",))
-    instr = {}
+    instr: dict[str, tuple[str, Instruction]] = {}
     for m in program.modules:
         for c in m.computations:
             for i in c.instructions:
