@@ -12,16 +12,18 @@ two numbers make. The replay instead takes the compiler's per-op
 ops without one, bytes over HBM.
 
 Tolerance (remat pair): the predicted step ratio is within STEP_TOL of the
-cost ratio. Derivation: the two models agree on which work exists and
-differ in how it is timed. The part of the predicted step that is not the
-compiler's per-op estimate (bytes over HBM, waits: 1.4% and 4.1% of the two
-steps) is timed by assumption, so the ratios can differ by that share
-(4.1%), rounded up to 5%. Measured: 1.050 predicted vs 1.056 from
-cost_analysis (0.6 points).
+cost ratio. How it is set: the two models time the same work differently
+(per-op estimates vs a two-term roofline), so no exact bound exists. The
+replay takes all but 0.8% / 2.8% of the two steps from the compiler's own
+per-op estimates; the rest (bytes over HBM, waits) is timed by assumption.
+Allowing that much again for the roofline's own simplification (it adds
+the flops and bytes terms, 9% and 91% of it, with no overlap) gives ~5.6%:
+STEP_TOL = 5%. Measured: 1.031 predicted vs 1.056 from cost_analysis (2.5
+points).
 
 FP8 pair: the witnesses disagree on the step, and the test says so: the
-compiler's per-op estimates put the FP8 program ~4% slower (its quantize /
-scale fusions around each FP8 dot outweigh the matmuls' gain), while the
+compiler's per-op estimates put the FP8 program ~5% slower (its quantize /
+scale fusions around each FP8 dot outweigh the matmuls' 32% gain), while the
 roofline of cost_analysis sees it ~12% faster (8% fewer bytes, flops at twice
 the rate). What both witnesses agree on, and the test asserts: the matmul
 time falls (the MXU's FP8 rate), and the temp memory falls.
@@ -126,7 +128,7 @@ def test_check_gates_a_corpus_program(tmp_path, capsys):
 
 def test_the_compiled_program_budget_example(tmp_path, capsys):
     budget = ROOT / "examples" / "profanalyze_compiled.toml"
-    # the baseline itself passes; the dots_saveable policy predicts +5% step: the gate fails on the regression
+    # the baseline itself passes; the dots_saveable policy predicts +3.1% step: the gate fails on the regression
     rc, stdout, _ = run_cli(capsys, "check", CORPUS / "remat_full.after_codegen.hlo.pb.gz", "--budget", budget)
     assert rc == 0, stdout
     rc, stdout, _ = run_cli(capsys, "check", CORPUS / "remat_dots_saveable.after_codegen.hlo.pb.gz", "--budget", budget)

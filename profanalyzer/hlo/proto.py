@@ -234,8 +234,8 @@ def _group_size(buf, f: int, a: int, b: int) -> int:
 
 
 def _called_keys(opcode: str, n: int) -> list[str]:
-    if opcode == "while":
-        return ["condition", "body"][:n]
+    if opcode == "while":  # HloInstruction's called computations of a while: body first, then condition
+        return ["body", "condition"][:n]
     if opcode in ("fusion", "async-start", "async-update", "async-done"):
         return ["calls"] * n
     if opcode == "conditional":
@@ -255,8 +255,8 @@ def _render(r: _Raw, names: dict[int, str], comp_names: dict[int, str], root: bo
         attrs.append(("kind", kind))
     if r.direction:
         attrs.append(("direction", r.direction))
-    if r.tuple_index >= 0 and r.opcode == "get-tuple-element":
-        attrs.append(("index", str(r.tuple_index)))
+    if r.opcode == "get-tuple-element":  # tuple_index 0 is not serialized (the proto3 default)
+        attrs.append(("index", str(max(0, r.tuple_index))))
     if r.channel > 0:
         attrs.append(("channel_id", str(r.channel)))
     if r.dims and r.opcode in ("broadcast", "reduce", "transpose", "all-gather", "reverse", "concatenate"):
