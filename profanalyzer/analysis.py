@@ -45,11 +45,12 @@ from profanalyzer.antipatterns import find_antipatterns
 from profanalyzer.counters import kernel_counters, ops_precision, with_counter_tags, with_device_peaks
 from profanalyzer.sourcelines import with_source_lines
 from profanalyzer.hostplanes import host_activity, no_host_planes_note
+from profanalyzer.expected import summarize as expected_summary
 from profanalyzer.idle import idle_causes
 from profanalyzer.scopes import scope_rollup
 from profanalyzer.stepclass import step_classes
 from profanalyzer.timeline import build_timeline
-from profanalyzer.vocab import BUCKETS, COLLECTIVE_BUCKETS, PHASES
+from profanalyzer.vocab import BUCKETS, COLLECTIVE_BUCKETS, PHASES, PREDICTED_INPUT_KINDS
 from profanalyzer.trace import ANALYSIS_LINES, Trace
 from profanalyzer.tracebuild import load_trace
 
@@ -252,10 +253,28 @@ def analyze_trace(trace: Trace, options: AnalysisOptions = AnalysisOptions()) ->
         collective_diagnosis=diagnose_collectives(trace, work, kept_steps, overlap, step_mean),
         antipatterns=find_antipatterns(trace, work, kept_steps, step_mean),
         kernel_counters=kernel_counters(trace, work, kept_steps, step_mean, ops_precision(ops.top)),
+        expected=expected_summary(trace, steps.count),
     )
-    analysis = with_counter_tags(with_source_lines(analysis, trace))
+    analysis = with_time_basis(with_counter_tags(with_source_lines(analysis, trace)))
     analysis.self_check()
     return analysis
+
+
+def with_time_basis(a: Analysis) -> Analysis:
+    """Mark every time of a replayed compiled program as predicted (issue #25): the document, its steps,
+    buckets, remat, phases and op tables carry `time_basis`."""
+    if a.input_kind not in PREDICTED_INPUT_KINDS:
+        return a
+    p = "predicted"
+
+    def ops(rows):
+        return tuple(replace(r, time_basis=p) for r in rows)
+
+    return replace(a, time_basis=p, steps=replace(a.steps, time_basis=p),
+                   breakdown={k: replace(v, time_basis=p) for k, v in a.breakdown.items()},
+                   remat=replace(a.remat, time_basis=p),
+                   phases={k: replace(v, time_basis=p) for k, v in a.phases.items()},
+                   top_ops=ops(a.top_ops), remat_ops=ops(a.remat_ops), kernel_ops=ops(a.kernel_ops))
 
 
 def _memory(trace: Trace):

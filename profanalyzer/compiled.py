@@ -22,7 +22,7 @@ import re
 from profanalyzer.errors import InputError
 from profanalyzer.hardware import TPU7X, Chip, chip_by_key, chip_from_device_type
 from profanalyzer.hlo.load import is_program_path, read_program
-from profanalyzer.hlo.memory import assignment_stats, compiler_stats, parse_buffer_assignment
+from profanalyzer.hlo.memory import assignment_stats, compiler_stats, parse_buffer_assignment, proto_allocations
 from profanalyzer.hlo.model import Program
 from profanalyzer.hlo.replay import PREDICTED_NOTE, replay, to_xspace
 from profanalyzer.trace import Trace
@@ -57,11 +57,15 @@ def memory_note(program: Program, chip: Chip) -> str:
     output - alias + temp, the compiler's own figure, the fit in the chip."""
     parts = []
     cap = chip.hbm_gib * 2**30 / max(1, chip.planes_per_chip)
-    if program.files.buffer_assignment:
-        ba = assignment_stats(parse_buffer_assignment(program.files.buffer_assignment))
+    allocs = (parse_buffer_assignment(program.files.buffer_assignment) if program.files.buffer_assignment
+              else proto_allocations(program.main.proto) if program.main.proto else ())
+    if allocs:
+        ba = assignment_stats(allocs)
         parts.append(f"HBM from the buffer assignment: argument {ba.argument} + output {ba.output} - alias {ba.alias} "
                      f"+ temp {ba.temp} = {ba.peak} bytes ({ba.peak / cap:.1%} of {cap / 2**30:g} GiB per TensorCore)")
     comp = compiler_stats(program.files.compile_log) if program.files.compile_log else None
+    if comp is None and program.files.compiler_json:
+        comp = compiler_stats(program.files.compiler_json)
     if comp is not None:
         parts.append(f"the compiler's memory_analysis: argument {comp.argument} + output {comp.output} - alias "
                      f"{comp.alias} + temp {comp.temp} = {comp.peak} bytes ({comp.peak / cap:.1%} of the HBM)")

@@ -9,20 +9,24 @@ mean over its occurrences). Ops the compiler gave no estimate (copy-done
 waits, custom calls, synchronous collectives) are listed as measured time
 the compiler did not count.
 
-Imports: hardware, trace, hlo (the analysis stage's floor).
+Imports: model, vocab, trace, hlo (the analysis stage's floor).
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 import numpy as np
 
 from profanalyzer.errors import InputError
 from profanalyzer.hlo.load import read_program
+from profanalyzer.hlo.model import Instruction
+from profanalyzer.model import ExpectedFamily, ExpectedOp, ExpectedSlow, ExpectedSummary
 from profanalyzer.trace import LINE_OPS, Trace
+from profanalyzer.vocab import PREDICTED_INPUT_KINDS
 
-__all__ = ["OpExpectation", "Expected", "expected_vs_measured"]
+__all__ = ["OpExpectation", "Expected", "expected_vs_measured", "summarize", "family_of", "SLOW_RATIO"]
 
 
 @dataclass(frozen=True)
@@ -64,11 +68,13 @@ def expected_vs_measured(trace: Trace) -> Expected:
     chip = trace.chip
     if not trace.hosts:
         return Expected(chip.clock_ghz, (), ("no host files",))
+    if not any(h.plane_kinds.get("metadata") for h in trace.hosts):
+        return Expected(chip.clock_ghz, (), ("no HLO: the capture has no /host:metadata plane",))
     try:
         program = read_program(trace.hosts[0].file)
     except InputError as e:
         return Expected(chip.clock_ghz, (), (f"no HLO: {e}",))
-    instr = {}
+    instr: dict[str, tuple[str, Instruction]] = {}
     for m in program.modules:
         for c in m.computations:
             for i in c.instructions:
@@ -97,3 +103,80 @@ def expected_vs_measured(trace: Trace) -> Expected:
         notes.append(f"no clock for {chip.name}: estimates not converted")
     rows.sort(key=lambda r: (r.expected_ps is None, -r.measured_mean_ps * r.occurrences, r.name))
     return Expected(chip.clock_ghz, tuple(rows), tuple(notes))
+
+
+#: An op is called out when its measured mean is at least this many times the compiler's expectation
+#: (and it is at least SLOW_MIN_SHARE of the measured time of the ops with an estimate).
+SLOW_RATIO = 1.5
+SLOW_MIN_SHARE = 0.01
+_SUFFIX = re.compile(r"(?:\.\d+)+$")
+
+
+def family_of(name: str) -> str:
+    """An op family: the instruction name without its `.N` numbers."""
+    return _SUFFIX.sub("", name) or name
+
+
+def _lever(o: OpExpectation) -> str:
+    op = o.opcode
+    if op.startswith("copy") or op in ("dynamic-slice", "dynamic-update-slice"):
+        return "host offload / layout copies: check what the copy moves and whether it overlaps compute"
+    if any(k in op for k in ("all-gather", "reduce-scatter", "all-reduce", "all-to-all", "collective-permute")):
+        return "collective overlap and SparseCore offload (the guide's communication levers)"
+    if op in ("fusion", "convolution", "dot") and "dot_general" in o.tf_op:
+        return "matmul shapes: MXU-aligned dimensions, FP8 where the model allows"
+    return ""
+
+
+def summarize(trace: Trace, steps: int) -> ExpectedSummary | None:
+    """The analysis document's `expected` section (None when the capture carries no HLO or is itself a
+    replayed compiled program, whose every time is the expectation)."""
+    if trace.input_kind in PREDICTED_INPUT_KINDS:
+        return None
+    exp = expected_vs_measured(trace)
+    if not exp.ops:
+        return None
+    n = max(1, steps)
+
+    def rec(o: OpExpectation) -> ExpectedOp:
+        return ExpectedOp(o.name, family_of(o.name), o.program, o.opcode, o.tf_op, o.estimated_cycles, o.expected_ps,
+                          o.occurrences, float(o.measured_min_ps), float(o.measured_max_ps), o.measured_mean_ps,
+                          o.ratio)
+
+    with_est, without = exp.with_estimate, exp.without_estimate
+    step_exp = sum((o.expected_ps or 0.0) * o.occurrences for o in with_est) / n
+    step_meas = sum(o.measured_mean_ps * o.occurrences for o in with_est) / n
+    step_un = sum(o.measured_mean_ps * o.occurrences for o in without) / n
+    fam: dict[str, list[OpExpectation]] = {}
+    for o in exp.ops:
+        fam.setdefault(family_of(o.name), []).append(o)
+    families = []
+    for f, os_ in fam.items():
+        e = [o for o in os_ if o.expected_ps is not None]
+        e_ps = sum((o.expected_ps or 0.0) * o.occurrences for o in e) if e else None
+        m_ps = sum(o.measured_mean_ps * o.occurrences for o in os_)
+        m_e = sum(o.measured_mean_ps * o.occurrences for o in e)
+        families.append(ExpectedFamily(f, len(os_), e_ps, m_ps, (m_e / e_ps) if e_ps else None))
+    families.sort(key=lambda r: (-r.measured_ps, r.family))
+    total = sum(o.measured_mean_ps * o.occurrences for o in with_est) or 1.0
+    slower = []
+    for o in with_est:
+        r = o.ratio
+        if r is None or r < SLOW_RATIO or o.measured_mean_ps * o.occurrences < SLOW_MIN_SHARE * total:
+            continue
+        ev = (f"measured {o.measured_mean_ps / 1e9:.3f} ms mean over {o.occurrences} run(s) "
+              f"({o.measured_min_ps / 1e9:.3f}-{o.measured_max_ps / 1e9:.3f} ms) vs the compiler's "
+              f"{(o.expected_ps or 0) / 1e9:.3f} ms ({o.estimated_cycles} estimated cycles at {exp.clock_ghz:g} GHz): "
+              f"{r:.2f}x")
+        slower.append(ExpectedSlow(o.name, r, ev, _lever(o)))
+    slower.sort(key=lambda s: (-s.ratio, s.name))
+    notes = list(exp.notes)
+    if without:
+        notes.append(f"{len(without)} op(s) have no compiler estimate ({step_un / 1e9:.3f} ms per step measured): "
+                     "time the compiler did not count as compute (waits at async dones, custom calls, "
+                     "synchronous collectives)")
+    notes.append(f"expected = estimated_cycles / {exp.clock_ghz:g} GHz, an assumed clock (inferred from the "
+                 "chip's BF16 peak)")
+    return ExpectedSummary(exp.clock_ghz, n, step_exp, step_meas, step_un, SLOW_RATIO,
+                           tuple(rec(o) for o in with_est), tuple(rec(o) for o in without), tuple(families),
+                           tuple(slower), tuple(notes))

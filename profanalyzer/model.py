@@ -65,6 +65,10 @@ from profanalyzer.vocab import BUCKETS, COLLECTIVE_BUCKETS, COLLECTIVE_KIND_BUCK
 
 __all__ = [
     "BucketShare",
+    "ExpectedOp",
+    "ExpectedFamily",
+    "ExpectedSlow",
+    "ExpectedSummary",
     "StepRow",
     "StepsSummary",
     "StepClass",
@@ -139,6 +143,7 @@ READS_SCHEMA = (1,)
 class BucketShare(Record):
     ps: float  # mean per kept step, averaged over TensorCores
     fraction: float  # of step time
+    time_basis: str = "measured"  # "predicted": replayed from a compiled program's estimates (vocab.TIME_BASES)
 
 
 @dataclass(frozen=True)
@@ -175,6 +180,7 @@ class StepsSummary(Record):
     rule: str
     table: tuple[StepRow, ...]
     classes: tuple[StepClass, ...] = ()  # periodic heavy steps among the dropped (profanalyzer.stepclass)
+    time_basis: str = "measured"  # "predicted": the step of a replayed compiled program (vocab.TIME_BASES)
 
 
 @dataclass(frozen=True)
@@ -230,6 +236,7 @@ class TopOp(Record):
     model_flops_ratio: float | None = None  # model FLOPs / executed FLOPs (< 1: padding or recompute)
     output_bytes: float | None = None  # bytes of the op's output (from its HLO shape), per occurrence
     source: str = ""  # Python file:line (function) its HLO came from (profanalyzer.sourcelines), "" when unknown
+    time_basis: str = "measured"  # "predicted": self_ps is the replay's, not a measurement (vocab.TIME_BASES)
 
 
 @dataclass(frozen=True)
@@ -385,6 +392,63 @@ class CommunicationSummary(Record):
 
 
 @dataclass(frozen=True)
+class ExpectedOp(Record):
+    """One op of a capture that carries its programs' HLO: the compiler's
+    estimate beside the measured durations (first TensorCore, whole capture)."""
+
+    name: str  # instruction name
+    family: str  # the instruction name without its .N numbers
+    program: str  # HLO module
+    opcode: str
+    tf_op: str
+    estimated_cycles: int | None  # None: the compiler gave no estimate
+    expected_ps: float | None  # estimated_cycles at the assumed clock, per occurrence
+    occurrences: int
+    measured_min_ps: float
+    measured_max_ps: float
+    measured_mean_ps: float
+    ratio: float | None  # measured mean / expected
+
+
+@dataclass(frozen=True)
+class ExpectedFamily(Record):
+    family: str
+    ops: int
+    expected_ps: float | None  # sum over occurrences (None: no op of the family has an estimate)
+    measured_ps: float  # sum over occurrences
+    ratio: float | None
+
+
+@dataclass(frozen=True)
+class ExpectedSlow(Record):
+    """An op that ran far slower than the compiler expected."""
+
+    name: str
+    ratio: float
+    evidence: str
+    lever: str  # the guide's lever that fits, or ""
+
+
+@dataclass(frozen=True)
+class ExpectedSummary(Record):
+    """Expected (the compiler's estimated_cycles at the assumed clock) vs
+    measured, per op and op family, for a capture whose /host:metadata holds
+    the programs' HloProtos."""
+
+    clock_ghz: float  # assumed (profanalyzer.hardware clock_ghz)
+    steps: int  # steps the per-step figures divide by
+    step_expected_ps: float  # per step: the ops with an estimate, as the compiler expects them
+    step_measured_estimated_ps: float  # per step: the same ops, measured
+    step_measured_unestimated_ps: float  # per step: measured time of ops the compiler gave no estimate
+    slow_ratio: float  # an op is called out from this measured / expected ratio
+    ops: tuple[ExpectedOp, ...]  # with an estimate, by measured time
+    without_estimate: tuple[ExpectedOp, ...]  # no estimate (copy-done waits, custom calls, ...), by measured time
+    families: tuple[ExpectedFamily, ...]
+    slower: tuple[ExpectedSlow, ...]
+    notes: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class Analysis(Record):
     schema_version: int
     tool_version: str
@@ -425,6 +489,10 @@ class Analysis(Record):
     collective_diagnosis: CollectiveDiagnostics | None = None  # per collective type, the late core (profanalyzer.collectives)
     antipatterns: tuple[AntiPattern, ...] | None = None  # HLO anti-patterns (profanalyzer.antipatterns); None: no program
     kernel_counters: tuple[KernelCounters, ...] | None = None  # per op counters (profanalyzer.counters); None: no counter lines
+    # "measured" (a capture) or "predicted" (a compiled program replayed from the compiler's estimates: every
+    # time of the document is predicted; steps, breakdown, remat, phases and the op tables say so too)
+    time_basis: str = "measured"
+    expected: ExpectedSummary | None = None  # the compiler's expected time beside the measured (profanalyzer.expected)
 
     def frames(self, findings: "Findings | None" = None) -> dict:
         """pandas DataFrames of this analysis (steps, buckets, ops, windows,

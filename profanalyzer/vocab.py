@@ -170,3 +170,9 @@ CHIP_TABLE: tuple[ChipName, ...] = (
 )
 #: `click.Choice(CHIP_CHOICES, case_sensitive=False)` for every --chip option.
 CHIP_CHOICES: tuple[str, ...] = tuple(c.key for c in CHIP_TABLE)
+
+
+#: What the times of an analysis are (issue #25): measured in a capture, or predicted by replaying a
+#: compiled program's schedule with the compiler's estimates (input_kind -> basis; default measured).
+TIME_BASES = ("measured", "predicted")
+PREDICTED_INPUT_KINDS = frozenset({"compiled_program"})

@@ -17,7 +17,7 @@ import pytest
 from profanalyzer.classify import async_pair_key, classify_op
 from profanalyzer.hlo.load import read_program
 from profanalyzer.hlo.memory import assignment_stats, compiler_stats, memory_report_total, parse_buffer_assignment
-from profanalyzer.hlo.schedule import schedule
+from profanalyzer.hlo.schedule import schedule, xprof_text
 from profanalyzer.hlo.truth import category, hlo_bucket
 from profanalyzer.vocab import MATMUL_BUCKETS
 
@@ -47,7 +47,9 @@ def compare(program):
         t = hlo_bucket(m, r)
         if t.bucket is None:
             continue
-        c = classify_op(r.instruction.text, r.name, category(r), r.op_name, r.instruction.shape.text())
+        # the op as a capture names it: the HLO long form (operand shapes, no backend_config)
+        c = classify_op(xprof_text(r.instruction, m.by_name[r.computation]), r.name, category(r, m), r.op_name,
+                        r.instruction.shape.text())
         verdicts[r.index] = (r, t, c)
     # a done whose own text shows no kind takes its start's (as attribution pairs them)
     starts = {}

@@ -320,6 +320,12 @@ def _arrays(segment: str) -> list[tuple[str, str]]:
     return ARRAY.findall(segment) if segment else []
 
 
+def operand_arrays(segment: str) -> list[tuple[str, str]]:
+    """(element type, dims) of the float / int arrays in a text segment
+    (pred, s32/u32 indices and flags left out)."""
+    return _prec_arrays(segment)
+
+
 def _prec_arrays(segment: str) -> list[tuple[str, str]]:
     """Like _arrays, only the element types that can decide a precision."""
     return PREC_ARRAY.findall(segment) if segment else []

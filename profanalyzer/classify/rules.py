@@ -23,6 +23,7 @@ from profanalyzer.classify.tables import (
     MATMUL_NAME,
     MATMUL_PRIMITIVE,
     OUTPUT_FUSION_KIND,
+    PREPARE_PREFIX,
     QUANT_MATMUL,
     RING_OPERAND,
     RING_PASSTHROUGH,
@@ -40,6 +41,7 @@ from profanalyzer.classify.parse import (
     matmul_bucket,
     matmul_kernel_flops,
     matmul_precision,
+    operand_arrays,
     public_precision,
     shape_dims,
 )
@@ -98,7 +100,8 @@ def _r_offload(op: Op) -> Verdict | None:
     for n, ni in zip(op.names, op.nis):
         if ni.offload_role:
             kind = ni.coll_kind or ni.kind_in or kind_in_text(op.calls)
-            if kind is None and COMPUTE_WRAPPER_NAME.match(n.lower()):
+            # `prepare_start_X` / `prepare_done_X`: the TensorCore's set-up of the offloaded call X
+            if kind is None and COMPUTE_WRAPPER_NAME.match(PREPARE_PREFIX.sub("", n.lower())):
                 return Verdict("other_compute", reason=f"SparseCore offload of compute '{clip(n)}' (not a collective)")
             return _collective(kind, ni.offload_role,
                                f"SparseCore offload wrapper '{clip(n)}' -> {kind or 'unknown kind'}")
@@ -357,12 +360,25 @@ def _r_matmul_kernel(op: Op) -> Verdict | None:
                    f"{what} by {by}, {prec} from {where} -> {bucket}; {how}", None, flops)
 
 
+def _dot_operands_visible(op: Op) -> bool:
+    """An output fusion can hold a dot only with two numeric (not pred /
+    index) operands that are not scalars, a dot's lhs and rhs; True when the
+    text is cut before the operands (nothing to tell)."""
+    if op.op_end < 0 or not op.operand_text:
+        return True
+    return sum(1 for _d, dims in operand_arrays(op.operand_text) if shape_dims(dims) and max(shape_dims(dims)) > 1) >= 2
+
+
 def _matmul_evidence(op: Op) -> str:
     if op.cat.matmul:
+        # 'output fusion' is the category of every kOutput fusion (XProf's own table counts it as
+        # compute): a matmul only when it has a dot's two operands; 'convolution fusion' always is one
+        if op.cat.norm.lower() == "output fusion" and not _dot_operands_visible(op):
+            return ""
         return f"hlo_category '{op.cat.norm}'"
     if op.opc.matmul:
         return f"opcode '{op.opcode}'"
-    if not op.cat.norm and op.opcode == "fusion" and OUTPUT_FUSION_KIND.search(op.text):
+    if not op.cat.norm and op.opcode == "fusion" and OUTPUT_FUSION_KIND.search(op.text) and _dot_operands_visible(op):
         return "kOutput fusion"
     return ""
 

@@ -112,6 +112,8 @@ RING_OPERAND = re.compile(r"%([\w.\-]+)")
 # SparseCore collective offload wrapper on the TensorCore:
 # `reduce-scatter.543.cloned.1.call-start` / `...call-done`.
 OFFLOAD_CALL = re.compile(r"\.call-(start|done)$")
+# The PrepareAsyncCallStart / -Done custom calls that set up an offloaded call are named after it.
+PREPARE_PREFIX = re.compile(r"^prepare_(?:start|done)_")
 # Continuation fusion form of async collectives.
 ASYNC_COLLECTIVE_FUSION = re.compile(r"^async-collective-(start|done)(?![a-z])")
 # Generic async wrappers (`async-start`, `async-done`, `async-update`).

@@ -198,9 +198,15 @@ def _read_capture(path: Path) -> Program:
     metas = [p for p in index.planes if p.kind == "metadata" and p.held]
     mods: list[Module] = []
     notes: list[str] = []
+    from google.protobuf.message import DecodeError  # type: ignore[import-untyped]
+
     for ref in metas:
-        plane = xplane_pb2.XPlane.FromString(  # type: ignore[attr-defined]
-            bytes(buf[ref.offset:ref.offset + ref.length]))
+        try:
+            plane = xplane_pb2.XPlane.FromString(  # type: ignore[attr-defined]
+                bytes(buf[ref.offset:ref.offset + ref.length]))
+        except DecodeError as e:
+            notes.append(f"/host:metadata plane not readable ({e})")
+            continue
         sid = {k for k, v in plane.stat_metadata.items() if v.name == HLO_PROTO_STAT}
         for key in sorted(plane.event_metadata):
             em = plane.event_metadata[key]
@@ -235,7 +241,28 @@ def read_program(path: str | os.PathLike) -> Program:
         data = p.read_bytes()
     except OSError as e:
         raise InputError(f"{p}: cannot read: {e.strerror or e}") from None
-    return _program([_module_from_bytes(data, str(p))], str(p), [])
+    return _program([_module_from_bytes(data, str(p))], str(p), [], DumpFiles(compiler_json=_compiler_json(p)))
+
+
+#: File endings of one program's files (tools/compile_corpus.py), longest first.
+_PROGRAM_ENDINGS = (".after_codegen.hlo.pb.gz", ".after_codegen.hlo.pb", ".hlo_proto.pb.gz", ".hlo_proto.pb",
+                    ".hlo.pb.gz", ".hlo.pb", ".hlo.txt.gz", ".hlo.txt", ".txt.gz", ".txt")
+
+
+def _compiler_json(p: Path) -> str:
+    """The `NAME.compiler.json` beside a program file `NAME.<ending>` (the
+    compiler's own memory and cost analysis), or ""."""
+    name = p.name
+    for end in _PROGRAM_ENDINGS:
+        if name.endswith(end):
+            side = p.with_name(name[: -len(end)] + ".compiler.json")
+            try:
+                if side.is_file() and side.stat().st_size < (1 << 20):
+                    return side.read_text("utf-8", "replace")
+            except OSError:
+                return ""
+            return ""
+    return ""
 
 
 def _is_tar(p: Path) -> bool:

@@ -19,7 +19,7 @@ import re
 from dataclasses import dataclass
 
 __all__ = ["Allocation", "MemoryStats", "parse_buffer_assignment", "assignment_stats", "compiler_stats",
-           "memory_report_total"]
+           "memory_report_total", "proto_allocations"]
 
 _ALLOC = re.compile(r"^allocation (\d+): size (\d+)(?:, color (\d+))?, (.*?):?\s*$")
 _STAT = re.compile(r"(\w+_size_in_bytes)=(\d+)")
@@ -70,6 +70,35 @@ def parse_buffer_assignment(text: str) -> tuple[Allocation, ...]:
     return tuple(out)
 
 
+def proto_allocations(proto: bytes) -> tuple[Allocation, ...]:
+    """The allocations of a serialized HloProto's buffer assignment (field 3;
+    BufferAllocationProto: 1 index, 2 size, 3 is_thread_local, 5
+    is_entry_computation_parameter, 6 parameter_number, 7 maybe_live_out,
+    8 color, 12 is_constant); () when it has none. A temp allocation is what
+    is none of parameter, live-out, thread-local, constant (the
+    preallocated-temp rule of the text form)."""
+    from profanalyzer.xspace.wire import iter_fields
+
+    out = []
+    try:
+        for f, w, _v, a, b, _ in iter_fields(proto, 0, len(proto)):
+            if f != 3 or w != 2:
+                continue
+            for f2, w2, _v2, a2, b2, _ in iter_fields(proto, a, b):
+                if f2 != 3 or w2 != 2:
+                    continue
+                d = {k: 0 for k in (1, 2, 3, 5, 6, 7, 8, 12)}
+                for f3, w3, v3, *_ in iter_fields(proto, a2, b2):
+                    if w3 == 0 and f3 in d and v3 is not None:
+                        d[f3] = v3
+                param, live, tl, const = bool(d[5]), bool(d[7]), bool(d[3]), bool(d[12])
+                out.append(Allocation(d[1], d[2], d[8], d[6] if param else None, live, False,
+                                      not (param or live or tl or const), tl, const))
+    except ValueError:
+        return ()
+    return tuple(out)
+
+
 def assignment_stats(allocs: tuple[Allocation, ...], color: int = HBM) -> MemoryStats:
     mine = [a for a in allocs if a.color == color]
     arg = sum(a.size for a in mine if a.parameter is not None)
@@ -80,7 +109,20 @@ def assignment_stats(allocs: tuple[Allocation, ...], color: int = HBM) -> Memory
 
 
 def compiler_stats(text: str) -> MemoryStats | None:
-    """The compiler's CompiledMemoryStats from a log line or a mapping's text."""
+    """The compiler's CompiledMemoryStats from a log line, or from JSON (its
+    fields, or a document whose `memory_analysis` holds them)."""
+    if text.lstrip().startswith("{"):
+        import json
+
+        try:
+            doc = json.loads(text)
+        except ValueError:
+            return None
+        mem = doc.get("memory_analysis", doc) if isinstance(doc, dict) else None
+        if not isinstance(mem, dict) or not isinstance(mem.get("argument_size_in_bytes"), int):
+            return None
+        a, o, al, t = (int(mem.get(f"{k}_size_in_bytes", 0)) for k in ("argument", "output", "alias", "temp"))
+        return MemoryStats(a, o, al, t, "compiler memory_analysis")
     i = text.find("CompiledMemoryStats(")
     seg = text[i:text.find(")", i) + 1] if i >= 0 else text
     f = {k: int(v) for k, v in _STAT.findall(seg)}

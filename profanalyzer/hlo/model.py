@@ -297,6 +297,9 @@ class DumpFiles:
     buffer_assignment: str = ""
     memory_report: str = ""
     flagfile: str = ""
+    #: the compiler's memory_analysis() / cost_analysis() saved beside a program file as JSON
+    #: (`NAME.compiler.json`, tools/compile_corpus.py)
+    compiler_json: str = ""
 
 
 @dataclass(frozen=True)

@@ -139,7 +139,7 @@ def _frontend(buf, a: int, b: int) -> str:
 
 class _Raw:
     __slots__ = ("name", "opcode", "shape", "meta", "literal", "pnum", "kind", "dims", "target", "id", "operands",
-                 "called", "backend", "direction", "frontend", "thread", "tuple_index", "channel")
+                 "called", "backend", "direction", "frontend", "thread", "tuple_index", "channel", "group")
 
     def __init__(self) -> None:
         self.name = self.opcode = self.kind = self.target = self.backend = self.direction = ""
@@ -147,6 +147,7 @@ class _Raw:
         self.shape = Shape("unknown")
         self.meta = OpMetadata()
         self.pnum, self.id, self.tuple_index, self.channel = -1, -1, -1, 0
+        self.group = 0  # the largest replica group of a collective (devices)
         self.dims: list[int] = []
         self.operands: list[int] = []
         self.called: list[int] = []
@@ -184,6 +185,8 @@ def _instruction(buf, a: int, b: int) -> _Raw:
                 r.called += _varints(buf, wt, v, pa, pb)
             elif f == _I_DIMENSIONS:
                 r.dims += _varints(buf, wt, v, pa, pb)
+            elif f in (_I_REPLICA_GROUPS, _I_DEVICE_LIST, _I_MESH_GROUPS):
+                r.group = max(r.group, _group_size(buf, f, pa, pb))
         elif wt == 0:
             if f == _I_ID:
                 r.id = _signed(v)
@@ -202,9 +205,37 @@ def _instruction(buf, a: int, b: int) -> _Raw:
     return r
 
 
+#: HloInstructionProto replica_groups (ReplicaGroup {1 replica_ids}) and collective_device_list
+#: (CollectiveDeviceListProto {1 replica_groups, 2 iota_replica_group_list {1 groups, 2 devices per group}}).
+#: Mesh-axes replica groups (`replica_groups=mesh['axis_0'=1,'axis_1'=8]`): {1 mesh {1 axes {1 name, 2 size}}, ...};
+#: the mesh's device count is taken (the program's partitions).
+_I_REPLICA_GROUPS, _I_DEVICE_LIST, _I_MESH_GROUPS = 49, 87, 93
+
+
+def _group_size(buf, f: int, a: int, b: int) -> int:
+    if f == _I_MESH_GROUPS:
+        n = 0
+        for g, w, _v, pa, pb, _ in _fields(buf, a, b):
+            if g == 1 and w == 2:
+                n = 1
+                for g2, w2, _v2, qa, qb, _ in _fields(buf, pa, pb):
+                    if g2 == 1 and w2 == 2:
+                        n *= max([1] + [_signed(v3) for g3, w3, v3, *_ in _fields(buf, qa, qb) if g3 == 2 and w3 == 0])
+        return n
+    if f == _I_REPLICA_GROUPS:  # one ReplicaGroup
+        return sum(len(_varints(buf, w, v, pa, pb)) for g, w, v, pa, pb, _ in _fields(buf, a, b) if g == 1)
+    best = 0
+    for g, w, _v, pa, pb, _ in _fields(buf, a, b):
+        if g == 1 and w == 2:
+            best = max(best, _group_size(buf, _I_REPLICA_GROUPS, pa, pb))
+        elif g == 2 and w == 2:
+            best = max([best] + [_signed(v2) for g2, w2, v2, *_ in _fields(buf, pa, pb) if g2 == 2 and w2 == 0])
+    return best
+
+
 def _called_keys(opcode: str, n: int) -> list[str]:
-    if opcode == "while":
-        return ["condition", "body"][:n]
+    if opcode == "while":  # HloInstruction's called computations of a while: body first, then condition
+        return ["body", "condition"][:n]
     if opcode in ("fusion", "async-start", "async-update", "async-done"):
         return ["calls"] * n
     if opcode == "conditional":
@@ -224,8 +255,8 @@ def _render(r: _Raw, names: dict[int, str], comp_names: dict[int, str], root: bo
         attrs.append(("kind", kind))
     if r.direction:
         attrs.append(("direction", r.direction))
-    if r.tuple_index >= 0 and r.opcode == "get-tuple-element":
-        attrs.append(("index", str(r.tuple_index)))
+    if r.opcode == "get-tuple-element":  # tuple_index 0 is not serialized (the proto3 default)
+        attrs.append(("index", str(max(0, r.tuple_index))))
     if r.channel > 0:
         attrs.append(("channel_id", str(r.channel)))
     if r.dims and r.opcode in ("broadcast", "reduce", "transpose", "all-gather", "reverse", "concatenate"):
@@ -357,8 +388,10 @@ def _module(buf, a: int, b: int, source: str) -> Module:
         made = tuple(_render(r, names, comp_names, r.id == root)[0] for r in order)
         comps.append(Computation(cname, made, cid == entry_id or cname == entry_name, thread))
     entry = comp_names.get(entry_id, entry_name) or comps[-1].name
+    # the proto holds no num_partitions (the module config does): the largest collective group stands for it
+    groups = max([r.group for _c, rs, *_ in comps_raw for r in rs] + [1])
     return Module(name=name or "module", computations=tuple(comps), entry=entry, is_scheduled=bool(sched),
-                  stack=stack, source=source, stage="proto")
+                  stack=stack, source=source, stage="proto", num_partitions=groups)
 
 
 def parse_hlo_proto_bytes(data: bytes, source: str = "") -> Module:

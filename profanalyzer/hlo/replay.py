@@ -31,8 +31,8 @@ from dataclasses import dataclass
 
 from profanalyzer.hardware import Chip
 from profanalyzer.hlo.model import Computation, Instruction, Module, Program
-from profanalyzer.hlo.schedule import TRIVIAL_OPCODES, SPARSECORE_THREAD, fusion_body, operand_shapes, trip_count
-from profanalyzer.hlo.truth import collective_kind
+from profanalyzer.hlo.schedule import TRIVIAL_OPCODES, SPARSECORE_THREAD, operand_shapes, trip_count, xprof_text
+from profanalyzer.hlo.truth import category_of, collective_kind
 
 __all__ = ["ReplayOp", "Replay", "replay", "to_xspace", "PREDICTED_NOTE"]
 
@@ -224,19 +224,6 @@ def replay(program: Program, chip: Chip) -> Replay:
     return Replay(m, chip, tuple(p.ops), int(step), assumptions)
 
 
-def _category(ins: Instruction, module: Module) -> str:
-    op = ins.opcode
-    if op == "fusion":
-        body = fusion_body(module, ins.called[0]) if ins.called else None
-        if body is not None and body.dots:
-            return "convolution fusion"
-        return {"kLoop": "loop fusion", "kInput": "input fusion", "kOutput": "output fusion",
-                "kCustom": "custom fusion"}.get(ins.fusion_kind, "fusion")
-    if op in ("copy", "transpose", "reshape", "pad", "slice", "concatenate", "dynamic-slice"):
-        return "data formatting"
-    return op
-
-
 def to_xspace(rep: Replay, hostname: str = "compiled") -> bytes:
     """The predicted step as a serialized XSpace: per TensorCore of one chip
     a plane (lines Steps, XLA Modules, XLA Ops; op metadata as XProf writes
@@ -278,15 +265,18 @@ def to_xspace(rep: Replay, hostname: str = "compiled") -> bytes:
             s.metadata_id, s.double_value = st[key], num
         meta: dict[str, int] = {}
 
-        def md(ins: Instruction) -> int:
+        def md(op: ReplayOp) -> int:
+            ins = op.instruction
             key = ins.name
             got = meta.get(key)
             if got is not None:
                 return got
             k = len(meta) + 10
             em = pl.event_metadata[k]
-            em.id, em.name, em.display_name = k, ins.text, ins.name
-            for sk, sv in (("hlo_category", _category(ins, m)), ("tf_op", ins.metadata.op_name),
+            comp = m.by_name.get(op.computation)
+            # named as XProf names an XLA Ops event: the HLO long form, operand shapes, no backend_config
+            em.id, em.name, em.display_name = k, xprof_text(ins, comp) if comp is not None else ins.text, ins.name
+            for sk, sv in (("hlo_category", category_of(m, ins, op.computation)), ("tf_op", ins.metadata.op_name),
                            ("shape_with_layout", ins.shape.text())):
                 if sv:
                     s = em.stats.add()
@@ -318,7 +308,7 @@ def to_xspace(rep: Replay, hostname: str = "compiled") -> bytes:
         line.id, line.name, line.timestamp_ns = 3, "Sparse Core Ops" if sc else "XLA Ops", 0
         for o in ops:
             e = line.events.add()
-            e.metadata_id, e.offset_ps, e.duration_ps = md(o.instruction), o.start_ps, o.dur_ps
+            e.metadata_id, e.offset_ps, e.duration_ps = md(o), o.start_ps, o.dur_ps
             s = e.stats.add()
             s.metadata_id, s.int64_value = st["group_id"], 0
 

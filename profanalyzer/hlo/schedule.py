@@ -25,7 +25,7 @@ from functools import cached_property
 
 from profanalyzer.hlo.model import Computation, Instruction, Module, Shape
 
-__all__ = ["ScheduledOp", "FusionBody", "TripCount", "schedule", "trip_count", "fusion_body", "operand_shapes",
+__all__ = ["ScheduledOp", "FusionBody", "TripCount", "schedule", "trip_count", "fusion_body", "operand_shapes", "xprof_text",
            "op_phase", "op_remat", "trip_counts", "async_pairs", "TRIVIAL_OPCODES", "SPARSECORE_THREAD"]
 
 SPARSECORE_THREAD = "sparsecore"
@@ -178,6 +178,32 @@ def operand_shapes(ins: Instruction, comp: Computation) -> tuple[Shape, ...]:
             s = s.parts[k]
         out.append(s)
     return tuple(out)
+
+
+def xprof_text(ins: Instruction, comp: Computation) -> str:
+    """The instruction as XProf names an XLA Ops event: the HLO long form,
+    each operand with its shape (`fusion(bf16[8,128]{1,0} %p, ...)`), its
+    attributes (kind, calls, custom_call_target, ...), no metadata and no
+    backend_config -- what a capture's classifier sees for this op."""
+    shapes = {}
+    idx = ins.operand_indices or (-1,) * len(ins.operands)
+    for name, k in zip(ins.operands, idx):
+        d = comp.by_name.get(name)
+        if d is None:
+            continue
+        s = d.shape
+        if k >= 0 and s.is_tuple and k < len(s.parts):
+            s = s.parts[k]
+        shapes[(name, k)] = s
+    if ins.opcode == "constant":
+        inner = ins.literal
+    elif ins.opcode == "parameter":
+        inner = str(ins.parameter_number)
+    else:
+        inner = ", ".join((f"{shapes[(n, k)].text()} " if (n, k) in shapes else "") + f"%{n}" + (f"#{k}" if k >= 0 else "")
+                          for n, k in zip(ins.operands, idx))
+    attrs = "".join(f", {k}={v}" for k, v in ins.attrs if k not in ("frontend_attributes", "metadata", "backend_config"))
+    return f"%{ins.name} = {ins.shape.text()} {ins.opcode}({inner}){attrs}"
 
 
 def fusion_body(module: Module, comp_name: str, _depth: int = 0) -> FusionBody:

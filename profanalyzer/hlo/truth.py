@@ -35,10 +35,10 @@ import re
 from dataclasses import dataclass
 
 from profanalyzer.hlo.model import FP8_DTYPES, INT4_DTYPES, INT8_DTYPES, Instruction, Module
-from profanalyzer.hlo.schedule import ScheduledOp
+from profanalyzer.hlo.schedule import ScheduledOp, fusion_body, operand_shapes
 from profanalyzer.vocab import COLLECTIVE_KIND_BUCKET
 
-__all__ = ["Truth", "hlo_bucket", "category", "collective_kind", "WINDOWED_LOOP"]
+__all__ = ["Truth", "hlo_bucket", "category", "category_of", "collective_kind", "WINDOWED_LOOP"]
 
 #: The SPMD partitioner's windowed-einsum (collective matmul) loop bodies.
 WINDOWED_LOOP = re.compile(r"windowed_dot_general_body_(ag|rs)")
@@ -191,6 +191,8 @@ def hlo_bucket(module: Module, row: ScheduledOp, operand_spaces: tuple[int, ...]
             return Truth("other_compute", None, f"'{op}' without a known start")
         kind, what = _runs(module, start.called[0])
         thread = start.async_execution_thread or "main"
+        if not kind and (_is_host_copy(start) or HOST_MEMORY in _operand_spaces(module, row.computation, start)):
+            return Truth("host_offload", None, f"async {op[6:]} of {what} moving a host-memory (S(5)) buffer")
         if kind:
             return Truth(COLLECTIVE_KIND_BUCKET.get(kind, "other_collective"), kind,
                          f"async {op[6:]} of a {what} on thread {thread}")
@@ -207,11 +209,16 @@ def hlo_bucket(module: Module, row: ScheduledOp, operand_spaces: tuple[int, ...]
     if ATTENTION_SCOPE.search(name_stack) and op != "copy-start" and op != "copy-done" and not _is_host_copy(ins):
         return Truth("attention", None, f"'{op}' under an attention kernel's name-stack scope")
     if op in ("copy", "copy-start", "copy-done"):
-        if _is_host_copy(ins) or HOST_MEMORY in operand_spaces:
+        spaces = operand_spaces or _operand_spaces(module, row.computation, ins)
+        if _is_host_copy(ins) or HOST_MEMORY in spaces:
             return Truth("host_offload", None, f"'{op}' of a host-memory (S(5)) buffer")
         return Truth("other_compute", None, f"'{op}': an HBM/VMEM copy")
     if op == "custom-call":
         target = ins.custom_call_target
+        if target.startswith("PrepareAsyncCall"):
+            got = _prepared(module, row)
+            if got is not None:
+                return got
         if target == "tpu_custom_call":
             if ATTENTION_SCOPE.search(name_stack) or ATTENTION_SCOPE.search(ins.name):
                 return Truth("attention", None, "Pallas attention kernel (tpu_custom_call under an attention scope)")
@@ -228,10 +235,9 @@ def hlo_bucket(module: Module, row: ScheduledOp, operand_spaces: tuple[int, ...]
         b, why = _matmul_bucket(row.operand_dtypes)
         return Truth(b, None, f"'{op}', {why}")
     if op == "fusion" and row.body is not None:
-        for c_op in row.body.opcodes:
-            k2 = collective_kind(c_op)
-            if k2:
-                return Truth(COLLECTIVE_KIND_BUCKET.get(k2, "other_collective"), k2, f"fusion holding {c_op}")
+        k2, c_op = _fused_collective(module, row)
+        if k2:
+            return Truth(COLLECTIVE_KIND_BUCKET.get(k2, "other_collective"), k2, f"fusion holding {c_op}")
         if row.body.dots:
             dts = tuple(d for _, ds, _ in row.body.dots for d in ds)
             b, why = _matmul_bucket(dts)
@@ -240,8 +246,93 @@ def hlo_bucket(module: Module, row: ScheduledOp, operand_spaces: tuple[int, ...]
     return Truth("other_compute", None, f"'{op}'")
 
 
-def category(row: ScheduledOp) -> str:
+def _operand_spaces(module: Module, comp_name: str, ins: Instruction) -> tuple[int, ...]:
+    comp = module.by_name.get(comp_name)
+    if comp is None:
+        return ()
+    return tuple(s.memory_space for s in operand_shapes(ins, comp) for s in s.leaves())
+
+
+def _prepared(module: Module, row: ScheduledOp) -> Truth | None:
+    """A PrepareAsyncCallStart / -Done custom call: the TensorCore's set-up of
+    the async call its result feeds (through the Done); that call's kind."""
+    comp = module.by_name.get(row.computation)
+    if comp is None:
+        return None
+    name = row.instruction.name
+    for _ in range(3):
+        user = next((i for i in comp.instructions if name in i.operands), None)
+        if user is None:
+            return None
+        if user.opcode in ("async-start", "call-start") and user.called:
+            kind, what = _runs(module, user.called[0])
+            if kind:
+                return Truth(COLLECTIVE_KIND_BUCKET.get(kind, "other_collective"), kind,
+                             f"custom-call {row.instruction.custom_call_target}: prepares the async {what} "
+                             f"%{user.name} (on thread {user.async_execution_thread or 'main'})")
+            return Truth("other_compute", None, f"custom-call {row.instruction.custom_call_target}: prepares the "
+                                                f"async {what} %{user.name}, not a collective")
+        name = user.name
+    return None
+
+
+def _fused_collective(module: Module, row: ScheduledOp) -> tuple[str | None, str]:
+    """(kind, opcode) of a collective inside a fusion's body; an all-reduce
+    whose fusion returns less than it reduces (each partition keeps its
+    slice: the compiler's all-reduce-scatter) is a reduce-scatter."""
+    body = row.body
+    if body is None:
+        return None, ""
+    for c_op in body.opcodes:
+        k = collective_kind(c_op)
+        if not k:
+            continue
+        if k == "all_reduce":
+            comp = module.by_name.get(row.computation)
+            ins_b = sum(s.bytes for s in operand_shapes(row.instruction, comp)) if comp is not None else 0
+            if 0 < row.instruction.shape.bytes < ins_b:
+                return "reduce_scatter", f"{c_op} of which it keeps a slice (an all-reduce-scatter)"
+        return k, c_op
+    return None, ""
+
+
+def category_of(module: Module, ins: Instruction, comp_name: str = "") -> str:
+    """The `hlo_category` a trace would carry for `ins` (an approximation
+    of XProf's: a fusion holding a dot is a convolution fusion, one holding a
+    collective is named for it, other fusions by kind, copies and layout ops
+    data formatting, elementwise ops non-fusion elementwise)."""
+    op = ins.opcode
+    if op == "fusion":
+        body = fusion_body(module, ins.called[0]) if ins.called else None
+        if body is not None and body.dots:
+            return "convolution fusion"
+        if body is not None:
+            row_kind = None
+            for c_op in body.opcodes:
+                if collective_kind(c_op):
+                    row_kind = c_op
+                    break
+            if row_kind:
+                comp = module.by_name.get(comp_name)
+                ins_b = sum(s.bytes for s in operand_shapes(ins, comp)) if comp is not None else 0
+                if row_kind.startswith("all-reduce") and 0 < ins.shape.bytes < ins_b:
+                    return "all-reduce-scatter fusion"
+                return f"{row_kind.removesuffix('-start')} fusion"
+        return {"kLoop": "loop fusion", "kInput": "input fusion", "kOutput": "output fusion",
+                "kCustom": "custom fusion"}.get(ins.fusion_kind, "fusion")
+    if op in ("dot", "convolution"):
+        return "convolution"
+    if op in _DATA_FORMATTING:
+        return "data formatting"
+    if op in _ELEMENTWISE:
+        return "non-fusion elementwise"
+    return op
+
+
+def category(row: ScheduledOp, module: Module | None = None) -> str:
     """The op's `hlo_category` as a trace would carry it (an approximation)."""
+    if module is not None:
+        return category_of(module, row.instruction, row.computation)
     ins = row.instruction
     op = ins.opcode
     if op == "fusion":

@@ -745,4 +745,5 @@ def build_context(
         input_sha256=input_sha256,
         timestamp=timestamp,
         sections=build_sections(a),
+        predicted=predicted,
     )

@@ -17,6 +17,7 @@ from profanalyzer.report import svg
 from profanalyzer.report.antipatterns_view import AntiPatternsView, antipatterns_markdown, antipatterns_view
 from profanalyzer.report.counters_view import CountersView, counters_markdown, counters_view
 from profanalyzer.report.collectives_view import CollectivesView, collectives_markdown, collectives_view
+from profanalyzer.report.expected_view import ExpectedView, expected_view, markdown_expected
 from profanalyzer.scopes import DEFAULT_DEPTH, collapse
 from profanalyzer.vocab import BUCKETS, IDLE_CAUSE_LABELS, IDLE_CAUSES
 
@@ -197,12 +198,14 @@ class Sections:
     collectives: CollectivesView | None = None  # issue #26: per collective type (report.collectives_view)
     antipatterns: AntiPatternsView | None = None  # issue #26: HLO anti-patterns (report.antipatterns_view)
     counters: CountersView | None = None  # issue #26: kernel counters (report.counters_view)
+    expected: ExpectedView | None = None  # issue #25 (report.expected_view)
 
 
 def build_sections(a: Analysis) -> Sections:
     return Sections(scopes=scopes_view(a), idle=idle_view(a), memory=memory_view(a),
                     step_classes=tuple(step_class_text(c) for c in a.steps.classes), collectives=collectives_view(a),
-                    antipatterns=antipatterns_view(a), counters=counters_view(a))
+                    antipatterns=antipatterns_view(a), counters=counters_view(a),
+                    expected=expected_view(a))
 
 
 #: Rows of the Markdown scope table.
@@ -219,6 +222,7 @@ def markdown_sections(a: Analysis, esc) -> list[str]:
     if mv is not None:
         out.append(f"Memory ({esc(mv.source)}): {esc(mv.summary)}")
         out.append("")
+    out.extend(markdown_expected(a, esc))
     iv = idle_view(a)
     idle = a.breakdown.get("idle")
     if iv is not None and idle is not None and idle.ps > 0:

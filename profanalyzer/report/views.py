@@ -301,6 +301,7 @@ class ReportContext:
     input_sha256: str
     timestamp: str | None
     sections: Sections | None = None  # name scopes, idle causes, memory (report.sections)
+    predicted: bool = False  # issue #25: a replayed compiled program; every time shown is predicted
 
 
 # ---------------------------------------------------------------------------

@@ -1,0 +1,203 @@
+"""The compiler as the second witness, on every program of the real-compiler
+corpus (sample_traces/compiled/): each scheduled instruction of the final
+(after_codegen) module goes through the trace classifier as a capture would
+name it (profanalyzer.hlo.schedule.xprof_text: the HLO long form with operand
+shapes), and through the whole trace pipeline's per-plane classification once
+the program is replayed into a capture; both are compared with the bucket
+the HLO itself gives (profanalyzer.hlo.truth). Then the replay's SparseCore
+offload verdict against the compiler's placement, and the buffer
+assignment's HBM against the compiler's memory_analysis()."""
+
+from __future__ import annotations
+
+import gzip
+import json
+
+import numpy as np
+import pytest
+
+from conftest import ROOT
+from test_hlo_truth import compare, weighted_agreement
+from profanalyzer.attribution import classify_plane
+from profanalyzer.compiled import load_program_trace
+from profanalyzer.hardware import chip_from_device_type
+from profanalyzer.hlo.load import read_program
+from profanalyzer.hlo.schedule import schedule
+from profanalyzer.hlo.truth import hlo_bucket
+from profanalyzer.trace import LINE_OPS
+from profanalyzer.vocab import BUCKETS, OFFLOADABLE
+
+CORPUS = ROOT / "sample_traces" / "compiled"
+MANIFEST = json.loads((CORPUS / "manifest.json").read_text())
+PROGRAMS = MANIFEST["programs"]
+
+_RING_BACKWARD = ("a backward hop of a collective-matmul ring that sends a weight shard just sliced out of the "
+                  "stacked layer weights (a dynamic-slice fusion, through a copy / bitcast): its own text cannot "
+                  "tell an all-gather hop from a reduce-scatter one (the classifier reads a computed operand as "
+                  "partial sums); the HLO can (the windowed loop of its computation rings that shape, an _ag loop); "
+                  "no compiler estimate (ICI time only)")
+#: program -> instruction -> (truth, classifier, reason). Nothing else may disagree.
+KNOWN_MISSES: dict[str, dict[str, tuple[str, str, str]]] = {
+    "mlp_fsdp_collective_matmul": {
+        f"collective-permute-{r}.{n}": ("all_gather", "reduce_scatter", _RING_BACKWARD)
+        for n in (8, 9) for r in ("start", "done")
+    },
+}
+
+
+def _program(p: dict):
+    return read_program(CORPUS / p["files"]["hlo_proto_after_codegen"])
+
+
+def _chip(p: dict):
+    chip = chip_from_device_type(p["device_kind"])
+    assert chip is not None, p["device_kind"]
+    return chip
+
+
+@pytest.mark.parametrize("p", PROGRAMS, ids=lambda p: p["name"])
+def test_classifier_agrees_with_the_hlo(p):
+    rows = compare(_program(p))
+    share, total = weighted_agreement(rows)
+    assert total > 0 and share >= 0.99, share
+    misses = {r.name: (t.bucket, b) for r, t, _c, b in rows if b != t.bucket}
+    assert misses == {k: v[:2] for k, v in KNOWN_MISSES.get(p["name"], {}).items()}
+
+
+def _replayed_rows(p: dict):
+    """(instruction name, truth bucket, pipeline bucket, predicted ps of its estimated runs) per op of the
+    replayed capture's first TensorCore."""
+    prog = _program(p)
+    m = prog.main
+    truth = {}
+    estimated = set()
+    for r in schedule(m):
+        t = hlo_bucket(m, r)
+        if t.bucket is not None:
+            truth[r.name] = t.bucket
+        if r.estimated_cycles:
+            estimated.add(r.name)
+    trace = load_program_trace(CORPUS / p["files"]["hlo_proto_after_codegen"], chip=_chip(p).key)
+    plane = trace.tensorcores[0]
+    classes = classify_plane(plane)
+    ev = plane.line(LINE_OPS).events
+    dur = np.bincount(ev.meta.astype(np.int64), weights=ev.dur_ps.astype(np.float64), minlength=len(plane.meta))
+    seen = np.zeros(len(plane.meta), dtype=bool)
+    seen[np.unique(ev.meta.astype(np.int64))] = True
+    out = []
+    for k in np.flatnonzero(seen).tolist():
+        name = plane.meta.display_name[k]
+        if name in truth:
+            out.append((name, truth[name], BUCKETS[int(classes.bucket[k])], dur[k] if name in estimated else 0.0))
+    return trace, out
+
+
+@pytest.mark.parametrize("p", PROGRAMS, ids=lambda p: p["name"])
+def test_the_replayed_capture_agrees_with_the_hlo(p):
+    trace, rows = _replayed_rows(p)
+    assert trace.input_kind == "compiled_program"
+    total = sum(w for *_, w in rows)
+    agree = sum(w for _n, t, b, w in rows if t == b)
+    assert total > 0 and agree / total >= 0.99, agree / total
+    misses = {n: (t, b) for n, t, b, _w in rows if t != b}
+    assert misses == {k: v[:2] for k, v in KNOWN_MISSES.get(p["name"], {}).items()}
+
+
+@pytest.mark.parametrize("p", PROGRAMS, ids=lambda p: p["name"])
+def test_partitions_from_the_collectives_groups(p):
+    # the HloProto holds no num_partitions: the collectives' replica groups give the device count
+    assert _program(p).main.num_partitions == p["devices"]
+
+
+def _analyze(p: dict, tmp_path, capsys, *extra) -> dict:
+    from conftest import run_cli
+
+    out = tmp_path / f"{p['name']}.json"
+    rc, _, _ = run_cli(capsys, "analyze", CORPUS / p["files"]["hlo_proto"], "--chip", _chip(p).key, "--json", out,
+                       "--no-html", *extra)
+    assert rc == 0
+    return json.loads(out.read_text())
+
+
+@pytest.mark.parametrize("p", PROGRAMS, ids=lambda p: p["name"])
+def test_sparsecore_offload_verdict_is_the_compilers_placement(p, tmp_path, capsys):
+    doc = _analyze(p, tmp_path, capsys)
+    m = _program(p).main
+    placed = {k: False for k in OFFLOADABLE}
+    present = set()
+    for r in schedule(m):
+        t = hlo_bucket(m, r)
+        present.add(t.collective)
+        if r.sparsecore and t.collective in placed:
+            placed[t.collective] = True
+    sc = doc["sparsecore_offload"]
+    verdict = sc.get("offloaded") or {}
+    # per collective type the program runs: offloaded in the analysis <=> on the SparseCore in the HLO
+    assert {k: bool(verdict.get(k)) for k in OFFLOADABLE if k in present} == \
+        {k: v for k, v in placed.items() if k in present}, (sc, placed)
+    assert sc["detected"] == any(placed.values()) or not any(placed.values())
+    off_flags = [f for f in p["flags"] if "sparse_core_collective_offload" in f and f.endswith("=false")]
+    for f in off_flags:  # a flag turned off: that type is not offloaded
+        kind = f.split("offload_", 1)[1].split("=")[0]
+        assert not placed[kind], f
+    if p["name"] == "dense_fsdp":  # default flags on TPU7x: all-gathers and reduce-scatters on the SparseCore
+        assert placed["all_gather"] and placed["reduce_scatter"] and not placed["all_reduce"]
+
+
+def _hbm(p: dict):
+    from profanalyzer.hlo.memory import assignment_stats, compiler_stats, proto_allocations
+
+    proto = gzip.decompress((CORPUS / p["files"]["hlo_proto"]).read_bytes())
+    ours = assignment_stats(proto_allocations(proto))
+    comp = compiler_stats((CORPUS / p["files"]["compiler"]).read_text())
+    assert comp is not None
+    return ours, comp
+
+
+#: The buffer assignment in the HloProto is the one dumped after optimizations; the compiler's
+#: memory_analysis() reports the final executable's, whose temp is larger on every training program
+#: here (buffers the passes after that stage add -- the after_codegen module carries no buffer
+#: assignment to check). Arguments, outputs and aliasing agree exactly; the temp gap is stated, not hidden:
+#: measured 11-34% of the compiler's temp (up to 25% of the peak) on the training programs, within 1% on
+#: serving_decode and v5p_dense_fsdp.
+PEAK_GAP_MAX = 0.35
+
+
+@pytest.mark.parametrize("p", PROGRAMS, ids=lambda p: p["name"])
+def test_hbm_from_the_buffer_assignment_beside_memory_analysis(p, tmp_path, capsys):
+    ours, comp = _hbm(p)
+    assert (ours.argument, ours.output, ours.alias) == (comp.argument, comp.output, comp.alias)
+    assert ours.temp > 0 and abs(ours.peak - comp.peak) / comp.peak < PEAK_GAP_MAX
+    # the analysis states both figures and the fit in the chip's HBM
+    doc = _analyze(p, tmp_path, capsys)
+    note = next(n for n in doc["notes"] if "HBM from the buffer assignment" in n)
+    assert f"temp {ours.temp} = {ours.peak} bytes" in note and f"temp {comp.temp} = {comp.peak} bytes" in note
+    assert "GiB per TensorCore" in note
+
+
+def test_the_hbm_gap_is_the_temp_of_the_final_stage():
+    gaps = {p["name"]: _hbm(p) for p in PROGRAMS}
+    within = sorted(n for n, (o, c) in gaps.items() if abs(o.peak - c.peak) / c.peak <= 0.01)
+    assert within == ["serving_decode", "v5p_dense_fsdp"], within
+    # everywhere else the final executable holds more temp than the assignment dumped after optimizations
+    assert all(c.temp > o.temp for n, (o, c) in gaps.items() if n not in within)
+
+
+@pytest.mark.parametrize("p", PROGRAMS, ids=lambda p: p["name"])
+def test_the_proto_and_the_text_of_a_program_replay_alike(p):
+    # the after_codegen HloProto and compiled.as_text() are one module: the same loops, trip counts,
+    # while body / condition, and the same compiler-estimated time in the replay
+    from profanalyzer.hlo.replay import replay
+    from profanalyzer.hlo.schedule import trip_counts
+
+    proto, text = _program(p).main, read_program(CORPUS / p["files"]["hlo_text"]).main
+    tp, tt = trip_counts(proto), trip_counts(text)
+    assert {k: v.n for k, v in tp.items()} == {k: v.n for k, v in tt.items()} and all(v.n for v in tp.values())
+    for m in (proto, text):
+        for c in m.computations:
+            for i in c.instructions:
+                if i.opcode == "while":
+                    assert "cond" in i.attr("condition") or "body" not in i.attr("condition"), i.attr("condition")
+    chip = _chip(p)
+    assert replay(_program(p), chip).estimated_ps == replay(read_program(CORPUS / p["files"]["hlo_text"]),
+                                                           chip).estimated_ps
