@@ -26,7 +26,7 @@ import operator
 import re
 import weakref
 from dataclasses import dataclass
-from typing import Callable, Mapping, TypeVar
+from typing import TYPE_CHECKING, Callable, Mapping, TypeVar
 
 import numpy as np
 
@@ -39,6 +39,9 @@ from profanalyzer.model import BucketOps, HostOffloadSummary, RunKind, TopOp, Ut
 from profanalyzer.runkind import RunKindEvidence, decide_run_kind, inference_marker, inference_markers
 from profanalyzer.trace import LINE_MODULES, LINE_OPS, Plane, Trace
 from profanalyzer.vocab import ATTENTION_SPLIT, BUCKETS, COMPUTE_BUCKETS, MATMUL_BUCKETS
+
+if TYPE_CHECKING:
+    from profanalyzer.attributed import Attributed
 
 REMAT_TOP = 15
 KERNELS_TOP = 20
@@ -497,10 +500,10 @@ def _max_not_nan(g: np.ndarray, x: np.ndarray, ng: int) -> np.ndarray:
     return np.where(has, out, math.nan)
 
 
-def ops_and_roofline(trace: Trace, work: list[CoreWork], kept_steps: set[int], step_mean: float,
-                     top_n: int) -> tuple[OpsResult, Utilisation]:
+def ops_and_roofline(att: Attributed, top_n: int) -> tuple[OpsResult, Utilisation]:
     """Per-op self time, FLOPs and bytes over the kept steps of every
     TensorCore, grouped by (name, HLO category, bucket); MFU and MXU use."""
+    trace, work, kept_steps, step_mean = att.trace, att.work, att.kept_steps, att.step_mean
     chip = trace.chip
     kept_list = np.asarray(sorted(kept_steps), dtype=np.int64)
     acc: dict = {"mf_model": 0.0, "mf_flops": 0.0, "any_model": False, "any_flops": False,

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Mapping, Sequence
+from typing import TYPE_CHECKING, Mapping, Sequence
 
 import numpy as np
 
@@ -39,6 +39,9 @@ from profanalyzer.opstats import TableMemo, table_memo
 from profanalyzer.parallel import map_ordered
 from profanalyzer.vocab import BUCKETS, COLLECTIVE_BUCKETS, COLLECTIVE_KIND_BUCKET, COLLECTIVE_TYPES, OFFLOADABLE, SPARSECORE_CAPTURE_HINT
 from profanalyzer.trace import instruction_name, LINE_ASYNC, LINE_OPS, LINE_SC_MODULES, LINE_SC_OPS, Plane, Trace
+
+if TYPE_CHECKING:
+    from profanalyzer.attributed import Attributed
 
 #: Window classes by hidden fraction.
 HIDDEN_MIN = 0.9  # >= : hidden
@@ -218,9 +221,10 @@ def _pair_windows(md, ev, rows, role, coll_col, unmatched, windows) -> Windows:
     return windows(ev.start_ps[st_i], ev.end_ps[en_i], np.asarray(rs_, dtype=np.int64), ty, np.asarray(eng, dtype=bool))
 
 
-def analyze_overlap(trace: Trace, work: Sequence[CoreWork], kept_steps: set[int], step_mean_ps: float) -> OverlapResult:
+def analyze_overlap(att: Attributed) -> OverlapResult:
     """Collective windows, their hidden and exposed time, and the SparseCore
     offload verdict over the kept steps of every core of `work`."""
+    trace, work, kept_steps, step_mean_ps = att.trace, att.work, att.kept_steps, att.step_mean
     unmatched: dict[str, int] = {}
     all_windows: list[Windows] = []
     own_time: dict[str, float] = {}  # collective type -> time its own ops occupy the TensorCore (kept steps)

@@ -28,7 +28,7 @@ Imports: model, vocab, trace, attribution, opstats (TableMemo) (the analysis sta
 from __future__ import annotations
 
 import re
-from typing import Iterable
+from typing import TYPE_CHECKING, Iterable
 
 import numpy as np
 
@@ -39,6 +39,9 @@ from profanalyzer.opstats import table_memo
 from profanalyzer.parallel import map_ordered
 from profanalyzer.trace import LINE_OPS, Trace
 from profanalyzer.vocab import BUCKETS, COLLECTIVE_BUCKETS
+
+if TYPE_CHECKING:
+    from profanalyzer.attributed import Attributed
 
 __all__ = ["fold_scope", "scope_rollup", "collapse", "NO_SCOPE", "TOP_LEVEL", "MAX_DEPTH", "DEFAULT_DEPTH", "MAX_ROWS"]
 
@@ -197,9 +200,10 @@ def _core_scopes(w: CoreWork, ev, ks: np.ndarray, ke: np.ndarray, nk: int, table
     return tot_b, tot_r, (row_scope[seen], row_name[seen]), (row_scope[seen], counts[seen] / nk), layers
 
 
-def scope_rollup(trace: Trace, work: list[CoreWork], kept_steps: set[int], step_mean: float) -> tuple[ScopeRow, ...]:
+def scope_rollup(att: Attributed) -> tuple[ScopeRow, ...]:
     """Self time per folded name scope over the kept steps of every TensorCore,
     per kept step per TensorCore (the divisor of the top ops: kept core-steps)."""
+    trace, work, kept_steps, step_mean = att.trace, att.work, att.kept_steps, att.step_mean
     nb = len(BUCKETS)
     coll = np.asarray([b in COLLECTIVE_BUCKETS for b in BUCKETS], dtype=bool)
     kept_list = np.asarray(sorted(kept_steps), dtype=np.int64)
