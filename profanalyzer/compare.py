@@ -111,11 +111,9 @@ def load_document(path: str | Path, chip: str | None = None, memory: bool = Fals
         doc = read_json(p)
         validate_document(doc, str(path))
         return doc
-    from profanalyzer.analysis import AnalysisOptions, analyze
-    from profanalyzer.findings import result_document, run_rules
+    from profanalyzer.run import RunOptions, run
 
-    a = analyze(p, AnalysisOptions(chip=chip, memory=memory))
-    return result_document(a, run_rules(a))
+    return run(p, RunOptions(chip=chip, memory=memory)).document()
 
 
 # ---------------------------------------------------------------------------

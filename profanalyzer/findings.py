@@ -43,7 +43,7 @@ from profanalyzer.workload import classify_workload
 __all__ = [
     "Analysis", "Finding", "Findings", "RuleDoc", "WorkloadClass", "Rule", "rule", "parse_doc", "severity_of", "SEVERITY",
     "GUIDE_SECTIONS", "LEVERS", "claim_capacity", "result_document", "all_rules", "merge", "run_rules", "rule_docs",
-    "load_analysis", "analyze_source",
+    "load_analysis", "analyze_source", "with_docs",
 ]
 
 
@@ -96,7 +96,7 @@ def run_rules(analysis: Analysis, select: Iterable[str] = (), ignore: Iterable[s
     rules = [r for r in all_rules() if _selected(r.code, select, ignore)]
     found: list[Finding] = []
     for r in rules:
-        found.extend(r.check(analysis))
+        found.extend(x if x.doc is not None else replace(x, doc=r.doc) for x in r.check(analysis))
     findings = Findings(
         recommendations=merge(found, analysis),
         workload=classify_workload(analysis),
@@ -114,12 +114,21 @@ def rule_docs(codes: Iterable[str] | None = None) -> dict[str, RuleDoc]:
     return {r.code: r.doc for r in all_rules() if want is None or r.code in want}
 
 
+def with_docs(findings: Findings) -> Findings:
+    """The findings with each one's rule doc set from the registry (a saved
+    document holds no docs; a code no longer registered keeps none)."""
+    docs = rule_docs({f.code for f in findings.recommendations})
+    return replace(findings, recommendations=tuple(
+        f if f.doc is not None or f.code not in docs else replace(f, doc=docs[f.code]) for f in findings.recommendations))
+
+
 def load_analysis(path: str | Path) -> tuple[Analysis, Findings]:
     """A saved `analyze --json` document, typed and self-checked, ready to
-    render again. A document without findings sections gets the rules run on
-    it now. InputError (one line) when the file is not such a document."""
+    render again (each finding with its rule's doc). A document without
+    findings sections gets the rules run on it now. InputError (one line)
+    when the file is not such a document."""
     a, f = read_document(read_json(path), str(path))
-    return a, (f if f is not None else run_rules(a))
+    return a, (with_docs(f) if f is not None else run_rules(a))
 
 
 def analyze_source(path: str | Path, options: AnalysisOptions = AnalysisOptions(), select: Iterable[str] = (),

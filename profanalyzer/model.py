@@ -55,7 +55,11 @@ from profanalyzer.parts import (  # leaf records, re-exported
     CorePeaks,
     RidgePoints,
     ChipSpec,
+    DEFAULT_DEPTH,
+    NO_SCOPE,
+    TOP_LEVEL,
     ScopeRow,
+    collapse,
     IdleCause,
     HostActivity,
     MemoryBuffer,
@@ -89,6 +93,10 @@ __all__ = [
     "RidgePoints",
     "ChipSpec",
     "ScopeRow",
+    "collapse",
+    "NO_SCOPE",
+    "TOP_LEVEL",
+    "DEFAULT_DEPTH",
     "IdleCause",
     "HostActivity",
     "MemoryBuffer",
@@ -394,6 +402,10 @@ class Finding(Record):
     merged_note: str = ""
     #: LIBTPU_INIT_ARGS flags to add, in order (profanalyzer.shell renders them for each format)
     flags: tuple[str, ...] = ()
+    #: The rule's doc, set when the rule builds the finding (Rule.finding) or
+    #: when a saved document is read back (findings.with_docs): renderers read
+    #: it here, not in the rule registry. Not in the JSON.
+    doc: RuleDoc | None = field(default=None, compare=False, repr=False, metadata={"json": False})
 
     def _repr_html_(self) -> str:
         from profanalyzer.frames import finding_card

@@ -21,26 +21,30 @@ for a remat claim; the step start when none shows), with its code, title,
 saving and guide section in args.
 
 Times are microseconds from the capture's origin (the trace's timestamps);
-events are sorted by time, durations are non-negative. Built from the trace
-(`attribution.attribute_trace`, `overlap.windows_for_core`): the export costs
-a second attribution pass, only when asked for.
+events are sorted by time, durations are non-negative. Built from the run's
+attributed trace (`run.Run.attributed`: the per-core work the analysis
+computed, not a second attribution pass) and the collective windows of each
+exported core (`overlap.windows_for_core`).
 """
 
 from __future__ import annotations
 
 import gzip
 import json
-from typing import Any, Collection, Iterable
+from typing import TYPE_CHECKING, Any, Collection, Iterable
 
 import numpy as np
 
-from profanalyzer.attribution import CoreWork, attribute_trace, exclusive_segments
+from profanalyzer.attribution import CoreWork, exclusive_segments
 from profanalyzer.errors import InputError
 from profanalyzer.model import Analysis, Findings
 from profanalyzer.outputs import atomic_open
 from profanalyzer.overlap import window_class, window_name, windows_for_core
 from profanalyzer.trace import LINE_SC_OPS, Trace
 from profanalyzer.vocab import BUCKETS
+
+if TYPE_CHECKING:
+    from profanalyzer.attributed import Attributed
 
 __all__ = ["trace_events", "write_trace", "parse_steps", "marker_notes", "CLASS_COLOURS"]
 
@@ -146,9 +150,11 @@ def _tracks(trace: Trace, w: CoreWork, pid: int, tid0: int) -> list[dict]:
     return out
 
 
-def trace_events(trace: Trace, analysis: Analysis, findings: Findings | None = None,
+def trace_events(att: Attributed, analysis: Analysis, findings: Findings | None = None,
                  steps: Collection[int] | None = None) -> dict:
-    """The Trace Event Format document (a dict) of the analysed window."""
+    """The Trace Event Format document (a dict) of the analysed window, from
+    the run's attributed trace (`run.Run.attributed`: not attributed again)."""
+    trace = att.trace
     if steps:
         wanted = sorted(set(int(s) for s in steps))
     elif analysis.timeline is not None:
@@ -157,7 +163,7 @@ def trace_events(trace: Trace, analysis: Analysis, findings: Findings | None = N
         wanted = [r.number for r in analysis.steps.table if r.kept][:1]
     if not wanted:
         raise InputError("--trace-out: no kept step to export (pass --steps)")
-    work = attribute_trace(trace)
+    work = att.work
     hosts = sorted({w.plane.host for w in work})
     pid_of = {h: i + 1 for i, h in enumerate(hosts)}
     meta: list[dict] = [{"ph": "M", "pid": _FINDINGS_PID, "tid": 0, "name": "process_name", "args": {"name": "findings"}},

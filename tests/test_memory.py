@@ -223,8 +223,10 @@ def test_cli_reads_memory_only_when_a_memory_rule_fires(monkeypatch, capsys, tmp
     import json
 
     from conftest import run_cli
-    from profanalyzer.cli.analyze import MEMORY_RULES
+    from profanalyzer.findings import all_rules
 
+    MEMORY_RULES = {r.code for r in all_rules() if "memory" in r.needs}
+    assert MEMORY_RULES == {"HO001", "RM001", "SH003"}  # the rules that trade HBM for time declare it
     calls = []
     real = memory.read_sources
     monkeypatch.setattr(memory, "read_sources", lambda *a, **k: calls.append(1) or real(*a, **k))

@@ -189,48 +189,46 @@ def _analyze(trace: str, label: str, chip: str | None, jobs: int | None, json_ou
              output: str | None, no_html: bool, md_out: str | None, timestamp: bool, quiet: bool,
              trace_out: str | None = None, trace_steps: str | None = None, what_if_levers: str | None = None,
              history: str | None = None, by_scope: int | None = None, memory: bool = False, host_act: bool = False) -> None:
-    from profanalyzer.analysis import AnalysisOptions, analyze_trace, read_trace
-    from profanalyzer.findings import analyze_source, run_rules
     from profanalyzer.model import is_analysis_document
     from profanalyzer.report.terminal import format_summary
+    from profanalyzer.run import RunOptions, run
 
     markers: dict[str, str] | None = None
     if trace_out:
         from profanalyzer.perfetto import parse_steps
 
         wanted = parse_steps(trace_steps or "")
-    options = AnalysisOptions(chip=chip, jobs=jobs, progress=_progress(quiet, trace), memory=memory, host_activity=host_act)
-    if is_analysis_document(trace):
-        # A saved `--json` document: rendered again without the trace.
-        if trace_out:
+        if is_analysis_document(trace):
             raise click.UsageError("--trace-out needs the trace itself, not a saved analysis")
-        a, f = analyze_source(trace, options, select=_codes(select), ignore=_codes(ignore))
-        digest = None if no_html else _hash_in_background(trace)
-    else:
-        model = read_trace(trace, options)
-        _stage(options.progress, f"analysing {len(model.tensorcores)} TensorCores, "
-                                 f"{sum(p.n_events for p in model.planes):,} events ...")
+    progress = _progress(quiet, trace)
+    hashed: dict = {}
+
+    def on_read(model) -> None:
+        _stage(progress, f"analysing {len(model.tensorcores)} TensorCores, "
+                         f"{sum(p.n_events for p in model.planes):,} events ...")
         # The input's hash (report footer) runs on a second core during the
         # single-threaded analysis; during the read both cores decode.
-        digest = None if no_html else (_hash_in_background(trace) if label == trace else (lambda: "not computed (a URL input, read through a partial copy)"))
-        a = analyze_trace(model, options)
-        if label != trace:  # a URL: the report names it, not the temporary copy
-            a = dataclasses.replace(a, source=label)
-        f = run_rules(a, select=_codes(select), ignore=_codes(ignore))
-        _stage(options.progress, "")
-        if a.memory is None and any(r.code in MEMORY_RULES for r in f.recommendations):
-            read = _with_memory(model, a)
-            if read is not None:  # the cards state the headroom in bytes
-                a, f = read, run_rules(read, select=_codes(select), ignore=_codes(ignore))
+        if not no_html:
+            hashed["get"] = (_hash_in_background(trace) if label == trace
+                             else (lambda: "not computed (a URL input, read through a partial copy)"))
+
+    r = run(trace, RunOptions(chip=chip, jobs=jobs, progress=progress, memory=memory, host_activity=host_act,
+                              select=_codes(select), ignore=_codes(ignore), label=label, on_read=on_read))
+    a, f = r.analysis, r.findings
+    if r.attributed is None:  # a saved `--json` document: rendered again without the trace
+        digest = None if no_html else _hash_in_background(trace)
+    else:
+        _stage(progress, "")
+        digest = hashed.get("get")
         if trace_out:
             from profanalyzer.perfetto import marker_notes, trace_events, write_trace
 
-            exported = trace_events(model, a, f, wanted)
+            exported = trace_events(r.attributed, a, f, wanted)
             write_trace(exported, trace_out)
             markers = marker_notes(exported, trace_out)
             del exported
             click.echo(f"trace: {trace_out}", err=True)
-        del model
+    del r
     extra, extra_lines = _levers_and_history(a, f, what_if_levers, history, trace)
     to_stdout = json_out == "-" or md_out == "-"
     if json_out:
@@ -255,20 +253,6 @@ def _analyze(trace: str, label: str, chip: str | None, jobs: int | None, json_ou
         echo(format_summary(a, top=top, findings=f, by_scope=by_scope))
         for line in extra_lines:
             echo(line)
-
-
-#: Rules that trade HBM for time (heuristics/headroom.py): when one fires, the
-#: analysis reads memory (the HLO proto's buffer assignment) and runs the rules
-#: again so the card states the headroom in bytes.
-MEMORY_RULES = frozenset({"HO001", "RM001", "SH003"})
-
-
-def _with_memory(model, a):
-    """The analysis with its memory section read, when the trace has one (a peak); else None."""
-    from profanalyzer.memory import trace_memory
-
-    mem = trace_memory(model)
-    return dataclasses.replace(a, memory=mem) if mem.peak_bytes is not None else None
 
 
 def _levers_and_history(a, f, levers: str | None, history: str | None, trace: str) -> tuple[dict, list[str]]:

@@ -43,17 +43,16 @@ def analyse_host_file(
         hit = cache.get(key) if cache else None
         if hit is not None:
             return from_cache(path, sha, hit)
-        from profanalyzer.analysis import AnalysisOptions, analyze
-        from profanalyzer.findings import run_rules
+        from profanalyzer.run import RunOptions, run
 
         try:
-            a = analyze(local, AnalysisOptions(chip=options.chip))
+            r = run(local, RunOptions(chip=options.chip))
         except InputError as e:  # the bytes cannot be analysed: remember that too
             if cache:
                 msg = failure_from(path, e).error.replace(local, PATH_MARK)
                 cache.put(key, sha, failure={"error": msg, "error_type": type(e).__name__})
             raise
-        rec = host_record(a, run_rules(a))
+        rec = host_record(r.analysis, r.findings)
         if cache:
             cache.put(key, sha, record=rec)
         out.update(ok=True, record=rec)

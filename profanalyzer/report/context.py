@@ -7,7 +7,7 @@ Strings here are plain text (the template escapes them); the charts are
 `markupsafe.Markup` built by `svg.py`, which escapes trace text itself.
 Numbers are formatted with profanalyzer.format's `ms()` / `pct()` so the
 report, the terminal and the JSON agree digit for digit. Rule docs come in
-from the caller (`docs`, from findings.rule_docs): this module does not reach
+with each finding (`Finding.doc`, set by its rule): this module does not reach
 into the rule registry.
 """
 
@@ -282,7 +282,7 @@ def _definitions(a: Analysis) -> tuple[tuple[Fact, ...], tuple[Fact, ...]]:
 
 
 def _card(rank: int, f: Finding, a: Analysis, docs: Mapping[str, RuleDoc]) -> Card:
-    doc = docs.get(f.code)
+    doc = docs.get(f.code, f.doc)
     return Card(
         rank=rank,
         code=f.code,

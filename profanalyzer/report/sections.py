@@ -14,7 +14,7 @@ from markupsafe import Markup
 from profanalyzer.format import ms, pct
 from profanalyzer.model import Analysis
 from profanalyzer.report import svg
-from profanalyzer.scopes import DEFAULT_DEPTH, collapse
+from profanalyzer.model import DEFAULT_DEPTH, collapse
 from profanalyzer.vocab import BUCKETS, IDLE_CAUSE_LABELS, IDLE_CAUSES
 
 __all__ = ["mxu_text", "ScopeRowView", "ScopesView", "IdleRowView", "IdleView", "Sections", "scopes_view", "idle_view", "build_sections", "markdown_sections", "MARKDOWN_SCOPE_ROWS", "MemoryView", "BufferRowView", "memory_view", "step_class_text", "host_activity_lines", "SCOPE_ROWS"]
