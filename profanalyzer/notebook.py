@@ -57,6 +57,14 @@ class LoadedAnalysis(Analysis):
         profanalyzer.frames for the columns)."""
         return analysis_frames(self, findings if findings is not None else self.findings, self.core_steps or None)
 
+    def render(self, format: str = "markdown", **options) -> str:
+        """The analysis in one output format of the renderer registry
+        (profanalyzer.report.registry: json, markdown, html, terminal);
+        `options` are RenderOptions fields (e.g. top=5)."""
+        from profanalyzer.report.registry import RenderOptions, renderer
+
+        return renderer(format).render(Run(analysis_of(self), self.findings), RenderOptions(**options))
+
     def to_dict(self) -> dict:
         """The `profanalyze analyze --json` document."""
         a = analysis_of(self)

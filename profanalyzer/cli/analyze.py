@@ -157,11 +157,14 @@ def _no_cyclic_gc():
               help="Write the analysed window as an annotated Chrome/Perfetto trace (FILE.json.gz or FILE.json).")
 @click.option("--steps", "trace_steps", default=None, metavar="STEPS",
               help="Steps --trace-out exports, e.g. 3 or 3,5-7 (default: the representative step).")
+@click.option("--write", "writes", multiple=True, metavar="FORMAT=FILE", callback=lambda c, p, v: _writes(v),
+              help="Write the output of a renderer (json, markdown, html, terminal) to FILE (- for stdout); repeatable.")
 @_no_cyclic_gc()
 def analyze(trace: str, chip: str | None, jobs: int | None, json_out: str | None, top: int, select: str, ignore: str,
             output: str | None, no_html: bool, md_out: str | None, timestamp: bool, by_scope: int | None, memory: bool,
             host_act: bool, quiet: bool, what_if_levers: str | None = None, history: str | None = None,
-            trace_out: str | None = None, trace_steps: str | None = None) -> None:
+            trace_out: str | None = None, trace_steps: str | None = None,
+            writes: tuple[tuple[str, str], ...] = ()) -> None:
     """Attribute step time, analyse overlap, rank recommendations, write the HTML report."""
     if trace_steps is not None and not trace_out:
         raise click.UsageError("--steps selects what --trace-out exports: pass --trace-out FILE.json.gz too")
@@ -170,10 +173,25 @@ def analyze(trace: str, chip: str | None, jobs: int | None, json_out: str | None
 
         output = str(default_output_path(trace))
     check_outputs([trace, history], [("--json", json_out), ("--markdown", md_out),
-                                     ("-o", None if no_html else output), ("--trace-out", trace_out)])
+                                     ("-o", None if no_html else output), ("--trace-out", trace_out),
+                                     *(("--write", d) for _, d in writes)])
     with _local(trace) as local:
         _analyze(local, trace, chip, jobs, json_out, top, select, ignore, output, no_html, md_out, timestamp, quiet,
-                 trace_out, trace_steps, what_if_levers, history, by_scope, memory, host_act)
+                 trace_out, trace_steps, what_if_levers, history, by_scope, memory, host_act, writes)
+
+
+def _writes(values: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
+    """--write FORMAT=FILE values as (renderer name, path); a usage error
+    names the renderers when FORMAT is not one (report.registry.RENDERERS)."""
+    from profanalyzer.report.registry import RENDERERS
+
+    out = []
+    for v in values:
+        name, sep, dest = v.partition("=")
+        if not sep or not dest or name not in RENDERERS:
+            raise click.BadParameter(f"{v!r}: expected FORMAT=FILE, FORMAT one of {', '.join(RENDERERS)}", param_hint="--write")
+        out.append((name, dest))
+    return tuple(out)
 
 
 def _local(trace: str, selective: bool = True):
@@ -188,10 +206,11 @@ def _local(trace: str, selective: bool = True):
 def _analyze(trace: str, label: str, chip: str | None, jobs: int | None, json_out: str | None, top: int, select: str, ignore: str,
              output: str | None, no_html: bool, md_out: str | None, timestamp: bool, quiet: bool,
              trace_out: str | None = None, trace_steps: str | None = None, what_if_levers: str | None = None,
-             history: str | None = None, by_scope: int | None = None, memory: bool = False, host_act: bool = False) -> None:
+             history: str | None = None, by_scope: int | None = None, memory: bool = False, host_act: bool = False,
+             writes: tuple[tuple[str, str], ...] = ()) -> None:
     from profanalyzer.model import is_analysis_document
-    from profanalyzer.report.terminal import format_summary
-    from profanalyzer.run import RunOptions, run
+    from profanalyzer.report.registry import RENDERERS, RenderOptions
+    from profanalyzer.run import Run, RunOptions, run
 
     markers: dict[str, str] | None = None
     if trace_out:
@@ -228,31 +247,27 @@ def _analyze(trace: str, label: str, chip: str | None, jobs: int | None, json_ou
             markers = marker_notes(exported, trace_out)
             del exported
             click.echo(f"trace: {trace_out}", err=True)
-    del r
+    del r  # the trace and its attribution are freed before the outputs render
     extra, extra_lines = _levers_and_history(a, f, what_if_levers, history, trace)
-    to_stdout = json_out == "-" or md_out == "-"
+    done = Run(a, f)
+    to_stdout = json_out == "-" or md_out == "-" or any(d == "-" for _, d in writes)
+    opts = RenderOptions(top=top, by_scope=by_scope, extra=extra, extra_lines=tuple(extra_lines), trace_markers=markers)
     if json_out:
-        write_json({**result_dict(a, f), **extra}, json_out)
+        write_text(RENDERERS["json"].render(done, opts), json_out, announce=json_out != "-")
     if md_out:
-        from profanalyzer.report.markdown import render_markdown
-
-        md = render_markdown(a, f)
-        if extra_lines:
-            md += "\n#### What-if and calibration\n\n```\n" + "\n".join(extra_lines) + "\n```\n"
-        write_text(md, md_out)
+        write_text(RENDERERS["markdown"].render(done, opts), md_out)
     if digest is not None:
-        from profanalyzer.report.html import default_output_path, render_html
+        from profanalyzer.report.html import default_output_path
 
-        stamp = utc_timestamp() if timestamp else None
-        html = render_html(a, f, command_line=command_line(), input_sha256=digest(), timestamp=stamp,
-                           trace_markers=markers)
+        html_opts = dataclasses.replace(opts, command_line=command_line(), input_sha256=digest(),
+                                        timestamp=utc_timestamp() if timestamp else None)
         dest = output or str(default_output_path(label))
-        write_text(html, dest, announce=False)
+        write_text(RENDERERS["html"].render(done, html_opts), dest, announce=False)
         click.echo(f"report: {dest}", err=to_stdout)
+    for name, dest in writes:  # --write FORMAT=FILE: any renderer of the registry
+        write_text(RENDERERS[name].render(done, dataclasses.replace(opts, command_line=command_line())), dest)
     if not quiet and not to_stdout:
-        echo(format_summary(a, top=top, findings=f, by_scope=by_scope))
-        for line in extra_lines:
-            echo(line)
+        echo(RENDERERS["terminal"].render(done, opts).removesuffix("\n"))
 
 
 def _levers_and_history(a, f, levers: str | None, history: str | None, trace: str) -> tuple[dict, list[str]]:
