@@ -37,13 +37,13 @@ from profanalyzer.model import (  # noqa: F401 - old import paths of the records
     result_document,
 )
 from profanalyzer.rules import SEVERITY, Rule, parse_doc, rule, severity_of  # noqa: F401 - old import paths
-from profanalyzer.vocab import GUIDE_SECTIONS, LEVERS  # noqa: F401 - old import paths
+from profanalyzer.vocab import GUIDE_SECTIONS, LEVERS, WHAT_IF_LEVERS  # noqa: F401 - old import paths
 from profanalyzer.workload import classify_workload
 
 __all__ = [
     "Analysis", "Finding", "Findings", "RuleDoc", "WorkloadClass", "Rule", "rule", "parse_doc", "severity_of", "SEVERITY",
     "GUIDE_SECTIONS", "LEVERS", "claim_capacity", "result_document", "all_rules", "merge", "run_rules", "rule_docs",
-    "load_analysis", "analyze_source", "with_docs",
+    "load_analysis", "analyze_source", "completed", "together",
 ]
 
 
@@ -104,7 +104,20 @@ def run_rules(analysis: Analysis, select: Iterable[str] = (), ignore: Iterable[s
         selection={"select": tuple(select), "ignore": tuple(ignore)},
     )
     findings.self_check(analysis)
-    return findings
+    return replace(findings, together=together(analysis, findings))
+
+
+def together(analysis: Analysis, findings: Findings) -> tuple[tuple[str, ...], float] | None:
+    """(levers, saving ps per step) of the recommendations' levers pulled
+    together (whatif.what_if, as `analyze --what-if`), when the re-timing
+    models every finding's claims (whatif.modelled); else None."""
+    from profanalyzer.whatif import modelled, what_if
+
+    recs = findings.recommendations
+    levers = tuple(lv for lv in WHAT_IF_LEVERS if any(f.lever == lv for f in recs))
+    if levers and all(modelled(f) for f in recs):
+        return levers, what_if(analysis, findings, levers).saving_ps
+    return None
 
 
 def rule_docs(codes: Iterable[str] | None = None) -> dict[str, RuleDoc]:
@@ -114,12 +127,14 @@ def rule_docs(codes: Iterable[str] | None = None) -> dict[str, RuleDoc]:
     return {r.code: r.doc for r in all_rules() if want is None or r.code in want}
 
 
-def with_docs(findings: Findings) -> Findings:
-    """The findings with each one's rule doc set from the registry (a saved
-    document holds no docs; a code no longer registered keeps none)."""
+def completed(analysis: Analysis, findings: Findings) -> Findings:
+    """Saved findings with what the JSON does not hold: each finding's rule
+    doc (from the registry; a code no longer registered keeps none) and the
+    levers' saving pulled together."""
     docs = rule_docs({f.code for f in findings.recommendations})
-    return replace(findings, recommendations=tuple(
-        f if f.doc is not None or f.code not in docs else replace(f, doc=docs[f.code]) for f in findings.recommendations))
+    f = replace(findings, recommendations=tuple(
+        x if x.doc is not None or x.code not in docs else replace(x, doc=docs[x.code]) for x in findings.recommendations))
+    return replace(f, together=together(analysis, f))
 
 
 def load_analysis(path: str | Path) -> tuple[Analysis, Findings]:
@@ -128,7 +143,7 @@ def load_analysis(path: str | Path) -> tuple[Analysis, Findings]:
     findings sections gets the rules run on it now. InputError (one line)
     when the file is not such a document."""
     a, f = read_document(read_json(path), str(path))
-    return a, (with_docs(f) if f is not None else run_rules(a))
+    return a, (completed(a, f) if f is not None else run_rules(a))
 
 
 def analyze_source(path: str | Path, options: AnalysisOptions = AnalysisOptions(), select: Iterable[str] = (),

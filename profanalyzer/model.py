@@ -432,6 +432,10 @@ class Findings(Record):
     workload: WorkloadClass | None
     rules_run: tuple[str, ...]
     selection: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    #: (levers, ps per step) the recommendations' levers save pulled together
+    #: (the what-if re-timing, profanalyzer.whatif), when it models every
+    #: finding's claims; None otherwise. Set by the findings stage; not in the JSON.
+    together: tuple[tuple[str, ...], float] | None = field(default=None, compare=False, repr=False, metadata={"json": False})
 
     def self_check(self, analysis: Analysis) -> None:
         """Raise InvariantError when a finding claims more than the time it

@@ -170,3 +170,7 @@ CHIP_TABLE: tuple[ChipName, ...] = (
 )
 #: `click.Choice(CHIP_CHOICES, case_sensitive=False)` for every --chip option.
 CHIP_CHOICES: tuple[str, ...] = tuple(c.key for c in CHIP_TABLE)
+
+
+#: The levers the what-if re-timing models (profanalyzer.whatif), in order.
+WHAT_IF_LEVERS = ("remat", "fp8", "sc_offload")

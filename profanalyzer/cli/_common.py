@@ -29,14 +29,6 @@ CHIP_CHOICES: tuple[str, ...] = tuple(CHIPS)
 CONTEXT_SETTINGS: dict[str, Any] = {"help_option_names": ["-h", "--help"]}
 
 
-_URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
-
-
-def is_url(path: str) -> bool:
-    """Whether a TRACE argument is a URL (read through fsspec, profanalyzer.sources)."""
-    return bool(_URL.match(path))
-
-
 def neutralise(text: str, replacement: str = "\ufffd") -> str:
     """`text` with terminal control characters replaced."""
     return _CONTROL.sub(replacement, text)

@@ -13,6 +13,7 @@ import sys
 
 import click
 
+from profanalyzer.sources import is_url
 from profanalyzer.cli._common import (
     OUTPUT_FILE,
     check_outputs,
@@ -20,7 +21,6 @@ from profanalyzer.cli._common import (
     command_line,
     echo,
     jobs_option,
-    is_url,
     neutralise,
     trace_argument,
     utc_timestamp,

@@ -74,14 +74,13 @@ from profanalyzer.fleet.execute import (
 )
 from profanalyzer.fleet.paths import (
     RUN_NAME_RE,
-    XPLANE_SUFFIXES,
     Expansion,
     RunInput,
     expand_paths,
     host_stem,
-    is_url,
     run_time,
 )
+from profanalyzer.sources import XPLANE_SUFFIXES, is_url
 from profanalyzer.fleet.records import (
     FLEET_SCHEMA_VERSION,
     RECORD_VERSION,

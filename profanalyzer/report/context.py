@@ -48,7 +48,7 @@ from profanalyzer.report.views import (  # noqa: F401 - the view records' old im
     NavItem,
     ReportContext,
 )
-from profanalyzer.vocab import BUCKETS, COLLECTIVE_BUCKETS, COLLECTIVE_TYPE_LABELS, LEVER_LABELS
+from profanalyzer.vocab import BUCKETS, COLLECTIVE_BUCKETS, COLLECTIVE_TYPE_LABELS, LEVER_LABELS, WHAT_IF_LEVERS
 
 #: Rows of the op tables.
 TOP_OPS_ROWS = 30
@@ -319,13 +319,10 @@ def _together(a: Analysis, findings: Findings, total: float, step: float) -> str
     claims; what the levers save pulled together is the what-if re-timing
     (profanalyzer.whatif, as `analyze --what-if`), shown when it models
     every finding's claims (`whatif.modelled`)."""
-    from profanalyzer.whatif import WHAT_IF_LEVERS, modelled, what_if
-
-    levers = tuple(lv for lv in WHAT_IF_LEVERS if any(f.lever == lv for f in findings.recommendations))
     claims = f"their estimates add up to {ms(total)} ms/step ({pct(total / step)}), a sum of claims"
-    if levers and all(modelled(f) for f in findings.recommendations):
-        w = what_if(a, findings, levers)
-        return (f"together about {ms(w.saving_ps)} ms/step ({pct(w.saving_ps / step)}) with the levers pulled together "
+    if findings.together is not None:  # computed by the findings stage (findings.together)
+        levers, saving_ps = findings.together
+        return (f"together about {ms(saving_ps)} ms/step ({pct(saving_ps / step)}) with the levers pulled together "
                 f"(re-timed as analyze --what-if {','.join(levers)}); {claims}")
     return (f"{claims}, not what pulling them together saves (analyze --what-if re-times "
             f"{', '.join(WHAT_IF_LEVERS)} together)")
