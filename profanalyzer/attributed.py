@@ -26,8 +26,8 @@ __all__ = ["Attributed"]
 
 @dataclass(frozen=True, eq=False)
 class Attributed:
-    trace: Trace
-    work: Sequence[CoreWork]  # one per TensorCore of the trace, in its order
+    trace: Trace = field(repr=False)
+    work: Sequence[CoreWork] = field(repr=False)  # one per TensorCore of the trace, in its order
     kept_steps: set[int]  # the steady-state step numbers
     step_mean: float  # mean step time (ps) over the kept steps, averaged over the cores
     step_table: tuple[StepRow, ...]  # the consensus step table (median over cores)

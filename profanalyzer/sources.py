@@ -29,8 +29,9 @@ import tempfile
 from typing import Iterator
 
 from profanalyzer.errors import InputError, ProfanalyzerError
+from profanalyzer.vocab import XPLANE_SUFFIXES
 
-__all__ = ["is_url", "is_xplane_name", "open_fsspec", "local_copy", "fetch", "SKIP_PLANE_BYTES", "DEVICE_KINDS", "XPLANE_SUFFIXES"]
+__all__ = ["is_url", "is_xplane_name", "open_fsspec", "local_copy", "fetch", "SKIP_PLANE_BYTES", "DEVICE_KINDS"]
 
 _FORBIDDEN = re.compile(r"\b(403|Forbidden|AccessDenied|Access Denied|permission)\b", re.I)
 _URL_RE = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
@@ -47,10 +48,6 @@ _BLOCK = 1 << 16  # read-ahead of a ranged read
 def is_url(path: object) -> bool:
     """Whether `path` is a URL (`scheme://...`), not a local path."""
     return bool(_URL_RE.match(str(path)))
-
-
-#: The file names of a host's XSpace (the .gz first: strip it before the other).
-XPLANE_SUFFIXES = (".xplane.pb.gz", ".xplane.pb")
 
 
 def is_xplane_name(name: str) -> bool:

@@ -80,7 +80,8 @@ from profanalyzer.fleet.paths import (
     host_stem,
     run_time,
 )
-from profanalyzer.sources import XPLANE_SUFFIXES, is_url
+from profanalyzer.sources import is_url
+from profanalyzer.vocab import XPLANE_SUFFIXES
 from profanalyzer.fleet.records import (
     FLEET_SCHEMA_VERSION,
     RECORD_VERSION,

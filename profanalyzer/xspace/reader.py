@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 from profanalyzer.errors import InputError
-from profanalyzer.sources import XPLANE_SUFFIXES
+from profanalyzer.vocab import XPLANE_SUFFIXES
 from profanalyzer.xspace import wire
 
 #: Decompressed size cap for .gz inputs (a gzip bomb guard). Real single-host
