@@ -14,7 +14,7 @@ read it instead of attributing the trace again.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from profanalyzer.attribution import CoreWork
@@ -27,7 +27,7 @@ __all__ = ["Attributed"]
 @dataclass(frozen=True, eq=False)
 class Attributed:
     trace: Trace = field(repr=False)
-    work: Sequence[CoreWork] = field(repr=False)  # one per TensorCore of the trace, in its order
+    work: list[CoreWork] = field(repr=False)  # one per TensorCore of the trace, in its order
     kept_steps: set[int]  # the steady-state step numbers
     step_mean: float  # mean step time (ps) over the kept steps, averaged over the cores
     step_table: tuple[StepRow, ...]  # the consensus step table (median over cores)

@@ -27,7 +27,6 @@ from typing import TYPE_CHECKING
 import numpy as np
 from google.protobuf.message import DecodeError
 
-from profanalyzer.attribution import CoreWork
 from profanalyzer.idle import host_gaps, union_intervals
 from profanalyzer.model import HostActivity
 from profanalyzer.trace import Trace

@@ -47,7 +47,7 @@ import numpy as np
 from profanalyzer.attribution import IDLE, CoreWork
 from profanalyzer.model import IdleCause
 from profanalyzer.opstats import TableMemo, table_memo
-from profanalyzer.trace import LINE_MODULES, LINE_OPS, Trace
+from profanalyzer.trace import LINE_MODULES, LINE_OPS
 from profanalyzer.vocab import BUCKETS, COLLECTIVE_BUCKETS, IDLE_CAUSES
 
 if TYPE_CHECKING:

@@ -28,7 +28,7 @@ Imports: model, vocab, trace, attribution, opstats (TableMemo) (the analysis sta
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Iterable
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -38,7 +38,7 @@ from profanalyzer.model import ScopeRow
 from profanalyzer.parts import DEFAULT_DEPTH, NO_SCOPE, TOP_LEVEL, collapse
 from profanalyzer.opstats import table_memo
 from profanalyzer.parallel import map_ordered
-from profanalyzer.trace import LINE_OPS, Trace
+from profanalyzer.trace import LINE_OPS
 from profanalyzer.vocab import BUCKETS, COLLECTIVE_BUCKETS
 
 if TYPE_CHECKING:

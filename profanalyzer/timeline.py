@@ -11,15 +11,15 @@ listed separately with their hidden fraction and class.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from profanalyzer.attribution import CoreWork, exclusive_segments
+from profanalyzer.attribution import exclusive_segments
 from profanalyzer.model import Lane, Span, StepRow, TimelineSample, WindowSpan  # noqa: F401 - old import path
 from profanalyzer.overlap import Windows, window_class, window_name
 from profanalyzer.stats import median
-from profanalyzer.trace import LINE_SC_OPS, Trace
+from profanalyzer.trace import LINE_SC_OPS
 from profanalyzer.vocab import BUCKETS
 
 if TYPE_CHECKING:
@@ -77,7 +77,7 @@ def _coalesce(s: np.ndarray, e: np.ndarray, b: np.ndarray, labels: list[str], na
 def build_timeline(att: Attributed, windows: Windows | None) -> TimelineSample | None:
     """The timeline of the representative step on the first core of `work`;
     `windows` are that core's collective windows (overlap built them)."""
-    trace, work, kept_steps, step_table = att.trace, att.work, att.kept_steps, att.step_table
+    trace, work, step_table = att.trace, att.work, att.step_table
     if not work:
         return None
     kept_rows = [r for r in step_table if r.kept]

@@ -19,7 +19,7 @@ import pytest
 from conftest import sample_names, sample_path
 from realcap import REAL, V6E, VLLM
 from profanalyzer import opstats as O
-from profanalyzer.analysis import analyze_trace, read_trace
+from profanalyzer.analysis import read_trace
 from profanalyzer.idle import (HOST_CALLBACK, HOST_DISPATCH, HOST_WAIT, PEER_WAIT, UNEXPLAINED, core_step_causes,
                                idle_causes, row_kinds, union_intervals)
 from profanalyzer.model import BucketOps, RunKind, ScopeRow, TopOp, Utilisation

@@ -45,8 +45,11 @@ class RenderOptions:
 
 
 class Renderer(Protocol):
-    name: str
-    suffix: str
+    @property
+    def name(self) -> str: ...  # the format's name (--write NAME=FILE, RENDERERS' key)
+
+    @property
+    def suffix(self) -> str: ...  # the file suffix of its output
 
     def render(self, run: Rendered, options: RenderOptions = RenderOptions()) -> str: ...
 
