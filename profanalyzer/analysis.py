@@ -21,25 +21,21 @@ import numpy as np
 
 from profanalyzer.version import __version__
 from profanalyzer.attributed import Attributed
-from profanalyzer.attribution import CoreWork, PlaneClasses, attribute_trace, classify_plane, locate  # noqa: F401 - old import paths
+from profanalyzer.attribution import CoreWork, attribute_trace
 from profanalyzer.capture import assumptions, capture_quality
 from profanalyzer.errors import InputError
 from profanalyzer.stats import STRAGGLER_MIN_MEMBERS, STRAGGLER_MIN_REL_SCALE, STRAGGLER_Z, median, modified_z
-from profanalyzer.model import (  # noqa: F401 - the records' old import path
+from profanalyzer.model import (
     SCHEMA_VERSION,
     Analysis,
-    BucketOps,
     BucketShare,
     ChipSpec,
     CoreSummary,
     HostSummary,
     StepRow,
     StepsSummary,
-    TopOp,
-    Utilisation,
-    to_jsonable,
 )
-from profanalyzer.opstats import RATE_MIN_RUN_PS, OpsResult, ops_and_roofline, program_names, run_kind_of  # noqa: F401 - OpsResult's old path
+from profanalyzer.opstats import RATE_MIN_RUN_PS, ops_and_roofline, program_names, run_kind_of
 from profanalyzer.overlap import analyze_overlap
 from profanalyzer.hostplanes import host_activity, no_host_planes_note
 from profanalyzer.idle import idle_causes
@@ -54,10 +50,8 @@ from profanalyzer.tracebuild import load_trace
 #: Steady-state rule: a step is an outlier when |d - median| > K * scale, with
 #: scale = max(1.4826 * MAD, MIN_REL_SCALE * median). Needs >= MIN_STEPS steps.
 __all__ = [
-    "AnalysisOptions", "Attributed", "analyze", "analyze_trace", "attribute", "analyze_attributed", "read_trace", "select_steps", "OpsResult",
-    # re-exported: records (profanalyzer.model), per-core work (profanalyzer.attribution)
-    "SCHEMA_VERSION", "Analysis", "BucketOps", "BucketShare", "CoreSummary", "HostSummary", "StepRow", "StepsSummary",
-    "TopOp", "Utilisation", "to_jsonable", "CoreWork", "PlaneClasses", "attribute_trace", "classify_plane",
+    "AnalysisOptions", "analyze", "analyze_trace", "attribute", "analyze_attributed", "read_trace", "select_steps",
+    "step_consensus", "median_kept_step",
 ]
 
 OUTLIER_K = 3.0

@@ -24,26 +24,22 @@ from pathlib import Path
 from typing import Iterable
 
 from profanalyzer.analysis import AnalysisOptions, analyze
-from profanalyzer.model import (  # noqa: F401 - old import paths of the records
+from profanalyzer.model import (
     Analysis,
     Finding,
     Findings,
     RuleDoc,
-    WorkloadClass,
     claim_capacity,
     is_json_document,
     read_document,
     read_json,
-    result_document,
 )
-from profanalyzer.rules import SEVERITY, Rule, parse_doc, rule, severity_of  # noqa: F401 - old import paths
-from profanalyzer.vocab import GUIDE_SECTIONS, LEVERS, WHAT_IF_LEVERS  # noqa: F401 - old import paths
+from profanalyzer.rules import Rule, severity_of
+from profanalyzer.vocab import WHAT_IF_LEVERS
 from profanalyzer.workload import classify_workload
 
 __all__ = [
-    "Analysis", "Finding", "Findings", "RuleDoc", "WorkloadClass", "Rule", "rule", "parse_doc", "severity_of", "SEVERITY",
-    "GUIDE_SECTIONS", "LEVERS", "claim_capacity", "result_document", "all_rules", "merge", "run_rules", "rule_docs",
-    "load_analysis", "analyze_source", "completed", "together",
+    "all_rules", "merge", "run_rules", "rule_docs", "load_analysis", "analyze_source", "completed", "together",
 ]
 
 

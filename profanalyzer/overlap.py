@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Mapping, Sequence
 import numpy as np
 
 from profanalyzer.arrays import unique_ids
-from profanalyzer.model import CollectiveTypeSummary, CommunicationSummary, SparseCoreSummary, WindowRecord  # noqa: F401 - old import path
+from profanalyzer.model import CollectiveTypeSummary, CommunicationSummary, SparseCoreSummary, WindowRecord
 from profanalyzer.attribution import BUCKET_INDEX, CoreWork, PlaneClasses, locate
 from profanalyzer.classify import ROLE_CODES, async_pair_key, classify_op
 from profanalyzer.opstats import TableMemo, table_memo

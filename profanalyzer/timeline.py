@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from profanalyzer.attribution import exclusive_segments
-from profanalyzer.model import Lane, Span, StepRow, TimelineSample, WindowSpan  # noqa: F401 - old import path
+from profanalyzer.model import Lane, Span, TimelineSample, WindowSpan
 from profanalyzer.overlap import Windows, window_class, window_name
 from profanalyzer.stats import median
 from profanalyzer.trace import LINE_SC_OPS

@@ -332,6 +332,6 @@ def _codes(text: str) -> tuple[str, ...]:
 
 def result_dict(a, f) -> dict:
     """The JSON document (see profanalyzer.findings.result_document)."""
-    from profanalyzer.findings import result_document
+    from profanalyzer.model import result_document
 
     return result_document(a, f)

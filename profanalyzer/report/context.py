@@ -23,7 +23,7 @@ from profanalyzer.report import svg
 from profanalyzer.stats import median_of
 from profanalyzer.shell import finding_lines
 from profanalyzer.report.sections import build_sections, mxu_text
-from profanalyzer.report.views import (  # noqa: F401 - the view records' old import path
+from profanalyzer.report.views import (
     Fact,
     Kpi,
     LegendItem,

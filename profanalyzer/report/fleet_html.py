@@ -21,7 +21,7 @@ from markupsafe import Markup
 
 from profanalyzer.format import EM_DASH, ms
 from profanalyzer.report import svg
-from profanalyzer.report.context import Fact, Kpi, LegendItem, NavItem
+from profanalyzer.report.views import Fact, Kpi, LegendItem, NavItem
 from profanalyzer.report.svg import colour, coord, esc, fmt_ms, nice_ticks, short_label, svg_open, tick_label
 
 if TYPE_CHECKING:  # the records it renders (built by profanalyzer.fleet)

@@ -24,7 +24,8 @@ import jinja2
 
 from profanalyzer.model import Analysis, Findings, RuleDoc
 from profanalyzer.report import templating
-from profanalyzer.report.context import ReportContext, build_context
+from profanalyzer.report.context import build_context
+from profanalyzer.report.views import ReportContext
 
 TEMPLATE = "report.html.j2"
 TEMPLATE_DIR = templating.TEMPLATE_DIR
