@@ -252,21 +252,13 @@ def _plane_name_id(head: bytes) -> tuple[str | None, int]:
     return name, pid
 
 
-def _uvarint(v: int) -> bytes:
-    out = bytearray()
-    while True:
-        b = v & 0x7F
-        v >>= 7
-        if v:
-            out.append(b | 0x80)
-        else:
-            out.append(b)
-            return bytes(out)
-
-
 def _field(number: int, body: bytes) -> bytes:
-    return _uvarint(number << 3 | 2) + _uvarint(len(body)) + body
+    from profanalyzer.xspace.wire import encode_varint
+
+    return encode_varint(number << 3 | 2) + encode_varint(len(body)) + body
 
 
 def _stub_plane(pid: int, name: str) -> bytes:
-    return _uvarint(1 << 3 | 0) + _uvarint(pid & 0xFFFFFFFFFFFFFFFF) + _field(2, name.encode("utf-8"))
+    from profanalyzer.xspace.wire import encode_varint
+
+    return encode_varint(1 << 3 | 0) + encode_varint(pid & 0xFFFFFFFFFFFFFFFF) + _field(2, name.encode("utf-8"))
