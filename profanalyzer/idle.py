@@ -46,7 +46,7 @@ import numpy as np
 
 from profanalyzer.attribution import IDLE, CoreWork
 from profanalyzer.model import IdleCause
-from profanalyzer.opstats import TableMemo, table_memo
+from profanalyzer.attributed import TableMemo
 from profanalyzer.trace import LINE_MODULES, LINE_OPS
 from profanalyzer.vocab import BUCKETS, COLLECTIVE_BUCKETS, IDLE_CAUSES
 
@@ -390,7 +390,7 @@ def idle_causes(att: Attributed) -> IdleResult:
     idles: list[np.ndarray] = []
     no_modules = 0
     coll_cols = [BUCKETS.index(b) for b in COLLECTIVE_BUCKETS]
-    memo = table_memo(trace)
+    memo = att.memo
     for w in work:
         att = w.attribution
         if not len(att.step_numbers):

@@ -35,7 +35,7 @@ from profanalyzer.arrays import unique_ids
 from profanalyzer.model import CollectiveTypeSummary, CommunicationSummary, SparseCoreSummary, WindowRecord
 from profanalyzer.attribution import BUCKET_INDEX, CoreWork, PlaneClasses, locate
 from profanalyzer.classify import ROLE_CODES, async_pair_key, classify_op
-from profanalyzer.opstats import TableMemo, table_memo
+from profanalyzer.attributed import TableMemo
 from profanalyzer.parallel import map_ordered
 from profanalyzer.vocab import BUCKETS, COLLECTIVE_BUCKETS, COLLECTIVE_KIND_BUCKET, COLLECTIVE_TYPES, OFFLOADABLE, SPARSECORE_CAPTURE_HINT
 from profanalyzer.trace import instruction_name, LINE_ASYNC, LINE_OPS, LINE_SC_MODULES, LINE_SC_OPS, Plane, Trace
@@ -238,7 +238,7 @@ def analyze_overlap(att: Attributed) -> OverlapResult:
     sc = _SparseCoreTotals()
     kept_list = np.asarray(sorted(kept_steps), dtype=np.int64)
     scope_ids: dict[str, int] = {}
-    memo = table_memo(trace)
+    memo = att.memo
 
     def per_core(item: tuple[int, CoreWork]) -> _CoreOverlap:
         """One core's part, with no shared state written: it runs on a

@@ -36,7 +36,6 @@ from profanalyzer.arrays import unique_ids
 from profanalyzer.attribution import CoreWork
 from profanalyzer.model import ScopeRow
 from profanalyzer.parts import DEFAULT_DEPTH, NO_SCOPE, TOP_LEVEL, collapse
-from profanalyzer.opstats import table_memo
 from profanalyzer.parallel import map_ordered
 from profanalyzer.trace import LINE_OPS
 from profanalyzer.vocab import BUCKETS, COLLECTIVE_BUCKETS
@@ -174,7 +173,7 @@ def scope_rollup(att: Attributed) -> tuple[ScopeRow, ...]:
     nb = len(BUCKETS)
     coll = np.asarray([b in COLLECTIVE_BUCKETS for b in BUCKETS], dtype=bool)
     kept_list = np.asarray(sorted(kept_steps), dtype=np.int64)
-    memo = table_memo(trace)
+    memo = att.memo
     ids = memo.shared.setdefault("scopes.ids", {})
     names_ids = memo.shared.setdefault("scopes.names", {})
     layer_ids = memo.shared.setdefault("scopes.layers", {})

@@ -23,8 +23,9 @@ from profanalyzer.analysis import read_trace
 from profanalyzer.idle import (HOST_CALLBACK, HOST_DISPATCH, HOST_WAIT, PEER_WAIT, UNEXPLAINED, core_step_causes,
                                idle_causes, row_kinds, union_intervals)
 from profanalyzer.model import BucketOps, RunKind, ScopeRow, TopOp, Utilisation
-from profanalyzer.opstats import (KERNELS_TOP, REMAT_TOP, FLOPS_COVERAGE_MIN, FAMILY_MIN, OpGroups, TableMemo, by_time,
-                                  families, ops_and_roofline, output_bytes, run_kind_of, table_memo)
+from profanalyzer.attributed import TableMemo
+from profanalyzer.opstats import (KERNELS_TOP, REMAT_TOP, FLOPS_COVERAGE_MIN, FAMILY_MIN, OpGroups, by_time,
+                                  families, ops_and_roofline, output_bytes, run_kind_of)
 from profanalyzer.classify import ROLE_CODES
 from profanalyzer.overlap import Windows, ADJACENT_PS, MAX_ADJACENT_OPS, TYPES, analyze_overlap, critical_path, windows_for_core
 from profanalyzer.runkind import RunKindEvidence, decide_run_kind, inference_marker
@@ -671,8 +672,8 @@ def canon(x):
 
 
 def fresh(c: SimpleNamespace) -> None:
-    """Forget the trace's TableMemo: the next call computes every table anew."""
-    table_memo(c.trace).__init__()
+    """Forget the run's TableMemo: the next call computes every table anew."""
+    c.att.memo.__init__()
 
 
 # ---------------------------------------------------------------------------
@@ -758,7 +759,7 @@ def test_scope_rollup_matches_reference(kind, name):
 def test_row_kinds_match_reference(kind, name):
     c = loaded(kind, name)
     fresh(c)
-    memo = table_memo(c.trace)
+    memo = c.att.memo
     for w in c.work:
         ref = ref_row_kinds(w)
         assert row_kinds(w).tolist() == ref.tolist()
@@ -817,7 +818,7 @@ def test_overlap_matches_reference(kind, name):
     of the collective ops against per-row loops; with and without the memo."""
     c = loaded(kind, name)
     fresh(c)
-    memo = table_memo(c.trace)
+    memo = c.att.memo
     kept_list = np.asarray(sorted(c.kept), dtype=np.int64)
     own: dict[str, float] = {}
     n_core_steps = 0
@@ -891,7 +892,7 @@ def test_output_bytes_reads_shapes():
 def test_core_step_causes_match_reference(kind, name):
     c = loaded(kind, name)
     fresh(c)
-    memo = table_memo(c.trace)
+    memo = c.att.memo
     for w in c.work:
         steps = c.trace.steps[w.plane.label]
         for sel in (slice(None), slice(None, None, 2), slice(0, 0)):
@@ -906,7 +907,7 @@ def test_core_step_causes_match_reference(kind, name):
 def test_critical_path_matches_reference(kind, name):
     c = loaded(kind, name)
     fresh(c)
-    memo = table_memo(c.trace)
+    memo = c.att.memo
     for w in c.work:
         wins, _ = windows_for_core(w.plane, w.classes, {})
         hidden = w.compute(wins.end) - w.compute(wins.start)

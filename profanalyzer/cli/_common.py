@@ -18,12 +18,11 @@ import click
 
 from profanalyzer import outputs
 from profanalyzer.errors import EXIT_INPUT, EXIT_INTERNAL, ProfanalyzerError
-from profanalyzer.hardware import CHIPS
+from profanalyzer.vocab import CHIP_CHOICES
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 #: The --chip choices, in the order `--help` shows them.
-CHIP_CHOICES: tuple[str, ...] = tuple(CHIPS)
 
 #: The context settings of every command (`-h` works as `--help`).
 CONTEXT_SETTINGS: dict[str, Any] = {"help_option_names": ["-h", "--help"]}
