@@ -335,6 +335,7 @@ def analyze_overlap(att: Attributed) -> OverlapResult:
         exposed_total_ps=exposed_total,
         exposed_total_fraction=exposed_total / denom,
     )
+    att.windows.update((w.plane.label, wins) for w, wins in zip(work, all_windows))
     return OverlapResult(types=types, communication=comm, sparsecore=sparsecore, windows=tuple(all_windows))
 
 

@@ -22,9 +22,8 @@ saving and guide section in args.
 
 Times are microseconds from the capture's origin (the trace's timestamps);
 events are sorted by time, durations are non-negative. Built from the run's
-attributed trace (`run.Run.attributed`: the per-core work the analysis
-computed, not a second attribution pass) and the collective windows of each
-exported core (`overlap.windows_for_core`).
+attributed trace (`run.Run.attributed`: the per-core work and the collective
+windows the analysis computed, not a second attribution pass).
 """
 
 from __future__ import annotations
@@ -74,8 +73,10 @@ def _step_bounds(trace: Trace, w: CoreWork, step: int) -> tuple[int, int] | None
 
 
 def _core_events(trace: Trace, w: CoreWork, a: int, b: int, pid: int, tid0: int, step: int,
-                 first_seen: dict[str, int]) -> list[dict]:
-    """The ops, buckets and collectives tracks of one TensorCore over [a, b)."""
+                 first_seen: dict[str, int], windows=None) -> list[dict]:
+    """The ops, buckets and collectives tracks of one TensorCore over [a, b);
+    `windows`: the core's collective windows as the overlap stage built them
+    (Attributed.windows), else built here."""
     plane = w.plane
     ops_line = plane.line("XLA Ops")
     out: list[dict] = []
@@ -111,7 +112,7 @@ def _core_events(trace: Trace, w: CoreWork, a: int, b: int, pid: int, tid0: int,
             out.append({"ph": "X", "pid": pid, "tid": tid0 + 1, "ts": _us(s), "dur": _us(e - s), "name": BUCKETS[int(buckets[i0])],
                         "cat": "bucket", "args": {"step": step, "ps": e - s}})
     # collective windows, shaded by how much compute hid them
-    wins, _ = windows_for_core(plane, w.classes, {})
+    wins = windows if windows is not None else windows_for_core(plane, w.classes, {})[0]
     sel = np.flatnonzero((wins.end > a) & (wins.start < b))
     if len(sel):
         sub = wins.take(sel)
@@ -191,7 +192,7 @@ def trace_events(att: Attributed, analysis: Analysis, findings: Findings | None 
             seen = first_seen if w is work[0] else {}
             if w is work[0] and step_start is None:
                 step_start = a
-            events.extend(_core_events(trace, w, a, b, pid, tid0, step, seen))
+            events.extend(_core_events(trace, w, a, b, pid, tid0, step, seen, att.windows.get(w.plane.label)))
             events.append({"ph": "i", "s": "p", "pid": pid, "tid": tid0, "ts": _us(a), "name": f"step {step}", "cat": "step",
                            "args": {"step": step, "step_ps": b - a}})
     missing = [s for s in wanted if s not in found_steps]
