@@ -19,7 +19,6 @@ host usually carry equal copies) and shared by the analysis modules.
 
 from __future__ import annotations
 
-import functools
 import itertools
 import math
 import operator
@@ -67,13 +66,20 @@ def _dtype_bytes(dt: str) -> float | None:
     return 1 if dt.startswith("f8") else (0.5 if dt.startswith("f4") else None)
 
 
-def output_bytes(hlo_text: str) -> float:
-    """Bytes of an op's output shape(s) from its HLO text (nan when not visible)."""
+def output_bytes(hlo_text: str, types_memo: dict[str, float] | None = None) -> float:
+    """Bytes of an op's output shape(s) from its HLO text (nan when not
+    visible). `types_memo`: output type -> bytes, the run's (the ops of
+    unrolled layers share a few such types)."""
     m = _HEAD.match(hlo_text[:4096])
-    return _types_bytes(m.group(1)) if m else math.nan
+    if not m:
+        return math.nan
+    types = m.group(1)
+    if types_memo is None:
+        return _types_bytes(types)
+    v = types_memo.get(types)
+    return v if v is not None else types_memo.setdefault(types, _types_bytes(types))
 
 
-@functools.lru_cache(maxsize=4096)
 def _types_bytes(types: str) -> float:
     """Bytes of the arrays an HLO output type (or tuple of types) holds; the
     ops of unrolled layers share a few such types."""
@@ -392,11 +398,12 @@ def _group_all(trace: Trace, work: list[CoreWork], kept_list: np.ndarray, chip, 
     for i in [i for i, b in enumerate(buckets) if b == "host_offload"]:
         to_host[i] = _OUTPUT_TO_HOST.search(mds[core_l[i]].name[row_l[i]][:4096]) is not None
     out_memo = memo.shared.setdefault("opstats.output_bytes", {})  # HLO text -> output_bytes
-    assert isinstance(out_memo, dict)
+    types_memo = memo.shared.setdefault("opstats.types_bytes", {})  # output type -> bytes
+    assert isinstance(out_memo, dict) and isinstance(types_memo, dict)
     for i in [i for i, x in enumerate(remat_first) if x]:
         text = mds[core_l[i]].name[row_l[i]]
         v = out_memo.get(text)
-        out_bytes[i] = v if v is not None else out_memo.setdefault(text, output_bytes(text))
+        out_bytes[i] = v if v is not None else out_memo.setdefault(text, output_bytes(text, types_memo))
     attrs: dict[str, list] = {}
     for a in _ATTRS:
         ga, ja = firsts[a]
