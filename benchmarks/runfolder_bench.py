@@ -99,7 +99,7 @@ TASKS = {
     "read_processes": (
         "from concurrent.futures import ProcessPoolExecutor\n"
         "from pathlib import Path\n"
-        "from profanalyzer.analysis import ANALYSIS_LINES\n"
+        "from profanalyzer.trace import ANALYSIS_LINES\n"
         "from profanalyzer.tracebuild import _load_host\n"
         "files = sorted(Path(PATH).iterdir())\n"
         "with ProcessPoolExecutor(max_workers=2) as pool:\n"
@@ -108,13 +108,13 @@ TASKS = {
         + "note = f'{len(res)} hosts; largest worker {kids / 1024:.0f} MiB'\n"
     ),
     "read_threads": (
-        "from profanalyzer.analysis import ANALYSIS_LINES\n"
+        "from profanalyzer.trace import ANALYSIS_LINES\n"
         "from profanalyzer.tracebuild import load_trace\n"
         "tr = load_trace(PATH, lines=ANALYSIS_LINES)\n"
         "note = f'{len(tr.hosts)} hosts'\n"
     ),
     "read_jobs": (
-        "from profanalyzer.analysis import ANALYSIS_LINES\n"
+        "from profanalyzer.trace import ANALYSIS_LINES\n"
         "from profanalyzer.tracebuild import load_trace\n"
         "out = []\n"
         "for jobs in (1, 2, 3):\n"
@@ -127,7 +127,7 @@ TASKS = {
     "pickle": (
         "import pickle\n"
         "from pathlib import Path\n"
-        "from profanalyzer.analysis import ANALYSIS_LINES\n"
+        "from profanalyzer.trace import ANALYSIS_LINES\n"
         "from profanalyzer.tracebuild import _load_host\n"
         "f = sorted(Path(PATH).iterdir())[0]\n"
         "t1 = time.perf_counter(); res = _load_host(f, True, ANALYSIS_LINES); t2 = time.perf_counter()\n"

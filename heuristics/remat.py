@@ -19,7 +19,7 @@ MINIMAL_KEEPS = ("other_compute",)
 CUSTOM_TOP_OPS = 3
 
 
-@rule("RM001", "remat", "Recompute is a large share of a compute-bound step", fixtures=("remat_full", "remat_minimal"))
+@rule("RM001", "remat", "Recompute is a large share of a compute-bound step", fixtures=("remat_full", "remat_minimal"), needs=("memory",))
 def lighter_remat_policy(self, analysis):
     """
     What it detects: time spent re-running forward ops in the backward pass
@@ -99,7 +99,7 @@ def lighter_remat_policy(self, analysis):
 HOST_OFFLOAD_MIN_FRACTION = 0.03
 
 
-@rule("HO001", "remat", "The TensorCore waits for host offload transfers", fixtures=("host_offload_loop", "dense_short_fsdp"))
+@rule("HO001", "remat", "The TensorCore waits for host offload transfers", fixtures=("host_offload_loop", "dense_short_fsdp"), needs=("memory",))
 def host_offload_wait(self, analysis):
     """
     What it detects: time the TensorCore sits in copy-start / copy-done of

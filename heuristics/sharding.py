@@ -125,7 +125,7 @@ def pipeline_bubbles(self, analysis):
     ]
 
 
-@rule("SH003", "sharding", "Communication-bound sharding: simplify it", fixtures=("moe_large_pp", "well_tuned"))
+@rule("SH003", "sharding", "Communication-bound sharding: simplify it", fixtures=("moe_large_pp", "well_tuned"), needs=("memory",))
 def communication_bound(self, analysis):
     """
     What it detects: exposed all-gather / reduce-scatter / all-reduce above

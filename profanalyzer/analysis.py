@@ -20,25 +20,22 @@ from typing import Mapping
 import numpy as np
 
 from profanalyzer.version import __version__
-from profanalyzer.attribution import CoreWork, PlaneClasses, attribute_trace, classify_plane, locate  # noqa: F401 - old import paths
+from profanalyzer.attributed import Attributed
+from profanalyzer.attribution import CoreWork, attribute_trace
 from profanalyzer.capture import assumptions, capture_quality
 from profanalyzer.errors import InputError
 from profanalyzer.stats import STRAGGLER_MIN_MEMBERS, STRAGGLER_MIN_REL_SCALE, STRAGGLER_Z, median, modified_z
-from profanalyzer.model import (  # noqa: F401 - the records' old import path
+from profanalyzer.model import (
     SCHEMA_VERSION,
     Analysis,
-    BucketOps,
     BucketShare,
     ChipSpec,
     CoreSummary,
     HostSummary,
     StepRow,
     StepsSummary,
-    TopOp,
-    Utilisation,
-    to_jsonable,
 )
-from profanalyzer.opstats import RATE_MIN_RUN_PS, OpsResult, ops_and_roofline, program_names, run_kind_of  # noqa: F401 - OpsResult's old path
+from profanalyzer.opstats import RATE_MIN_RUN_PS, ops_and_roofline, program_names, run_kind_of
 from profanalyzer.overlap import analyze_overlap
 from profanalyzer.collectives import diagnose_collectives
 from profanalyzer.antipatterns import find_antipatterns
@@ -58,10 +55,8 @@ from profanalyzer.tracebuild import load_trace
 #: Steady-state rule: a step is an outlier when |d - median| > K * scale, with
 #: scale = max(1.4826 * MAD, MIN_REL_SCALE * median). Needs >= MIN_STEPS steps.
 __all__ = [
-    "AnalysisOptions", "analyze", "analyze_trace", "read_trace", "select_steps", "OpsResult",
-    # re-exported: records (profanalyzer.model), per-core work (profanalyzer.attribution)
-    "SCHEMA_VERSION", "Analysis", "BucketOps", "BucketShare", "CoreSummary", "HostSummary", "StepRow", "StepsSummary",
-    "TopOp", "Utilisation", "to_jsonable", "CoreWork", "PlaneClasses", "attribute_trace", "classify_plane",
+    "AnalysisOptions", "analyze", "analyze_trace", "attribute", "analyze_attributed", "read_trace", "select_steps",
+    "step_consensus", "median_kept_step",
 ]
 
 OUTLIER_K = 3.0
@@ -170,15 +165,32 @@ def analyze(path: str | Path, options: AnalysisOptions = AnalysisOptions()) -> A
 
 
 def analyze_trace(trace: Trace, options: AnalysisOptions = AnalysisOptions()) -> Analysis:
+    return analyze_attributed(attribute(trace), options)
+
+
+@dataclass(frozen=True, eq=False)
+class _Tables:
+    """What `attribute` computed on the way to the kept steps and the step
+    mean, kept for `analyze_attributed`'s summaries."""
+
+    rows: _CoreStepRows
+    kept_mask: np.ndarray
+    step_med: np.ndarray
+    core_ids: list[int]
+    core_means: np.ndarray
+    core_counts: list[int]
+    avg: np.ndarray
+    peaks_note: str  # where the chip's peaks came from ("" when the hardware table's)
+
+
+def attribute(trace: Trace) -> Attributed:
+    """Classify and attribute every TensorCore, then keep the steady-state
+    steps: the context every analysis stage takes (built once per run). The
+    chip's peaks come from the device planes when they carry them."""
     trace, peaks_note = with_device_peaks(trace)
     work = attribute_trace(trace)
     if not work or all(len(w.attribution.step_numbers) == 0 for w in work):
         raise InputError(f"{trace.source}: no steps and no XLA Ops events on any TensorCore: nothing to attribute")
-    notes: list[str] = []
-    if trace.note:
-        notes.append(trace.note)
-    if peaks_note:
-        notes.append(peaks_note)
     rows = _core_step_rows(work)
     table, kept_mask, step_med = _step_table(rows)
     kept_steps = set(r.number for r in table if r.kept)
@@ -191,6 +203,22 @@ def analyze_trace(trace: Trace, options: AnalysisOptions = AnalysisOptions()) ->
     core_counts = [int((row_kept & (rows.core == ci)).sum()) for ci in core_ids]
     avg = core_means.mean(axis=0)
     step_mean = float(avg[col["step_ps"]])
+    return Attributed(trace, work, kept_steps, step_mean, table,
+                      _Tables(rows, kept_mask, step_med, core_ids, core_means, core_counts, avg, peaks_note))
+
+
+def analyze_attributed(att: Attributed, options: AnalysisOptions = AnalysisOptions()) -> Analysis:
+    """The Analysis of an attributed trace: every stage reads `att`."""
+    trace, work, table, step_mean = att.trace, att.work, att.step_table, att.step_mean
+    t: _Tables = att.tables
+    rows, kept_mask, step_med, core_ids, core_means, core_counts, avg = (
+        t.rows, t.kept_mask, t.step_med, t.core_ids, t.core_means, t.core_counts, t.avg)
+    col = rows.col
+    notes: list[str] = []
+    if trace.note:
+        notes.append(trace.note)
+    if t.peaks_note:
+        notes.append(t.peaks_note)
     denom = step_mean if step_mean > 0 else 1.0
     breakdown = {b: BucketShare(float(avg[col[b]]), float(avg[col[b]]) / denom) for b in BUCKETS}
     remat = BucketShare(float(avg[col["remat_ps"]]), float(avg[col["remat_ps"]]) / denom)
@@ -198,9 +226,9 @@ def analyze_trace(trace: Trace, options: AnalysisOptions = AnalysisOptions()) ->
     per_core = _per_core(work, core_ids, core_means, core_counts, col)
 
     per_host = _per_host(per_core)
-    ops, util = ops_and_roofline(trace, work, kept_steps, step_mean, options.top_ops)
-    overlap = analyze_overlap(trace, work, kept_steps, step_mean)
-    timeline = build_timeline(trace, work, kept_steps, table, overlap.windows[0] if overlap.windows else None)
+    ops, util = ops_and_roofline(att, options.top_ops)
+    overlap = analyze_overlap(att)
+    timeline = build_timeline(att, overlap.windows[0] if overlap.windows else None)
 
     sources = sorted({trace.steps[w.plane.label].source for w in work})
     steps = _steps_summary(table, step_med[kept_mask], step_mean, sources)
@@ -210,8 +238,8 @@ def analyze_trace(trace: Trace, options: AnalysisOptions = AnalysisOptions()) ->
     n_core_steps = max(1, sum(core_counts))
     run_kind = run_kind_of(ops.groups, step_mean, n_core_steps, phases, remat.ps, program_names(trace))
     has_colls = any(t.count > 0 for t in overlap.types.values())
-    idle = idle_causes(trace, work, kept_steps, step_mean)
-    activity, activity_notes = host_activity(trace, work, kept_steps) if options.host_activity else ((), ())
+    idle = idle_causes(att)
+    activity, activity_notes = host_activity(att) if options.host_activity else ((), ())
     no_host = no_host_planes_note(trace)
     analysis = Analysis(
         schema_version=SCHEMA_VERSION,
@@ -242,17 +270,17 @@ def analyze_trace(trace: Trace, options: AnalysisOptions = AnalysisOptions()) ->
         definitions=_definitions(steps),
         run_kind=run_kind,
         host_offload=ops.host_offload,
-        capture=capture_quality(trace, work, steps, util, has_colls),
+        capture=capture_quality(att, steps, util, has_colls),
         assumptions=assumptions(trace, util),
         notes=tuple(notes) + idle.notes + tuple(dict.fromkeys(n for n in (*activity_notes, no_host) if n)),
         idle_causes=idle.causes,
         memory=_memory(trace) if options.memory else None,
         idle_host_activity=activity,
-        scopes=scope_rollup(trace, work, kept_steps, step_mean),
+        scopes=scope_rollup(att),
         idle_causes_by_step=idle.by_step,
-        collective_diagnosis=diagnose_collectives(trace, work, kept_steps, overlap, step_mean),
-        antipatterns=find_antipatterns(trace, work, kept_steps, step_mean),
-        kernel_counters=kernel_counters(trace, work, kept_steps, step_mean, ops_precision(ops.top)),
+        collective_diagnosis=diagnose_collectives(att, overlap),
+        antipatterns=find_antipatterns(att),
+        kernel_counters=kernel_counters(att, ops_precision(ops.top)),
         expected=expected_summary(trace, steps.count),
     )
     analysis = with_time_basis(with_counter_tags(with_source_lines(analysis, trace)))

@@ -34,6 +34,7 @@ from typing import Sequence
 
 import numpy as np
 
+from profanalyzer.attributed import Attributed
 from profanalyzer.attribution import CoreWork, locate
 from profanalyzer.model import AntiPattern
 from profanalyzer.sourcelines import capture_program
@@ -214,8 +215,8 @@ def _measured(trace: Trace, work: Sequence[CoreWork], kept_steps: set[int], name
     return tot, n
 
 
-def find_antipatterns(trace: Trace, work: Sequence[CoreWork], kept_steps: set[int],
-                      step_mean_ps: float) -> tuple[AntiPattern, ...] | None:
+def find_antipatterns(att: Attributed) -> tuple[AntiPattern, ...] | None:
+    trace, work, kept_steps, step_mean_ps = att.trace, att.work, att.kept_steps, att.step_mean
     program = capture_program(trace)
     if program is None or not program.modules:
         return None

@@ -8,12 +8,17 @@ that need the evidence can stay quiet.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from profanalyzer.attribution import CoreWork
 from profanalyzer.model import CaptureIssue, CaptureQuality, StepsSummary, Utilisation
 from profanalyzer.stats import median
 from profanalyzer.trace import LINE_OPS, Trace
+
+if TYPE_CHECKING:
+    from profanalyzer.attributed import Attributed
 
 #: Event counts at which profilers cap a line (XProf / TraceMe buffers).
 EVENT_CAPS = (1_000_000, 1_048_576, 2_000_000, 2_097_152, 4_000_000, 4_194_304)
@@ -22,8 +27,9 @@ EVENT_CAPS = (1_000_000, 1_048_576, 2_000_000, 2_097_152, 4_000_000, 4_194_304)
 NO_PROGRAM_ID_SHARE = 0.5
 
 
-def capture_quality(trace: Trace, work: list[CoreWork], steps: StepsSummary, util: Utilisation,
+def capture_quality(att: Attributed, steps: StepsSummary, util: Utilisation,
                     has_collectives: bool) -> CaptureQuality:
+    trace, work = att.trace, att.work
     issues: list[CaptureIssue] = []
     if trace.chip_source.startswith("assumed"):
         issues.append(CaptureIssue("chip_assumed", f"chip {trace.chip_source}: peaks, MFU and roofline use its figures",

@@ -20,10 +20,10 @@ collective windows).
 
 from __future__ import annotations
 
-from typing import Sequence
 
 import numpy as np
 
+from profanalyzer.attributed import Attributed
 from profanalyzer.attribution import CoreWork, locate
 from profanalyzer.model import CollectiveDiagnosis, CollectiveDiagnostics, CollectiveTypeSummary
 from profanalyzer.overlap import TYPES, OverlapResult
@@ -65,8 +65,8 @@ def _core_windows(trace: Trace, w: CoreWork, wins, kept: np.ndarray) -> dict[str
             "hidden": w.compute(e) - w.compute(s)}
 
 
-def diagnose_collectives(trace: Trace, work: Sequence[CoreWork], kept_steps: set[int], overlap: OverlapResult,
-                         step_mean_ps: float) -> CollectiveDiagnostics | None:
+def diagnose_collectives(att: Attributed, overlap: OverlapResult) -> CollectiveDiagnostics | None:
+    trace, work, kept_steps, step_mean_ps = att.trace, att.work, att.kept_steps, att.step_mean
     kept = np.asarray(sorted(kept_steps), dtype=np.int64)
     per_core: list[tuple[str, dict[str, np.ndarray]]] = []
     n_core_steps = 0

@@ -52,6 +52,7 @@ from typing import Any, Mapping
 
 from profanalyzer.errors import InputError
 from profanalyzer.format import ms, signed_ms
+from profanalyzer.stats import MIN_EFFECT, NOISE_K
 from profanalyzer.model import (
     Analysis,
     BucketShare,
@@ -71,10 +72,7 @@ from profanalyzer.vocab import BUCKETS, COLLECTIVE_TYPES, IDLE_CAUSES
 #: Comparison JSON schema version.
 COMPARISON_SCHEMA_VERSION = 1
 #: Analysis JSON schema versions this module reads.
-#: Significance: |delta| > NOISE_K sigma ...
-NOISE_K = 3.0
-#: ... and more than this fraction of the base step time.
-MIN_EFFECT = 0.005
+#: Significance: NOISE_K and MIN_EFFECT (profanalyzer.stats).
 #: Ops whose time changed by less than this fraction of the base step are not listed.
 OP_MIN_DELTA = 0.001
 #: Ops listed per direction.
@@ -111,11 +109,9 @@ def load_document(path: str | Path, chip: str | None = None, memory: bool = Fals
         doc = read_json(p)
         validate_document(doc, str(path))
         return doc
-    from profanalyzer.analysis import AnalysisOptions, analyze
-    from profanalyzer.findings import result_document, run_rules
+    from profanalyzer.run import RunOptions, run
 
-    a = analyze(p, AnalysisOptions(chip=chip, memory=memory))
-    return result_document(a, run_rules(a))
+    return run(p, RunOptions(chip=chip, memory=memory)).document()
 
 
 # ---------------------------------------------------------------------------

@@ -30,11 +30,10 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
-from typing import Sequence
 
 import numpy as np
 
-from profanalyzer.attribution import CoreWork
+from profanalyzer.attributed import Attributed
 from profanalyzer.model import KernelCounters
 from profanalyzer.trace import LINE_OPS, Trace
 
@@ -190,9 +189,10 @@ def _overlap(s: np.ndarray, e: np.ndarray, os_: np.ndarray, oe: np.ndarray) -> n
     return (covered(e) - covered(s)).astype(np.float64)
 
 
-def kernel_counters(trace: Trace, work: Sequence[CoreWork], kept_steps: set[int], step_mean_ps: float,
+def kernel_counters(att: Attributed,
                     bucket_of: dict[str, tuple[str, str | None]] | None = None) -> tuple[KernelCounters, ...] | None:
     """Per op with counter samples or pipeline phases: utilisation by unit, ep_wait share, verdict."""
+    trace, work, kept_steps, step_mean_ps = att.trace, att.work, att.kept_steps, att.step_mean
     if not any(_has_counter_names(p.meta.name) for p in trace.tensorcores):
         return None  # no plane names a counter unit or a pipeline phase: nothing to re-read
     files = sorted({h.file for h in trace.hosts if h.file})

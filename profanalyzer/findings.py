@@ -24,27 +24,23 @@ from pathlib import Path
 from typing import Iterable
 
 from profanalyzer.analysis import AnalysisOptions, analyze
-from profanalyzer.model import (  # noqa: F401 - old import paths of the records
+from profanalyzer.model import (
     Analysis,
     Finding,
     Findings,
     RuleDoc,
-    WorkloadClass,
     claim_capacity,
     is_json_document,
     read_document,
     read_json,
-    result_document,
 )
-from profanalyzer.rules import SEVERITY, Rule, parse_doc, rule, severity_of  # noqa: F401 - old import paths
-from profanalyzer.vocab import GUIDE_SECTIONS, LEVERS  # noqa: F401 - old import paths
+from profanalyzer.rules import Rule, severity_of
+from profanalyzer.vocab import WHAT_IF_LEVERS
 from profanalyzer.workload import classify_workload
 from profanalyzer.sourcelines import finding_sources
 
 __all__ = [
-    "Analysis", "Finding", "Findings", "RuleDoc", "WorkloadClass", "Rule", "rule", "parse_doc", "severity_of", "SEVERITY",
-    "GUIDE_SECTIONS", "LEVERS", "claim_capacity", "result_document", "all_rules", "merge", "run_rules", "rule_docs",
-    "load_analysis", "analyze_source",
+    "all_rules", "merge", "run_rules", "rule_docs", "load_analysis", "analyze_source", "completed", "together",
 ]
 
 
@@ -97,7 +93,7 @@ def run_rules(analysis: Analysis, select: Iterable[str] = (), ignore: Iterable[s
     rules = [r for r in all_rules() if _selected(r.code, select, ignore)]
     found: list[Finding] = []
     for r in rules:
-        found.extend(r.check(analysis))
+        found.extend(x if x.doc is not None else replace(x, doc=r.doc) for x in r.check(analysis))
     findings = Findings(
         recommendations=tuple(finding_sources(f, analysis) for f in merge(found, analysis)),
         workload=classify_workload(analysis),
@@ -105,7 +101,20 @@ def run_rules(analysis: Analysis, select: Iterable[str] = (), ignore: Iterable[s
         selection={"select": tuple(select), "ignore": tuple(ignore)},
     )
     findings.self_check(analysis)
-    return findings
+    return replace(findings, together=together(analysis, findings))
+
+
+def together(analysis: Analysis, findings: Findings) -> tuple[tuple[str, ...], float] | None:
+    """(levers, saving ps per step) of the recommendations' levers pulled
+    together (whatif.what_if, as `analyze --what-if`), when the re-timing
+    models every finding's claims (whatif.modelled); else None."""
+    from profanalyzer.whatif import modelled, what_if
+
+    recs = findings.recommendations
+    levers = tuple(lv for lv in WHAT_IF_LEVERS if any(f.lever == lv for f in recs))
+    if levers and all(modelled(f) for f in recs):
+        return levers, what_if(analysis, findings, levers).saving_ps
+    return None
 
 
 def rule_docs(codes: Iterable[str] | None = None) -> dict[str, RuleDoc]:
@@ -115,12 +124,23 @@ def rule_docs(codes: Iterable[str] | None = None) -> dict[str, RuleDoc]:
     return {r.code: r.doc for r in all_rules() if want is None or r.code in want}
 
 
+def completed(analysis: Analysis, findings: Findings) -> Findings:
+    """Saved findings with what the JSON does not hold: each finding's rule
+    doc (from the registry; a code no longer registered keeps none) and the
+    levers' saving pulled together."""
+    docs = rule_docs({f.code for f in findings.recommendations})
+    f = replace(findings, recommendations=tuple(
+        x if x.doc is not None or x.code not in docs else replace(x, doc=docs[x.code]) for x in findings.recommendations))
+    return replace(f, together=together(analysis, f))
+
+
 def load_analysis(path: str | Path) -> tuple[Analysis, Findings]:
     """A saved `analyze --json` document, typed and self-checked, ready to
-    render again. A document without findings sections gets the rules run on
-    it now. InputError (one line) when the file is not such a document."""
+    render again (each finding with its rule's doc). A document without
+    findings sections gets the rules run on it now. InputError (one line)
+    when the file is not such a document."""
     a, f = read_document(read_json(path), str(path))
-    return a, (f if f is not None else run_rules(a))
+    return a, (completed(a, f) if f is not None else run_rules(a))
 
 
 def analyze_source(path: str | Path, options: AnalysisOptions = AnalysisOptions(), select: Iterable[str] = (),

@@ -22,14 +22,18 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 from google.protobuf.message import DecodeError
 
-from profanalyzer.attribution import CoreWork
 from profanalyzer.idle import host_gaps, union_intervals
 from profanalyzer.model import HostActivity
 from profanalyzer.trace import Trace
 from profanalyzer.xspace import reader, wire, xplane_pb2
+
+if TYPE_CHECKING:
+    from profanalyzer.attributed import Attributed
 
 __all__ = ["HOST_LINES", "TOP_NAMES", "host_activity", "read_host_events", "no_host_planes_note"]
 
@@ -135,9 +139,10 @@ def _overlap(gs: np.ndarray, ge: np.ndarray, s: np.ndarray, e: np.ndarray) -> np
     return np.maximum(before(e) - before(s), 0)
 
 
-def host_activity(trace: Trace, work: list[CoreWork], kept_steps: set[int]) -> tuple[tuple[HostActivity, ...], tuple[str, ...]]:
+def host_activity(att: Attributed) -> tuple[tuple[HostActivity, ...], tuple[str, ...]]:
     """The host TraceMe names with the most time overlapping host-caused idle
     (per kept step, on each host's first TensorCore, averaged over hosts)."""
+    trace, work, kept_steps = att.trace, att.work, att.kept_steps
     note = no_host_planes_note(trace)
     if note:
         return (), (note,)

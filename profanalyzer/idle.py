@@ -40,13 +40,18 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from profanalyzer.attribution import IDLE, CoreWork
 from profanalyzer.model import IdleCause
-from profanalyzer.opstats import TableMemo, table_memo
-from profanalyzer.trace import LINE_MODULES, LINE_OPS, Trace
+from profanalyzer.attributed import TableMemo
+from profanalyzer.trace import LINE_MODULES, LINE_OPS
 from profanalyzer.vocab import BUCKETS, COLLECTIVE_BUCKETS, IDLE_CAUSES
+
+if TYPE_CHECKING:
+    from profanalyzer.attributed import Attributed
 
 __all__ = ["IdleResult", "idle_causes", "core_step_causes", "host_gaps", "union_intervals", "reconcile", "peer_cap",
            "HOST_CALLBACK", "row_kinds"]
@@ -371,10 +376,11 @@ def peer_cap(raw: list[np.ndarray], steps: list[np.ndarray], compute: list[np.nd
     return out
 
 
-def idle_causes(trace: Trace, work: list[CoreWork], kept_steps: set[int], step_mean: float) -> IdleResult:
+def idle_causes(att: Attributed) -> IdleResult:
     """The idle bucket split into causes, averaged like the breakdown; also
     per kept step (mean over the cores that have it) and per core (mean over
     its kept steps)."""
+    trace, work, kept_steps, step_mean = att.trace, att.work, att.kept_steps, att.step_mean
     kept_list = np.asarray(sorted(kept_steps), dtype=np.int64)
     labels: list[str] = []
     raws: list[np.ndarray] = []
@@ -384,7 +390,7 @@ def idle_causes(trace: Trace, work: list[CoreWork], kept_steps: set[int], step_m
     idles: list[np.ndarray] = []
     no_modules = 0
     coll_cols = [BUCKETS.index(b) for b in COLLECTIVE_BUCKETS]
-    memo = table_memo(trace)
+    memo = att.memo
     for w in work:
         att = w.attribution
         if not len(att.step_numbers):

@@ -9,6 +9,7 @@ Tools (each returns the JSON document the command line writes):
     check(trace, budget, baseline?, chip?)    `profanalyze check TRACE --budget B --json -`
     explain(code)                             `profanalyze explain CODE --json -`
     top_ops(trace, n?, chip?)                 the `top_ops` of the analyze document (first n), with its source and step time
+    render(trace, format?, chip?, ...)        the analysis in one format of the renderer registry (report.registry)
 
 Paths are local paths or URLs (profanalyzer.sources). Bad input is a tool
 error carrying the one line the command line prints.
@@ -24,7 +25,7 @@ from profanalyzer.version import __version__
 __all__ = ["build_server", "serve_stdio", "TOOLS"]
 
 #: The tools the server offers, in the order it lists them.
-TOOLS = ("analyze", "compare", "check", "explain", "top_ops")
+TOOLS = ("analyze", "compare", "check", "explain", "top_ops", "render")
 
 _INSTRUCTIONS = (
     "profanalyze reads XProf profiles (.xplane.pb[.gz] files, run folders, log dirs, local or gs:// URLs) of TPU runs "
@@ -70,6 +71,18 @@ def explain_document(code: str) -> dict:
     from profanalyzer.explain import explain
 
     return explain(code).to_dict()
+
+
+def render_document(trace: str, format: str = "markdown", chip: str | None = None, select: str = "", ignore: str = "") -> dict:
+    """The analysis of `trace` in one output format of the renderer registry."""
+    from profanalyzer.errors import InputError
+    from profanalyzer.notebook import load
+    from profanalyzer.report.registry import RENDERERS
+
+    if format not in RENDERERS:
+        raise InputError(f"format {format!r}: one of {', '.join(RENDERERS)}")
+    text = load(trace, chip=chip, select=_codes(select), ignore=_codes(ignore)).render(format)
+    return {"source": trace, "format": format, "text": text}
 
 
 def top_ops_document(trace: str, n: int = 10, chip: str | None = None) -> dict:
@@ -128,6 +141,17 @@ def build_server() -> Any:
     def top_ops(trace: str, n: int = 10, chip: str | None = None) -> dict[str, Any]:
         try:
             return top_ops_document(trace, n, chip)
+        except ProfanalyzerError as e:
+            raise tool_error(e) from None
+
+    from profanalyzer.report.registry import RENDERERS
+
+    @server.tool(name="render", structured_output=True, description="The analysis of a profile in one output format: "
+                                          f"{', '.join(RENDERERS)} (the text that output writes).")
+    def render(trace: str, format: str = "markdown", chip: str | None = None, select: str = "",
+               ignore: str = "") -> dict[str, Any]:
+        try:
+            return render_document(trace, format, chip, select, ignore)
         except ProfanalyzerError as e:
             raise tool_error(e) from None
 

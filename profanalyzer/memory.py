@@ -415,18 +415,9 @@ def _stripped_entry(buf, start: int, end: int) -> bytes:
     return bytes(out)
 
 
-def _varint_bytes(n: int) -> bytes:
-    out = bytearray()
-    while True:
-        out.append((n & 0x7F) | (0x80 if n > 0x7F else 0))
-        n >>= 7
-        if not n:
-            return bytes(out)
-
-
 def _field(num: int, payload: bytes) -> bytes:
     """A length-delimited field: tag, length, payload."""
-    return _varint_bytes((num << 3) | 2) + _varint_bytes(len(payload)) + payload
+    return wire.encode_varint((num << 3) | 2) + wire.encode_varint(len(payload)) + payload
 
 
 def _wire_type(raw, start: int) -> int:

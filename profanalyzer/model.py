@@ -55,7 +55,11 @@ from profanalyzer.parts import (  # leaf records, re-exported
     CorePeaks,
     RidgePoints,
     ChipSpec,
+    DEFAULT_DEPTH,
+    NO_SCOPE,
+    TOP_LEVEL,
     ScopeRow,
+    collapse,
     IdleCause,
     HostActivity,
     MemoryBuffer,
@@ -97,6 +101,10 @@ __all__ = [
     "RidgePoints",
     "ChipSpec",
     "ScopeRow",
+    "collapse",
+    "NO_SCOPE",
+    "TOP_LEVEL",
+    "DEFAULT_DEPTH",
     "IdleCause",
     "HostActivity",
     "MemoryBuffer",
@@ -541,6 +549,10 @@ class Finding(Record):
     flags: tuple[str, ...] = ()
     #: "op: file:line (function)" of the ops its evidence names (profanalyzer.sourcelines)
     sources: tuple[str, ...] = ()
+    #: The rule's doc, set when the rule builds the finding (Rule.finding) or
+    #: when a saved document is read back (findings.with_docs): renderers read
+    #: it here, not in the rule registry. Not in the JSON.
+    doc: RuleDoc | None = field(default=None, compare=False, repr=False, metadata={"json": False})
 
     def _repr_html_(self) -> str:
         from profanalyzer.frames import finding_card
@@ -567,6 +579,10 @@ class Findings(Record):
     workload: WorkloadClass | None
     rules_run: tuple[str, ...]
     selection: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    #: (levers, ps per step) the recommendations' levers save pulled together
+    #: (the what-if re-timing, profanalyzer.whatif), when it models every
+    #: finding's claims; None otherwise. Set by the findings stage; not in the JSON.
+    together: tuple[tuple[str, ...], float] | None = field(default=None, compare=False, repr=False, metadata={"json": False})
 
     def self_check(self, analysis: Analysis) -> None:
         """Raise InvariantError when a finding claims more than the time it

@@ -23,12 +23,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Mapping
 
-from profanalyzer.analysis import AnalysisOptions, analyze_trace, read_trace
-from profanalyzer.attribution import attribute_trace
 from profanalyzer.errors import InputError
-from profanalyzer.findings import analyze_source, run_rules
 from profanalyzer.frames import analysis_card, analysis_frames
-from profanalyzer.model import Analysis, Findings, Record, is_json_document, read_document, result_document
+from profanalyzer.model import Analysis, Findings, Record, read_document, result_document
+from profanalyzer.run import Run, RunOptions, run
 from profanalyzer.sources import is_url, local_copy
 from profanalyzer.vocab import BUCKETS
 
@@ -59,6 +57,14 @@ class LoadedAnalysis(Analysis):
         profanalyzer.frames for the columns)."""
         return analysis_frames(self, findings if findings is not None else self.findings, self.core_steps or None)
 
+    def render(self, format: str = "markdown", **options) -> str:
+        """The analysis in one output format of the renderer registry
+        (profanalyzer.report.registry: json, markdown, html, terminal);
+        `options` are RenderOptions fields (e.g. top=5)."""
+        from profanalyzer.report.registry import RenderOptions, renderer
+
+        return renderer(format).render(Run(analysis_of(self), self.findings), RenderOptions(**options))
+
     def to_dict(self) -> dict:
         """The `profanalyze analyze --json` document."""
         a = analysis_of(self)
@@ -82,23 +88,22 @@ def _loaded(a: Analysis, f: Findings | None, source: str | None = None, core_ste
     return LoadedAnalysis(**kw, findings=f, core_steps=core_steps)
 
 
-def _analyze_path(path: Path, options: AnalysisOptions, select: tuple[str, ...],
-                  ignore: tuple[str, ...]) -> tuple[Analysis, Findings, tuple[CoreStep, ...]]:
-    """findings.analyze_source, plus each TensorCore's time per step when
-    `path` is a trace (a second attribution pass over the trace it read)."""
-    if is_json_document(path):
-        a, f = analyze_source(path, options, select, ignore)
-        return a, f, ()
-    trace = read_trace(path, options)
-    a = analyze_trace(trace, options)
-    f = run_rules(a, select, ignore)
+def _analyze_path(path: Path, options: RunOptions) -> tuple[Analysis, Findings, tuple[CoreStep, ...]]:
+    """run(path), plus each TensorCore's time per step when `path` is a
+    trace (read from the run's attributed trace)."""
+    r = run(path, options)
+    return r.analysis, r.findings, core_steps(r)
+
+
+def core_steps(r: Run) -> tuple[CoreStep, ...]:
+    """Each TensorCore's time per step (none for a saved document)."""
     steps: list[CoreStep] = []
-    for w in attribute_trace(trace):
+    for w in r.attributed.work if r.attributed is not None else ():
         att = w.attribution
         for i, n in enumerate(att.step_numbers.tolist()):
             steps.append(CoreStep(w.plane.label, int(n), int(att.step_ps[i]),
                                   {b: int(v) for b, v in zip(BUCKETS, att.buckets[i].tolist())}))
-    return a, f, tuple(steps)
+    return tuple(steps)
 
 
 def load(source: str | os.PathLike | bytes | bytearray | memoryview, *, chip: str | None = None,
@@ -110,22 +115,21 @@ def load(source: str | os.PathLike | bytes | bytearray | memoryview, *, chip: st
     an fsspec URL (`gs://`, `s3://`, `file://`...), or the bytes of a host
     file or of a saved document. `chip`, `select`, `ignore` as on the
     command line. Raises a ProfanalyzerError (InputError for bad input)."""
-    options = AnalysisOptions(chip=chip)
-    select, ignore = tuple(select), tuple(ignore)
+    options = RunOptions(chip=chip, select=tuple(select), ignore=tuple(ignore))
     if isinstance(source, (bytes, bytearray, memoryview)):
-        return _load_bytes(bytes(source), options, select, ignore)
+        return _load_bytes(bytes(source), options)
     if not isinstance(source, (str, os.PathLike)):
         raise InputError(f"profanalyzer.load: a path, URL or bytes, not {type(source).__name__}")
     text = os.fspath(source)
     if is_url(text):
         with local_copy(text) as local:
-            a, f, cs = _analyze_path(Path(local), options, select, ignore)
+            a, f, cs = _analyze_path(Path(local), options)
         return _loaded(a, f, source=text if a.source.startswith(local) else None, core_steps=cs)
-    a, f, cs = _analyze_path(Path(text), options, select, ignore)
+    a, f, cs = _analyze_path(Path(text), options)
     return _loaded(a, f, core_steps=cs)
 
 
-def _load_bytes(data: bytes, options: AnalysisOptions, select: tuple[str, ...], ignore: tuple[str, ...]) -> LoadedAnalysis:
+def _load_bytes(data: bytes, options: RunOptions) -> LoadedAnalysis:
     head = data[:4096]
     gz = head[:2] == b"\x1f\x8b"
     if gz:
@@ -134,22 +138,21 @@ def _load_bytes(data: bytes, options: AnalysisOptions, select: tuple[str, ...], 
                 head = g.read(4096)
         except (OSError, EOFError):
             raise InputError("profanalyzer.load: the bytes are a broken gzip stream") from None
-    if head.lstrip()[:1] == b"{":  # a saved document
+    saved = head.lstrip()[:1] == b"{"
+    if saved:  # a saved document: checked here, so that errors name the bytes, then run() reads it back
         import json
 
         try:
             doc = json.loads(gzip.decompress(data) if gz else data)
         except (ValueError, OSError, EOFError) as e:
             raise InputError(f"profanalyzer.load: the bytes are not valid JSON ({e})") from None
-        a, f = read_document(doc, "<bytes>")
-        if f is None or select or ignore:
-            f = run_rules(a, select, ignore)
-        return _loaded(a, f)
+        read_document(doc, "<bytes>")
+    name = ("analysis.json" if saved else "host.xplane.pb") + (".gz" if gz else "")
     with tempfile.TemporaryDirectory(prefix="profanalyzer-bytes-") as d:
-        p = Path(d) / ("host.xplane.pb.gz" if gz else "host.xplane.pb")
+        p = Path(d) / name
         p.write_bytes(data)
-        a, f, cs = _analyze_path(p, options, select, ignore)
-    return _loaded(a, f, source="<bytes>", core_steps=cs)
+        a, f, cs = _analyze_path(p, options)
+    return _loaded(a, f) if saved else _loaded(a, f, source="<bytes>", core_steps=cs)
 
 
 def document(path: str, chip: str | None = None, memory: bool = False) -> dict:

@@ -13,32 +13,35 @@ groups (OpGroups, columns), so traces with tens of thousands of distinct ops
 stay cheap; the float sums add in the order a loop over cores, rows and
 groups would (ufunc.at and cumsum add one by one), so the numbers are bit
 for bit those of that loop. Per-row features derived from a core's metadata
-table are computed once per distinct table (TableMemo; the TensorCores of a
+table are computed once per distinct table (attributed.TableMemo, the run's; the TensorCores of a
 host usually carry equal copies) and shared by the analysis modules.
 """
 
 from __future__ import annotations
 
-import functools
 import itertools
 import math
 import operator
 import re
-import weakref
 from dataclasses import dataclass
-from typing import Callable, Mapping, TypeVar
+from typing import TYPE_CHECKING, Mapping
 
 import numpy as np
 
 from profanalyzer.arrays import object_array, unique_ids
-from profanalyzer.attribution import CoreWork, PlaneClasses, locate
+from profanalyzer.attribution import CoreWork, locate
 from profanalyzer.classify import async_pair_key
 from profanalyzer.classify.parse import shape_dims
 from profanalyzer.classify.tables import ARRAY
 from profanalyzer.model import BucketOps, HostOffloadSummary, RunKind, TopOp, Utilisation
 from profanalyzer.runkind import RunKindEvidence, decide_run_kind, inference_marker, inference_markers
-from profanalyzer.trace import LINE_MODULES, LINE_OPS, Plane, Trace
+from profanalyzer.trace import LINE_MODULES, LINE_OPS, Trace
 from profanalyzer.vocab import ATTENTION_SPLIT, BUCKETS, COMPUTE_BUCKETS, MATMUL_BUCKETS
+
+from profanalyzer.attributed import TableMemo
+
+if TYPE_CHECKING:
+    from profanalyzer.attributed import Attributed
 
 REMAT_TOP = 15
 KERNELS_TOP = 20
@@ -54,7 +57,6 @@ FLOPS_COVERAGE_MIN = 0.9
 #: Bytes per element of HLO element types (fp8 one byte, 4-bit types half).
 DTYPE_BYTES = {"pred": 1, "s8": 1, "u8": 1, "s16": 2, "u16": 2, "s32": 4, "u32": 4, "s64": 8, "u64": 8, "bf16": 2,
                "f16": 2, "f32": 4, "f64": 8, "c64": 8, "c128": 16, "s4": 0.5, "u4": 0.5, "s2": 0.25, "u2": 0.25}
-T = TypeVar("T")
 _HEAD = re.compile(r"^\s*(?:ROOT\s+)?%?[^\s=]+\s*=\s*(.*?)\s[a-z][a-z0-9\-]*\(")
 
 
@@ -64,13 +66,20 @@ def _dtype_bytes(dt: str) -> float | None:
     return 1 if dt.startswith("f8") else (0.5 if dt.startswith("f4") else None)
 
 
-def output_bytes(hlo_text: str) -> float:
-    """Bytes of an op's output shape(s) from its HLO text (nan when not visible)."""
+def output_bytes(hlo_text: str, types_memo: dict[str, float] | None = None) -> float:
+    """Bytes of an op's output shape(s) from its HLO text (nan when not
+    visible). `types_memo`: output type -> bytes, the run's (the ops of
+    unrolled layers share a few such types)."""
     m = _HEAD.match(hlo_text[:4096])
-    return _types_bytes(m.group(1)) if m else math.nan
+    if not m:
+        return math.nan
+    types = m.group(1)
+    if types_memo is None:
+        return _types_bytes(types)
+    v = types_memo.get(types)
+    return v if v is not None else types_memo.setdefault(types, _types_bytes(types))
 
 
-@functools.lru_cache(maxsize=4096)
 def _types_bytes(types: str) -> float:
     """Bytes of the arrays an HLO output type (or tuple of types) holds; the
     ops of unrolled layers share a few such types."""
@@ -222,76 +231,6 @@ def _kept_rows(trace: Trace, w: CoreWork, kept_list: np.ndarray):
     return rows, counts[rows], self_sum[rows], int(kept.sum())
 
 
-class TableMemo:
-    """Per-row features of the op-metadata tables of one trace, computed once
-    per distinct table rather than once per TensorCore (analysis-internal).
-
-    The TensorCores of a host usually carry equal metadata tables (the same
-    programs), each core its own copy. A feature names the columns it reads
-    (`md.<field>` of the plane's OpMetadata, `cls.<column>` of its
-    classification columns, `cls:<array>` of its PlaneClasses arrays); a core
-    reuses the value an earlier core computed when every one of those columns
-    is equal (compared once per pair of columns). `shared` holds trace-wide
-    state of the features (ids that must agree between tables)."""
-
-    def __init__(self) -> None:
-        self._values: dict[str, list[tuple[tuple, object]]] = {}
-        self._equal: dict[tuple[int, int], tuple[object, object, bool]] = {}
-        self.shared: dict[str, object] = {}
-
-    @staticmethod
-    def column(plane: Plane, classes: PlaneClasses, dep: str):
-        if dep.startswith("md."):
-            return getattr(plane.meta, dep[3:])
-        if dep.startswith("cls."):
-            return classes.columns.get(dep[4:]) if len(classes) else None
-        return getattr(classes, dep[4:])
-
-    def same(self, a, b) -> bool:
-        """Equal columns (tuples or numpy arrays of one dtype)."""
-        if a is b:
-            return True
-        if a is None or b is None:
-            return False
-        key = (id(a), id(b))
-        hit = self._equal.get(key)
-        if hit is None:
-            try:
-                if isinstance(a, np.ndarray) and isinstance(b, np.ndarray):
-                    eq = a.dtype == b.dtype and a.shape == b.shape and (
-                        a.tolist() == b.tolist() if a.dtype == object else bool(np.array_equal(a, b)))
-                elif isinstance(a, tuple) and isinstance(b, tuple):
-                    eq = a == b
-                else:
-                    eq = False
-            except (TypeError, ValueError):
-                eq = False
-            hit = self._equal[key] = (a, b, bool(eq))  # holds both: their ids stay theirs
-        return hit[2]
-
-    def get(self, name: str, plane: Plane, classes: PlaneClasses, deps: tuple[str, ...], compute: Callable[[], T]) -> T:
-        """compute(), or the value it gave for an earlier table whose `deps` columns are equal."""
-        cols = tuple(self.column(plane, classes, d) for d in deps)
-        seen = self._values.setdefault(name, [])
-        for c, value in seen:
-            if all(self.same(a, b) for a, b in zip(c, cols)):
-                return value  # type: ignore[return-value]
-        value = compute()
-        seen.append((cols, value))
-        return value
-
-
-_MEMOS: "weakref.WeakKeyDictionary[Trace, TableMemo]" = weakref.WeakKeyDictionary()
-
-
-def table_memo(trace: Trace) -> TableMemo:
-    """The TableMemo of a trace (kept while the trace lives)."""
-    memo = _MEMOS.get(trace)
-    if memo is None:
-        memo = _MEMOS[trace] = TableMemo()
-    return memo
-
-
 _ATTRS = ("phase", "kernel", "precision", "reason", "part")
 _ATTR_COLUMN = {"phase": "phase", "kernel": "kernel", "precision": "precision", "reason": "reason", "part": "attention_part"}
 _ROW_DEPS = ("md.display_name", "md.name", "md.category", "cls.bucket", "cls.remat", "cls.kernel", "cls.shape_flops",
@@ -355,14 +294,14 @@ def _seq_sum(x: np.ndarray) -> float:
     return float(np.cumsum(np.concatenate([[0.0], x]))[-1]) if len(x) else 0.0
 
 
-def _group_all(trace: Trace, work: list[CoreWork], kept_list: np.ndarray, chip, acc: dict) -> tuple[OpGroups, int]:
+def _group_all(trace: Trace, work: list[CoreWork], kept_list: np.ndarray, chip, acc: dict,
+               memo: TableMemo) -> tuple[OpGroups, int]:
     """The op groups of the kept rows of every core, in order of first
     appearance (core by core, rows ascending), and the kept core-steps.
 
     Vectorised over (core, row) contributions; the float sums add in that
     same order (ufunc.at and cumsum add one by one), so they are bit for bit
     those of a Python loop over the cores and rows."""
-    memo = table_memo(trace)
     keys = memo.shared.setdefault("opstats.keys", {})
     assert isinstance(keys, dict)
     peak_by_bucket = np.asarray([_peak(chip, b) for b in BUCKETS] + [_peak(chip, "other_compute")], dtype=np.float64)
@@ -459,11 +398,12 @@ def _group_all(trace: Trace, work: list[CoreWork], kept_list: np.ndarray, chip, 
     for i in [i for i, b in enumerate(buckets) if b == "host_offload"]:
         to_host[i] = _OUTPUT_TO_HOST.search(mds[core_l[i]].name[row_l[i]][:4096]) is not None
     out_memo = memo.shared.setdefault("opstats.output_bytes", {})  # HLO text -> output_bytes
-    assert isinstance(out_memo, dict)
+    types_memo = memo.shared.setdefault("opstats.types_bytes", {})  # output type -> bytes
+    assert isinstance(out_memo, dict) and isinstance(types_memo, dict)
     for i in [i for i, x in enumerate(remat_first) if x]:
         text = mds[core_l[i]].name[row_l[i]]
         v = out_memo.get(text)
-        out_bytes[i] = v if v is not None else out_memo.setdefault(text, output_bytes(text))
+        out_bytes[i] = v if v is not None else out_memo.setdefault(text, output_bytes(text, types_memo))
     attrs: dict[str, list] = {}
     for a in _ATTRS:
         ga, ja = firsts[a]
@@ -497,15 +437,15 @@ def _max_not_nan(g: np.ndarray, x: np.ndarray, ng: int) -> np.ndarray:
     return np.where(has, out, math.nan)
 
 
-def ops_and_roofline(trace: Trace, work: list[CoreWork], kept_steps: set[int], step_mean: float,
-                     top_n: int) -> tuple[OpsResult, Utilisation]:
+def ops_and_roofline(att: Attributed, top_n: int) -> tuple[OpsResult, Utilisation]:
     """Per-op self time, FLOPs and bytes over the kept steps of every
     TensorCore, grouped by (name, HLO category, bucket); MFU and MXU use."""
+    trace, work, kept_steps, step_mean = att.trace, att.work, att.kept_steps, att.step_mean
     chip = trace.chip
     kept_list = np.asarray(sorted(kept_steps), dtype=np.int64)
     acc: dict = {"mf_model": 0.0, "mf_flops": 0.0, "any_model": False, "any_flops": False,
                  "mm_self": 0, "mm_cap": 0.0, "mm_flops": 0.0}
-    groups, n_core_steps = _group_all(trace, work, kept_list, chip, acc)
+    groups, n_core_steps = _group_all(trace, work, kept_list, chip, acc, att.memo)
     n_core_steps = n_core_steps or 1
     if not len(groups):
         return OpsResult((), (), (), {}), Utilisation(None, "none", None)

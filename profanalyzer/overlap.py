@@ -27,18 +27,21 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Mapping, Sequence
+from typing import TYPE_CHECKING, Mapping, Sequence
 
 import numpy as np
 
 from profanalyzer.arrays import unique_ids
-from profanalyzer.model import CollectiveTypeSummary, CommunicationSummary, SparseCoreSummary, WindowRecord  # noqa: F401 - old import path
+from profanalyzer.model import CollectiveTypeSummary, CommunicationSummary, SparseCoreSummary, WindowRecord
 from profanalyzer.attribution import BUCKET_INDEX, CoreWork, PlaneClasses, locate
 from profanalyzer.classify import ROLE_CODES, async_pair_key, classify_op
-from profanalyzer.opstats import TableMemo, table_memo
+from profanalyzer.attributed import TableMemo
 from profanalyzer.parallel import map_ordered
 from profanalyzer.vocab import BUCKETS, COLLECTIVE_BUCKETS, COLLECTIVE_KIND_BUCKET, COLLECTIVE_TYPES, OFFLOADABLE, SPARSECORE_CAPTURE_HINT
 from profanalyzer.trace import instruction_name, LINE_ASYNC, LINE_OPS, LINE_SC_MODULES, LINE_SC_OPS, Plane, Trace
+
+if TYPE_CHECKING:
+    from profanalyzer.attributed import Attributed
 
 #: Window classes by hidden fraction.
 HIDDEN_MIN = 0.9  # >= : hidden
@@ -218,9 +221,10 @@ def _pair_windows(md, ev, rows, role, coll_col, unmatched, windows) -> Windows:
     return windows(ev.start_ps[st_i], ev.end_ps[en_i], np.asarray(rs_, dtype=np.int64), ty, np.asarray(eng, dtype=bool))
 
 
-def analyze_overlap(trace: Trace, work: Sequence[CoreWork], kept_steps: set[int], step_mean_ps: float) -> OverlapResult:
+def analyze_overlap(att: Attributed) -> OverlapResult:
     """Collective windows, their hidden and exposed time, and the SparseCore
     offload verdict over the kept steps of every core of `work`."""
+    trace, work, kept_steps, step_mean_ps = att.trace, att.work, att.kept_steps, att.step_mean
     unmatched: dict[str, int] = {}
     all_windows: list[Windows] = []
     own_time: dict[str, float] = {}  # collective type -> time its own ops occupy the TensorCore (kept steps)
@@ -234,7 +238,7 @@ def analyze_overlap(trace: Trace, work: Sequence[CoreWork], kept_steps: set[int]
     sc = _SparseCoreTotals()
     kept_list = np.asarray(sorted(kept_steps), dtype=np.int64)
     scope_ids: dict[str, int] = {}
-    memo = table_memo(trace)
+    memo = att.memo
 
     def per_core(item: tuple[int, CoreWork]) -> _CoreOverlap:
         """One core's part, with no shared state written: it runs on a
@@ -331,6 +335,7 @@ def analyze_overlap(trace: Trace, work: Sequence[CoreWork], kept_steps: set[int]
         exposed_total_ps=exposed_total,
         exposed_total_fraction=exposed_total / denom,
     )
+    att.windows.update((w.plane.label, wins) for w, wins in zip(work, all_windows))
     return OverlapResult(types=types, communication=comm, sparsecore=sparsecore, windows=tuple(all_windows))
 
 

@@ -9,11 +9,15 @@ re-exports every name here, which is where callers import them from.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Mapping
+from typing import Iterable, Mapping
 
 from profanalyzer.records import Record
 
 __all__ = [
+    "collapse",
+    "NO_SCOPE",
+    "TOP_LEVEL",
+    "DEFAULT_DEPTH",
     "HostOffloadSummary",
     "RunKind",
     "CaptureIssue",
@@ -152,6 +156,48 @@ class ScopeRow(Record):
     ops: int  # distinct ops (metadata rows, all cores)
     count: int  # repeats per step: layer indices folded, or runs of its most run op (a scanned loop's trip count)
     source: str = ""  # Python file:line (function) its ops came from, the most common (profanalyzer.sourcelines)
+
+
+#: The scope of ops without a tf_op, and of ops whose scope folds to nothing
+#: (profanalyzer.scopes folds the tf_op stats into these paths).
+NO_SCOPE = "(no scope)"
+TOP_LEVEL = "(top level)"
+#: The depth of the HTML table and Markdown (the terminal's `--by-scope DEPTH` picks any).
+DEFAULT_DEPTH = 3
+
+
+def _prefix(scope: str, depth: int) -> str:
+    if scope in (NO_SCOPE, TOP_LEVEL) or depth <= 0:
+        return scope
+    return "/".join(scope.split("/")[:depth])
+
+
+def collapse(rows: Iterable[ScopeRow], depth: int) -> tuple[ScopeRow, ...]:
+    """The rows summed to their first `depth` components (sorted by time, then name).
+
+    Times, ops and buckets add up; count is the largest of the merged rows;
+    source that of the merged row with the most time that has one."""
+    acc: dict[str, list] = {}
+    src: dict[str, tuple[float, str]] = {}
+    for r in rows:
+        key = _prefix(r.scope, depth)
+        if r.source and (key not in src or r.ps > src[key][0]):
+            src[key] = (r.ps, r.source)
+        a = acc.get(key)
+        if a is None:
+            acc[key] = [r.ps, r.fraction, dict(r.buckets), r.exposed_comm_ps, r.remat_ps, r.ops, r.count]
+            continue
+        a[0] += r.ps
+        a[1] += r.fraction
+        for b, v in r.buckets.items():
+            a[2][b] = a[2].get(b, 0.0) + v
+        a[3] += r.exposed_comm_ps
+        a[4] += r.remat_ps
+        a[5] += r.ops
+        a[6] = max(a[6], r.count)
+    out = [ScopeRow(k, ps, fr, {b: v for b, v in sorted(bk.items())}, ex, rm, ops, cnt, src.get(k, (0.0, ""))[1])
+           for k, (ps, fr, bk, ex, rm, ops, cnt) in acc.items()]
+    return tuple(sorted(out, key=lambda r: (-r.ps, r.scope)))
 
 
 @dataclass(frozen=True)

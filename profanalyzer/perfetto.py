@@ -21,26 +21,29 @@ for a remat claim; the step start when none shows), with its code, title,
 saving and guide section in args.
 
 Times are microseconds from the capture's origin (the trace's timestamps);
-events are sorted by time, durations are non-negative. Built from the trace
-(`attribution.attribute_trace`, `overlap.windows_for_core`): the export costs
-a second attribution pass, only when asked for.
+events are sorted by time, durations are non-negative. Built from the run's
+attributed trace (`run.Run.attributed`: the per-core work and the collective
+windows the analysis computed, not a second attribution pass).
 """
 
 from __future__ import annotations
 
 import gzip
 import json
-from typing import Any, Collection, Iterable
+from typing import TYPE_CHECKING, Any, Collection, Iterable
 
 import numpy as np
 
-from profanalyzer.attribution import CoreWork, attribute_trace, exclusive_segments
+from profanalyzer.attribution import CoreWork, exclusive_segments
 from profanalyzer.errors import InputError
 from profanalyzer.model import Analysis, Findings
 from profanalyzer.outputs import atomic_open
 from profanalyzer.overlap import window_class, window_name, windows_for_core
 from profanalyzer.trace import LINE_SC_OPS, Trace
 from profanalyzer.vocab import BUCKETS
+
+if TYPE_CHECKING:
+    from profanalyzer.attributed import Attributed
 
 __all__ = ["trace_events", "write_trace", "parse_steps", "marker_notes", "CLASS_COLOURS"]
 
@@ -70,8 +73,10 @@ def _step_bounds(trace: Trace, w: CoreWork, step: int) -> tuple[int, int] | None
 
 
 def _core_events(trace: Trace, w: CoreWork, a: int, b: int, pid: int, tid0: int, step: int,
-                 first_seen: dict[str, int]) -> list[dict]:
-    """The ops, buckets and collectives tracks of one TensorCore over [a, b)."""
+                 first_seen: dict[str, int], windows=None) -> list[dict]:
+    """The ops, buckets and collectives tracks of one TensorCore over [a, b);
+    `windows`: the core's collective windows as the overlap stage built them
+    (Attributed.windows), else built here."""
     plane = w.plane
     ops_line = plane.line("XLA Ops")
     out: list[dict] = []
@@ -107,7 +112,7 @@ def _core_events(trace: Trace, w: CoreWork, a: int, b: int, pid: int, tid0: int,
             out.append({"ph": "X", "pid": pid, "tid": tid0 + 1, "ts": _us(s), "dur": _us(e - s), "name": BUCKETS[int(buckets[i0])],
                         "cat": "bucket", "args": {"step": step, "ps": e - s}})
     # collective windows, shaded by how much compute hid them
-    wins, _ = windows_for_core(plane, w.classes, {})
+    wins = windows if windows is not None else windows_for_core(plane, w.classes, {})[0]
     sel = np.flatnonzero((wins.end > a) & (wins.start < b))
     if len(sel):
         sub = wins.take(sel)
@@ -146,9 +151,11 @@ def _tracks(trace: Trace, w: CoreWork, pid: int, tid0: int) -> list[dict]:
     return out
 
 
-def trace_events(trace: Trace, analysis: Analysis, findings: Findings | None = None,
+def trace_events(att: Attributed, analysis: Analysis, findings: Findings | None = None,
                  steps: Collection[int] | None = None) -> dict:
-    """The Trace Event Format document (a dict) of the analysed window."""
+    """The Trace Event Format document (a dict) of the analysed window, from
+    the run's attributed trace (`run.Run.attributed`: not attributed again)."""
+    trace = att.trace
     if steps:
         wanted = sorted(set(int(s) for s in steps))
     elif analysis.timeline is not None:
@@ -157,7 +164,7 @@ def trace_events(trace: Trace, analysis: Analysis, findings: Findings | None = N
         wanted = [r.number for r in analysis.steps.table if r.kept][:1]
     if not wanted:
         raise InputError("--trace-out: no kept step to export (pass --steps)")
-    work = attribute_trace(trace)
+    work = att.work
     hosts = sorted({w.plane.host for w in work})
     pid_of = {h: i + 1 for i, h in enumerate(hosts)}
     meta: list[dict] = [{"ph": "M", "pid": _FINDINGS_PID, "tid": 0, "name": "process_name", "args": {"name": "findings"}},
@@ -185,7 +192,7 @@ def trace_events(trace: Trace, analysis: Analysis, findings: Findings | None = N
             seen = first_seen if w is work[0] else {}
             if w is work[0] and step_start is None:
                 step_start = a
-            events.extend(_core_events(trace, w, a, b, pid, tid0, step, seen))
+            events.extend(_core_events(trace, w, a, b, pid, tid0, step, seen, att.windows.get(w.plane.label)))
             events.append({"ph": "i", "s": "p", "pid": pid, "tid": tid0, "ts": _us(a), "name": f"step {step}", "cat": "step",
                            "args": {"step": step, "step_ps": b - a}})
     missing = [s for s in wanted if s not in found_steps]

@@ -63,7 +63,7 @@ def to_jsonable(obj: Any) -> Any:
     scalars) as plain JSON values: dicts with sorted string keys, lists,
     rounded numbers (`round_number`)."""
     if is_dataclass(obj) and not isinstance(obj, type):
-        return {f.name: to_jsonable(getattr(obj, f.name)) for f in fields(obj)}
+        return {name: to_jsonable(getattr(obj, name)) for name in json_fields(type(obj))}
     if isinstance(obj, Mapping):
         return {str(k): to_jsonable(v) for k, v in sorted(obj.items(), key=lambda kv: str(kv[0]))}
     if isinstance(obj, (list, tuple)):
@@ -87,8 +87,21 @@ def _hints(cls: type) -> tuple[tuple[str, Any, bool], ...]:
     hints = typing.get_type_hints(cls)
     return tuple(
         (f.name, hints[f.name], f.default is MISSING and f.default_factory is MISSING)
-        for f in fields(cls)
+        for f in fields(cls) if f.metadata.get("json", True)
     )
+
+
+_JSON_FIELDS: dict[type, tuple[str, ...]] = {}
+
+
+def json_fields(cls: type) -> tuple[str, ...]:
+    """The fields of a record class that its JSON holds: all but those
+    declared with `metadata={"json": False}` (what travels with a record in
+    memory only, e.g. a finding's rule doc)."""
+    out = _JSON_FIELDS.get(cls)
+    if out is None:
+        out = _JSON_FIELDS[cls] = tuple(f.name for f in fields(cls) if f.metadata.get("json", True))
+    return out
 
 
 def _key(tp: Any, k: str) -> Any:

@@ -20,6 +20,8 @@ from profanalyzer.vocab import GUIDE_SECTIONS
 #: Severity by estimated saving (fraction of step time).
 SEVERITY = (("high", 0.10), ("medium", 0.03), ("low", 0.0))
 DOC_HEADINGS = ("What it detects:", "Why it costs time:", "What to change:")
+#: What a rule may need read when it fires (Rule.needs).
+NEEDS = ("memory",)
 
 
 def parse_doc(doc: str | None) -> RuleDoc:
@@ -59,6 +61,10 @@ class Rule:
     #: Every LIBTPU_INIT_ARGS flag the rule may set (its findings set a
     #: subset): what `explain` prints for "the flags below".
     flags: tuple[str, ...] = ()
+    #: What the rule's findings need beyond the default read, read by
+    #: `run.run` when one of them fires (then the rules run again):
+    #: "memory" (the HBM headroom in bytes: profanalyzer.memory).
+    needs: tuple[str, ...] = ()
 
     def finding(
         self,
@@ -98,17 +104,24 @@ class Rule:
             guide_section=GUIDE_SECTIONS[lever],
             claims=tuple(sorted((claims or {}).items())),
             flags=tuple(check_flag(x) for x in flags),
+            doc=self.doc,
         )
 
 
-def rule(code: str, lever: str, title: str, fixtures: tuple[str, str], flags: Iterable[str] = ()):
+def rule(code: str, lever: str, title: str, fixtures: tuple[str, str], flags: Iterable[str] = (),
+         needs: Iterable[str] = ()):
     """Decorator: turn `check(rule, analysis) -> list[Finding]` into a Rule.
 
     The function's docstring becomes the rule's doc (fixed sections);
     `flags` every LIBTPU_INIT_ARGS flag the rule may set. A doc that refers
     to flags ("flags below", or names LIBTPU_INIT_ARGS) needs them listed.
+    `needs`: what a firing rule needs read (NEEDS), see Rule.needs.
     """
     listed = tuple(check_flag(x) for x in flags)
+    wanted = tuple(needs)
+    unknown = [n for n in wanted if n not in NEEDS]
+    if unknown:
+        raise ValueError(f"{code}: unknown needs {', '.join(unknown)} (known: {', '.join(NEEDS)})")
 
     def wrap(fn: Callable[[Rule, Analysis], list[Finding]]) -> Rule:
         r: Rule
@@ -124,7 +137,7 @@ def rule(code: str, lever: str, title: str, fixtures: tuple[str, str], flags: It
         doc = parse_doc(fn.__doc__)
         if ("flags below" in doc.change or ENV in doc.change) and not listed:
             raise ValueError(f"{code}: its doc refers to {ENV} flags but the rule lists none")
-        r = Rule(code, lever, title, check, doc, fixtures, listed)
+        r = Rule(code, lever, title, check, doc, fixtures, listed, wanted)
         return r
 
     return wrap

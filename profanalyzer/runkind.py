@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import Sequence
 
 import numpy as np
@@ -44,9 +43,9 @@ def _normal(text: str) -> str:
     return text.lower().replace("-", "_")
 
 
-@lru_cache(maxsize=65536)
 def inference_marker(text: str) -> str | None:
-    """The serving marker a tf_op / op name / program name carries, if any."""
+    """The serving marker a tf_op / op name / program name carries, if any
+    (callers search each distinct text once: `inference_markers`, opstats)."""
     m = _INFERENCE.search(_normal(text))
     return m.group(0) if m else None
 

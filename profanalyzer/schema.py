@@ -99,6 +99,8 @@ def _fields(cls: type, defs: dict[str, dict]) -> tuple[dict[str, dict], list[str
     props: dict[str, dict] = {}
     required: list[str] = []
     for f in fields(cls):
+        if not f.metadata.get("json", True):
+            continue
         tp = hints[f.name]
         props[f.name] = _type_schema(_whole_ps(tp) if is_ps_field(f.name) else tp, defs)
         if f.default is MISSING and f.default_factory is MISSING:

@@ -28,27 +28,26 @@ Imports: model, vocab, trace, attribution, opstats (TableMemo) (the analysis sta
 from __future__ import annotations
 
 import re
-from typing import Iterable
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from profanalyzer.arrays import unique_ids
 from profanalyzer.attribution import CoreWork
 from profanalyzer.model import ScopeRow
-from profanalyzer.opstats import table_memo
+from profanalyzer.parts import DEFAULT_DEPTH, NO_SCOPE, TOP_LEVEL, collapse
 from profanalyzer.parallel import map_ordered
-from profanalyzer.trace import LINE_OPS, Trace
+from profanalyzer.trace import LINE_OPS
 from profanalyzer.vocab import BUCKETS, COLLECTIVE_BUCKETS
+
+if TYPE_CHECKING:
+    from profanalyzer.attributed import Attributed
 
 __all__ = ["fold_scope", "scope_rollup", "collapse", "NO_SCOPE", "TOP_LEVEL", "MAX_DEPTH", "DEFAULT_DEPTH", "MAX_ROWS"]
 
 #: Row of the ops without a tf_op stat, and of those whose path folds to nothing.
-NO_SCOPE = "(no scope)"
-TOP_LEVEL = "(top level)"
 #: Components kept in a leaf path; deeper ones are summed into it.
 MAX_DEPTH = 8
-#: The depth of the HTML table and Markdown (the terminal's `--by-scope DEPTH` picks any).
-DEFAULT_DEPTH = 3
 #: Leaf rows kept in the JSON; the smallest beyond it are summed into their depth-2 parents.
 MAX_ROWS = 300
 
@@ -102,40 +101,6 @@ def fold_scope(tf_op: str) -> tuple[str, tuple[int, ...]]:
     if not out:
         return TOP_LEVEL, tuple(idx)
     return "/".join(out[:MAX_DEPTH]), tuple(idx)
-
-
-def _prefix(scope: str, depth: int) -> str:
-    if scope in (NO_SCOPE, TOP_LEVEL) or depth <= 0:
-        return scope
-    return "/".join(scope.split("/")[:depth])
-
-
-def collapse(rows: Iterable[ScopeRow], depth: int) -> tuple[ScopeRow, ...]:
-    """The rows summed to their first `depth` components (sorted by time, then name).
-
-    Times, ops and buckets add up; count is the largest of the merged rows;
-    source that of the merged row with the most time that has one."""
-    acc: dict[str, list] = {}
-    src: dict[str, tuple[float, str]] = {}
-    for r in rows:
-        key = _prefix(r.scope, depth)
-        if r.source and (key not in src or r.ps > src[key][0]):
-            src[key] = (r.ps, r.source)
-        a = acc.get(key)
-        if a is None:
-            acc[key] = [r.ps, r.fraction, dict(r.buckets), r.exposed_comm_ps, r.remat_ps, r.ops, r.count]
-            continue
-        a[0] += r.ps
-        a[1] += r.fraction
-        for b, v in r.buckets.items():
-            a[2][b] = a[2].get(b, 0.0) + v
-        a[3] += r.exposed_comm_ps
-        a[4] += r.remat_ps
-        a[5] += r.ops
-        a[6] = max(a[6], r.count)
-    out = [ScopeRow(k, ps, fr, {b: v for b, v in sorted(bk.items())}, ex, rm, ops, cnt, src.get(k, (0.0, ""))[1])
-           for k, (ps, fr, bk, ex, rm, ops, cnt) in acc.items()]
-    return tuple(sorted(out, key=lambda r: (-r.ps, r.scope)))
 
 
 def _scope_rows(md, ids: dict[str, int], names: dict[str, int],
@@ -201,13 +166,14 @@ def _core_scopes(w: CoreWork, ev, ks: np.ndarray, ke: np.ndarray, nk: int, table
     return tot_b, tot_r, (row_scope[seen], row_name[seen]), (row_scope[seen], counts[seen] / nk), layers
 
 
-def scope_rollup(trace: Trace, work: list[CoreWork], kept_steps: set[int], step_mean: float) -> tuple[ScopeRow, ...]:
+def scope_rollup(att: Attributed) -> tuple[ScopeRow, ...]:
     """Self time per folded name scope over the kept steps of every TensorCore,
     per kept step per TensorCore (the divisor of the top ops: kept core-steps)."""
+    trace, work, kept_steps, step_mean = att.trace, att.work, att.kept_steps, att.step_mean
     nb = len(BUCKETS)
     coll = np.asarray([b in COLLECTIVE_BUCKETS for b in BUCKETS], dtype=bool)
     kept_list = np.asarray(sorted(kept_steps), dtype=np.int64)
-    memo = table_memo(trace)
+    memo = att.memo
     ids = memo.shared.setdefault("scopes.ids", {})
     names_ids = memo.shared.setdefault("scopes.names", {})
     layer_ids = memo.shared.setdefault("scopes.layers", {})

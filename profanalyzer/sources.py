@@ -13,7 +13,7 @@ SKIP_PLANE_BYTES come whole, a larger plane of another kind (e.g. the
 and name only, so the file still lists every plane. A `.gz` file allows no
 ranges: it is streamed. `info` asks for everything (`selective=False`).
 
-fsspec is imported only for a URL (profanalyzer.fleet.paths.open_fsspec);
+fsspec is imported only for a URL (`open_fsspec`);
 `gs://` needs gcsfs (the `[gcs]` extra), which honours STORAGE_EMULATOR_HOST.
 Every failure is an InputError with one line (exit 2): no such object,
 permission denied, unreachable store.
@@ -29,8 +29,9 @@ import tempfile
 from typing import Iterator
 
 from profanalyzer.errors import InputError, ProfanalyzerError
+from profanalyzer.vocab import XPLANE_SUFFIXES
 
-__all__ = ["is_url", "local_copy", "fetch", "SKIP_PLANE_BYTES", "DEVICE_KINDS"]
+__all__ = ["is_url", "is_xplane_name", "open_fsspec", "local_copy", "fetch", "SKIP_PLANE_BYTES", "DEVICE_KINDS"]
 
 _FORBIDDEN = re.compile(r"\b(403|Forbidden|AccessDenied|Access Denied|permission)\b", re.I)
 _URL_RE = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
@@ -47,6 +48,24 @@ _BLOCK = 1 << 16  # read-ahead of a ranged read
 def is_url(path: object) -> bool:
     """Whether `path` is a URL (`scheme://...`), not a local path."""
     return bool(_URL_RE.match(str(path)))
+
+
+def is_xplane_name(name: str) -> bool:
+    return name.endswith(XPLANE_SUFFIXES)
+
+
+def open_fsspec(url: str):
+    """(filesystem, stripped path) for a URL; InputError when fsspec or the protocol's package is missing."""
+    try:
+        from fsspec.core import url_to_fs  # optional: only URLs need it
+    except ImportError:
+        raise InputError(f"{url}: URLs need fsspec (pip install fsspec, plus gcsfs for gs://)") from None
+    try:
+        return url_to_fs(url)
+    except ImportError as e:
+        raise InputError(f"{url}: this protocol needs an extra package: {e}") from None
+    except (ValueError, OSError) as e:
+        raise InputError(f"{url}: cannot open: {e}") from None
 
 
 @contextlib.contextmanager
@@ -74,8 +93,6 @@ def local_copy(source: str, *, selective: bool = True) -> Iterator[str]:
 def fetch(url: str, dest: str, *, selective: bool = True) -> str:
     """Copy what `url` names (host file, run folder, or the newest run of a
     log dir) under `dest`; return the local path to analyse."""
-    from profanalyzer.fleet.paths import open_fsspec
-
     if os.environ.get("STORAGE_EMULATOR_HOST"):
         # An emulator speaks the JSON API only: gcsfs's gRPC bucket-type probe
         # (on by default) would wait for its timeout on every bucket.
@@ -105,8 +122,6 @@ def _name(p: str) -> str:
 
 
 def _is_host_file(name: str) -> bool:
-    from profanalyzer.fleet.paths import is_xplane_name
-
     return is_xplane_name(name)
 
 
@@ -237,21 +252,13 @@ def _plane_name_id(head: bytes) -> tuple[str | None, int]:
     return name, pid
 
 
-def _uvarint(v: int) -> bytes:
-    out = bytearray()
-    while True:
-        b = v & 0x7F
-        v >>= 7
-        if v:
-            out.append(b | 0x80)
-        else:
-            out.append(b)
-            return bytes(out)
-
-
 def _field(number: int, body: bytes) -> bytes:
-    return _uvarint(number << 3 | 2) + _uvarint(len(body)) + body
+    from profanalyzer.xspace.wire import encode_varint
+
+    return encode_varint(number << 3 | 2) + encode_varint(len(body)) + body
 
 
 def _stub_plane(pid: int, name: str) -> bytes:
-    return _uvarint(1 << 3 | 0) + _uvarint(pid & 0xFFFFFFFFFFFFFFFF) + _field(2, name.encode("utf-8"))
+    from profanalyzer.xspace.wire import encode_varint
+
+    return encode_varint(1 << 3 | 0) + encode_varint(pid & 0xFFFFFFFFFFFFFFFF) + _field(2, name.encode("utf-8"))

@@ -14,6 +14,13 @@ STRAGGLER_Z = 3.5
 STRAGGLER_MIN_REL_SCALE = 0.005
 #: Fewest members a straggler test needs.
 STRAGGLER_MIN_MEMBERS = 3
+#: A change between two runs is significant when |delta| > NOISE_K sigma ...
+NOISE_K = 3.0
+#: ... and more than this fraction of the base step time (profanalyzer.compare).
+MIN_EFFECT = 0.005
+#: A pulled lever that delivered less than this share of its prediction is
+#: called out (profanalyzer.verify).
+SHORTFALL_RATIO = 0.5
 
 
 def modified_z(values: Sequence[float], floor: float = 0.0) -> list[float]:

@@ -11,16 +11,19 @@ listed separately with their hidden fraction and class.
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from profanalyzer.attribution import CoreWork, exclusive_segments
-from profanalyzer.model import Lane, Span, StepRow, TimelineSample, WindowSpan  # noqa: F401 - old import path
+from profanalyzer.attribution import exclusive_segments
+from profanalyzer.model import Lane, Span, TimelineSample, WindowSpan
 from profanalyzer.overlap import Windows, window_class, window_name
 from profanalyzer.stats import median
-from profanalyzer.trace import LINE_SC_OPS, Trace
+from profanalyzer.trace import LINE_SC_OPS
 from profanalyzer.vocab import BUCKETS
+
+if TYPE_CHECKING:
+    from profanalyzer.attributed import Attributed
 
 MAX_SPANS_PER_LANE = 1500
 MAX_WINDOWS = 400
@@ -71,10 +74,10 @@ def _coalesce(s: np.ndarray, e: np.ndarray, b: np.ndarray, labels: list[str], na
     return spans, merged
 
 
-def build_timeline(trace: Trace, work: Sequence[CoreWork], kept_steps: set[int], step_table: Sequence[StepRow],
-                   windows: Windows | None) -> TimelineSample | None:
+def build_timeline(att: Attributed, windows: Windows | None) -> TimelineSample | None:
     """The timeline of the representative step on the first core of `work`;
     `windows` are that core's collective windows (overlap built them)."""
+    trace, work, step_table = att.trace, att.work, att.step_table
     if not work:
         return None
     kept_rows = [r for r in step_table if r.kept]

@@ -45,9 +45,8 @@ from typing import Mapping, Sequence
 
 from profanalyzer.errors import InputError
 from profanalyzer.model import Analysis, Finding, Findings, read_document, read_json, to_jsonable
+from profanalyzer.stats import SHORTFALL_RATIO
 
-#: A pulled lever that delivered less than this share of its prediction is called out.
-SHORTFALL_RATIO = 0.5
 #: A finding counts as shrunk when its saving fell by more than this share;
 #: it is a follow-on (not pulled) when its saving per claimed ps of pool
 #: moved by less than this share.

@@ -176,3 +176,9 @@ CHIP_CHOICES: tuple[str, ...] = tuple(c.key for c in CHIP_TABLE)
 #: compiled program's schedule with the compiler's estimates (input_kind -> basis; default measured).
 TIME_BASES = ("measured", "predicted")
 PREDICTED_INPUT_KINDS = frozenset({"compiled_program"})
+
+#: The levers the what-if re-timing models (profanalyzer.whatif), in order.
+WHAT_IF_LEVERS = ("remat", "fp8", "sc_offload")
+
+#: The file names of a host's XSpace (the .gz first: strip it before the other).
+XPLANE_SUFFIXES = (".xplane.pb.gz", ".xplane.pb")

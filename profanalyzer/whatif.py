@@ -52,10 +52,9 @@ from typing import Mapping, Sequence
 from profanalyzer.errors import InputError
 from profanalyzer.hardware import FP8_MAX_SPEEDUP
 from profanalyzer.model import Analysis, Findings, TimelineSample, to_jsonable
-from profanalyzer.vocab import COLLECTIVE_BUCKETS, COMPUTE_BUCKETS
+from profanalyzer.vocab import COLLECTIVE_BUCKETS, COMPUTE_BUCKETS, WHAT_IF_LEVERS
 
 #: Levers --what-if knows, in the order they are applied.
-WHAT_IF_LEVERS = ("remat", "fp8", "sc_offload")
 #: Guide: remat recompute overhead, extra FLOPs of a transformer block (high end).
 GUIDE_REMAT_MAX_OVERHEAD = 0.30
 GUIDE_REMAT_MIN_OVERHEAD = 0.25

@@ -52,7 +52,7 @@ def analyses():
 
 @functools.lru_cache(maxsize=None)
 def _sample_doc_text(name: str) -> str:
-    from profanalyzer.findings import result_document
+    from profanalyzer.model import result_document
 
     return json.dumps(result_document(analysis_of(name), findings_of(name)))
 

@@ -19,12 +19,13 @@ import pytest
 from conftest import sample_names, sample_path
 from realcap import REAL, V6E, VLLM
 from profanalyzer import opstats as O
-from profanalyzer.analysis import analyze_trace, read_trace
+from profanalyzer.analysis import read_trace
 from profanalyzer.idle import (HOST_CALLBACK, HOST_DISPATCH, HOST_WAIT, PEER_WAIT, UNEXPLAINED, core_step_causes,
                                idle_causes, row_kinds, union_intervals)
 from profanalyzer.model import BucketOps, RunKind, ScopeRow, TopOp, Utilisation
-from profanalyzer.opstats import (KERNELS_TOP, REMAT_TOP, FLOPS_COVERAGE_MIN, FAMILY_MIN, OpGroups, TableMemo, by_time,
-                                  families, ops_and_roofline, output_bytes, run_kind_of, table_memo)
+from profanalyzer.attributed import TableMemo
+from profanalyzer.opstats import (KERNELS_TOP, REMAT_TOP, FLOPS_COVERAGE_MIN, FAMILY_MIN, OpGroups, by_time,
+                                  families, ops_and_roofline, output_bytes, run_kind_of)
 from profanalyzer.classify import ROLE_CODES
 from profanalyzer.overlap import Windows, ADJACENT_PS, MAX_ADJACENT_OPS, TYPES, analyze_overlap, critical_path, windows_for_core
 from profanalyzer.runkind import RunKindEvidence, decide_run_kind, inference_marker
@@ -638,23 +639,14 @@ def loaded(kind: str, name: str) -> SimpleNamespace:
     (captured from analyze_trace), loaded once per case."""
     key = (kind, name)
     if key not in _LOADED:
-        import profanalyzer.analysis as A
+        from profanalyzer.analysis import AnalysisOptions, analyze_attributed, attribute
 
         trace = read_trace(_path(kind, name))
-        got: dict = {}
-        real = A.ops_and_roofline
-
-        def spy(trace_, work, kept, mean, top):
-            got.update(work=work, kept=kept, mean=mean, top=top)
-            return real(trace_, work, kept, mean, top)
-
-        A.ops_and_roofline = spy
-        try:
-            an = analyze_trace(trace)
-        finally:
-            A.ops_and_roofline = real
+        att = attribute(trace)
+        an = analyze_attributed(att)
         n_core_steps = max(1, sum(c.steps_kept for c in an.per_core))
-        _LOADED[key] = SimpleNamespace(trace=trace, analysis=an, n_core_steps=n_core_steps, **got)
+        _LOADED[key] = SimpleNamespace(trace=trace, analysis=an, n_core_steps=n_core_steps, att=att, work=att.work,
+                                       kept=att.kept_steps, mean=att.step_mean, top=AnalysisOptions().top_ops)
     return _LOADED[key]
 
 
@@ -680,8 +672,8 @@ def canon(x):
 
 
 def fresh(c: SimpleNamespace) -> None:
-    """Forget the trace's TableMemo: the next call computes every table anew."""
-    table_memo(c.trace).__init__()
+    """Forget the run's TableMemo: the next call computes every table anew."""
+    c.att.memo.__init__()
 
 
 # ---------------------------------------------------------------------------
@@ -696,7 +688,7 @@ def test_ops_and_roofline_matches_reference(kind, name):
     for attempt in ("cold", "warm"):  # computing the tables, then reusing them
         if attempt == "cold":
             fresh(c)
-        got, util = ops_and_roofline(c.trace, c.work, c.kept, c.mean, c.top)
+        got, util = ops_and_roofline(c.att, c.top)
         assert canon(got.top) == canon(ref.top)
         assert canon(got.remat) == canon(ref.remat)
         assert canon(got.kernels) == canon(ref.kernels)
@@ -746,7 +738,7 @@ def test_by_time_is_sorted_order():
 def test_run_kind_matches_reference(kind, name):
     c = loaded(kind, name)
     ref, _ = ref_ops_and_roofline(c.trace, c.work, c.kept, c.mean, c.top)
-    got, _ = ops_and_roofline(c.trace, c.work, c.kept, c.mean, c.top)
+    got, _ = ops_and_roofline(c.att, c.top)
     an = c.analysis
     args = (c.mean, c.n_core_steps, an.phases, an.remat.ps, ("train_step",))
     assert canon(run_kind_of(got.groups, *args)) == canon(ref_run_kind_of(tuple(ref.groups), *args))
@@ -759,15 +751,15 @@ def test_scope_rollup_matches_reference(kind, name):
     c = loaded(kind, name)
     ref = ref_scope_rollup(c.trace, c.work, c.kept, c.mean)
     fresh(c)
-    assert canon(scope_rollup(c.trace, c.work, c.kept, c.mean)) == canon(ref)
-    assert canon(scope_rollup(c.trace, c.work, c.kept, c.mean)) == canon(ref)  # tables reused
+    assert canon(scope_rollup(c.att)) == canon(ref)
+    assert canon(scope_rollup(c.att)) == canon(ref)  # tables reused
 
 
 @pytest.mark.parametrize("kind,name", CASES)
 def test_row_kinds_match_reference(kind, name):
     c = loaded(kind, name)
     fresh(c)
-    memo = table_memo(c.trace)
+    memo = c.att.memo
     for w in c.work:
         ref = ref_row_kinds(w)
         assert row_kinds(w).tolist() == ref.tolist()
@@ -811,8 +803,8 @@ class _Meta:
 def test_idle_causes_reuse_tables(kind, name):
     c = loaded(kind, name)
     fresh(c)
-    cold = idle_causes(c.trace, c.work, c.kept, c.mean)
-    assert canon(idle_causes(c.trace, c.work, c.kept, c.mean)) == canon(cold)
+    cold = idle_causes(c.att)
+    assert canon(idle_causes(c.att)) == canon(cold)
     assert canon(cold.causes) == canon(c.analysis.idle_causes)
 
 
@@ -826,7 +818,7 @@ def test_overlap_matches_reference(kind, name):
     of the collective ops against per-row loops; with and without the memo."""
     c = loaded(kind, name)
     fresh(c)
-    memo = table_memo(c.trace)
+    memo = c.att.memo
     kept_list = np.asarray(sorted(c.kept), dtype=np.int64)
     own: dict[str, float] = {}
     n_core_steps = 0
@@ -857,12 +849,12 @@ def test_overlap_matches_reference(kind, name):
         for i, t in enumerate(names[1:], 1):
             if tot[i]:
                 own[t] = own.get(t, 0.0) + float(tot[i])
-    got = analyze_overlap(c.trace, c.work, c.kept, c.mean)
+    got = analyze_overlap(c.att)
     n = max(n_core_steps, 1)
     # whole picoseconds (issue 23: records round every ps field when built)
     assert {t: s.exposed_ps for t, s in got.types.items() if s.exposed_ps} == {t: int(round(v / n)) for t, v in own.items() if round(v / n)}
     assert canon((got.types, got.communication, got.sparsecore)) == canon(
-        (lambda r: (r.types, r.communication, r.sparsecore))(analyze_overlap(c.trace, c.work, c.kept, c.mean)))
+        (lambda r: (r.types, r.communication, r.sparsecore))(analyze_overlap(c.att)))
 
 
 def test_table_memo_shares_only_equal_tables():
@@ -900,7 +892,7 @@ def test_output_bytes_reads_shapes():
 def test_core_step_causes_match_reference(kind, name):
     c = loaded(kind, name)
     fresh(c)
-    memo = table_memo(c.trace)
+    memo = c.att.memo
     for w in c.work:
         steps = c.trace.steps[w.plane.label]
         for sel in (slice(None), slice(None, None, 2), slice(0, 0)):
@@ -915,7 +907,7 @@ def test_core_step_causes_match_reference(kind, name):
 def test_critical_path_matches_reference(kind, name):
     c = loaded(kind, name)
     fresh(c)
-    memo = table_memo(c.trace)
+    memo = c.att.memo
     for w in c.work:
         wins, _ = windows_for_core(w.plane, w.classes, {})
         hidden = w.compute(wins.end) - w.compute(wins.start)

@@ -312,3 +312,148 @@ def test_the_checks_catch_what_they_claim(tmp_path):
         ("profanalyzer.d", "profanalyzer.c", "_hidden"),
         ("profanalyzer.f", "profanalyzer.e", "_impl"),
     }
+
+
+# ---------------------------------------------------------------------------
+# Stages: every module has one; imports point down (or across) only
+# ---------------------------------------------------------------------------
+
+#: The pipeline's stages, bottom first, each a list of module prefixes (the
+#: longest prefix that matches names a module's stage). A module may import
+#: its own stage and those below; never one above. `=name`: that module only.
+STAGES: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("floor", ("profanalyzer.vocab", "profanalyzer.format", "profanalyzer.errors", "profanalyzer.version",
+               "profanalyzer.hardware", "profanalyzer.stats", "profanalyzer.arrays", "profanalyzer.parallel",
+               "profanalyzer.shell", "profanalyzer.outputs")),
+    # the records, the trace model, and the records' notebook cards (frames: model calls it)
+    ("records", ("profanalyzer.records", "profanalyzer.parts", "profanalyzer.model", "profanalyzer.trace",
+                 "profanalyzer.frames")),
+    ("input", ("profanalyzer.xspace", "profanalyzer.tracebuild", "profanalyzer.sources", "profanalyzer.hlo",
+               "profanalyzer.compiled")),
+    ("classify", ("profanalyzer.classify",)),
+    ("analyze", ("profanalyzer.attribution", "profanalyzer.attributed", "profanalyzer.opstats", "profanalyzer.overlap",
+                 "profanalyzer.idle", "profanalyzer.scopes", "profanalyzer.timeline", "profanalyzer.runkind",
+                 "profanalyzer.workload", "profanalyzer.capture", "profanalyzer.stepclass", "profanalyzer.analysis",
+                 "profanalyzer.memory", "profanalyzer.hostplanes", "profanalyzer.expected")),
+    ("rules", ("profanalyzer.rules", "heuristics", "profanalyzer.findings", "profanalyzer.whatif", "profanalyzer.verify",
+               "profanalyzer.explain")),
+    ("run", ("profanalyzer.run",)),
+    ("compare", ("profanalyzer.compare", "profanalyzer.budget", "profanalyzer.fleet")),
+    ("report", ("profanalyzer.report",)),
+    # the entry points; `profanalyzer` itself is the notebook facade (its one
+    # import, `load`, runs on first use of profanalyzer.load)
+    ("top", ("profanalyzer.cli", "profanalyzer.notebook", "profanalyzer.mcp_server", "profanalyzer.schema",
+             "profanalyzer.info", "profanalyzer.perfetto", "profanalyzer.synth", "=profanalyzer")),
+)
+_STAGE_NAMES = [name for name, _ in STAGES]
+
+#: What the renderers (profanalyzer.report) may import besides their own
+#: package: the floor and the records. Nothing that analyses or runs rules.
+RENDERER_MAY_IMPORT = ("floor", "records")
+
+#: Exceptions to the stage rules. Empty; keep it so.
+ALLOWED_STAGE_ARROWS: set[tuple[str, str]] = set()
+
+
+def stage_of(module: str) -> str | None:
+    best: tuple[int, str] | None = None
+    for name, prefixes in STAGES:
+        for p in prefixes:
+            exact = p.startswith("=")  # that module only, not its package's modules
+            if (module == p.lstrip("=") or (not exact and module.startswith(p + "."))) and (best is None or len(p) > best[0]):
+                best = (len(p), name)
+    return best[1] if best else None
+
+
+def stage_arrows(files, imports) -> dict[str, list[str]]:
+    """Broken stage rules -> the (importer -> imported) arrows breaking them,
+    counting imports inside functions (not TYPE_CHECKING blocks)."""
+    graph = import_graph(files, imports, deferred=True)
+    out: dict[str, list[str]] = {"unstaged": sorted(m for m in files if stage_of(m) is None)}
+    up, render, inputs = [], [], []
+    for a in sorted(graph):
+        sa = stage_of(a)
+        for b in sorted(graph[a]):
+            sb = stage_of(b)
+            if sa is None or sb is None or (a, b) in ALLOWED_STAGE_ARROWS:
+                continue
+            if _STAGE_NAMES.index(sb) > _STAGE_NAMES.index(sa):
+                up.append(f"{a} ({sa}) -> {b} ({sb})")
+            if sa == "report" and sb != "report" and sb not in RENDERER_MAY_IMPORT:
+                render.append(f"{a} -> {b} ({sb})")
+            if sa == "input" and b.startswith("profanalyzer.fleet"):
+                inputs.append(f"{a} -> {b}")
+    out.update({"up": up, "renderer": render, "input imports fleet": inputs})
+    return out
+
+
+def test_stage_rules(collected):
+    files, imports, _ = collected
+    broken = {k: v for k, v in stage_arrows(files, imports).items() if v}
+    assert not broken, "; ".join(f"{k}: {', '.join(v)}" for k, v in broken.items())
+    assert not ALLOWED_STAGE_ARROWS
+
+
+def test_stage_rules_catch_what_they_claim(tmp_path):
+    pkg = {
+        "profanalyzer/__init__.py": "",
+        "profanalyzer/model.py": "def f():\n    from profanalyzer import analysis\n",  # up, deferred
+        "profanalyzer/analysis.py": "from profanalyzer import model\n",
+        "profanalyzer/report/__init__.py": "",
+        "profanalyzer/report/html.py": "from profanalyzer import findings, model\nfrom profanalyzer.report import svg\n",
+        "profanalyzer/report/svg.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from profanalyzer import analysis\n",
+        "profanalyzer/findings.py": "",
+        "profanalyzer/sources.py": "from profanalyzer.fleet import paths\n",
+        "profanalyzer/fleet/__init__.py": "",
+        "profanalyzer/fleet/paths.py": "",
+        "profanalyzer/mystery.py": "",
+    }
+    files = {}
+    for rel, text in pkg.items():
+        p = tmp_path / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(text)
+        parts = list(Path(rel).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts.pop()
+        files[".".join(parts)] = p
+    imports = []
+    for name, f in files.items():
+        c = _Collector(name, files)
+        c.visit(ast.parse(f.read_text()))
+        imports += c.imports
+    got = stage_arrows(files, imports)
+    assert got["unstaged"] == ["profanalyzer.mystery"]
+    assert got["up"] == ["profanalyzer.model (records) -> profanalyzer.analysis (analyze)",
+                         "profanalyzer.sources (input) -> profanalyzer.fleet.paths (compare)"]
+    assert got["renderer"] == ["profanalyzer.report.html -> profanalyzer.findings (rules)"]
+    assert got["input imports fleet"] == ["profanalyzer.sources -> profanalyzer.fleet.paths"]
+
+
+# ---------------------------------------------------------------------------
+# One pipeline: only profanalyzer.run calls the analysis stages
+# ---------------------------------------------------------------------------
+
+#: The stage entry points that only `profanalyzer.run` calls.
+STAGE_CALLS = frozenset({"analyze", "analyze_trace", "analyze_attributed", "attribute", "attribute_trace", "read_trace",
+                         "run_rules", "analyze_source", "load_analysis"})
+#: Where they are defined (and may call each other).
+STAGE_HOMES = frozenset({"profanalyzer.analysis", "profanalyzer.attribution", "profanalyzer.findings", "profanalyzer.run"})
+STAGE_MODULES = frozenset({"profanalyzer.analysis", "profanalyzer.attribution", "profanalyzer.findings"})
+
+
+def stage_callers(files, imports) -> list[str]:
+    """Modules (outside STAGE_HOMES) that import a stage entry point."""
+    return sorted(f"{i.importer} imports {i.module}.{i.name} ({files[i.importer].name}:{i.line})" for i in imports
+                  if i.importer not in STAGE_HOMES and i.module in STAGE_MODULES and i.name in STAGE_CALLS)
+
+
+def test_only_run_calls_the_analysis_stages(collected):
+    files, imports, attrs = collected
+    found = stage_callers(files, imports)
+    found += sorted(f"{imp} uses {mod}.{a} (line {line})" for imp, mod, a, line in attrs
+                    if imp not in STAGE_HOMES and mod in STAGE_MODULES and a in STAGE_CALLS)
+    assert not found, "call profanalyzer.run.run instead: " + "; ".join(found)
+    # the scan sees the calls it forbids: run.py's own
+    own = [i for i in imports if i.importer == "profanalyzer.run" and i.module in STAGE_MODULES and i.name in STAGE_CALLS]
+    assert {i.name for i in own} >= {"read_trace", "attribute", "analyze_attributed", "run_rules", "load_analysis"}

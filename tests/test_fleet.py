@@ -227,8 +227,8 @@ def test_cache_counts_analyses(fleet_dir, tmp_path, monkeypatch):
     import profanalyzer.analysis as analysis
 
     calls = []
-    real = analysis.analyze
-    monkeypatch.setattr(analysis, "analyze", lambda *a, **k: calls.append(a[0]) or real(*a, **k))
+    real = analysis.read_trace  # run() reads each file it analyses once
+    monkeypatch.setattr(analysis, "read_trace", lambda *a, **k: calls.append(a[0]) or real(*a, **k))
     monkeypatch.setenv("PROFANALYZER_CACHE_DIR", str(tmp_path / "envcache"))
     paths = [str(fleet_dir["nightly"])]
     fl.run_fleet(paths, workers=0)
@@ -244,7 +244,7 @@ def test_cache_counts_analyses(fleet_dir, tmp_path, monkeypatch):
     monkeypatch.setattr(fl.cache, "code_fingerprint", lambda: "edited checkout")
     assert fl.RecordCache.key("0" * 64, fl.FleetOptions()) != key  # the code is part of the key
     monkeypatch.undo()
-    monkeypatch.setattr(analysis, "analyze", lambda *a, **k: calls.append(a[0]) or real(*a, **k))
+    monkeypatch.setattr(analysis, "read_trace", lambda *a, **k: calls.append(a[0]) or real(*a, **k))
     monkeypatch.setenv("PROFANALYZER_CACHE_DIR", str(tmp_path / "envcache"))
     # a corrupt cache entry is a miss, then rewritten
     store = fl.RecordCache(tmp_path / "envcache")

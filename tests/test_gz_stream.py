@@ -13,7 +13,8 @@ import pytest
 from conftest import sample_path
 from profanalyzer.analysis import AnalysisOptions, analyze
 from profanalyzer.errors import InputError
-from profanalyzer.findings import result_document, run_rules
+from profanalyzer.findings import run_rules
+from profanalyzer.model import result_document
 from profanalyzer.xspace import reader
 from xsb import SpaceBuilder
 

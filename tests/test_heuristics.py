@@ -9,7 +9,9 @@ import pytest
 
 from conftest import analysis_of, findings_of, sample_names
 from heuristics import LEVER_MODULES, registry
-from profanalyzer.findings import LEVERS, Finding, merge, run_rules
+from profanalyzer.findings import merge, run_rules
+from profanalyzer.vocab import LEVERS
+from profanalyzer.model import Finding
 from profanalyzer.synth import SCENARIOS
 
 RULES = registry()

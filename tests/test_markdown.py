@@ -10,7 +10,7 @@ import pytest
 
 from conftest import analysis_of, sample_names
 from profanalyzer.classify import BUCKETS
-from profanalyzer.findings import Finding, Findings
+from profanalyzer.model import Finding, Findings
 from profanalyzer.report.context import headline
 from profanalyzer.report.markdown import md_escape, render_markdown
 from profanalyzer.report.terminal import ms, pct

@@ -47,6 +47,7 @@ def test_tools_return_the_cli_documents(capsys, tmp_path):
                 "check": await c.call_tool("check", {"trace": trace, "budget": str(budget)}),
                 "explain": await c.call_tool("explain", {"code": "rm001"}),
                 "top_ops": await c.call_tool("top_ops", {"trace": trace, "n": 3}),
+                "render": await c.call_tool("render", {"trace": trace, "format": "markdown"}),
             }
             return listed, results
 
@@ -57,6 +58,12 @@ def test_tools_return_the_cli_documents(capsys, tmp_path):
         assert json.loads(v.content[0].text) == v.structured_content  # the text is the same document
     doc = _cli_json(capsys, "analyze", trace, "-q", "--no-html")
     assert r["analyze"].structured_content == doc
+    from profanalyzer.report.registry import RENDERERS
+    from profanalyzer.run import run
+
+    md = r["render"].structured_content
+    assert md["format"] == "markdown" and md["text"] == RENDERERS["markdown"].render(run(trace))
+    assert md["text"].startswith("#")  # a Markdown document, the one `--markdown` writes
     assert r["analyze_sel"].structured_content == _cli_json(capsys, "analyze", trace, "-q", "--no-html", "--select", "SC")
     assert r["compare"].structured_content == _cli_json(capsys, "compare", trace, other, "-q")
     check = _cli_json(capsys, "check", trace, "--budget", budget, "-q")

@@ -155,7 +155,8 @@ def test_real_v6e_peak_matches_xprof_memory_profile(v6e):
 
 def test_check_budget_names_memory_peak(v6e):
     from profanalyzer.budget import evaluate, metric_value, parse_budget
-    from profanalyzer.findings import result_document, run_rules
+    from profanalyzer.findings import run_rules
+    from profanalyzer.model import result_document
 
     doc = result_document(v6e, run_rules(v6e))
     assert metric_value(doc, "memory.peak_bytes") == v6e.memory.peak_bytes
@@ -177,7 +178,8 @@ def test_compare_shows_memory_deltas(v6e):
 
 def test_memory_regression_against_a_baseline(v6e):
     from profanalyzer.budget import evaluate, parse_budget
-    from profanalyzer.findings import result_document, run_rules
+    from profanalyzer.findings import run_rules
+    from profanalyzer.model import result_document
 
     doc = result_document(v6e, run_rules(v6e))
     same = evaluate(parse_budget({"baseline": "x", "max_regression": {"memory.peak_bytes": "0%"}}), doc, doc)
@@ -223,8 +225,10 @@ def test_cli_reads_memory_only_when_a_memory_rule_fires(monkeypatch, capsys, tmp
     import json
 
     from conftest import run_cli
-    from profanalyzer.cli.analyze import MEMORY_RULES
+    from profanalyzer.findings import all_rules
 
+    MEMORY_RULES = {r.code for r in all_rules() if "memory" in r.needs}
+    assert MEMORY_RULES == {"HO001", "RM001", "SH003"}  # the rules that trade HBM for time declare it
     calls = []
     real = memory.read_sources
     monkeypatch.setattr(memory, "read_sources", lambda *a, **k: calls.append(1) or real(*a, **k))

@@ -18,9 +18,9 @@ from html.parser import HTMLParser
 import pytest
 
 from conftest import ROOT, analysis_of, findings_of, sample_names, sample_path
-from profanalyzer.analysis import Analysis
+from profanalyzer.model import Analysis
 from profanalyzer.classify import BUCKETS
-from profanalyzer.findings import Finding, Findings, RuleDoc, WorkloadClass
+from profanalyzer.model import Finding, Findings, RuleDoc, WorkloadClass
 from profanalyzer.report.html import file_sha256, render_html
 from profanalyzer.report.terminal import ms, pct
 from profanalyzer.shell import finding_lines

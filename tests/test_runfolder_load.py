@@ -12,7 +12,8 @@ import pytest
 from conftest import SAMPLES
 from profanalyzer.analysis import AnalysisOptions, analyze
 from profanalyzer.errors import InputError
-from profanalyzer.findings import result_document, run_rules
+from profanalyzer.findings import run_rules
+from profanalyzer.model import result_document
 from profanalyzer.tracebuild import load_trace
 from xsb import SpaceBuilder
 

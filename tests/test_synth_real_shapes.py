@@ -280,7 +280,8 @@ def analysed(tmp_path_factory):
     def get(name: str):
         if name not in cache:
             from profanalyzer.analysis import analyze
-            from profanalyzer.findings import result_document, run_rules
+            from profanalyzer.findings import run_rules
+            from profanalyzer.model import result_document
 
             out = tmp_path_factory.mktemp(name) / f"{name}.xplane.pb.gz"
             truth = write_scenario(name, out)

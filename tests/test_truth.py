@@ -34,7 +34,7 @@ def test_dropped_steps_match_truth(name):
 
 @pytest.mark.parametrize("name", NAMES)
 def test_conservation_on_every_core_and_step(name):
-    from profanalyzer.analysis import attribute_trace
+    from profanalyzer.attribution import attribute_trace
     from profanalyzer.tracebuild import load_trace
     from conftest import sample_path
 

@@ -10,7 +10,8 @@ import pytest
 from conftest import run_cli, sample_doc, sample_names
 from profanalyzer.compare import compare
 from profanalyzer.synth.scenarios import SCENARIOS
-from profanalyzer.verify import SHORTFALL_RATIO, ratio_verdict
+from profanalyzer.stats import SHORTFALL_RATIO
+from profanalyzer.verify import ratio_verdict
 
 #: (before, after, rule code of the lever the pair changes) for every pair in the catalog
 PAIRS = [

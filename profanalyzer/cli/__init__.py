@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import click
 
-from profanalyzer import __version__
+from profanalyzer.version import __version__
 from profanalyzer.cli._common import CONTEXT_SETTINGS, run_command
 from profanalyzer.cli.analyze import analyze, info, result_dict
 from profanalyzer.cli.api import explain, mcp, schema

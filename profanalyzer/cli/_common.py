@@ -18,23 +18,14 @@ import click
 
 from profanalyzer import outputs
 from profanalyzer.errors import EXIT_INPUT, EXIT_INTERNAL, ProfanalyzerError
-from profanalyzer.hardware import CHIPS
+from profanalyzer.vocab import CHIP_CHOICES
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 #: The --chip choices, in the order `--help` shows them.
-CHIP_CHOICES: tuple[str, ...] = tuple(CHIPS)
 
 #: The context settings of every command (`-h` works as `--help`).
 CONTEXT_SETTINGS: dict[str, Any] = {"help_option_names": ["-h", "--help"]}
-
-
-_URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
-
-
-def is_url(path: str) -> bool:
-    """Whether a TRACE argument is a URL (read through fsspec, profanalyzer.sources)."""
-    return bool(_URL.match(path))
 
 
 def neutralise(text: str, replacement: str = "\ufffd") -> str:

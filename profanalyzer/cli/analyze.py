@@ -13,6 +13,7 @@ import sys
 
 import click
 
+from profanalyzer.sources import is_url
 from profanalyzer.cli._common import (
     OUTPUT_FILE,
     check_outputs,
@@ -20,7 +21,6 @@ from profanalyzer.cli._common import (
     command_line,
     echo,
     jobs_option,
-    is_url,
     neutralise,
     trace_argument,
     utc_timestamp,
@@ -157,11 +157,14 @@ def _no_cyclic_gc():
               help="Write the analysed window as an annotated Chrome/Perfetto trace (FILE.json.gz or FILE.json).")
 @click.option("--steps", "trace_steps", default=None, metavar="STEPS",
               help="Steps --trace-out exports, e.g. 3 or 3,5-7 (default: the representative step).")
+@click.option("--write", "writes", multiple=True, metavar="FORMAT=FILE", callback=lambda c, p, v: _writes(v),
+              help="Write the output of a renderer (json, markdown, html, terminal) to FILE (- for stdout); repeatable.")
 @_no_cyclic_gc()
 def analyze(trace: str, chip: str | None, jobs: int | None, json_out: str | None, top: int, select: str, ignore: str,
             output: str | None, no_html: bool, md_out: str | None, timestamp: bool, by_scope: int | None, memory: bool,
             host_act: bool, quiet: bool, what_if_levers: str | None = None, history: str | None = None,
-            trace_out: str | None = None, trace_steps: str | None = None) -> None:
+            trace_out: str | None = None, trace_steps: str | None = None,
+            writes: tuple[tuple[str, str], ...] = ()) -> None:
     """Attribute step time, analyse overlap, rank recommendations, write the HTML report."""
     if trace_steps is not None and not trace_out:
         raise click.UsageError("--steps selects what --trace-out exports: pass --trace-out FILE.json.gz too")
@@ -170,10 +173,25 @@ def analyze(trace: str, chip: str | None, jobs: int | None, json_out: str | None
 
         output = str(default_output_path(trace))
     check_outputs([trace, history], [("--json", json_out), ("--markdown", md_out),
-                                     ("-o", None if no_html else output), ("--trace-out", trace_out)])
+                                     ("-o", None if no_html else output), ("--trace-out", trace_out),
+                                     *(("--write", d) for _, d in writes)])
     with _local(trace) as local:
         _analyze(local, trace, chip, jobs, json_out, top, select, ignore, output, no_html, md_out, timestamp, quiet,
-                 trace_out, trace_steps, what_if_levers, history, by_scope, memory, host_act)
+                 trace_out, trace_steps, what_if_levers, history, by_scope, memory, host_act, writes)
+
+
+def _writes(values: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
+    """--write FORMAT=FILE values as (renderer name, path); a usage error
+    names the renderers when FORMAT is not one (report.registry.RENDERERS)."""
+    from profanalyzer.report.registry import RENDERERS
+
+    out = []
+    for v in values:
+        name, sep, dest = v.partition("=")
+        if not sep or not dest or name not in RENDERERS:
+            raise click.BadParameter(f"{v!r}: expected FORMAT=FILE, FORMAT one of {', '.join(RENDERERS)}", param_hint="--write")
+        out.append((name, dest))
+    return tuple(out)
 
 
 def _local(trace: str, selective: bool = True):
@@ -188,87 +206,68 @@ def _local(trace: str, selective: bool = True):
 def _analyze(trace: str, label: str, chip: str | None, jobs: int | None, json_out: str | None, top: int, select: str, ignore: str,
              output: str | None, no_html: bool, md_out: str | None, timestamp: bool, quiet: bool,
              trace_out: str | None = None, trace_steps: str | None = None, what_if_levers: str | None = None,
-             history: str | None = None, by_scope: int | None = None, memory: bool = False, host_act: bool = False) -> None:
-    from profanalyzer.analysis import AnalysisOptions, analyze_trace, read_trace
-    from profanalyzer.findings import analyze_source, run_rules
+             history: str | None = None, by_scope: int | None = None, memory: bool = False, host_act: bool = False,
+             writes: tuple[tuple[str, str], ...] = ()) -> None:
     from profanalyzer.model import is_analysis_document
-    from profanalyzer.report.terminal import format_summary
+    from profanalyzer.report.registry import RENDERERS, RenderOptions
+    from profanalyzer.run import Run, RunOptions, run
 
     markers: dict[str, str] | None = None
     if trace_out:
         from profanalyzer.perfetto import parse_steps
 
         wanted = parse_steps(trace_steps or "")
-    options = AnalysisOptions(chip=chip, jobs=jobs, progress=_progress(quiet, trace), memory=memory, host_activity=host_act)
-    if is_analysis_document(trace):
-        # A saved `--json` document: rendered again without the trace.
-        if trace_out:
+        if is_analysis_document(trace):
             raise click.UsageError("--trace-out needs the trace itself, not a saved analysis")
-        a, f = analyze_source(trace, options, select=_codes(select), ignore=_codes(ignore))
-        digest = None if no_html else _hash_in_background(trace)
-    else:
-        model = read_trace(trace, options)
-        _stage(options.progress, f"analysing {len(model.tensorcores)} TensorCores, "
-                                 f"{sum(p.n_events for p in model.planes):,} events ...")
+    progress = _progress(quiet, trace)
+    hashed: dict = {}
+
+    def on_read(model) -> None:
+        _stage(progress, f"analysing {len(model.tensorcores)} TensorCores, "
+                         f"{sum(p.n_events for p in model.planes):,} events ...")
         # The input's hash (report footer) runs on a second core during the
         # single-threaded analysis; during the read both cores decode.
-        digest = None if no_html else (_hash_in_background(trace) if label == trace else (lambda: "not computed (a URL input, read through a partial copy)"))
-        a = analyze_trace(model, options)
-        if label != trace:  # a URL: the report names it, not the temporary copy
-            a = dataclasses.replace(a, source=label)
-        f = run_rules(a, select=_codes(select), ignore=_codes(ignore))
-        _stage(options.progress, "")
-        if a.memory is None and any(r.code in MEMORY_RULES for r in f.recommendations):
-            read = _with_memory(model, a)
-            if read is not None:  # the cards state the headroom in bytes
-                a, f = read, run_rules(read, select=_codes(select), ignore=_codes(ignore))
+        if not no_html:
+            hashed["get"] = (_hash_in_background(trace) if label == trace
+                             else (lambda: "not computed (a URL input, read through a partial copy)"))
+
+    r = run(trace, RunOptions(chip=chip, jobs=jobs, progress=progress, memory=memory, host_activity=host_act,
+                              select=_codes(select), ignore=_codes(ignore), label=label, on_read=on_read))
+    a, f = r.analysis, r.findings
+    if r.attributed is None:  # a saved `--json` document: rendered again without the trace
+        digest = None if no_html else _hash_in_background(trace)
+    else:
+        _stage(progress, "")
+        digest = hashed.get("get")
         if trace_out:
             from profanalyzer.perfetto import marker_notes, trace_events, write_trace
 
-            exported = trace_events(model, a, f, wanted)
+            exported = trace_events(r.attributed, a, f, wanted)
             write_trace(exported, trace_out)
             markers = marker_notes(exported, trace_out)
             del exported
             click.echo(f"trace: {trace_out}", err=True)
-        del model
+    del r  # the trace and its attribution are freed before the outputs render
     extra, extra_lines = _levers_and_history(a, f, what_if_levers, history, trace)
-    to_stdout = json_out == "-" or md_out == "-"
+    done = Run(a, f)
+    to_stdout = json_out == "-" or md_out == "-" or any(d == "-" for _, d in writes)
+    opts = RenderOptions(top=top, by_scope=by_scope, extra=extra, extra_lines=tuple(extra_lines), trace_markers=markers)
     if json_out:
-        write_json({**result_dict(a, f), **extra}, json_out)
+        write_text(RENDERERS["json"].render(done, opts), json_out, announce=json_out != "-")
     if md_out:
-        from profanalyzer.report.markdown import render_markdown
-
-        md = render_markdown(a, f)
-        if extra_lines:
-            md += "\n#### What-if and calibration\n\n```\n" + "\n".join(extra_lines) + "\n```\n"
-        write_text(md, md_out)
+        write_text(RENDERERS["markdown"].render(done, opts), md_out)
     if digest is not None:
-        from profanalyzer.report.html import default_output_path, render_html
+        from profanalyzer.report.html import default_output_path
 
-        stamp = utc_timestamp() if timestamp else None
-        html = render_html(a, f, command_line=command_line(), input_sha256=digest(), timestamp=stamp,
-                           trace_markers=markers)
+        html_opts = dataclasses.replace(opts, command_line=command_line(), input_sha256=digest(),
+                                        timestamp=utc_timestamp() if timestamp else None)
         dest = output or str(default_output_path(label))
-        write_text(html, dest, announce=False)
+        write_text(RENDERERS["html"].render(done, html_opts), dest, announce=False)
         click.echo(f"report: {dest}", err=to_stdout)
+    for name, dest in writes:  # --write FORMAT=FILE: any renderer of the registry
+        write_text(RENDERERS[name].render(done, dataclasses.replace(opts, command_line=command_line())), dest)
     if not quiet and not to_stdout:
-        echo(format_summary(a, top=top, findings=f, by_scope=by_scope))
-        for line in extra_lines:
-            echo(line)
-
-
-#: Rules that trade HBM for time (heuristics/headroom.py): when one fires, the
-#: analysis reads memory (the HLO proto's buffer assignment) and runs the rules
-#: again so the card states the headroom in bytes.
-MEMORY_RULES = frozenset({"HO001", "RM001", "SH003"})
-
-
-def _with_memory(model, a):
-    """The analysis with its memory section read, when the trace has one (a peak); else None."""
-    from profanalyzer.memory import trace_memory
-
-    mem = trace_memory(model)
-    return dataclasses.replace(a, memory=mem) if mem.peak_bytes is not None else None
+        echo(RENDERERS["terminal"].render(done, opts).removesuffix("\n"))
 
 
 def _levers_and_history(a, f, levers: str | None, history: str | None, trace: str) -> tuple[dict, list[str]]:
@@ -333,6 +332,6 @@ def _codes(text: str) -> tuple[str, ...]:
 
 def result_dict(a, f) -> dict:
     """The JSON document (see profanalyzer.findings.result_document)."""
-    from profanalyzer.findings import result_document
+    from profanalyzer.model import result_document
 
     return result_document(a, f)

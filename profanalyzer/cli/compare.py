@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import click
 
-from profanalyzer.cli._common import OUTPUT_FILE, check_outputs, chip_option, echo, is_url, write_json, write_text
+from profanalyzer.cli._common import OUTPUT_FILE, check_outputs, chip_option, echo, write_json, write_text
+from profanalyzer.sources import is_url
 from profanalyzer.errors import EXIT_GATE_FAILED, EXIT_OK
 
 _chip_option = chip_option("Chip generation for inputs that are traces; overrides the trace's device_type_string.")

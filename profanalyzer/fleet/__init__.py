@@ -74,14 +74,14 @@ from profanalyzer.fleet.execute import (
 )
 from profanalyzer.fleet.paths import (
     RUN_NAME_RE,
-    XPLANE_SUFFIXES,
     Expansion,
     RunInput,
     expand_paths,
     host_stem,
-    is_url,
     run_time,
 )
+from profanalyzer.sources import is_url
+from profanalyzer.vocab import XPLANE_SUFFIXES
 from profanalyzer.fleet.records import (
     FLEET_SCHEMA_VERSION,
     RECORD_VERSION,

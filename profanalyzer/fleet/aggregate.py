@@ -7,7 +7,7 @@ import statistics
 from dataclasses import replace
 from typing import Iterable, Sequence
 
-from profanalyzer import __version__
+from profanalyzer.version import __version__
 from profanalyzer.fleet.paths import Expansion, RunInput, host_stem, natural
 from profanalyzer.fleet.records import (
     FLEET_SCHEMA_VERSION,

@@ -11,7 +11,7 @@ import os
 import tempfile
 from pathlib import Path
 
-from profanalyzer import __version__
+from profanalyzer.version import __version__
 from profanalyzer.fleet.records import RECORD_VERSION, FleetOptions
 
 log = logging.getLogger(__name__)
@@ -32,10 +32,8 @@ def fingerprint_sources() -> list[tuple[str, Path]]:
     (``heuristics``), sorted per package: what :func:`code_fingerprint` hashes."""
     import heuristics
 
-    import profanalyzer
-
     out = []
-    for pkg in (Path(profanalyzer.__file__).resolve().parent, Path(heuristics.__file__).resolve().parent):
+    for pkg in (Path(__file__).resolve().parents[1], Path(heuristics.__file__).resolve().parent):
         out.extend((f"{pkg.name}/{f.relative_to(pkg).as_posix()}", f) for f in sorted(pkg.rglob("*.py")))
     return out
 

@@ -10,7 +10,8 @@ from typing import Callable, Iterable, Sequence
 from profanalyzer.errors import InputError, ProfanalyzerError
 from profanalyzer.fleet.aggregate import aggregate_fleet
 from profanalyzer.fleet.cache import PATH_MARK, RecordCache, default_cache_dir, from_cache
-from profanalyzer.fleet.paths import expand_paths, fetch_remote, is_url, sha256_local
+from profanalyzer.fleet.paths import expand_paths, fetch_remote, sha256_local
+from profanalyzer.sources import is_url
 from profanalyzer.fleet.records import FleetOptions, FleetResult, failure_from, host_record, one_line
 
 
@@ -43,17 +44,16 @@ def analyse_host_file(
         hit = cache.get(key) if cache else None
         if hit is not None:
             return from_cache(path, sha, hit)
-        from profanalyzer.analysis import AnalysisOptions, analyze
-        from profanalyzer.findings import run_rules
+        from profanalyzer.run import RunOptions, run
 
         try:
-            a = analyze(local, AnalysisOptions(chip=options.chip))
+            r = run(local, RunOptions(chip=options.chip))
         except InputError as e:  # the bytes cannot be analysed: remember that too
             if cache:
                 msg = failure_from(path, e).error.replace(local, PATH_MARK)
                 cache.put(key, sha, failure={"error": msg, "error_type": type(e).__name__})
             raise
-        rec = host_record(a, run_rules(a))
+        rec = host_record(r.analysis, r.findings)
         if cache:
             cache.put(key, sha, record=rec)
         out.update(ok=True, record=rec)

@@ -16,19 +16,11 @@ from typing import Iterable
 
 from profanalyzer.errors import InputError, ProfanalyzerError
 from profanalyzer.fleet.records import Failure, failure_from, one_line
+from profanalyzer.sources import is_url, is_xplane_name, open_fsspec
+from profanalyzer.vocab import XPLANE_SUFFIXES
 
-XPLANE_SUFFIXES = (".xplane.pb.gz", ".xplane.pb")
 RUN_NAME_RE = re.compile(r"^(\d{4})_(\d{2})_(\d{2})_(\d{2})_(\d{2})_(\d{2})$")
-_URL_RE = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
 _GLOB_CHARS = re.compile(r"[*?\[]")
-
-
-def is_url(path: str) -> bool:
-    return bool(_URL_RE.match(str(path)))
-
-
-def is_xplane_name(name: str) -> bool:
-    return name.endswith(XPLANE_SUFFIXES)
 
 
 def host_stem(path: str) -> str:
@@ -50,20 +42,6 @@ def parent(path: str) -> str:
         head = p.rsplit("/", 1)[0]
         return head if not head.endswith(":/") else p
     return os.path.dirname(p) or "."
-
-
-def open_fsspec(url: str):
-    """(filesystem, stripped path) for a URL; InputError when fsspec or the protocol's package is missing."""
-    try:
-        from fsspec.core import url_to_fs  # optional: only URLs need it
-    except ImportError:
-        raise InputError(f"{url}: URLs need fsspec (pip install fsspec, plus gcsfs for gs://)") from None
-    try:
-        return url_to_fs(url)
-    except ImportError as e:
-        raise InputError(f"{url}: this protocol needs an extra package: {e}") from None
-    except (ValueError, OSError) as e:
-        raise InputError(f"{url}: cannot open: {e}") from None
 
 
 class _LocalFS:

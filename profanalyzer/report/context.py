@@ -7,7 +7,7 @@ Strings here are plain text (the template escapes them); the charts are
 `markupsafe.Markup` built by `svg.py`, which escapes trace text itself.
 Numbers are formatted with profanalyzer.format's `ms()` / `pct()` so the
 report, the terminal and the JSON agree digit for digit. Rule docs come in
-from the caller (`docs`, from findings.rule_docs): this module does not reach
+with each finding (`Finding.doc`, set by its rule): this module does not reach
 into the rule registry.
 """
 
@@ -24,7 +24,7 @@ from profanalyzer.report.collectives_view import card_sources
 from profanalyzer.stats import median_of
 from profanalyzer.shell import finding_lines
 from profanalyzer.report.sections import build_sections, mxu_text
-from profanalyzer.report.views import (  # noqa: F401 - the view records' old import path
+from profanalyzer.report.views import (
     Fact,
     Kpi,
     LegendItem,
@@ -49,7 +49,7 @@ from profanalyzer.report.views import (  # noqa: F401 - the view records' old im
     NavItem,
     ReportContext,
 )
-from profanalyzer.vocab import BUCKETS, COLLECTIVE_BUCKETS, COLLECTIVE_TYPE_LABELS, LEVER_LABELS
+from profanalyzer.vocab import BUCKETS, COLLECTIVE_BUCKETS, COLLECTIVE_TYPE_LABELS, LEVER_LABELS, WHAT_IF_LEVERS
 
 #: Rows of the op tables.
 TOP_OPS_ROWS = 30
@@ -283,7 +283,7 @@ def _definitions(a: Analysis) -> tuple[tuple[Fact, ...], tuple[Fact, ...]]:
 
 
 def _card(rank: int, f: Finding, a: Analysis, docs: Mapping[str, RuleDoc]) -> Card:
-    doc = docs.get(f.code)
+    doc = docs.get(f.code, f.doc)
     return Card(
         rank=rank,
         code=f.code,
@@ -321,13 +321,10 @@ def _together(a: Analysis, findings: Findings, total: float, step: float) -> str
     claims; what the levers save pulled together is the what-if re-timing
     (profanalyzer.whatif, as `analyze --what-if`), shown when it models
     every finding's claims (`whatif.modelled`)."""
-    from profanalyzer.whatif import WHAT_IF_LEVERS, modelled, what_if
-
-    levers = tuple(lv for lv in WHAT_IF_LEVERS if any(f.lever == lv for f in findings.recommendations))
     claims = f"their estimates add up to {ms(total)} ms/step ({pct(total / step)}), a sum of claims"
-    if levers and all(modelled(f) for f in findings.recommendations):
-        w = what_if(a, findings, levers)
-        return (f"together about {ms(w.saving_ps)} ms/step ({pct(w.saving_ps / step)}) with the levers pulled together "
+    if findings.together is not None:  # computed by the findings stage (findings.together)
+        levers, saving_ps = findings.together
+        return (f"together about {ms(saving_ps)} ms/step ({pct(saving_ps / step)}) with the levers pulled together "
                 f"(re-timed as analyze --what-if {','.join(levers)}); {claims}")
     return (f"{claims}, not what pulling them together saves (analyze --what-if re-times "
             f"{', '.join(WHAT_IF_LEVERS)} together)")

@@ -15,13 +15,18 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from profanalyzer.format import ms, noise, pct, pts, signed_ms, signed_pct
-from profanalyzer.compare import MIN_EFFECT, NOISE_K, Comparison, ExposedChange, OpChange, ShareChange
-from profanalyzer.verify import SHORTFALL_RATIO, RuleCheck
+from profanalyzer.stats import MIN_EFFECT, NOISE_K, SHORTFALL_RATIO
 from profanalyzer.report import context as _context
 from profanalyzer.report import svg
+from profanalyzer.report.views import Kpi
 from profanalyzer.vocab import IDLE_CAUSE_COLOURS, IDLE_CAUSE_LABELS
+
+if TYPE_CHECKING:  # the records it renders (built by profanalyzer.compare and profanalyzer.verify)
+    from profanalyzer.compare import Comparison, ExposedChange, OpChange, ShareChange
+    from profanalyzer.verify import RuleCheck
 
 TEMPLATE = "diff.html.j2"
 #: Rows of each op table in Markdown / terminal.
@@ -330,15 +335,6 @@ def _name(label: str) -> str:
 
 
 @dataclass(frozen=True)
-class Kpi:
-    id: str
-    label: str
-    value: str
-    sub: str
-    tone: str
-
-
-@dataclass(frozen=True)
 class Fact:
     label: str
     base: str
@@ -614,7 +610,7 @@ def _idle_rows(c: Comparison, top: float) -> tuple[DeltaRow, ...]:
 
 
 def _tool_version() -> str:
-    from profanalyzer import __version__
+    from profanalyzer.version import __version__
 
     return __version__
 

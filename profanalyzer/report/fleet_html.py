@@ -15,15 +15,17 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 from markupsafe import Markup
 
 from profanalyzer.format import EM_DASH, ms
-from profanalyzer.fleet.records import FleetResult, HostResult, RunResult
 from profanalyzer.report import svg
-from profanalyzer.report.context import Fact, Kpi, LegendItem, NavItem
+from profanalyzer.report.views import Fact, Kpi, LegendItem, NavItem
 from profanalyzer.report.svg import colour, coord, esc, fmt_ms, nice_ticks, short_label, svg_open, tick_label
+
+if TYPE_CHECKING:  # the records it renders (built by profanalyzer.fleet)
+    from profanalyzer.fleet.records import FleetResult, HostResult, RunResult
 
 TEMPLATE = "fleet.html.j2"
 #: Per-run host tables open by default when the run has at most this many hosts,
@@ -419,7 +421,7 @@ def _trend_view(result: FleetResult, used: Sequence[str], anchors: dict[str, str
 
 
 def build_fleet_context(result: FleetResult, *, command_line: str, timestamp: str | None = None) -> FleetContext:
-    from profanalyzer.classify import BUCKETS
+    from profanalyzer.vocab import BUCKETS
 
     buckets = tuple(BUCKETS)
     used = _used_buckets(result, buckets)

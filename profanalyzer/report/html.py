@@ -22,10 +22,10 @@ from typing import Mapping
 
 import jinja2
 
-from profanalyzer.analysis import Analysis
-from profanalyzer.findings import Findings, RuleDoc, rule_docs
+from profanalyzer.model import Analysis, Findings, RuleDoc
 from profanalyzer.report import templating
-from profanalyzer.report.context import ReportContext, build_context
+from profanalyzer.report.context import build_context
+from profanalyzer.report.views import ReportContext
 
 TEMPLATE = "report.html.j2"
 TEMPLATE_DIR = templating.TEMPLATE_DIR
@@ -55,12 +55,10 @@ def render_html(
     """The report as one HTML document (str).
 
     `findings` None: the recommendations section says they were not computed.
-    `docs`: rule docs by code (default: the registered rules' docs of the
-    recommendations shown). `trace_markers`: per rule code, where the trace
+    `docs`: rule docs by code, overriding the doc each finding carries
+    (Finding.doc, set by its rule). `trace_markers`: per rule code, where the trace
     export (`--trace-out`) put its marker (shown on its card).
     """
-    if docs is None and findings is not None and findings.recommendations:
-        docs = rule_docs(f.code for f in findings.recommendations)
     ctx = build_context(analysis, findings, command_line=command_line, input_sha256=input_sha256, timestamp=timestamp, docs=docs)
     if trace_markers:
         cards = tuple(replace(c, trace_marker=trace_markers.get(c.code, "")) for c in ctx.recs.cards)

@@ -14,8 +14,7 @@ from __future__ import annotations
 
 import re
 
-from profanalyzer.analysis import Analysis
-from profanalyzer.findings import Findings
+from profanalyzer.model import Analysis, Findings
 from profanalyzer.report.context import bucket_rows, exposed_comm, headline, remat_row
 from profanalyzer.report.sections import markdown_sections as _sections_md
 from profanalyzer.format import ms, pct

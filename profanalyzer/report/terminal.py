@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from profanalyzer.analysis import Analysis
+from profanalyzer.model import Analysis, collapse
 from profanalyzer.format import ms, pct
 from profanalyzer.shell import finding_lines, wrap_comment
 from profanalyzer.vocab import BUCKETS
@@ -53,8 +53,6 @@ def change_block(f) -> list[str]:
 
 def format_scopes(a: Analysis, depth: int, limit: int = 25) -> list[str]:
     """The name-scope rollup collapsed to `depth` components (`--by-scope DEPTH`)."""
-    from profanalyzer.scopes import collapse
-
     if not a.scopes:
         return ["name scopes: none (the ops carry no tf_op stat)"]
     rows = collapse(a.scopes, depth)

@@ -19,36 +19,24 @@ import struct
 
 import numpy as np
 
+from profanalyzer.xspace.wire import encode_varint
+
 # XStat value field numbers (all varint-encoded except double/str/bytes)
 V_DOUBLE, V_UINT64, V_INT64, V_STR, V_BYTES, V_REF = 2, 3, 4, 5, 6, 7
 
 
-def varint(n: int) -> bytes:
-    if n < 0:
-        n &= (1 << 64) - 1
-    out = bytearray()
-    while True:
-        b = n & 0x7F
-        n >>= 7
-        if n:
-            out.append(b | 0x80)
-        else:
-            out.append(b)
-            return bytes(out)
-
-
 def key(field: int, wire: int) -> bytes:
-    return varint((field << 3) | wire)
+    return encode_varint((field << 3) | wire)
 
 
 def f_varint(field: int, v: int) -> bytes:
-    return key(field, 0) + varint(int(v))
+    return key(field, 0) + encode_varint(int(v))
 
 
 def f_bytes(field: int, b: bytes | str) -> bytes:
     if isinstance(b, str):
         b = b.encode("utf-8")
-    return key(field, 2) + varint(len(b)) + b
+    return key(field, 2) + encode_varint(len(b)) + b
 
 
 def f_double(field: int, x: float) -> bytes:
@@ -151,7 +139,7 @@ def encode_events(
     ev.var(durations)
     for smid, kind, vals, mask in stats:
         # XStat: 0x08 varint(smid) key(kind,0) varint(val); its length fits one byte
-        sm = varint(smid)
+        sm = encode_varint(smid)
         vmat, vlens = _varint_matrix(vals)
         stat_len = 1 + len(sm) + 1 + vlens
         ev.const(b"\x22", mask)

@@ -32,13 +32,12 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 from profanalyzer.errors import InputError
+from profanalyzer.vocab import XPLANE_SUFFIXES
 from profanalyzer.xspace import wire
 
 #: Decompressed size cap for .gz inputs (a gzip bomb guard). Real single-host
 #: captures are at most a few GB.
 MAX_DECOMPRESSED_BYTES = 16 * 1024**3
-
-XPLANE_SUFFIXES = (".xplane.pb", ".xplane.pb.gz")
 
 _TC_RE = re.compile(r"^/device:TPU:(\d+)(?: \[\d+\])?$")
 _SC_RE = re.compile(r"^/device:TPU:(\d+) SparseCore(?: \S+)? (\d+)(?: \[\d+\])?$")
@@ -700,7 +699,7 @@ def host_name(index: SpaceIndex) -> str:
     if index.hostnames:
         return index.hostnames[0]
     name = index.path.name
-    for suf in XPLANE_SUFFIXES[::-1]:
+    for suf in XPLANE_SUFFIXES:
         if name.endswith(suf):
             return name[: -len(suf)]
     return name

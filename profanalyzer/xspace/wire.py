@@ -58,6 +58,23 @@ class Truncated(ValueError):
     """A field that runs past the end of the buffer."""
 
 
+def encode_varint(n: int) -> bytes:
+    """The varint bytes of `n` (a negative int as its 64-bit two's complement,
+    as protobuf writes int64): the one encoder (memory's trimmed metadata,
+    the URL fetch's plane stubs, the synthesizer)."""
+    if n < 0:
+        n &= (1 << 64) - 1
+    out = bytearray()
+    while True:
+        b = n & 0x7F
+        n >>= 7
+        if n:
+            out.append(b | 0x80)
+        else:
+            out.append(b)
+            return bytes(out)
+
+
 def varint(buf, pos: int, end: int) -> tuple[int, int]:
     """Read one varint at buf[pos]: (value, next position)."""
     result = 0

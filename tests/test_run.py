@@ -1,0 +1,94 @@
+"""One pipeline: `profanalyzer.run.run` is what the CLI, the notebook API,
+the MCP server, the fleet's per-file task and compare.load_document analyse
+through, and they produce the same analysis document for a sample."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from conftest import run_cli, sample_path
+from profanalyzer import analysis
+from profanalyzer.run import Run, RunOptions, run
+
+#: RM001 fires and the capture holds a buffer assignment: the memory section is
+#: read because a firing rule needs it (Rule.needs), on every entry point.
+SAMPLE = "hlo_memory_dense"
+
+
+@pytest.fixture(scope="module")
+def through_run() -> Run:
+    return run(sample_path(SAMPLE))
+
+
+def _counting(monkeypatch) -> list[int]:
+    """Count attributions: each entry point attributes the trace once, in run()."""
+    calls: list[int] = []
+    real = analysis.attribute
+    monkeypatch.setattr(analysis, "attribute", lambda t: calls.append(1) or real(t))
+    return calls
+
+
+def test_every_entry_point_gives_the_run_document(through_run, monkeypatch, capsys, tmp_path):
+    from profanalyzer.compare import load_document
+    from profanalyzer.fleet.execute import analyse_host_file
+    from profanalyzer.fleet.records import host_record
+    from profanalyzer.mcp_server import analyze_document
+    from profanalyzer.notebook import load
+
+    want = through_run.document()
+    assert want["memory"]["peak_bytes"] > 0 and any(r["code"] == "RM001" for r in want["recommendations"])
+    calls = _counting(monkeypatch)
+    out = tmp_path / "a.json"
+    rc, _, err = run_cli(capsys, "analyze", sample_path(SAMPLE), "--json", out, "--no-html", "-q")
+    assert rc == 0, err
+    got = {
+        "cli": json.loads(out.read_text()),
+        "notebook": load(sample_path(SAMPLE)).to_dict(),
+        "mcp": analyze_document(str(sample_path(SAMPLE))),
+        "compare": load_document(sample_path(SAMPLE)),
+    }
+    rc, _, err = run_cli(capsys, "compare", sample_path(SAMPLE), sample_path(SAMPLE), "--json", tmp_path / "c.json")
+    assert rc == 0, err
+    cmp_doc = json.loads((tmp_path / "c.json").read_text())
+    fleet = analyse_host_file(str(sample_path(SAMPLE)), cache_dir=str(tmp_path / "cache"), use_cache=False)
+    for name, doc in got.items():
+        assert json.loads(json.dumps(doc, sort_keys=True)) == json.loads(json.dumps(want, sort_keys=True)), name
+    assert fleet["ok"] and fleet["record"] == host_record(through_run.analysis, through_run.findings)
+    assert cmp_doc["step_time"]["base_ps"] == cmp_doc["step_time"]["new_ps"] == want["steps"]["step_time_ps"]["mean"]
+    assert len(calls) == len(got) + 2 + 1  # cli, notebook, mcp, load_document; compare's two sides; fleet
+
+
+def test_run_keeps_the_attribution_it_analysed(through_run):
+    att = through_run.attributed
+    assert att is not None and att.trace.source == through_run.analysis.source
+    assert [w.plane.label for w in att.work] == [p.label for p in att.trace.tensorcores]
+    assert att.kept_steps == {r.number for r in through_run.analysis.steps.table if r.kept}
+    assert round(att.step_mean) == through_run.analysis.steps.step_time_ps["mean"]  # the record holds whole ps
+
+
+def test_a_saved_document_and_a_compiled_program_are_inputs(through_run, tmp_path):
+    saved = tmp_path / "a.json"
+    saved.write_text(json.dumps(through_run.document()))
+    again = run(saved)
+    assert again.attributed is None and again.document() == through_run.document()
+    # each finding carries its rule's doc, read back or built by the rule
+    assert all(f.doc is not None for f in again.findings.recommendations)
+    assert [f.doc for f in again.findings.recommendations] == [f.doc for f in through_run.findings.recommendations]
+    sel = run(saved, RunOptions(select=("RM",)))
+    assert {f.code for f in sel.findings.recommendations} <= {"RM001", "RM002"} and sel.findings.rules_run
+    from conftest import SAMPLES
+
+    prog = run(SAMPLES / "compiled" / "dense_fsdp.after_codegen.hlo.pb.gz")
+    assert prog.analysis.input_kind == "compiled_program" and prog.attributed is not None
+
+
+def test_memory_is_read_only_when_a_firing_rule_needs_it():
+    from profanalyzer.findings import all_rules
+
+    quiet = run(sample_path("bf16_dense"))
+    needing = {r.code for r in all_rules() if "memory" in r.needs}
+    assert not needing & {f.code for f in quiet.findings.recommendations} and quiet.analysis.memory is None
+    ignored = run(sample_path(SAMPLE), RunOptions(ignore=tuple(needing)))
+    assert ignored.analysis.memory is None
