@@ -281,9 +281,9 @@ def analyze_attributed(att: Attributed, options: AnalysisOptions = AnalysisOptio
         collective_diagnosis=diagnose_collectives(att, overlap),
         antipatterns=find_antipatterns(att),
         kernel_counters=kernel_counters(att, ops_precision(ops.top)),
-        expected=expected_summary(trace, steps.count),
+        expected=expected_summary(att, steps.count),
     )
-    analysis = with_time_basis(with_counter_tags(with_source_lines(analysis, trace)))
+    analysis = with_time_basis(with_counter_tags(with_source_lines(analysis, att)))
     analysis.self_check()
     return analysis
 

@@ -37,7 +37,6 @@ import numpy as np
 from profanalyzer.attributed import Attributed
 from profanalyzer.attribution import CoreWork, locate
 from profanalyzer.model import AntiPattern
-from profanalyzer.sourcelines import capture_program
 from profanalyzer.trace import LINE_OPS, Trace
 
 __all__ = ["KINDS", "find_antipatterns", "detect"]
@@ -217,7 +216,7 @@ def _measured(trace: Trace, work: Sequence[CoreWork], kept_steps: set[int], name
 
 def find_antipatterns(att: Attributed) -> tuple[AntiPattern, ...] | None:
     trace, work, kept_steps, step_mean_ps = att.trace, att.work, att.kept_steps, att.step_mean
-    program = capture_program(trace)
+    program = att.program()[0]
     if program is None or not program.modules:
         return None
     module = program.main

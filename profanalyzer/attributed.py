@@ -104,3 +104,15 @@ class Attributed:
     #: Each TensorCore's collective windows (all steps) by plane label, as the
     #: overlap stage built them (the trace export reads them).
     windows: dict[str, Any] = field(default_factory=dict, repr=False)
+    #: What the stages read once per run on first use (the capture's HLO programs).
+    lazy: dict[str, Any] = field(default_factory=dict, repr=False)
+
+    def program(self) -> tuple[Any, str]:
+        """The HLO programs the trace's first host file carries, read once per
+        run (source lines, anti-patterns and the compiler's expectations read
+        them): (Program or None, why none)."""
+        if "program" not in self.lazy:
+            from profanalyzer.hlo.load import read_trace_program
+
+            self.lazy["program"] = read_trace_program(self.trace.hosts[0].file if self.trace.hosts else None)
+        return self.lazy["program"]

@@ -16,11 +16,13 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Callable
 
 import numpy as np
 
-from profanalyzer.errors import InputError
-from profanalyzer.hlo.load import read_program
+from profanalyzer.attributed import Attributed
+from profanalyzer.hlo.load import read_trace_program
+from profanalyzer.hlo.model import Program
 from profanalyzer.hlo.model import Instruction
 from profanalyzer.model import ExpectedFamily, ExpectedOp, ExpectedSlow, ExpectedSummary
 from profanalyzer.trace import LINE_OPS, Trace
@@ -63,17 +65,19 @@ class Expected:
         return tuple(o for o in self.ops if o.expected_ps is None)
 
 
-def expected_vs_measured(trace: Trace) -> Expected:
+def expected_vs_measured(trace: Trace, read: Callable[[], tuple[Program | None, str]] | None = None) -> Expected:
+    """Per measured op of the first TensorCore, the compiler's expectation. `read`
+    gives the trace's programs (Attributed.program, read once per run); by
+    default they are read from the trace's first host file."""
     notes: list[str] = []
     chip = trace.chip
     if not trace.hosts:
         return Expected(chip.clock_ghz, (), ("no host files",))
     if not any(h.plane_kinds.get("metadata") for h in trace.hosts):
         return Expected(chip.clock_ghz, (), ("no HLO: the capture has no /host:metadata plane",))
-    try:
-        program = read_program(trace.hosts[0].file)
-    except InputError as e:
-        return Expected(chip.clock_ghz, (), (f"no HLO: {e}",))
+    program, why = read() if read is not None else read_trace_program(trace.hosts[0].file)
+    if program is None:
+        return Expected(chip.clock_ghz, (), (why,))
     instr: dict[str, tuple[str, Instruction]] = {}
     for m in program.modules:
         for c in m.computations:
@@ -128,12 +132,13 @@ def _lever(o: OpExpectation) -> str:
     return ""
 
 
-def summarize(trace: Trace, steps: int) -> ExpectedSummary | None:
+def summarize(att: Attributed, steps: int) -> ExpectedSummary | None:
     """The analysis document's `expected` section (None when the capture carries no HLO or is itself a
     replayed compiled program, whose every time is the expectation)."""
+    trace = att.trace
     if trace.input_kind in PREDICTED_INPUT_KINDS:
         return None
-    exp = expected_vs_measured(trace)
+    exp = expected_vs_measured(trace, att.program)
     if not exp.ops:
         return None
     n = max(1, steps)

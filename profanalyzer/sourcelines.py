@@ -21,16 +21,16 @@ Reads the trace and, through profanalyzer.hlo, the programs in it; writes
 from __future__ import annotations
 
 import re
-import weakref
 from collections import Counter
 from dataclasses import dataclass, replace
 from typing import Iterable, Mapping
 
+from profanalyzer.attributed import Attributed
 from profanalyzer.model import Analysis, Finding
 from profanalyzer.scopes import fold_scope
 from profanalyzer.trace import Trace
 
-__all__ = ["SourceLine", "capture_program", "source_lines", "with_source_lines", "finding_sources", "MAX_HOPS", "MOVERS"]
+__all__ = ["SourceLine", "source_lines", "with_source_lines", "finding_sources", "MAX_HOPS", "MOVERS"]
 
 #: Opcodes that only move or regroup a value: they take the location of the value they move.
 MOVERS = frozenset({"copy", "copy-start", "copy-done", "bitcast", "get-tuple-element", "tuple", "reshape",
@@ -67,38 +67,10 @@ def _split_file_line(s: str) -> tuple[str, int] | None:
     return f, int(ln)
 
 
-_PROGRAMS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
-
-
-def capture_program(trace: Trace):
-    """The programs the trace's first host file carries (`/host:metadata`
-    HloProtos, or the compiled program it was replayed from), read once per
-    trace; None when there are none or they cannot be read (a capture the
-    analysis read stays analysable without them)."""
-    if not trace.hosts:
-        return None
-    try:
-        return _PROGRAMS[trace]
-    except (KeyError, TypeError):
-        pass
-    from profanalyzer.hlo.load import read_program
-
-    try:
-        program = read_program(trace.hosts[0].file)
-    except Exception:  # noqa: BLE001 - corrupt or absent HLO: no source lines, no anti-patterns
-        program = None
-    try:
-        _PROGRAMS[trace] = program
-    except TypeError:
-        pass
-    return program
-
-
-def _hlo_locations(trace: Trace) -> tuple[dict[str, SourceLine], dict[str, tuple[str, tuple[str, ...], tuple[str, ...]]]]:
+def _hlo_locations(program) -> tuple[dict[str, SourceLine], dict[str, tuple[str, tuple[str, ...], tuple[str, ...]]]]:
     """(instruction -> own location, instruction -> (opcode, operands, users)) over every module the capture holds."""
     own: dict[str, SourceLine] = {}
     graph: dict[str, tuple[str, tuple[str, ...], tuple[str, ...]]] = {}
-    program = capture_program(trace)
     if program is None:
         return own, graph
     for m in program.modules:
@@ -122,9 +94,11 @@ def _hlo_locations(trace: Trace) -> tuple[dict[str, SourceLine], dict[str, tuple
     return own, graph
 
 
-def source_lines(trace: Trace, names: Iterable[str]) -> dict[str, SourceLine]:
-    """The location of each op named (instruction / display names), where one is known."""
-    own, graph = _hlo_locations(trace)
+def source_lines(trace: Trace, names: Iterable[str], program=None) -> dict[str, SourceLine]:
+    """The location of each op named (instruction / display names), where one is
+    known: from `program` (the HLO the trace carries, hlo.model.Program), else
+    the ops' `source` stats."""
+    own, graph = _hlo_locations(program)
     stat: dict[str, SourceLine] = {}
     for p in trace.tensorcores[:1] or trace.tensorcores:
         md = p.meta
@@ -182,10 +156,10 @@ def source_lines(trace: Trace, names: Iterable[str]) -> dict[str, SourceLine]:
     return out
 
 
-def with_source_lines(analysis: Analysis, trace: Trace) -> Analysis:
+def with_source_lines(analysis: Analysis, att: Attributed) -> Analysis:
     """The analysis with `source` set on its top / remat / kernel ops and its scope rows."""
     ops = (*analysis.top_ops, *analysis.remat_ops, *analysis.kernel_ops)
-    locs = source_lines(trace, (o.name for o in ops))
+    locs = source_lines(att.trace, (o.name for o in ops), att.program()[0])
     if not locs:
         return analysis
 

@@ -29,7 +29,7 @@ from profanalyzer.hlo.model import DumpFiles, Module, Program, pick_main
 from profanalyzer.hlo.proto import parse_hlo_proto_bytes
 from profanalyzer.hlo.text import looks_like_hlo_text, parse_text
 
-__all__ = ["read_program", "is_program_path", "STAGES", "HLO_PROTO_STAT"]
+__all__ = ["read_program", "read_trace_program", "is_program_path", "STAGES", "HLO_PROTO_STAT"]
 
 #: Stages of a module in a dump folder, final first.
 STAGES = ("after_codegen", "after_optimizations")
@@ -270,3 +270,18 @@ def _is_tar(p: Path) -> bool:
         return tarfile.is_tarfile(p)
     except OSError:
         return False
+
+
+def read_trace_program(file: str | os.PathLike | None) -> tuple[Program | None, str]:
+    """The programs a trace's host file carries (its `/host:metadata` HloProtos,
+    or the compiled program it was replayed from) and, when there are none or
+    they cannot be read, why ("no HLO: ..."): a capture the analysis read stays
+    analysable without them."""
+    if not file:
+        return None, "no host files"
+    try:
+        return read_program(file), ""
+    except InputError as e:
+        return None, f"no HLO: {e}"
+    except Exception as e:  # noqa: BLE001 - a corrupt HLO proto: no source lines, no anti-patterns, no expectations
+        return None, f"no HLO: the program could not be decoded ({type(e).__name__})"
