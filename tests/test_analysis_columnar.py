@@ -641,8 +641,8 @@ def loaded(kind: str, name: str) -> SimpleNamespace:
     if key not in _LOADED:
         from profanalyzer.analysis import AnalysisOptions, analyze_attributed, attribute
 
-        trace = read_trace(_path(kind, name))
-        att = attribute(trace)
+        att = attribute(read_trace(_path(kind, name)))
+        trace = att.trace  # with the device planes' peaks, as the stages see it
         an = analyze_attributed(att)
         n_core_steps = max(1, sum(c.steps_kept for c in an.per_core))
         _LOADED[key] = SimpleNamespace(trace=trace, analysis=an, n_core_steps=n_core_steps, att=att, work=att.work,
