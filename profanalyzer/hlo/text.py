@@ -44,10 +44,12 @@ def looks_like_hlo_text(head: str) -> bool:
     return bool(re.search(r"^\s*HloModule\s", head, re.M))
 
 
-def _depth(s: str, depth: int = 0, in_str: bool = False) -> tuple[int, bool]:
-    """Bracket depth after `s` (quotes respected; escapes inside quotes skipped)."""
+def _brackets(s: str, start: int = 0, in_str: bool = False):
+    """Walk `s` from `start`: (index, +1 / -1 / 0, in a string after it) at each
+    bracket outside quotes (+1 opening, -1 closing) and at each quote that
+    opens or closes a string (0); escapes inside quotes are skipped."""
     skip = -1
-    for m in _SPECIAL.finditer(s):
+    for m in _SPECIAL.finditer(s, start):
         at = m.start()
         if at <= skip:
             continue
@@ -57,36 +59,30 @@ def _depth(s: str, depth: int = 0, in_str: bool = False) -> tuple[int, bool]:
                 skip = at + 1
             elif c == '"':
                 in_str = False
+                yield at, 0, in_str
         elif c == '"':
             in_str = True
+            yield at, 0, in_str
         elif c in _OPEN:
-            depth += 1
+            yield at, 1, in_str
         elif c in _CLOSE:
-            depth -= 1
+            yield at, -1, in_str
+
+
+def _depth(s: str, depth: int = 0, in_str: bool = False) -> tuple[int, bool]:
+    """Bracket depth after `s` (quotes respected; escapes inside quotes skipped)."""
+    for _, step, in_str in _brackets(s, 0, in_str):
+        depth += step
     return depth, in_str
 
 
 def _match_close(s: str, i: int) -> int:
     """Index just past the bracket closing the one at s[i] (len(s) if none)."""
-    depth, in_str, skip = 0, False, -1
-    for m in _SPECIAL.finditer(s, i):
-        at = m.start()
-        if at <= skip:
-            continue
-        c = m.group()
-        if in_str:
-            if c == "\\":
-                skip = at + 1
-            elif c == '"':
-                in_str = False
-        elif c == '"':
-            in_str = True
-        elif c in _OPEN:
-            depth += 1
-        elif c in _CLOSE:
-            depth -= 1
-            if depth == 0:
-                return at + 1
+    depth = 0
+    for at, step, _ in _brackets(s, i):
+        depth += step
+        if step < 0 and depth == 0:
+            return at + 1
     return len(s)
 
 
