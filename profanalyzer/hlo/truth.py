@@ -296,6 +296,25 @@ def _fused_collective(module: Module, row: ScheduledOp) -> tuple[str | None, str
     return None, ""
 
 
+_FUSION_CATEGORY = {"kLoop": "loop fusion", "kInput": "input fusion", "kOutput": "output fusion",
+                    "kCustom": "custom fusion"}
+
+
+def _plain_category(ins: Instruction) -> str:
+    """The category of an op that holds no dot or collective: fusions by
+    kind, dots and convolutions, layout ops, elementwise ops, else the opcode."""
+    op = ins.opcode
+    if op == "fusion":
+        return _FUSION_CATEGORY.get(ins.fusion_kind, "fusion")
+    if op in ("dot", "convolution"):
+        return "convolution"
+    if op in _DATA_FORMATTING:
+        return "data formatting"
+    if op in _ELEMENTWISE:
+        return "non-fusion elementwise"
+    return op
+
+
 def category_of(module: Module, ins: Instruction, comp_name: str = "") -> str:
     """The `hlo_category` a trace would carry for `ins` (an approximation
     of XProf's: a fusion holding a dot is a convolution fusion, one holding a
@@ -318,15 +337,7 @@ def category_of(module: Module, ins: Instruction, comp_name: str = "") -> str:
                 if row_kind.startswith("all-reduce") and 0 < ins.shape.bytes < ins_b:
                     return "all-reduce-scatter fusion"
                 return f"{row_kind.removesuffix('-start')} fusion"
-        return {"kLoop": "loop fusion", "kInput": "input fusion", "kOutput": "output fusion",
-                "kCustom": "custom fusion"}.get(ins.fusion_kind, "fusion")
-    if op in ("dot", "convolution"):
-        return "convolution"
-    if op in _DATA_FORMATTING:
-        return "data formatting"
-    if op in _ELEMENTWISE:
-        return "non-fusion elementwise"
-    return op
+    return _plain_category(ins)
 
 
 def category(row: ScheduledOp, module: Module | None = None) -> str:
@@ -335,16 +346,7 @@ def category(row: ScheduledOp, module: Module | None = None) -> str:
         return category_of(module, row.instruction, row.computation)
     ins = row.instruction
     op = ins.opcode
-    if op == "fusion":
-        if row.body is not None and row.body.dots:
-            return "convolution fusion"
-        return {"kLoop": "loop fusion", "kInput": "input fusion", "kOutput": "output fusion",
-                "kCustom": "custom fusion"}.get(ins.fusion_kind, "fusion")
-    if op in ("dot", "convolution"):
-        return "convolution"
-    if op in _DATA_FORMATTING:
-        return "data formatting"
-    if op in _ELEMENTWISE:
-        return "non-fusion elementwise"
-    return op
+    if op == "fusion" and row.body is not None and row.body.dots:
+        return "convolution fusion"
+    return _plain_category(ins)
 
