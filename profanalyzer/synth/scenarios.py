@@ -126,6 +126,7 @@ class Scenario:
     # -- issue #26 (defaults keep the old bytes) --------------------------------
     custom_matmul: bool = False  # the MLP's down projection is a Pallas kernel with an unfamiliar name (no flops stat)
     counters: bool = False  # _counters_ (% util samples) and emit_pipeline XLA TraceMe phases over the Pallas kernels
+    opaque_kernel: bool = False  # custom_matmul's kernel shows no operand types, layout constraints or metadata: only counters say matmul
 
     @property
     def extended_truth(self) -> bool:
