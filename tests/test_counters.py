@@ -122,3 +122,19 @@ def test_no_counter_table_in_the_roofline_without_counters():
     a = analyze(ROOT / "sample_traces" / "dense_short_fsdp.xplane.pb.gz")
     rv = _roofline(a)
     assert rv.counters == () and "counters:" not in str(rv.chart)
+
+
+def test_the_kernel_counters_sample_shows_counters_phases_and_the_custom_matmul():
+    import json
+
+    base = ROOT / "sample_traces" / "pallas_kernel_counters"
+    truth = json.loads(Path(f"{base}.truth.json").read_text())
+    a = analyze(Path(f"{base}.xplane.pb.gz"))
+    got = {k.op: k for k in a.kernel_counters}
+    for name, t in truth["counters"].items():
+        assert got[name].verdict == t["verdict"]
+        assert got[name].ep_wait_fraction == pytest.approx(t["ep_wait_fraction"], abs=0.02)  # emit_pipeline phases
+    by_name = {o.name: o for o in list(a.top_ops) + list(a.kernel_ops)}
+    for name, t in truth["custom_kernels"].items():
+        assert by_name[name].bucket == t["bucket"] and "kernel:pallas_matmul" in by_name[name].tags
+        assert f"counters:{truth['counters'][name]['verdict']}" in by_name[name].tags
