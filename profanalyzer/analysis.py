@@ -39,7 +39,7 @@ from profanalyzer.opstats import RATE_MIN_RUN_PS, ops_and_roofline, program_name
 from profanalyzer.overlap import analyze_overlap
 from profanalyzer.collectives import diagnose_collectives
 from profanalyzer.antipatterns import find_antipatterns
-from profanalyzer.counters import kernel_counters, ops_precision, with_counter_tags, with_device_peaks
+from profanalyzer.counters import counter_matmul_rows, kernel_counters, ops_precision, with_counter_tags, with_device_peaks
 from profanalyzer.sourcelines import with_source_lines
 from profanalyzer.hostplanes import host_activity, no_host_planes_note
 from profanalyzer.expected import summarize as expected_summary
@@ -189,6 +189,9 @@ def attribute(trace: Trace) -> Attributed:
     chip's peaks come from the device planes when they carry them."""
     trace, peaks_note = with_device_peaks(trace)
     work = attribute_trace(trace)
+    moved = counter_matmul_rows(trace, work)  # counters as matmul evidence: re-bucket, then attribute again
+    if moved:
+        work = attribute_trace(trace, moved)
     if not work or all(len(w.attribution.step_numbers) == 0 for w in work):
         raise InputError(f"{trace.source}: no steps and no XLA Ops events on any TensorCore: nothing to attribute")
     rows = _core_step_rows(work)

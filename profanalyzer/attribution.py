@@ -19,7 +19,7 @@ buckets sum to the step window exactly (integer picoseconds).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable, Mapping
 
 import numpy as np
@@ -363,10 +363,29 @@ class CoreWork:
     compute: Callable[[np.ndarray], np.ndarray]  # f(t): TensorCore compute time before t (matmul, attention, other compute)
 
 
-def attribute_trace(trace: Trace) -> list[CoreWork]:
+def with_rebucketed(classes: PlaneClasses, rows: Mapping[int, tuple[str, str, str | None, str]]) -> PlaneClasses:
+    """`classes` with the metadata rows in `rows` (row -> (bucket, kernel, precision, reason)) moved to
+    that bucket: the explicit re-bucketing step of evidence read after classification (hardware counters)."""
+    if not rows:
+        return classes
+    bucket = classes.bucket.copy()
+    cols = dict(classes.columns)
+    for c in ("bucket", "kernel", "precision", "reason"):
+        cols[c] = cols[c].copy()
+    for row, (b, kernel, precision, reason) in sorted(rows.items()):
+        if 0 <= row < len(bucket):
+            bucket[row] = BUCKET_INDEX[b]
+            cols["bucket"][row], cols["kernel"][row], cols["precision"][row], cols["reason"][row] = b, kernel, precision, reason
+    return replace(classes, bucket=bucket, columns=cols)
+
+
+def attribute_trace(trace: Trace,
+                    rebucket: Mapping[str, Mapping[int, tuple[str, str, str | None, str]]] | None = None) -> list[CoreWork]:
     """Classify and attribute every TensorCore of the trace (one CoreWork each).
     Classification runs first, once per distinct metadata table; the per-core
-    attribution (array passes) then runs on a few threads (`parallel`)."""
+    attribution (array passes) then runs on a few threads (`parallel`).
+    `rebucket`: plane label -> {metadata row: (bucket, kernel, precision, reason)}, evidence read after a
+    first classification (counters.counter_matmul_rows) applied to the plane's table before attribution."""
     other = BUCKET_INDEX["other_compute"]
     compute_mask = np.asarray([b in COMPUTE_BUCKETS for b in BUCKETS], dtype=bool)
     memo: dict = {}  # op identity -> OpClass, shared by the cores (same metadata on every core of a host)
@@ -376,6 +395,10 @@ def attribute_trace(trace: Trace) -> list[CoreWork]:
     for plane in planes:
         if id(plane.meta) not in by_table:
             by_table[id(plane.meta)] = classify_plane(plane, memo, families)
+    for plane in planes if rebucket else ():
+        rows = (rebucket or {}).get(plane.label)
+        if rows:
+            by_table[id(plane.meta)] = with_rebucketed(by_table[id(plane.meta)], rows)
 
     def core(plane: Plane) -> CoreWork:
         ln = plane.line(LINE_OPS)

@@ -15,6 +15,12 @@
   `ep_wait_*` share is at least WAIT_BOUND; else `mxu_bound` when the MXU is
   at least MXU_BOUND busy; else `vector_bound` when a vector unit is at
   least VECTOR_BOUND busy; else `low_utilisation`. Each with its lever.
+* Counters as matmul evidence (`counter_matmul_rows`, run by
+  `analysis.attribute` between a first classification and attribution): a
+  `tpu_custom_call` the classifier left in other_compute whose time-weighted
+  MXU utilisation over its runs is at least MXU_MATMUL is re-bucketed as a
+  matmul kernel (precision from its output type; FLOPs not derivable), the
+  evidence in its reason (`[counters.mxu]`). Nothing moves without counters.
 * Device-plane peaks (`peak_teraflops_per_second`,
   `peak_hbm_bw_gigabytes_per_second`, per TensorCore plane): used instead of
   the hardware table when present (the note says which), FP8 and ICI
@@ -28,6 +34,7 @@ them has no counters (`None`).
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 from pathlib import Path
 
@@ -36,9 +43,10 @@ import numpy as np
 from profanalyzer.attributed import Attributed
 from profanalyzer.model import KernelCounters
 from profanalyzer.trace import LINE_OPS, Trace
+from profanalyzer.vocab import BUCKETS
 
 __all__ = ["COUNTERS_LINE", "TRACEME_LINE", "UTIL_STAT", "kernel_counters", "with_device_peaks", "read_counter_lines",
-           "MXU_BOUND", "VECTOR_BOUND", "WAIT_BOUND", "VERDICTS", "ops_precision", "with_counter_tags"]
+           "MXU_BOUND", "VECTOR_BOUND", "WAIT_BOUND", "MXU_MATMUL", "counter_matmul_rows", "VERDICTS", "ops_precision", "with_counter_tags"]
 
 COUNTERS_LINE = "_counters_"
 TRACEME_LINE = "XLA TraceMe"
@@ -46,6 +54,9 @@ UTIL_STAT = "% util"
 MXU_BOUND = 0.6
 VECTOR_BOUND = 0.6
 WAIT_BOUND = 0.3
+#: Time-weighted MXU utilisation over a custom kernel's runs from which its counters make it a matmul.
+MXU_MATMUL = 0.5
+TPU_CUSTOM_CALL = "tpu_custom_call"  # the custom-call target of a Pallas kernel
 VECTOR_UNITS = ("Vector ALU", "Vector Load", "Vector Store", "Vector EUP")
 #: Share of an op's span its samples (or phases) must cover to be reported.
 MIN_COVERAGE = 0.5
@@ -168,6 +179,93 @@ def _has_counter_names(names) -> bool:
     return any(n == "MXU" or n.startswith("ep_wait") or n in VECTOR_UNITS for n in names)
 
 
+def _trace_lines(trace: Trace) -> dict[tuple[str, str], dict]:
+    """(host, plane name) -> read_counter_lines record, of every capture file of the trace; {} when no
+    TensorCore plane names a counter unit or a pipeline phase (nothing re-read)."""
+    if not any(_has_counter_names(p.meta.name) for p in trace.tensorcores):
+        return {}
+    lines: dict[tuple[str, str], dict] = {}
+    for f in sorted({h.file for h in trace.hosts if h.file}):
+        try:
+            got = read_counter_lines(f)
+        except Exception:  # noqa: BLE001 - a capture the analysis read stays analysable without its counters
+            continue
+        host = next((h.name for h in trace.hosts if h.file == f), "")
+        for plane, rec in got.items():
+            lines[(host, plane)] = rec
+    return lines
+
+
+_OUT_TYPE = re.compile(r"=\s*\(?\s*(bf16|f16|f32|f8e[0-9a-z]+|s8|u8)\[")
+#: output element type -> (precision, bucket) of a matmul kernel known by its counters only
+_OUT_PRECISION = {"bf16": ("bf16", "matmul_bf16"), "f16": ("bf16", "matmul_bf16"), "s8": ("int8", "matmul_int8"),
+                  "u8": ("int8", "matmul_int8"), "f32": (None, "matmul_other")}
+
+
+def counter_matmul_rows(trace: Trace, work) -> dict[str, dict[int, tuple[str, str, str | None, str]]]:
+    """Counters as matmul evidence: plane label -> {metadata row: (bucket, kernel, precision, reason)} of
+    the `tpu_custom_call` kernels the classifier left in other_compute (no name, metadata or operand
+    shape said what they compute) whose time-weighted MXU utilisation over all their runs on the
+    planes sharing their metadata is at least MXU_MATMUL: the MXU only runs matmuls, so they are matmul
+    kernels (precision from the output element type; FLOPs not derivable). `work`: the first
+    classification's CoreWork list. {} without counter lines."""
+    lines = _trace_lines(trace)
+    if not lines:
+        return {}
+    other = BUCKETS.index("other_compute")
+    acc: dict[tuple[int, int], list[float]] = {}  # (id(meta), row) -> [sample overlap, overlap * MXU util, op time]
+    tables: dict[int, object] = {}
+    labels: dict[int, list[str]] = {}
+    for w in work:
+        md = w.plane.meta
+        labels.setdefault(id(md), []).append(w.plane.label)
+        tables[id(md)] = md
+        rec = lines.get((w.plane.host, w.plane.name))
+        ln = w.plane.line(LINE_OPS)
+        cnt = rec.get("counters") if rec else None
+        if cnt is None or ln is None or not len(ln.events) or "MXU" not in rec.get("units", ()):
+            continue
+        n = min(len(w.classes.bucket), len(md))
+        cand = [r for r in np.flatnonzero(w.classes.bucket[:n] == other).tolist()
+                if TPU_CUSTOM_CALL in str(md.name[r] or "")]
+        if not cand:
+            continue
+        s, e, u, util = cnt
+        mxu = u == rec["units"].index("MXU")
+        s, e, util = s[mxu], e[mxu], util[mxu]
+        ev = ln.events
+        for r in cand:
+            ii = np.flatnonzero(ev.meta == r)
+            if not len(ii):
+                continue
+            os_, oe = ev.start_ps[ii], ev.end_ps[ii]
+            order = np.argsort(os_)
+            os_, oe = os_[order], oe[order]
+            ov = _overlap(s, e, os_, oe)
+            a = acc.setdefault((id(md), r), [0.0, 0.0, 0.0])
+            a[0] += float(ov.sum())
+            a[1] += float((ov * util).sum())
+            a[2] += float((oe - os_).sum())
+    out: dict[str, dict[int, tuple[str, str, str | None, str]]] = {}
+    for (mid, r), (cov, wu, span) in sorted(acc.items()):
+        if span <= 0 or cov < MIN_COVERAGE * span:
+            continue  # the samples must cover most of the kernel's runs
+        busy = wu / cov
+        if busy < MXU_MATMUL:
+            continue
+        text = str(tables[mid].name[r] or "")  # type: ignore[attr-defined]
+        m = _OUT_TYPE.search(text)
+        dt = m.group(1) if m else ""
+        precision, bucket = ("fp8", "matmul_fp8") if dt.startswith("f8") else _OUT_PRECISION.get(dt, (None, "matmul_other"))
+        reason = (f"[counters.mxu] matmul kernel by its hardware counters: MXU {busy:.0%} busy over its runs "
+                  f"(time-weighted, >= {MXU_MATMUL:.0%}; only matmuls run on the MXU), no name, kernel metadata or "
+                  f"operand shape said so; {precision or 'unknown'} from output type -> {bucket}; "
+                  f"FLOPs not derivable (no operand shapes)")
+        for label in labels[mid]:
+            out.setdefault(label, {})[r] = (bucket, "pallas_matmul", precision, reason)
+    return out
+
+
 def ops_precision(ops) -> dict[str, tuple[str, str | None]]:
     """op name -> (bucket, precision tag) of the top ops (the verdict's lever reads the precision)."""
     return {o.name: (o.bucket, next((t.split(":", 1)[1] for t in o.tags if t.startswith("precision:")), None))
@@ -193,18 +291,7 @@ def kernel_counters(att: Attributed,
                     bucket_of: dict[str, tuple[str, str | None]] | None = None) -> tuple[KernelCounters, ...] | None:
     """Per op with counter samples or pipeline phases: utilisation by unit, ep_wait share, verdict."""
     trace, work, kept_steps, step_mean_ps = att.trace, att.work, att.kept_steps, att.step_mean
-    if not any(_has_counter_names(p.meta.name) for p in trace.tensorcores):
-        return None  # no plane names a counter unit or a pipeline phase: nothing to re-read
-    files = sorted({h.file for h in trace.hosts if h.file})
-    lines: dict[tuple[str, str], dict] = {}
-    for f in files:
-        try:
-            got = read_counter_lines(f)
-        except Exception:  # noqa: BLE001 - a capture the analysis read stays analysable without its counters
-            continue
-        host = next((h.name for h in trace.hosts if h.file == f), "")
-        for plane, rec in got.items():
-            lines[(host, plane)] = rec
+    lines = _trace_lines(trace)
     if not lines:
         return None
     kept = np.asarray(sorted(kept_steps), dtype=np.int64)

@@ -91,3 +91,50 @@ def test_notebook_frame_of_the_counters(ctr):
     rows = df[df.op == name]
     assert set(rows.unit) == set(truth["counters"][name]["utilisation"])
     assert set(rows.verdict) == {truth["counters"][name]["verdict"]}
+
+
+def test_counters_in_the_roofline_and_top_ops_of_every_renderer(ctr):
+    from profanalyzer.report.context import _roofline, counter_use_text
+    from profanalyzer.report.html import render_html
+    from profanalyzer.report.terminal import format_summary
+
+    a, truth = ctr
+    kc = {k.op: k for k in a.kernel_counters}
+    rv = _roofline(a)
+    plotted = [(i, o) for i, o in enumerate(a.top_ops, 1) if o.name in kc and o.intensity and o.tflops_per_s]
+    assert plotted, "a kernel with counters is plotted"
+    i, op = plotted[0]
+    use = counter_use_text(kc[op.name])
+    t = truth["counters"][op.name]
+    assert f"MXU {t['utilisation']['MXU']:.0%}" in use and t["verdict"] in use
+    assert any(f.label.startswith(f"#{i} ") and f.value == use for f in rv.counters)
+    assert f"counters: {use}" in str(rv.chart)
+    html = render_html(a, None, command_line="profanalyze report", input_sha256="0" * 64)
+    assert 'id="roofline-counters"' in html and use in html
+    term = format_summary(a, top=len(a.top_ops))
+    row = next(ln for ln in term.splitlines() if op.name[:60] in ln and "counters:" in ln)
+    assert f"counters:{t['verdict']}" in row and f"mxu:{t['utilisation']['MXU'] * 100:.0f}%" in row
+
+
+def test_no_counter_table_in_the_roofline_without_counters():
+    from profanalyzer.report.context import _roofline
+
+    a = analyze(ROOT / "sample_traces" / "dense_short_fsdp.xplane.pb.gz")
+    rv = _roofline(a)
+    assert rv.counters == () and "counters:" not in str(rv.chart)
+
+
+def test_the_kernel_counters_sample_shows_counters_phases_and_the_custom_matmul():
+    import json
+
+    base = ROOT / "sample_traces" / "pallas_kernel_counters"
+    truth = json.loads(Path(f"{base}.truth.json").read_text())
+    a = analyze(Path(f"{base}.xplane.pb.gz"))
+    got = {k.op: k for k in a.kernel_counters}
+    for name, t in truth["counters"].items():
+        assert got[name].verdict == t["verdict"]
+        assert got[name].ep_wait_fraction == pytest.approx(t["ep_wait_fraction"], abs=0.02)  # emit_pipeline phases
+    by_name = {o.name: o for o in list(a.top_ops) + list(a.kernel_ops)}
+    for name, t in truth["custom_kernels"].items():
+        assert by_name[name].bucket == t["bucket"] and "kernel:pallas_matmul" in by_name[name].tags
+        assert f"counters:{truth['counters'][name]['verdict']}" in by_name[name].tags

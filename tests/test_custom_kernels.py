@@ -97,3 +97,57 @@ def test_attention_kernel_by_its_block_metadata():
     r = classify_op(text, "k.9", "custom-call", "")
     assert (r.bucket, r.kernel) == ("attention", "pallas")
     assert "kernel metadata" in r.reason
+
+
+def _opaque(tmp_path_factory, counters: bool):
+    path = tmp_path_factory.mktemp("opaque") / "opaque.xplane.pb"
+    spec = SCENARIOS["dense_short_fsdp"].with_(name="opaque_kernel", custom_matmul=True, opaque_kernel=True,
+                                               counters=counters)
+    truth = write_scenario(spec, path, steps=3, layers=1)
+    return analyze(path), truth, path
+
+
+@pytest.fixture(scope="module")
+def opaque(tmp_path_factory):
+    return _opaque(tmp_path_factory, counters=True)
+
+
+def test_counters_make_an_opaque_kernel_a_matmul(opaque):
+    # name, metadata and operands say nothing; the synthesized counters show the MXU 72% busy
+    from profanalyzer.counters import MXU_MATMUL
+    from profanalyzer.synth.layers import OPAQUE_MATMUL_KERNEL
+
+    a, truth, _ = opaque
+    kernels = truth["custom_kernels"]
+    assert kernels and all(k.startswith(OPAQUE_MATMUL_KERNEL) and v["evidence"] == "counters" for k, v in kernels.items())
+    by_name = {op.name: op for op in a.top_ops}
+    for name, t in kernels.items():
+        op = by_name[name]
+        assert op.bucket == t["bucket"] == "matmul_bf16"
+        assert "kernel:pallas_matmul" in op.tags and f"precision:{t['precision']}" in op.tags
+        assert "[counters.mxu]" in op.reason and "MXU 72% busy" in op.reason and f">= {MXU_MATMUL:.0%}" in op.reason
+        assert not op.flops  # no operand shapes: FLOPs are not derivable, none invented
+        assert truth["counters"][name]["utilisation"]["MXU"] >= MXU_MATMUL
+    # the step's matmul share holds the kernel's time (re-bucketed before attribution, not only in the table)
+    assert a.breakdown["matmul_bf16"].ps >= sum(by_name[n].self_ps for n in kernels) * 0.99
+
+
+def test_opaque_kernel_without_counters_stays_other_compute(tmp_path_factory):
+    a, truth, _ = _opaque(tmp_path_factory, counters=False)
+    by_name = {op.name: op for op in a.top_ops}
+    for name, t in truth["custom_kernels"].items():
+        assert by_name[name].bucket == t["bucket"] == "other_compute"
+        assert "[counters.mxu]" not in by_name[name].reason
+
+
+def test_an_mxu_below_the_threshold_is_no_matmul_evidence(opaque, monkeypatch):
+    # the same kernel at 72% MXU is left in other_compute when the threshold is above it
+    import profanalyzer.counters as counters
+
+    _, truth, path = opaque
+    monkeypatch.setattr(counters, "MXU_MATMUL", 0.8)
+    a = analyze(path)
+    by_name = {op.name: op for op in a.top_ops}
+    for name in truth["custom_kernels"]:
+        assert by_name[name].bucket == "other_compute" and "[counters.mxu]" not in by_name[name].reason
+    assert not any("[counters.mxu]" in o.reason for o in a.top_ops)

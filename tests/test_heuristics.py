@@ -119,3 +119,42 @@ def test_recommendation_json_fields():
             assert k in rec
     assert d["workload"]["row"] in ("dense, short sequence", "dense, long sequence", "MoE, short sequence", "MoE, very large")
     assert d["workload"]["reasons"]
+
+
+#: Analysis fields a rule may read that a capture can lack (None then): issue 26's per-collective
+#: diagnosis, hardware counters, HLO anti-patterns.
+OPTIONAL_EVIDENCE = ("collective_diagnosis", "kernel_counters", "antipatterns")
+
+
+def _optional_reads(rule) -> tuple[str, ...]:
+    """The optional-evidence fields the module of a rule's check reads (its source, helpers included)."""
+    import inspect
+
+    fn = inspect.getclosurevars(rule.check).nonlocals["fn"]
+    src = inspect.getsource(inspect.getmodule(fn))
+    return tuple(f for f in OPTIONAL_EVIDENCE if f in src)
+
+
+OPTIONAL_READERS = [r for r in RULES if _optional_reads(r)]
+
+
+def test_the_optional_evidence_readers_are_found():
+    assert "LC001" in {r.code for r in OPTIONAL_READERS}
+
+
+@pytest.mark.parametrize("rule", OPTIONAL_READERS, ids=lambda r: r.code)
+def test_rule_quiet_without_its_optional_evidence(rule):
+    from dataclasses import replace
+
+    a = analysis_of(rule.fixtures[0])
+    assert rule.check(a)
+    assert not rule.check(replace(a, **{f: None for f in _optional_reads(rule)}))
+
+
+def test_readme_lists_every_rule():
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    for r in RULES:
+        row = f"| `{r.code}` | {r.lever} | {r.title} | `{r.fixtures[0]}` | `{r.fixtures[1]}` |"
+        assert row in text, f"README's rule table lacks {r.code} (or its lever, title, fixtures changed)"

@@ -60,7 +60,11 @@ Documented choices
   constraints (an optimized module prints bare operand names). The family:
   ``megablox_gmm`` (gmm/tgmm), ``quantized_matmul`` (quantized names or
   low-bit operands), else ``pallas_matmul``; FLOPs 2*M*N*K from the shapes
-  (``shape_flops``), the evidence in the reason. An op *named* gmm/tgmm is a
+  (``shape_flops``), the evidence in the reason. A ``tpu_custom_call`` none
+  of these decide stays ``other_compute`` here; hardware counters, read after
+  classification, may move it (``counters.counter_matmul_rows``: MXU busy at
+  least ``MXU_MATMUL`` -> a matmul, re-bucketed before attribution, reason
+  ``[counters.mxu]``). An op *named* gmm/tgmm is a
   matmul even without its text; helper ops under a ``jit(gmm)`` scope stay
   ``other_compute`` because the matmul buckets measure MXU ops, while the
   attention bucket measures attention as a feature. A kernel whose metadata

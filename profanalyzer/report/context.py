@@ -602,14 +602,20 @@ def _roofline(a: Analysis) -> RooflineView:
     hbm_tbps = float(chip.hbm_gbps_per_chip or 0) / planes / 1000.0
     pts = []
     missing = 0
+    kc = {k.op: k for k in (a.kernel_counters or ())}
+    counters = []
     for i, op in enumerate(a.top_ops, 1):
         if op.intensity is None or op.tflops_per_s is None or op.intensity <= 0 or op.tflops_per_s <= 0:
             missing += 1
             continue
+        use = counter_use_text(kc.get(op.name))
         tip = (
             f"#{i} {op.name} — {bucket_label(op.bucket)}; {op.intensity:,.1f} FLOP/B, {op.tflops_per_s:,.1f} TFLOP/s, "
             f"{pct(op.roofline_fraction, 0)} of its roofline; {ms(op.self_ps)} ms/step ({pct(op.fraction)})"
+            + (f"; counters: {use}" if use else "")
         )
+        if use:
+            counters.append(Fact(f"#{i} {_cut(op.name, 60)}", use))
         pts.append(svg.RoofPoint(i, op.intensity, op.tflops_per_s, op.fraction, svg.colour(op.bucket), tip))
     facts = (
         Fact("BF16 peak per TensorCore", f"{bf16:,.0f} TFLOP/s"),
@@ -631,7 +637,24 @@ def _roofline(a: Analysis) -> RooflineView:
         )
     )
     chart = svg.roofline(pts, roofs, hbm_tbps, f"Roofline of the top ops on {chip.name}", desc)
-    return RooflineView(chart, "Each dot is one top op (number = rank in the top-ops table; size = share of the step).", facts, unplotted)
+    return RooflineView(chart, "Each dot is one top op (number = rank in the top-ops table; size = share of the step).", facts, unplotted,
+                        tuple(counters))
+
+
+def counter_use_text(k) -> str:
+    """'MXU 72% · vector 30% · mxu_bound' of an op's hardware counters (KernelCounters; "" without)."""
+    if k is None or not k.utilisation:
+        return ""
+    vec = max((v for u, v in k.utilisation.items() if u.startswith("Vector") and u not in ("Vector Fills", "Vector Spills")),
+              default=None)
+    parts = [f"MXU {k.utilisation.get('MXU', 0.0):.0%}"]
+    if vec is not None:
+        parts.append(f"vector {vec:.0%}")
+    if k.ep_wait_fraction is not None:
+        parts.append(f"ep_wait {k.ep_wait_fraction:.0%}")
+    if k.verdict:
+        parts.append(k.verdict)
+    return " · ".join(parts)
 
 
 def _cores(a: Analysis) -> CoresView:

@@ -237,6 +237,7 @@ class RooflineView:
     caption: str
     facts: tuple[Fact, ...]
     unplotted: str
+    counters: tuple[Fact, ...] = ()  # per plotted op with hardware counters: '#rank op' -> MXU / vector use, verdict
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from .builder import OpT
-from .layers import CUSTOM_MATMUL_KERNEL
+from .layers import CUSTOM_MATMUL_KERNEL, OPAQUE_MATMUL_KERNEL
 
 __all__ = ["PROFILES", "profile_of", "windows", "UNITS"]
 
@@ -32,7 +32,7 @@ def profile_of(op: OpT) -> str | None:
     """The profile kind of a kernel op, None for ops without counters."""
     if op.category != "custom-call":
         return None
-    if op.name.startswith(CUSTOM_MATMUL_KERNEL):
+    if op.name.startswith((CUSTOM_MATMUL_KERNEL, OPAQUE_MATMUL_KERNEL)):
         return "custom_matmul"
     if op.bucket == "attention":
         return "attention_dkv" if "_mha_dkv" in op.name else "attention"

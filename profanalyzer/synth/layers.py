@@ -153,6 +153,8 @@ def custom_matmul_kernel(b: Builder, scope: str, M: int, K: int, N: int, *, phas
     under a name that says nothing (``fused_ffn_down_block``): a
     tpu_custom_call with typed operands, an xprof_metadata JSON of block sizes
     and no flops stat. Truth: matmul_bf16, FLOPs 2*M*N*K."""
+    if b.s.opaque_kernel:
+        return opaque_matmul_kernel(b, scope, M, K, N, phase=phase, remat=remat)
     name = b.nm.name(CUSTOM_MATMUL_KERNEL)
     x, w, o = shape("bf16", (M, K)), shape("bf16", (K, N)), shape("bf16", (M, N))
     text = (f"%{name} = {o}{{1,0}} custom-call({x}{{1,0}} {b.last}, {w}{{1,0}} %param.{b.nm.num('param')}), "
@@ -166,6 +168,32 @@ def custom_matmul_kernel(b: Builder, scope: str, M: int, K: int, N: int, *, phas
                   flops=flops, model_flops=0 if remat else flops, bytes_accessed=0, raw_bytes=0, shape=o,
                   base_ps=compute_ps(flops, byts, CORE_PEAK_BF16, b.s.matmul_eff, eff_m=0.85), stat_flops=False,
                   precision="bf16", remat=remat)
+    b.last = "%" + name
+    return op
+
+
+#: The opaque kernel's name: nothing in it, in its scope or in its HLO says matmul.
+OPAQUE_MATMUL_KERNEL = "ffn_down_tiled"
+
+
+def opaque_matmul_kernel(b: Builder, scope: str, M: int, K: int, N: int, *, phase: str, remat: bool) -> OpT:
+    """The same x[M, K] @ w[K, N] kernel as ``custom_matmul_kernel``, but its
+    HLO text names its operands bare (no types, no operand layout
+    constraints) and carries no kernel metadata, so name, metadata and
+    shapes say nothing: only its hardware counters (MXU busy, synth.counters)
+    say it is a matmul. Truth: matmul_bf16 when the capture has counters,
+    else other_compute (nothing to tell); its FLOPs are not derivable."""
+    name = b.nm.name(OPAQUE_MATMUL_KERNEL)
+    o = shape("bf16", (M, N))
+    text = (f"%{name} = {o}{{1,0}} custom-call({b.last}, %param.{b.nm.num('param')}), "
+            f"custom_call_target=\"tpu_custom_call\"")
+    flops = 2 * M * N * K
+    byts = nbytes("bf16", (M, K)) + nbytes("bf16", (K, N)) + nbytes("bf16", (M, N))
+    op = b.new_op(name=name, hlo=text, category="custom-call", bucket="matmul_bf16" if b.s.counters else "other_compute",
+                  phase=phase, tf_op=f"{scope}/jit({OPAQUE_MATMUL_KERNEL})/pallas_call:", source="model/ffn_kernel.py:120",
+                  flops=flops, model_flops=0 if remat else flops, bytes_accessed=0, raw_bytes=0, shape=o,
+                  base_ps=compute_ps(flops, byts, CORE_PEAK_BF16, b.s.matmul_eff, eff_m=0.85), stat_flops=False,
+                  precision="bf16" if b.s.counters else "", remat=remat)
     b.last = "%" + name
     return op
 

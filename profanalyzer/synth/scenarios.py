@@ -126,6 +126,7 @@ class Scenario:
     # -- issue #26 (defaults keep the old bytes) --------------------------------
     custom_matmul: bool = False  # the MLP's down projection is a Pallas kernel with an unfamiliar name (no flops stat)
     counters: bool = False  # _counters_ (% util samples) and emit_pipeline XLA TraceMe phases over the Pallas kernels
+    opaque_kernel: bool = False  # custom_matmul's kernel shows no operand types, layout constraints or metadata: only counters say matmul
 
     @property
     def extended_truth(self) -> bool:
@@ -675,6 +676,26 @@ _CATALOG: list[Scenario] = [
         hlo_memory=True,
         expect_fire=(),
         expect_quiet=("sc_offload", "fp8", "scoped_vmem", "tokamax"),
+    ),
+    # ---- inside the kernels (issue #26) -------------------------------------------
+    _DENSE.with_(
+        name="pallas_kernel_counters",
+        finding=(
+            "Captured with the kernel-profiling flags: counters show the MLP's unfamiliar Pallas kernel "
+            "fused_ffn_down_block MXU-bound (72% MXU, a bf16 matmul by its operand shapes: FP8 next), the "
+            "splash dK/dV kernels waiting on their pipeline's DMA (40% ep_wait: block sizes, scoped VMEM) "
+            "and the other attention kernels vector-bound."
+        ),
+        description=(
+            "dense_short_fsdp with 1 layer whose MLP down projection is a user's Pallas kernel under a "
+            "name that says nothing (typed operands and block-size metadata, no flops stat), and a "
+            "_counters_ line (MXU / vector % util samples) and emit_pipeline ep_wait_in / ep_run_kernel "
+            "phases on XLA TraceMe over every Pallas kernel."
+        ),
+        stresses=None,
+        layers=1,
+        custom_matmul=True,
+        counters=True,
     ),
 ]
 

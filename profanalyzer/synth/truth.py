@@ -218,7 +218,8 @@ def build_truth(tl: Timeline, hostnames: list[str], plane_names: dict) -> dict:
         _extend_truth(truth, tl, hostnames, kept, step_ps, train_prog)
     if spec.custom_matmul:
         # issue #26: custom Pallas kernels without a flops stat: what each computes
-        truth["custom_kernels"] = {o.name: {"bucket": o.bucket, "flops": int(o.flops), "precision": o.precision or None}
+        truth["custom_kernels"] = {o.name: {"bucket": o.bucket, "flops": int(o.flops), "precision": o.precision or None,
+                                            "evidence": "counters" if spec.opaque_kernel else "operand shapes"}
                                    for o in plan.ops if o.category == "custom-call" and not o.stat_flops}
     if spec.counters:
         # issue #26: the counter profile of each Pallas kernel (synth.counters)

@@ -294,9 +294,10 @@ def write_host(tl: Timeline, h: int, hostname: str, seed: int, counts: dict) -> 
         tm_g = np.array([x[3] for x in tl.traceme], dtype=np.int64)
 
         if spec.counters:
-            ctr_line, ph = _counter_lines(tl, gi, ops, ev, st, clock, stable_hash(spec.name) + seed)
+            ctr_line, ph, n_ctr = _counter_lines(tl, gi, ops, ev, st, clock, stable_hash(spec.name) + seed)
             if ctr_line:
                 lines.append(ctr_line)
+                n_dev += n_ctr
             if len(ph[0]):
                 tm_meta, tm_s, tm_d, tm_g = (np.concatenate([a, b]) for a, b in zip((tm_meta, tm_s, tm_d, tm_g), ph))
                 o_ = np.argsort(tm_s, kind="stable")
@@ -329,7 +330,7 @@ def write_host(tl: Timeline, h: int, hostname: str, seed: int, counts: dict) -> 
 
 
 def _counter_lines(tl: Timeline, gi: int, ops, ev: "_Events", st: _Stats, clock: _Clock, seed: int):
-    """(the `_counters_` line, the emit_pipeline phases (meta, start, dur, group)) of one TensorCore."""
+    """(the `_counters_` line, the emit_pipeline phases (meta, start, dur, group), its event count) of one TensorCore."""
     from .counters import PROFILES, UNITS, profile_of, windows
 
     kinds = [profile_of(o) for o in ops]
@@ -354,7 +355,7 @@ def _counter_lines(tl: Timeline, gi: int, ops, ev: "_Events", st: _Stats, clock:
             ph_g.append(int(tl.occ_step[i]))
     phases = tuple(np.asarray(x, dtype=np.int64) for x in (ph_meta, ph_s, ph_d, ph_g))
     if not events:
-        return b"", phases
+        return b"", phases, 0
     events.sort()
     first = events[0][0]
     last = max(a + d for a, d, _, _ in events)
@@ -363,7 +364,7 @@ def _counter_lines(tl: Timeline, gi: int, ops, ev: "_Events", st: _Stats, clock:
     for a, d, mid, u in events:
         line.events.add(metadata_id=mid, offset_ps=a - origin, duration_ps=d,
                         stats=[pb.XStat(metadata_id=util_id, double_value=u)])
-    return line.SerializeToString(), phases
+    return line.SerializeToString(), phases, len(events)
 
 
 def _sparsecore_plane(tl: Timeline, h: int, c: int, k: int, hostname: str, clock: _Clock, pid: int):
