@@ -87,3 +87,20 @@ def test_quiet_without_collectives_or_with_two_cores():
     assert late_core.check(a)
     assert not late_core.check(replace(a, collective_diagnosis=None))
     assert not late_core.check(replace(a, collective_diagnosis=replace(a.collective_diagnosis, cores=2)))
+
+
+def test_the_html_table_names_each_type_by_its_label():
+    """The per-collective table reads 'All-gather', not the JSON key 'all_gather'."""
+    from conftest import analysis_of, findings_of
+    from test_report_html import parse
+
+    from profanalyzer.report.html import render_html
+    from profanalyzer.vocab import COLLECTIVE_TYPE_LABELS
+
+    a = analysis_of("straggler_core")
+    dom = parse(render_html(a, findings_of("straggler_core"), command_line="profanalyze t", input_sha256="0" * 64))
+    rows = [tr for tr in dom.by_id("coll-diag").find_all("tr") if tr.find("td") is not None]
+    assert rows
+    shown = {tr.find("th").norm_text() for tr in rows}
+    assert shown <= set(COLLECTIVE_TYPE_LABELS.values()), shown
+    assert shown == {COLLECTIVE_TYPE_LABELS[t] for t in a.collective_diagnosis.types}

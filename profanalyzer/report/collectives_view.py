@@ -12,13 +12,15 @@ from dataclasses import dataclass
 
 from profanalyzer.format import ms, pct
 from profanalyzer.model import Analysis
+from profanalyzer.vocab import COLLECTIVE_TYPE_LABELS
 
 __all__ = ["CollectiveRowView", "CollectivesView", "collectives_view", "collectives_markdown", "card_sources"]
 
 
 @dataclass(frozen=True)
 class CollectiveRowView:
-    type: str
+    type: str  # the JSON key (data-type)
+    label: str  # as shown (vocab.COLLECTIVE_TYPE_LABELS)
     instances: int
     per_step: str
     bytes: str  # per instance
@@ -56,7 +58,7 @@ def collectives_view(a: Analysis) -> CollectivesView | None:
         return None
     rows = tuple(
         CollectiveRowView(
-            type=x.type, instances=x.instances, per_step=f"{x.per_step:.1f}", bytes=_bytes(x.bytes_per_instance),
+            type=x.type, label=COLLECTIVE_TYPE_LABELS.get(x.type, x.type), instances=x.instances, per_step=f"{x.per_step:.1f}", bytes=_bytes(x.bytes_per_instance),
             achieved="—" if x.achieved_gbps is None else f"{x.achieved_gbps:.1f}", of_link=pct(x.link_fraction),
             exposed_ms=ms(x.exposed_ps), exposed_pct=pct(x.exposed_fraction), spread_ms=ms(x.arrival_spread_ps),
             last_core=x.last_core or "—", last_share=pct(x.last_core_share), p50_ms=ms(x.window_p50_ps),
@@ -86,7 +88,7 @@ def collectives_markdown(a: Analysis, esc) -> list[str]:
            "| Type | Instances | Bytes | GB/s | Of link | Exposed ms | Spread ms | Last core | Last share | CV |",
            "|---|--:|--:|--:|--:|--:|--:|---|--:|--:|"]
     for r in v.rows:
-        out.append(f"| {esc(r.type)} | {r.instances} | {r.bytes} | {r.achieved} | {r.of_link} | {r.exposed_ms} | "
+        out.append(f"| {esc(r.label)} | {r.instances} | {r.bytes} | {r.achieved} | {r.of_link} | {r.exposed_ms} | "
                    f"{r.spread_ms} | {esc(r.last_core)} | {r.last_share} | {r.cv} |")
     out += ["", esc(v.note), ""]
     return out
