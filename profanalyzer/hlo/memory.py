@@ -16,25 +16,31 @@ compiler's own `memory_analysis()` (CompiledMemoryStats).
   against the compiler's.
 
 Why the temp differs from the compiler's. Arguments, outputs and aliasing
-equal `memory_analysis()` exactly; the temp does not, and no formula over the
-dumped artifacts gives it. Measured on the corpus (sample_traces/compiled)
-and the MaxText dump: the color-0 preallocated-temp allocation is the heap
-(the memory-usage report's color-0 total is exactly the sum of the color-0
-allocations); adding thread-local and constant allocations, the other
-colors' temp allocations, or the generated code misses by more than 1% on most programs, and in both
-directions (remat_full: +198% with every color, -12% without). The
-compiler's temp is not a superset of the assignment's either: serving_decode
-and a one-device train step report temp 0 while their assignments hold a
-131136 / 49184-byte heap. The after_codegen module is instruction for
-instruction the after_optimizations one (it adds backend configs only) and
-carries no buffer assignment, and the compiler's temp figure occurs in no
-dumped file (not as a number in the HLO text, not as a varint in either
-HloProto, not in the MaxText dump's buffer-assignment / memory-usage /
-live-range files, nor in libtpu's LLO dump `--xla_jf_dump_to` of a small
-8-device train step, whose temp the assignment puts 6% below the compiler's): it is
-made after those stages and only `memory_analysis()` reports it. The
-assignment's figure is therefore stated beside the compiler's, never
-stretched to meet it.
+equal `memory_analysis()` exactly; the temp does not, and no formula over
+the dumped artifacts gives it. Measured on the corpus
+(sample_traces/compiled) and the MaxText dump:
+- the color-0 preallocated-temp allocation is the heap (the memory-usage
+  report's color-0 total is exactly the sum of the color-0 allocations);
+  adding thread-local and constant allocations, the other colors' temp
+  allocations, or the generated code misses by more than 1% on most
+  programs, in both directions (remat_full: -12% with the heap, +198% with
+  every color's temp);
+- the compiler's temp is not a superset of the heap: serving_decode, and a
+  one-device train step compiled to probe it, report temp 0 beside a heap
+  of small values only (131136 / 49184 bytes);
+- nor a monotone function of it: a one-device scan over 4 layers of
+  bf16[1024,1024] has a 50528256-byte heap and temp 67500704, over 8 layers
+  a 117686784-byte heap and temp 117963328 (heap +67 MB, temp +50 MB);
+- the after_codegen module is the after_optimizations one instruction for
+  instruction (backend configs added; 8631 lines each in the MaxText dump)
+  and carries no buffer assignment;
+- the figure occurs in no dumped file: not as a number in the HLO text, not
+  as a varint in either HloProto, not in the MaxText dump's
+  buffer-assignment / memory-usage / live-range files, nor in libtpu's LLO
+  dump (`--xla_jf_dump_to`) of the probe programs.
+The final temp is made after the stages the dump writes and only
+`memory_analysis()` reports it; the assignment's figure is stated beside
+the compiler's, never stretched to meet it.
 """
 
 from __future__ import annotations
