@@ -155,11 +155,10 @@ def _hbm(p: dict):
 
 
 #: The buffer assignment in the HloProto is the one dumped after optimizations; the compiler's
-#: memory_analysis() reports the final executable's, whose temp is larger on every training program
-#: here (buffers the passes after that stage add -- the after_codegen module carries no buffer
-#: assignment to check). Arguments, outputs and aliasing agree exactly; the temp gap is stated, not hidden:
-#: measured 11-34% of the compiler's temp (up to 25% of the peak) on the training programs, within 1% on
-#: serving_decode and v5p_dense_fsdp.
+#: memory_analysis() temp is made later and recorded in no dumped file (profanalyzer/hlo/memory.py
+#: states the evidence; the tests below check it). Arguments, outputs and aliasing agree exactly; the
+#: temp gap is stated, not hidden: the heap is 11-34% below the compiler's temp on the training programs
+#: (up to 25% of the peak), within 1% of the peak on serving_decode and v5p_dense_fsdp.
 PEAK_GAP_MAX = 0.35
 
 
@@ -181,6 +180,52 @@ def test_the_hbm_gap_is_the_temp_of_the_final_stage():
     assert within == ["serving_decode", "v5p_dense_fsdp"], within
     # everywhere else the final executable holds more temp than the assignment dumped after optimizations
     assert all(c.temp > o.temp for n, (o, c) in gaps.items() if n not in within)
+    # ... but not as a superset: serving_decode's compiler temp is 0 beside a non-empty heap
+    o, c = gaps["serving_decode"]
+    assert c.temp == 0 < o.temp
+
+
+def _varint(n: int) -> bytes:
+    out = bytearray()
+    while True:
+        b, n = n & 0x7F, n >> 7
+        out.append(b | (0x80 if n else 0))
+        if not n:
+            return bytes(out)
+
+
+def test_no_formula_over_the_dumped_assignment_gives_the_compilers_temp():
+    from profanalyzer.hlo.memory import proto_allocations, temp_candidates
+
+    misses: dict[str, list[str]] = {}
+    for p in PROGRAMS:
+        proto = gzip.decompress((CORPUS / p["files"]["hlo_proto"]).read_bytes())
+        mem = json.loads((CORPUS / p["files"]["compiler"]).read_text())["memory_analysis"]
+        want = mem["temp_size_in_bytes"]
+        for k, v in temp_candidates(proto_allocations(proto), mem["generated_code_size_in_bytes"]).items():
+            if abs(v - want) > 0.01 * max(want, 1):
+                misses.setdefault(k, []).append(p["name"])
+    # every candidate misses by more than 1% on at least a third of the programs
+    assert set(misses) == {"heap", "heap + thread-local + constants", "heap + every color's temp",
+                           "heap + generated code"}
+    assert all(len(v) >= len(PROGRAMS) // 3 for v in misses.values()), misses
+
+
+@pytest.mark.parametrize("p", PROGRAMS, ids=lambda p: p["name"])
+def test_the_compilers_temp_is_in_no_dumped_artifact(p):
+    # the figure memory_analysis() reports is neither a field of the after_optimizations HloProto (with
+    # its buffer assignment) or the after_codegen one (which carries none), nor a number in the HLO text
+    from profanalyzer.hlo.memory import proto_allocations
+
+    want = json.loads((CORPUS / p["files"]["compiler"]).read_text())["memory_analysis"]["temp_size_in_bytes"]
+    if want == 0:
+        pytest.skip("temp 0: nothing to look for")
+    after_opt = gzip.decompress((CORPUS / p["files"]["hlo_proto"]).read_bytes())
+    after_codegen = gzip.decompress((CORPUS / p["files"]["hlo_proto_after_codegen"]).read_bytes())
+    text = gzip.decompress((CORPUS / p["files"]["hlo_text"]).read_bytes())
+    assert proto_allocations(after_opt) and not proto_allocations(after_codegen)
+    assert _varint(want) not in after_opt and _varint(want) not in after_codegen
+    assert str(want).encode() not in text
 
 
 @pytest.mark.parametrize("p", PROGRAMS, ids=lambda p: p["name"])
