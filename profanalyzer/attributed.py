@@ -113,6 +113,9 @@ class Attributed:
         them): (Program or None, why none)."""
         if "program" not in self.lazy:
             from profanalyzer.hlo.load import read_trace_program
+            from profanalyzer.trace import module_names
 
-            self.lazy["program"] = read_trace_program(self.trace.hosts[0].file if self.trace.hosts else None)
+            ran = module_names(self.trace)  # a capture keeps every program it compiled: read those that ran
+            self.lazy["program"] = read_trace_program(self.trace.hosts[0].file if self.trace.hosts else None,
+                                                      ran or None)
         return self.lazy["program"]

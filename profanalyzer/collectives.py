@@ -65,6 +65,42 @@ def _core_windows(trace: Trace, w: CoreWork, wins, kept: np.ndarray) -> dict[str
             "hidden": w.compute(e) - w.compute(s)}
 
 
+
+def _instances(cores: list[dict[str, np.ndarray]]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The collective instances across cores: an instance is the k-th window
+    (by start) of one type in one step, matched across cores by (type, step,
+    k). Returns its type per instance, and per instance x core the window's
+    start and whether that core has it."""
+    keys, cols, vals = [], [], []
+    for c, cw in enumerate(cores):
+        t, sn, st = (np.asarray(cw[k], dtype=np.int64) for k in ("type", "step", "start"))
+        if not len(t):
+            continue
+        order = np.lexsort((st, sn, t))
+        t, sn, st = t[order], sn[order], st[order]
+        first = np.ones(len(t), dtype=bool)
+        first[1:] = (t[1:] != t[:-1]) | (sn[1:] != sn[:-1])
+        group = np.cumsum(first) - 1
+        k = np.arange(len(t)) - np.flatnonzero(first)[group]
+        keys.append(np.stack([t, sn, k], axis=1))
+        cols.append(np.full(len(t), c, dtype=np.int64))
+        vals.append(st)
+    if not keys:
+        empty = np.zeros((0, len(cores)), dtype=np.int64)
+        return np.zeros(0, dtype=np.int64), empty, empty.astype(bool)
+    key = np.concatenate(keys)
+    # (type, step, k) as one integer: types and k are small, steps a range
+    n_types, n_k = int(key[:, 0].max()) + 1, int(key[:, 2].max()) + 1
+    step0 = int(key[:, 1].min())
+    flat = ((key[:, 1] - step0) * n_k + key[:, 2]) * n_types + key[:, 0]
+    uniq, inv = np.unique(flat, return_inverse=True)
+    starts = np.zeros((len(uniq), len(cores)), dtype=np.int64)
+    present = np.zeros((len(uniq), len(cores)), dtype=bool)
+    col = np.concatenate(cols)
+    starts[inv, col] = np.concatenate(vals)
+    present[inv, col] = True
+    return uniq % n_types, starts, present
+
 def diagnose_collectives(att: Attributed, overlap: OverlapResult) -> CollectiveDiagnostics | None:
     trace, work, kept_steps, step_mean_ps = att.trace, att.work, att.kept_steps, att.step_mean
     kept = np.asarray(sorted(kept_steps), dtype=np.int64)
@@ -82,39 +118,28 @@ def diagnose_collectives(att: Attributed, overlap: OverlapResult) -> CollectiveD
         return None
     tol = max(float(TOLERANCE_MIN_PS), TOLERANCE_STEP_FRACTION * step_mean_ps)
     labels = [lab for lab, _ in per_core]
-    # instance key (type, step, k) -> per core (start, end)
-    inst: dict[tuple[int, int, int], dict[int, tuple[int, int]]] = {}
-    for c, (_, cw) in enumerate(per_core):
-        order = np.lexsort((cw["start"], cw["step"], cw["type"]))
-        seen: dict[tuple[int, int], int] = {}
-        for i in order.tolist():
-            t, sn = int(cw["type"][i]), int(cw["step"][i])
-            k = seen.get((t, sn), 0)
-            seen[(t, sn)] = k + 1
-            inst.setdefault((t, sn, k), {})[c] = (int(cw["start"][i]), int(cw["end"][i]))
-    last_counts = np.zeros(len(per_core), dtype=np.int64)
-    lateness: list[list[float]] = [[] for _ in per_core]
+    inst_type, starts, present = _instances([cw for _, cw in per_core])
+    # an instance counts when two or more cores ran it; the last core is the
+    # first of the latest starts, late by its start minus the others' median
+    shared = present.sum(axis=1) >= 2
+    inst_type, starts, present = inst_type[shared], starts[shared], present[shared]
+    n_inst = len(inst_type)
+    rows = np.arange(n_inst)
+    sf = np.where(present, starts.astype(np.float64), np.nan)
+    spread = np.nanmax(sf, axis=1) - np.nanmin(sf, axis=1) if n_inst else np.zeros(0)
+    last = np.nanargmax(sf, axis=1) if n_inst else np.zeros(0, dtype=np.int64)
+    others = sf.copy()
+    others[rows, last] = np.nan
+    late_by = sf[rows, last] - (np.nanmedian(others, axis=1) if n_inst else np.zeros(0))
+    is_late = late_by > tol
+    last_counts = np.bincount(last[is_late], minlength=len(per_core)).astype(np.int64)
     by_type: dict[int, dict] = {}
-    n_inst = 0
-    for (t, _sn, _k), cores in sorted(inst.items()):
-        if len(cores) < 2:
-            continue
-        n_inst += 1
-        d = by_type.setdefault(t, {"n": 0, "spread": [], "last": np.zeros(len(per_core), dtype=np.int64), "distinct": 0})
-        d["n"] += 1
-        cs = sorted(cores)
-        starts = np.asarray([cores[c][0] for c in cs], dtype=np.int64)
-        d["spread"].append(float(starts.max() - starts.min()))
-        j = int(np.argmax(starts))
-        others = np.delete(starts, j)
-        late = float(starts[j]) - median(others)
-        if late <= tol:
-            continue
-        c_last = cs[j]
-        last_counts[c_last] += 1
-        d["last"][c_last] += 1
-        d["distinct"] += 1
-        lateness[c_last].append(late)
+    for t in np.unique(inst_type).tolist():
+        of = inst_type == t
+        late_t = of & is_late
+        by_type[int(t)] = {"n": int(of.sum()), "spread": spread[of],
+                           "last": np.bincount(last[late_t], minlength=len(per_core)).astype(np.int64),
+                           "distinct": int(late_t.sum())}
     if not n_inst:
         return None
     denom_steps = max(1, n_core_steps)
@@ -162,7 +187,7 @@ def diagnose_collectives(att: Attributed, overlap: OverlapResult) -> CollectiveD
         tolerance_ps=tol,
         last_core=labels[top] if top is not None else None,
         last_core_share=(float(last_counts[top]) / distinct) if top is not None else None,
-        last_core_lateness_ps=median(lateness[top]) if top is not None else 0.0,
+        last_core_lateness_ps=median(late_by[is_late & (last == top)]) if top is not None else 0.0,
         last_counts={labels[c]: int(n) for c, n in enumerate(last_counts.tolist()) if n},
         types=types,
         rule=RULE,

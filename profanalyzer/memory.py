@@ -45,6 +45,7 @@ from profanalyzer.hardware import Chip
 from profanalyzer.model import MemoryBuffer, MemorySummary
 from profanalyzer.trace import LINE_MODULES, Trace
 from profanalyzer.xspace import reader, wire, xplane_pb2
+from profanalyzer.xspace.metadata import PL_EVENT_METADATA, PL_LINES, length_field, program_plane, program_trim, stripped_entry, wire_type
 
 __all__ = [
     "BufferAssignment", "Allocation", "LogicalBuffer", "HeapEvent", "AllocatorPeak",
@@ -393,55 +394,6 @@ def _hlo_proto(meta: xplane_pb2.XPlane, program: str) -> bytes | None:
     return None
 
 
-# XPlane, its event-metadata map entries, XEventMetadata
-_PL_LINES, _PL_EVENT_METADATA = 3, 4
-_ENTRY_VALUE = 2
-_EM_METADATA, _EM_STATS = 3, 5
-
-
-def _stripped_entry(buf, start: int, end: int) -> bytes:
-    """A map entry without its value's stats and metadata bytes (id, name,
-    display name kept: the map's keys and order stay as they were)."""
-    out = bytearray()
-    for f, wt, _v, a, b, tag in wire.iter_fields(buf, start, end):
-        if f == _ENTRY_VALUE and wt == 2:
-            value = bytearray()
-            for f2, _wt2, _v2, _a2, b2, tag2 in wire.iter_fields(buf, a, b):
-                if f2 not in (_EM_METADATA, _EM_STATS):
-                    value += buf[tag2:b2]
-            out += _field(_ENTRY_VALUE, bytes(value))
-        else:
-            out += buf[tag:b]
-    return bytes(out)
-
-
-def _field(num: int, payload: bytes) -> bytes:
-    """A length-delimited field: tag, length, payload."""
-    return wire.encode_varint((num << 3) | 2) + wire.encode_varint(len(payload)) + payload
-
-
-def _wire_type(raw, start: int) -> int:
-    return wire.varint(raw, 0, start)[0] & 7
-
-
-def _metadata_trim(program: str) -> reader.FieldTrim:
-    """Per field of `/host:metadata`, what `_hlo_proto` reads of it: lines
-    dropped, event metadata not named like `program` without their stats
-    (the other programs' HLO protos: the bulk), the rest as it is."""
-    base = program.split("(", 1)[0]
-
-    def trim(f: int, raw, start: int):
-        if f == _PL_LINES:
-            return None
-        if f == _PL_EVENT_METADATA and _wire_type(raw, start) == 2:
-            _, name = wire.metadata_entry(raw, start, len(raw))
-            if name is not None and name != program and name.split("(", 1)[0] != base:
-                return _field(_PL_EVENT_METADATA, _stripped_entry(raw, start, len(raw)))
-        return raw
-
-    return trim
-
-
 def _host_trim(seen: list, keep_lines: Collection[int]) -> reader.FieldTrim:
     """Per field of a host plane: event metadata without their stats (names
     kept), the lines numbered in `keep_lines` and those the vectorised decoder
@@ -450,7 +402,7 @@ def _host_trim(seen: list, keep_lines: Collection[int]) -> reader.FieldTrim:
     count = [0]
 
     def trim(f: int, raw, start: int):
-        if f == _PL_LINES and _wire_type(raw, start) == 2:
+        if f == PL_LINES and wire_type(raw, start) == 2:
             k = count[0]
             count[0] += 1
             if k in keep_lines:
@@ -460,8 +412,8 @@ def _host_trim(seen: list, keep_lines: Collection[int]) -> reader.FieldTrim:
                 return raw
             seen.append((k, np.unique(got[1].metadata_id)))
             return None
-        if f == _PL_EVENT_METADATA and _wire_type(raw, start) == 2:
-            return _field(_PL_EVENT_METADATA, _stripped_entry(raw, start, len(raw)))
+        if f == PL_EVENT_METADATA and wire_type(raw, start) == 2:
+            return length_field(PL_EVENT_METADATA, stripped_entry(raw, start, len(raw)))
         return raw
 
     return trim
@@ -471,26 +423,11 @@ def _memory_ids(buf, start: int, end: int) -> np.ndarray:
     """The event metadata ids of a plane named in MEMORY_EVENTS."""
     ids = set()
     for f, wt, _v, a, b, _ in wire.iter_fields(buf, start, end):
-        if f == _PL_EVENT_METADATA and wt == 2:
+        if f == PL_EVENT_METADATA and wt == 2:
             key, name = wire.metadata_entry(buf, a, b)
             if name in MEMORY_EVENTS and key is not None:
                 ids.add(key - (1 << 64) if key >= 1 << 63 else key)
     return np.asarray(sorted(ids), dtype=np.int64)
-
-
-def _metadata_plane(buf, start: int, end: int, program: str) -> xplane_pb2.XPlane:
-    """The `/host:metadata` plane as `_hlo_proto` reads it, without the bulk
-    (`_metadata_trim`)."""
-    trim = _metadata_trim(program)
-    out = bytearray()
-    try:
-        for f, _wt, _v, a, b, tag in wire.iter_fields(buf, start, end):
-            keep = trim(f, memoryview(buf)[tag:b], a - tag)
-            if keep:
-                out += keep
-    except ValueError:  # malformed: the runtime parses it whole and says where
-        return xplane_pb2.XPlane.FromString(bytes(buf[start:end]))
-    return xplane_pb2.XPlane.FromString(bytes(out))
 
 
 def _allocator_plane(buf, start: int, end: int) -> xplane_pb2.XPlane:
@@ -502,7 +439,7 @@ def _allocator_plane(buf, start: int, end: int) -> xplane_pb2.XPlane:
         want = _memory_ids(buf, start, end)
         out = bytearray()
         for f, wt, _v, a, b, tag in wire.iter_fields(buf, start, end):
-            if f == _PL_LINES and wt == 2:
+            if f == PL_LINES and wt == 2:
                 if not len(want):
                     continue
                 got = wire.decode_line(buf, a, b, want=())
@@ -532,7 +469,7 @@ def _read_sources(file: str | Path, program: str) -> MemorySources:
 
     def trim(r: reader.PlaneRef) -> reader.FieldTrim | None:
         if r.kind == "metadata":
-            return _metadata_trim(program)
+            return program_trim((program,))
         return _host_trim(seen.setdefault(r.index, []), ())
 
     buf, index = reader.open_space(path, want=lambda r: r.kind == "host" or (r.kind == "metadata" and bool(program)), trim=trim)
@@ -540,7 +477,7 @@ def _read_sources(file: str | Path, program: str) -> MemorySources:
     metas = [p for p in index.planes if p.kind == "metadata"]
     hosts = [p for p in index.planes if p.kind == "host"]
     if metas and program:
-        meta = _metadata_plane(buf, metas[0].offset, metas[0].offset + metas[0].length, program)
+        meta = program_plane(buf, metas[0].offset, metas[0].offset + metas[0].length, (program,))
         data = _hlo_proto(meta, program)
         if data is None:
             out.notes.append(f"/host:metadata holds no HLO proto for {program}")

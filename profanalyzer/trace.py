@@ -443,3 +443,17 @@ def derive_steps(plane: Plane) -> Steps:
         if last > first:
             return Steps("whole capture", np.zeros(1, dtype=np.int64), np.asarray([first], np.int64), np.asarray([last], np.int64))
     return Steps("none", np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64))
+
+
+def module_names(trace: Trace) -> frozenset[str]:
+    """The programs that ran: the names of the XLA Modules events on every
+    TensorCore (as `jit_f(1219...)`)."""
+    names: set[str] = set()
+    for plane in trace.tensorcores:
+        ln = plane.line(LINE_MODULES)
+        if ln is None or not len(ln.events):
+            continue
+        for r in set(ln.events.meta.tolist()):
+            if r >= 0:
+                names.add(plane.meta.name[r])
+    return frozenset(names)

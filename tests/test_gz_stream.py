@@ -16,6 +16,7 @@ from profanalyzer.errors import InputError
 from profanalyzer.findings import run_rules
 from profanalyzer.model import result_document
 from profanalyzer.xspace import reader
+from profanalyzer.xspace.metadata import program_plane
 from xsb import SpaceBuilder
 
 EPOCH_NS = 1_732_000_000_000_000_000
@@ -245,7 +246,7 @@ def _check_selective_planes(path) -> int:
         whole = xplane_pb2.XPlane.FromString(bytes(buf[r.offset : r.offset + r.length]))
         if r.kind == "metadata":
             for program in _programs(whole):
-                part = memory._metadata_plane(buf, r.offset, r.offset + r.length, program)
+                part = program_plane(buf, r.offset, r.offset + r.length, (program,))
                 assert memory._hlo_proto(part, program) == memory._hlo_proto(whole, program), (path, program)
                 assert list(part.event_metadata) == list(whole.event_metadata)
                 checked += 1
@@ -284,7 +285,7 @@ def test_metadata_plane_keeps_the_program_chosen_among_same_base_names(tmp_path)
     (r,) = index.planes
     whole = xplane_pb2.XPlane.FromString(bytes(buf[r.offset : r.offset + r.length]))
     for program in ("jit_step(5)", "jit_step(9)", "jit_other(4)", "jit_none(1)"):
-        part = memory._metadata_plane(buf, r.offset, r.offset + r.length, program)
+        part = program_plane(buf, r.offset, r.offset + r.length, (program,))
         assert memory._hlo_proto(part, program) == memory._hlo_proto(whole, program)
         assert part.ByteSize() < (1 << 20) or program.startswith("jit_other")
 

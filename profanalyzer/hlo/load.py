@@ -21,6 +21,7 @@ import io
 import os
 import re
 import tarfile
+from collections.abc import Collection
 from dataclasses import replace
 from pathlib import Path
 
@@ -191,10 +192,17 @@ def _read_tar(path: Path) -> Program:
         return _program(mods, str(path), [f"stage {s} of {n}" for n, s in chosen], _aux(names, read))
 
 
-def _read_capture(path: Path) -> Program:
+def _read_capture(path: Path, programs: Collection[str] | None = None) -> Program:
+    """The HloProtos of a capture's `/host:metadata` planes: all of them, or
+    only those of `programs` (the others' bytes are dropped unparsed:
+    xspace.metadata)."""
     from profanalyzer.xspace import reader, xplane_pb2
+    from profanalyzer.xspace.metadata import program_plane, program_trim
 
-    buf, index = reader.open_space(path, want=lambda r: r.kind == "metadata")
+    def trim(r: reader.PlaneRef) -> reader.FieldTrim | None:
+        return program_trim(programs) if programs is not None and r.kind == "metadata" else None
+
+    buf, index = reader.open_space(path, want=lambda r: r.kind == "metadata", trim=trim)
     metas = [p for p in index.planes if p.kind == "metadata" and p.held]
     mods: list[Module] = []
     notes: list[str] = []
@@ -202,8 +210,11 @@ def _read_capture(path: Path) -> Program:
 
     for ref in metas:
         try:
-            plane = xplane_pb2.XPlane.FromString(  # type: ignore[attr-defined]
-                bytes(buf[ref.offset:ref.offset + ref.length]))
+            if programs is not None:
+                plane = program_plane(buf, ref.offset, ref.offset + ref.length, programs)
+            else:
+                plane = xplane_pb2.XPlane.FromString(  # type: ignore[attr-defined]
+                    bytes(buf[ref.offset:ref.offset + ref.length]))
         except DecodeError as e:
             notes.append(f"/host:metadata plane not readable ({e})")
             continue
@@ -223,8 +234,9 @@ def _read_capture(path: Path) -> Program:
     return _program(mods, str(path), notes)
 
 
-def read_program(path: str | os.PathLike) -> Program:
-    """Every module `path` holds, and which is the main one."""
+def read_program(path: str | os.PathLike, programs: Collection[str] | None = None) -> Program:
+    """Every module `path` holds, and which is the main one; of a capture,
+    only the programs named in `programs` when given (those that ran)."""
     p = Path(path)
     if not p.exists():
         raise InputError(f"{p}: no such file or folder")
@@ -233,7 +245,7 @@ def read_program(path: str | os.PathLike) -> Program:
         if p.is_dir():
             return _read_folder(p)
         if name.endswith(".xplane.pb") or name.endswith(".xplane.pb.gz"):
-            return _read_capture(p)
+            return _read_capture(p, programs)
         if name.endswith(TAR_SUFFIXES) or (name.endswith(".gz") and _is_tar(p)):
             return _read_tar(p)
         if p.stat().st_size > MAX_BYTES:
@@ -272,7 +284,8 @@ def _is_tar(p: Path) -> bool:
         return False
 
 
-def read_trace_program(file: str | os.PathLike | None) -> tuple[Program | None, str]:
+def read_trace_program(file: str | os.PathLike | None,
+                       programs: Collection[str] | None = None) -> tuple[Program | None, str]:
     """The programs a trace's host file carries (its `/host:metadata` HloProtos,
     or the compiled program it was replayed from) and, when there are none or
     they cannot be read, why ("no HLO: ..."): a capture the analysis read stays
@@ -280,7 +293,7 @@ def read_trace_program(file: str | os.PathLike | None) -> tuple[Program | None, 
     if not file:
         return None, "no host files"
     try:
-        return read_program(file), ""
+        return read_program(file, programs), ""
     except InputError as e:
         return None, f"no HLO: {e}"
     except Exception as e:  # noqa: BLE001 - a corrupt HLO proto: no source lines, no anti-patterns, no expectations
