@@ -23,7 +23,7 @@ from profanalyzer.hlo.model import Computation, Instruction, Module, OpMetadata,
 
 __all__ = ["parse_text", "parse_shape", "split_top", "looks_like_hlo_text"]
 
-_SPECIAL = re.compile(r'[\\"(){}\[\]]')
+_SPECIAL = re.compile(r'[\\"(){}\[\],]')
 _OPEN = {"(": ")", "{": "}", "[": "]"}
 _CLOSE = {")", "}", "]"}
 _INSTR = re.compile(r"^\s*(ROOT\s+)?%?([^\s=(){}]+)\s*=\s*")
@@ -44,68 +44,64 @@ def looks_like_hlo_text(head: str) -> bool:
     return bool(re.search(r"^\s*HloModule\s", head, re.M))
 
 
-def _brackets(s: str, start: int = 0, in_str: bool = False):
-    """Walk `s` from `start`: (index, +1 / -1 / 0, in a string after it) at each
-    bracket outside quotes (+1 opening, -1 closing) and at each quote that
-    opens or closes a string (0); escapes inside quotes are skipped."""
-    skip = -1
-    for m in _SPECIAL.finditer(s, start):
-        at = m.start()
-        if at <= skip:
-            continue
-        c = m.group()
-        if in_str:
-            if c == "\\":
-                skip = at + 1
+class _Walk:
+    """The brackets and commas of `s` from `start` outside quotes, as
+    (index, character); escapes inside quotes are skipped. `in_str`: whether
+    the walk ends inside a quoted string (a statement spanning lines)."""
+
+    def __init__(self, s: str, start: int = 0, in_str: bool = False) -> None:
+        self.s, self.start, self.in_str = s, start, in_str
+
+    def __iter__(self):
+        skip = -1
+        for m in _SPECIAL.finditer(self.s, self.start):
+            at = m.start()
+            if at <= skip:
+                continue
+            c = m.group()
+            if self.in_str:
+                if c == "\\":
+                    skip = at + 1
+                elif c == '"':
+                    self.in_str = False
             elif c == '"':
-                in_str = False
-                yield at, 0, in_str
-        elif c == '"':
-            in_str = True
-            yield at, 0, in_str
-        elif c in _OPEN:
-            yield at, 1, in_str
-        elif c in _CLOSE:
-            yield at, -1, in_str
+                self.in_str = True
+            elif c != "\\":
+                yield at, c
 
 
 def _depth(s: str, depth: int = 0, in_str: bool = False) -> tuple[int, bool]:
     """Bracket depth after `s` (quotes respected; escapes inside quotes skipped)."""
-    for _, step, in_str in _brackets(s, 0, in_str):
-        depth += step
-    return depth, in_str
+    walk = _Walk(s, 0, in_str)
+    for _, c in walk:
+        depth += 1 if c in _OPEN else -1 if c in _CLOSE else 0
+    return depth, walk.in_str
 
 
 def _match_close(s: str, i: int) -> int:
     """Index just past the bracket closing the one at s[i] (len(s) if none)."""
     depth = 0
-    for at, step, _ in _brackets(s, i):
-        depth += step
-        if step < 0 and depth == 0:
-            return at + 1
-    return len(s)
-
-
-def split_top(s: str, sep: str = ",") -> list[str]:
-    """`s` split at `sep` outside brackets and quotes."""
-    out, depth, in_str, start, i, n = [], 0, False, 0, 0, len(s)
-    while i < n:
-        c = s[i]
-        if in_str:
-            if c == "\\":
-                i += 1
-            elif c == '"':
-                in_str = False
-        elif c == '"':
-            in_str = True
-        elif c in _OPEN:
+    for at, c in _Walk(s, i):
+        if c in _OPEN:
             depth += 1
         elif c in _CLOSE:
             depth -= 1
-        elif c == sep and depth == 0:
-            out.append(s[start:i])
-            start = i + 1
-        i += 1
+            if depth == 0:
+                return at + 1
+    return len(s)
+
+
+def split_top(s: str) -> list[str]:
+    """`s` split at the commas outside brackets and quotes."""
+    out, depth, start = [], 0, 0
+    for at, c in _Walk(s):
+        if c in _OPEN:
+            depth += 1
+        elif c in _CLOSE:
+            depth -= 1
+        elif depth == 0:  # a comma
+            out.append(s[start:at])
+            start = at + 1
     out.append(s[start:])
     return out
 
@@ -156,23 +152,15 @@ def _attrs(rest: str) -> list[tuple[str, str]]:
             break
         key, j = m.group(1), m.end()
         # the value runs to the next top-level ", key=" (or the end)
-        depth, in_str, k = 0, False, j
-        while k < n:
-            c = rest[k]
-            if in_str:
-                if c == "\\":
-                    k += 1
-                elif c == '"':
-                    in_str = False
-            elif c == '"':
-                in_str = True
-            elif c in _OPEN:
+        depth, k = 0, n
+        for at, c in _Walk(rest, j):
+            if c in _OPEN:
                 depth += 1
             elif c in _CLOSE:
                 depth -= 1
-            elif c == "," and depth <= 0 and _KEY.match(rest, k + 1):
+            elif depth <= 0 and _KEY.match(rest, at + 1):  # a comma before a key
+                k = at
                 break
-            k += 1
         out.append((key, rest[j:k].strip()))
         i = k
     return out
