@@ -3,7 +3,12 @@
 from __future__ import annotations
 
 from heuristics._util import fp8_cap, ms, op_line, pct, serving, step_ps
-from profanalyzer.hardware import FP8_GUIDE_TYPICAL_SPEEDUP, FP8_MEASURED_SPEEDUPS, FP8_RECIPES_SOURCE, fp8_measured_range
+from profanalyzer.hardware import (
+    FP8_GUIDE_TYPICAL_SPEEDUP,
+    FP8_MEASURED_SPEEDUPS,
+    FP8_RECIPES_SOURCE,
+    fp8_measured_range,
+)
 from profanalyzer.rules import rule
 
 #: BF16 matmul share of the step worth converting.

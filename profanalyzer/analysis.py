@@ -13,18 +13,28 @@ writes; `findings.load_analysis` reads it back.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Mapping
 
 import numpy as np
 
-from profanalyzer.version import __version__
+from profanalyzer.antipatterns import find_antipatterns
 from profanalyzer.attributed import Attributed
 from profanalyzer.attribution import CoreWork, attribute_trace
 from profanalyzer.capture import assumptions, capture_quality
+from profanalyzer.collectives import diagnose_collectives
+from profanalyzer.counters import (
+    counter_matmul_rows,
+    kernel_counters,
+    ops_precision,
+    with_counter_tags,
+    with_device_peaks,
+)
 from profanalyzer.errors import InputError
-from profanalyzer.stats import STRAGGLER_MIN_MEMBERS, STRAGGLER_MIN_REL_SCALE, STRAGGLER_Z, median, modified_z
+from profanalyzer.expected import summarize as expected_summary
+from profanalyzer.hostplanes import host_activity, no_host_planes_note
+from profanalyzer.idle import idle_causes
 from profanalyzer.model import (
     SCHEMA_VERSION,
     Analysis,
@@ -35,22 +45,33 @@ from profanalyzer.model import (
     StepRow,
     StepsSummary,
 )
-from profanalyzer.opstats import RATE_MIN_RUN_PS, ops_and_roofline, program_names, run_kind_of
+from profanalyzer.opstats import (
+    RATE_MIN_RUN_PS,
+    ops_and_roofline,
+    program_names,
+    run_kind_of,
+)
 from profanalyzer.overlap import analyze_overlap
-from profanalyzer.collectives import diagnose_collectives
-from profanalyzer.antipatterns import find_antipatterns
-from profanalyzer.counters import counter_matmul_rows, kernel_counters, ops_precision, with_counter_tags, with_device_peaks
-from profanalyzer.sourcelines import with_source_lines
-from profanalyzer.hostplanes import host_activity, no_host_planes_note
-from profanalyzer.expected import summarize as expected_summary
-from profanalyzer.idle import idle_causes
 from profanalyzer.scopes import scope_rollup
+from profanalyzer.sourcelines import with_source_lines
+from profanalyzer.stats import (
+    STRAGGLER_MIN_MEMBERS,
+    STRAGGLER_MIN_REL_SCALE,
+    STRAGGLER_Z,
+    median,
+    modified_z,
+)
 from profanalyzer.stepclass import step_classes
 from profanalyzer.timeline import build_timeline
-from profanalyzer.vocab import BUCKETS, COLLECTIVE_BUCKETS, PHASES, PREDICTED_INPUT_KINDS
 from profanalyzer.trace import ANALYSIS_LINES, Trace
 from profanalyzer.tracebuild import load_trace
-
+from profanalyzer.version import __version__
+from profanalyzer.vocab import (
+    BUCKETS,
+    COLLECTIVE_BUCKETS,
+    PHASES,
+    PREDICTED_INPUT_KINDS,
+)
 
 #: Steady-state rule: a step is an outlier when |d - median| > K * scale, with
 #: scale = max(1.4826 * MAD, MIN_REL_SCALE * median). Needs >= MIN_STEPS steps.

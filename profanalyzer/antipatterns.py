@@ -30,7 +30,7 @@ Nothing is reported without a program (`None`).
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 

@@ -19,16 +19,23 @@ buckets sum to the step window exactly (integer picoseconds).
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Callable, Mapping
 
 import numpy as np
 
-from profanalyzer.classify import ROLE_CODES, OpClass, async_pair_key, classify_codes, classify_op, columns_of
-from profanalyzer.trace import LINE_OPS, Plane, Trace
-from profanalyzer.vocab import BUCKETS, COMPUTE_BUCKETS, PHASES
+from profanalyzer.classify import (
+    ROLE_CODES,
+    OpClass,
+    async_pair_key,
+    classify_codes,
+    classify_op,
+    columns_of,
+)
 from profanalyzer.errors import InvariantError
 from profanalyzer.parallel import map_ordered
+from profanalyzer.trace import LINE_OPS, Plane, Trace
+from profanalyzer.vocab import BUCKETS, COMPUTE_BUCKETS, PHASES
 
 BUCKET_INDEX = {b: i for i, b in enumerate(BUCKETS)}
 IDLE = BUCKET_INDEX["idle"]
@@ -54,7 +61,7 @@ class OpTimeline:
     prefix_end: np.ndarray  # running max of end (monotonic): finds events overlapping a window
 
     @staticmethod
-    def of(start: np.ndarray, end: np.ndarray, parent: np.ndarray) -> "OpTimeline":
+    def of(start: np.ndarray, end: np.ndarray, parent: np.ndarray) -> OpTimeline:
         pe = np.maximum.accumulate(end) if len(end) else end
         return OpTimeline(start, end, parent, pe)
 

@@ -40,14 +40,15 @@ import math
 import os
 import re
 import tomllib
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 from profanalyzer.errors import InputError
 from profanalyzer.format import NOT_AVAILABLE, noise
-from profanalyzer.vocab import BUCKETS, COLLECTIVE_TYPES, IDLE_CAUSES
 from profanalyzer.model import Analysis, BucketShare, Findings, SchemaError, to_jsonable
+from profanalyzer.vocab import BUCKETS, COLLECTIVE_TYPES, IDLE_CAUSES
 
 TOP_KEYS = ("baseline", "fail_on", "budget", "max_regression")
 BOUND_KEYS = ("max", "min")

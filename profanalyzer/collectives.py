@@ -20,12 +20,15 @@ collective windows).
 
 from __future__ import annotations
 
-
 import numpy as np
 
 from profanalyzer.attributed import Attributed
 from profanalyzer.attribution import CoreWork, locate
-from profanalyzer.model import CollectiveDiagnosis, CollectiveDiagnostics, CollectiveTypeSummary
+from profanalyzer.model import (
+    CollectiveDiagnosis,
+    CollectiveDiagnostics,
+    CollectiveTypeSummary,
+)
 from profanalyzer.overlap import TYPES, OverlapResult
 from profanalyzer.stats import median
 from profanalyzer.trace import Trace

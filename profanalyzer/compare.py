@@ -46,13 +46,13 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from profanalyzer.errors import InputError
 from profanalyzer.format import ms, signed_ms
-from profanalyzer.stats import MIN_EFFECT, NOISE_K
 from profanalyzer.model import (
     Analysis,
     BucketShare,
@@ -66,6 +66,7 @@ from profanalyzer.model import (
     to_jsonable,
     validate_document,
 )
+from profanalyzer.stats import MIN_EFFECT, NOISE_K
 from profanalyzer.verify import RuleCheck, verify
 from profanalyzer.vocab import BUCKETS, COLLECTIVE_TYPES, IDLE_CAUSES
 

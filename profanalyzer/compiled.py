@@ -11,18 +11,22 @@ names (MaxText's `compile_topology: tpu7x-16`); else TPU7x, assumed.
 from __future__ import annotations
 
 import atexit
+import re
 import shutil
 import tempfile
+from collections.abc import Collection
 from dataclasses import replace
 from pathlib import Path
-from typing import Collection
-
-import re
 
 from profanalyzer.errors import InputError
 from profanalyzer.hardware import TPU7X, Chip, chip_by_key, chip_from_device_type
 from profanalyzer.hlo.load import is_program_path, read_program
-from profanalyzer.hlo.memory import assignment_stats, compiler_stats, parse_buffer_assignment, proto_allocations
+from profanalyzer.hlo.memory import (
+    assignment_stats,
+    compiler_stats,
+    parse_buffer_assignment,
+    proto_allocations,
+)
 from profanalyzer.hlo.model import Program
 from profanalyzer.hlo.replay import PREDICTED_NOTE, replay, to_xspace
 from profanalyzer.trace import Trace

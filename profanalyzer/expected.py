@@ -15,15 +15,14 @@ Imports: model, vocab, trace, hlo (the analysis stage's floor).
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import numpy as np
 
 from profanalyzer.attributed import Attributed
 from profanalyzer.hlo.load import read_trace_program
-from profanalyzer.hlo.model import Program
-from profanalyzer.hlo.model import Instruction
+from profanalyzer.hlo.model import Instruction, Program
 from profanalyzer.model import ExpectedFamily, ExpectedOp, ExpectedSlow, ExpectedSummary
 from profanalyzer.trace import LINE_OPS, Trace
 from profanalyzer.vocab import PREDICTED_INPUT_KINDS

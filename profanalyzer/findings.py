@@ -19,9 +19,9 @@ library entry of `profanalyze analyze` for either input (`analyze_source`).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import replace
 from pathlib import Path
-from typing import Iterable
 
 from profanalyzer.analysis import AnalysisOptions, analyze
 from profanalyzer.model import (
@@ -35,9 +35,9 @@ from profanalyzer.model import (
     read_json,
 )
 from profanalyzer.rules import Rule, severity_of
+from profanalyzer.sourcelines import finding_sources
 from profanalyzer.vocab import WHAT_IF_LEVERS
 from profanalyzer.workload import classify_workload
-from profanalyzer.sourcelines import finding_sources
 
 __all__ = [
     "all_rules", "merge", "run_rules", "rule_docs", "load_analysis", "analyze_source", "completed", "together",

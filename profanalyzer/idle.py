@@ -39,14 +39,13 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-
 from typing import TYPE_CHECKING
 
 import numpy as np
 
+from profanalyzer.attributed import TableMemo
 from profanalyzer.attribution import IDLE, CoreWork
 from profanalyzer.model import IdleCause
-from profanalyzer.attributed import TableMemo
 from profanalyzer.trace import LINE_MODULES, LINE_OPS
 from profanalyzer.vocab import BUCKETS, COLLECTIVE_BUCKETS, IDLE_CAUSES
 

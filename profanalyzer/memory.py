@@ -34,9 +34,9 @@ Imports: model, hardware, xspace (the analysis stage's floor).
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Collection
 
 import numpy as np
 from google.protobuf.message import DecodeError
@@ -45,7 +45,15 @@ from profanalyzer.hardware import Chip
 from profanalyzer.model import MemoryBuffer, MemorySummary
 from profanalyzer.trace import LINE_MODULES, Trace
 from profanalyzer.xspace import reader, wire, xplane_pb2
-from profanalyzer.xspace.metadata import PL_EVENT_METADATA, PL_LINES, length_field, program_plane, program_trim, stripped_entry, wire_type
+from profanalyzer.xspace.metadata import (
+    PL_EVENT_METADATA,
+    PL_LINES,
+    length_field,
+    program_plane,
+    program_trim,
+    stripped_entry,
+    wire_type,
+)
 
 __all__ = [
     "BufferAssignment", "Allocation", "LogicalBuffer", "HeapEvent", "AllocatorPeak",

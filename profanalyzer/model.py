@@ -27,14 +27,37 @@ Imports: records, vocab and errors only (the floor below the analysis).
 from __future__ import annotations
 
 import gzip
-import zlib
 import json
 import math
+import zlib
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from profanalyzer.errors import InputError, InvariantError
+from profanalyzer.parts import (  # leaf records, re-exported
+    DEFAULT_DEPTH,
+    NO_SCOPE,
+    TOP_LEVEL,
+    CaptureIssue,
+    CaptureQuality,
+    ChipSpec,
+    CorePeaks,
+    HostActivity,
+    HostOffloadSummary,
+    IdleCause,
+    Lane,
+    MemoryBuffer,
+    MemorySummary,
+    RidgePoints,
+    RunKind,
+    ScopeRow,
+    Span,
+    TimelineSample,
+    WindowSpan,
+    collapse,
+)
 from profanalyzer.records import (  # the JSON form, re-exported
     SIGNIFICANT_DIGITS,
     Record,
@@ -42,28 +65,6 @@ from profanalyzer.records import (  # the JSON form, re-exported
     from_jsonable,
     round_number,
     to_jsonable,
-)
-from profanalyzer.parts import (  # leaf records, re-exported
-    HostOffloadSummary,
-    RunKind,
-    CaptureIssue,
-    CaptureQuality,
-    Span,
-    Lane,
-    WindowSpan,
-    TimelineSample,
-    CorePeaks,
-    RidgePoints,
-    ChipSpec,
-    DEFAULT_DEPTH,
-    NO_SCOPE,
-    TOP_LEVEL,
-    ScopeRow,
-    collapse,
-    IdleCause,
-    HostActivity,
-    MemoryBuffer,
-    MemorySummary,
 )
 from profanalyzer.vocab import BUCKETS, COLLECTIVE_BUCKETS, COLLECTIVE_KIND_BUCKET
 
@@ -502,7 +503,7 @@ class Analysis(Record):
     time_basis: str = "measured"
     expected: ExpectedSummary | None = None  # the compiler's expected time beside the measured (profanalyzer.expected)
 
-    def frames(self, findings: "Findings | None" = None) -> dict:
+    def frames(self, findings: Findings | None = None) -> dict:
         """pandas DataFrames of this analysis (steps, buckets, ops, windows,
         findings; columns in profanalyzer.frames). Imports pandas."""
         from profanalyzer.frames import analysis_frames

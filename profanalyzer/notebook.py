@@ -19,13 +19,19 @@ import gzip
 import io
 import os
 import tempfile
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Mapping
 
 from profanalyzer.errors import InputError
 from profanalyzer.frames import analysis_card, analysis_frames
-from profanalyzer.model import Analysis, Findings, Record, read_document, result_document
+from profanalyzer.model import (
+    Analysis,
+    Findings,
+    Record,
+    read_document,
+    result_document,
+)
 from profanalyzer.run import Run, RunOptions, run
 from profanalyzer.sources import is_url, local_copy
 from profanalyzer.vocab import BUCKETS

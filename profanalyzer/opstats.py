@@ -23,22 +23,33 @@ import itertools
 import math
 import operator
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Mapping
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from profanalyzer.arrays import object_array, unique_ids
+from profanalyzer.attributed import TableMemo
 from profanalyzer.attribution import CoreWork, locate
 from profanalyzer.classify import async_pair_key
 from profanalyzer.classify.parse import shape_dims
 from profanalyzer.classify.tables import ARRAY
-from profanalyzer.model import BucketOps, HostOffloadSummary, RunKind, TopOp, Utilisation
-from profanalyzer.runkind import RunKindEvidence, decide_run_kind, inference_marker, inference_markers
+from profanalyzer.model import (
+    BucketOps,
+    HostOffloadSummary,
+    RunKind,
+    TopOp,
+    Utilisation,
+)
+from profanalyzer.runkind import (
+    RunKindEvidence,
+    decide_run_kind,
+    inference_marker,
+    inference_markers,
+)
 from profanalyzer.trace import LINE_MODULES, LINE_OPS, Trace
 from profanalyzer.vocab import ATTENTION_SPLIT, BUCKETS, COMPUTE_BUCKETS, MATMUL_BUCKETS
-
-from profanalyzer.attributed import TableMemo
 
 if TYPE_CHECKING:
     from profanalyzer.attributed import Attributed
@@ -102,7 +113,7 @@ class OpsResult:
     kernels: tuple[TopOp, ...]
     buckets: Mapping[str, BucketOps]
     host_offload: HostOffloadSummary | None = None
-    groups: "OpGroups | tuple[OpGroup, ...]" = ()  # most time first
+    groups: OpGroups | tuple[OpGroup, ...] = ()  # most time first
 
 
 class OpGroup:
@@ -183,7 +194,7 @@ class OpGroups:
             setattr(g, f, bool(getattr(self, f)[i]))
         return g
 
-    def take(self, idx) -> "OpGroups":
+    def take(self, idx) -> OpGroups:
         ix = np.asarray(idx, dtype=np.int64)
         il = ix.tolist()
         cols: dict = {f: _pick(getattr(self, f), il) for f in _TEXT_FIELDS}
@@ -191,7 +202,7 @@ class OpGroups:
         return OpGroups(**cols)
 
     @staticmethod
-    def of(groups) -> "OpGroups":
+    def of(groups) -> OpGroups:
         """Columns of a sequence of OpGroup."""
         gs = list(groups)
         cols: dict = {f: [getattr(g, f) for g in gs] for f in _TEXT_FIELDS}
@@ -642,7 +653,7 @@ def program_names(trace: Trace) -> tuple[str, ...]:
     return ()
 
 
-def run_kind_of(agg: "OpGroups | tuple[OpGroup, ...]", step_ps: float, n_core_steps: int, phases: Mapping,
+def run_kind_of(agg: OpGroups | tuple[OpGroup, ...], step_ps: float, n_core_steps: int, phases: Mapping,
                 remat_ps: float, programs: tuple[str, ...]) -> RunKind:
     """Training / inference / unknown from the op groups (see profanalyzer.runkind)."""
     g = agg if isinstance(agg, OpGroups) else OpGroups.of(agg)

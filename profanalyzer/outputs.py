@@ -28,8 +28,9 @@ import contextlib
 import os
 import re
 import stat
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import IO, Iterable, Iterator
+from typing import IO
 
 from profanalyzer.errors import OutputError
 
@@ -58,7 +59,7 @@ class Inputs:
     folder_paths: dict[str, str] = field(default_factory=dict)  # realpath -> the input (as given)
 
     @classmethod
-    def of(cls, paths: Iterable[str | os.PathLike | None]) -> "Inputs":
+    def of(cls, paths: Iterable[str | os.PathLike | None]) -> Inputs:
         """The inputs of a command (paths that do not exist, URLs and ``-``
         are skipped: reading them fails, or is not local)."""
         inputs = cls()

@@ -26,19 +26,40 @@ collectives their `Sparse Core Ops` ran, and the TensorCore `call-start` /
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Mapping, Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from profanalyzer.arrays import unique_ids
-from profanalyzer.model import CollectiveTypeSummary, CommunicationSummary, SparseCoreSummary, WindowRecord
+from profanalyzer.attributed import TableMemo
 from profanalyzer.attribution import BUCKET_INDEX, CoreWork, PlaneClasses, locate
 from profanalyzer.classify import ROLE_CODES, async_pair_key, classify_op
-from profanalyzer.attributed import TableMemo
+from profanalyzer.model import (
+    CollectiveTypeSummary,
+    CommunicationSummary,
+    SparseCoreSummary,
+    WindowRecord,
+)
 from profanalyzer.parallel import map_ordered
-from profanalyzer.vocab import BUCKETS, COLLECTIVE_BUCKETS, COLLECTIVE_KIND_BUCKET, COLLECTIVE_TYPES, OFFLOADABLE, SPARSECORE_CAPTURE_HINT
-from profanalyzer.trace import instruction_name, LINE_ASYNC, LINE_OPS, LINE_SC_MODULES, LINE_SC_OPS, Plane, Trace
+from profanalyzer.trace import (
+    LINE_ASYNC,
+    LINE_OPS,
+    LINE_SC_MODULES,
+    LINE_SC_OPS,
+    Plane,
+    Trace,
+    instruction_name,
+)
+from profanalyzer.vocab import (
+    BUCKETS,
+    COLLECTIVE_BUCKETS,
+    COLLECTIVE_KIND_BUCKET,
+    COLLECTIVE_TYPES,
+    OFFLOADABLE,
+    SPARSECORE_CAPTURE_HINT,
+)
 
 if TYPE_CHECKING:
     from profanalyzer.attributed import Attributed
@@ -58,7 +79,7 @@ class OverlapResult:
     types: Mapping[str, CollectiveTypeSummary]
     communication: CommunicationSummary
     sparsecore: SparseCoreSummary
-    windows: tuple["Windows", ...] = ()  # every collective window of each core of `work` (all steps), in work order
+    windows: tuple[Windows, ...] = ()  # every collective window of each core of `work` (all steps), in work order
 
 
 def _type_of(collective: str | None) -> str:
@@ -78,7 +99,7 @@ class Windows:
     def __len__(self) -> int:
         return len(self.start)
 
-    def take(self, idx) -> "Windows":
+    def take(self, idx) -> Windows:
         return Windows(*(getattr(self, f)[idx] for f in _WINDOW_FIELDS))
 
     def type_names(self) -> list[str]:
@@ -88,7 +109,7 @@ class Windows:
         return ["SparseCore" if x else "TensorCore" for x in self.on_sc.tolist()]
 
     @staticmethod
-    def concat(parts: list["Windows"]) -> "Windows":
+    def concat(parts: list[Windows]) -> Windows:
         if not parts:
             z = np.zeros(0, dtype=np.int64)
             return Windows(z, z, np.zeros(0, dtype=np.int8), np.zeros(0, dtype=bool), z)
@@ -510,7 +531,7 @@ class _SparseCoreTotals:
         if self.record:
             self.terms.append((name, term))
 
-    def replay(self, part: "_SparseCoreTotals") -> None:
+    def replay(self, part: _SparseCoreTotals) -> None:
         self.busy.extend(part.busy)
         self.types |= part.types
         self.active += part.active

@@ -8,8 +8,8 @@ re-exports every name here, which is where callers import them from.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Iterable, Mapping
 
 from profanalyzer.records import Record
 

@@ -30,7 +30,8 @@ from __future__ import annotations
 
 import gzip
 import json
-from typing import TYPE_CHECKING, Any, Collection, Iterable
+from collections.abc import Collection, Iterable
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 

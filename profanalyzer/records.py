@@ -11,12 +11,12 @@ import collections.abc
 import math
 import types
 import typing
+from collections.abc import Mapping
 from dataclasses import MISSING, fields, is_dataclass
-from functools import lru_cache
-from typing import Any, Mapping, Union
+from functools import cache
+from typing import Any, Union
 
 from profanalyzer.vocab import MAPPING_ORDERS
-
 
 # ---------------------------------------------------------------------------
 # JSON form
@@ -81,7 +81,7 @@ class SchemaError(ValueError):
     """A JSON value does not have the type its record field declares."""
 
 
-@lru_cache(maxsize=None)
+@cache
 def _hints(cls: type) -> tuple[tuple[str, Any, bool], ...]:
     """(name, resolved type, required) of each field of a record class."""
     hints = typing.get_type_hints(cls)

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import inspect
 import re
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Callable, Iterable, Mapping
 
 from profanalyzer.model import Analysis, Finding, RuleDoc
 from profanalyzer.shell import ENV, check_action, check_flag

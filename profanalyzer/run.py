@@ -18,9 +18,10 @@ analysis stages (tests/test_architecture.py).
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING
 
 from profanalyzer.model import Analysis, Findings, is_analysis_document, result_document
 
@@ -76,7 +77,12 @@ def run(source: str | os.PathLike, options: RunOptions = RunOptions()) -> Run:
             f = run_rules(a, options.select, options.ignore)
         return Run(a, f, None)
 
-    from profanalyzer.analysis import AnalysisOptions, analyze_attributed, attribute, read_trace
+    from profanalyzer.analysis import (
+        AnalysisOptions,
+        analyze_attributed,
+        attribute,
+        read_trace,
+    )
 
     aopts = AnalysisOptions(chip=options.chip, top_ops=options.top_ops, jobs=options.jobs, progress=options.progress,
                             memory=options.memory, host_activity=options.host_activity)

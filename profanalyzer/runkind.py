@@ -17,8 +17,8 @@ inference; without name stacks the kind is ``unknown``.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import numpy as np
 

@@ -86,7 +86,7 @@ def _whole_ps(tp: Any) -> Any:
         return int
     origin, args = typing.get_origin(tp), typing.get_args(tp)
     if origin is Union or origin is types.UnionType:
-        return Union[tuple(_whole_ps(a) for a in args)]
+        return Union[tuple(_whole_ps(a) for a in args)]  # noqa: UP007 - a union built at run time from its members
     if origin in (collections.abc.Mapping, dict) and len(args) == 2:
         return typing.Mapping[args[0], _whole_ps(args[1])]  # type: ignore[valid-type]
     if origin is tuple and len(args) == 2 and args[1] is Ellipsis:

@@ -35,8 +35,8 @@ import numpy as np
 from profanalyzer.arrays import unique_ids
 from profanalyzer.attribution import CoreWork
 from profanalyzer.model import ScopeRow
-from profanalyzer.parts import DEFAULT_DEPTH, NO_SCOPE, TOP_LEVEL, collapse
 from profanalyzer.parallel import map_ordered
+from profanalyzer.parts import DEFAULT_DEPTH, NO_SCOPE, TOP_LEVEL, collapse
 from profanalyzer.trace import LINE_OPS
 from profanalyzer.vocab import BUCKETS, COLLECTIVE_BUCKETS
 

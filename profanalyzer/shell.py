@@ -23,14 +23,14 @@ from __future__ import annotations
 
 import re
 import textwrap
-from typing import Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 __all__ = ["ENV", "check_flag", "check_action", "flags_block", "flags_line", "change_lines", "finding_lines", "wrap_comment"]
 
 #: The environment variable libtpu reads its flags from.
 ENV = "LIBTPU_INIT_ARGS"
 #: What the existing value contributes: itself and one space, or nothing.
-_PREFIX = "${%s:+$%s }" % (ENV, ENV)
+_PREFIX = f"${{{ENV}:+${ENV} }}"
 _FLAG = re.compile(r"--[A-Za-z0-9_.-]+(=[A-Za-z0-9_.,:/+-]*)?")
 
 

@@ -22,8 +22,8 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
-from typing import Iterable, Mapping
 
 from profanalyzer.attributed import Attributed
 from profanalyzer.model import Analysis, Finding

@@ -26,7 +26,7 @@ import os
 import re
 import shutil
 import tempfile
-from typing import Iterator
+from collections.abc import Iterator
 
 from profanalyzer.errors import InputError, ProfanalyzerError
 from profanalyzer.vocab import XPLANE_SUFFIXES

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -48,7 +48,7 @@ def median_of(values: Sequence[float]) -> float:
     return data[i] if n % 2 else (data[i - 1] + data[i]) / 2
 
 
-def median(values: "Sequence[float] | np.ndarray") -> float:
+def median(values: Sequence[float] | np.ndarray) -> float:
     """float(np.median(values)) of a 1-d real sequence, without the import of
     numpy.ma that np.median does on its first call (10 ms of start-up): the
     middle value, or the mean of the two middle values; nan when empty or

@@ -25,13 +25,12 @@ from __future__ import annotations
 
 import functools
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Mapping
 
 import numpy as np
 
 from profanalyzer.hardware import Chip
-
 
 # Line names (exact, as the TPU runtime writes them).
 LINE_STEPS = "Steps"

@@ -12,12 +12,12 @@ from __future__ import annotations
 import os
 import threading
 import zlib
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import replace
 from pathlib import Path
-from typing import Callable, Collection, Mapping, TypeVar
+from typing import TypeVar
 
 import numpy as np
-
 from google.protobuf.message import DecodeError
 
 from profanalyzer.arrays import object_array, unique_ids
@@ -25,10 +25,10 @@ from profanalyzer.errors import InputError, NoTpuPlanesError
 from profanalyzer.hardware import TPU7X, chip_by_key, chip_from_device_type
 from profanalyzer.trace import (
     LINE_ASYNC,
+    Events,
     HostInfo,
     Line,
     OpMetadata,
-    Events,
     Plane,
     Trace,
     derive_steps,
@@ -321,14 +321,14 @@ class Deferred:
     another thread was still decoding: calling it (later, on any thread)
     takes the table and returns the plane (`build_plane(..., defer=True)`)."""
 
-    def __init__(self, finish: Callable[[], "tuple[Plane, int]"]) -> None:
+    def __init__(self, finish: Callable[[], tuple[Plane, int]]) -> None:
         self._finish = finish
 
-    def __call__(self) -> "tuple[Plane, int]":
+    def __call__(self) -> tuple[Plane, int]:
         return self._finish()
 
 
-def finished(x: "tuple[Plane, int] | Deferred") -> "tuple[Plane, int]":
+def finished(x: tuple[Plane, int] | Deferred) -> tuple[Plane, int]:
     """A build_plane result, finished when it was deferred."""
     return x() if isinstance(x, Deferred) else x
 
@@ -510,7 +510,7 @@ def _events(raw: wire.RawEvents, strs: dict[str, list[str]], want_int: Mapping[i
 
 def build_plane(buf, start: int, end: int, host: str, kind: str, device_id: int, sc_index: int | None,
                 lines: Collection[str] | None = None, meta_cache: MetadataCache | None = None,
-                defer: bool = False) -> "tuple[Plane, int] | Deferred":
+                defer: bool = False) -> tuple[Plane, int] | Deferred:
     """Build one plane from its wire bytes buf[start:end].
 
     Returns the plane with times relative to its own origin (its earliest line
@@ -688,7 +688,7 @@ def _no_tpu_message(path: Path, index: reader.SpaceIndex) -> str:
 
 
 def _open_host(f: Path, include_sparsecore: bool, lines: Collection[str] | None = None,
-               meta_cache: MetadataCache | None = None) -> "tuple[HostInfo, list[Callable[[], tuple[Plane, int] | Deferred]]]":
+               meta_cache: MetadataCache | None = None) -> tuple[HostInfo, list[Callable[[], tuple[Plane, int] | Deferred]]]:
     """Open one host file: its HostInfo and one decode task per device plane
     (each returns the plane relative to its own origin; they may run on
     threads: the buffer stays alive as long as they do). `meta_cache`: shared
@@ -712,7 +712,7 @@ def _open_host(f: Path, include_sparsecore: bool, lines: Collection[str] | None 
         except InputError as e:
             raise InputError(f"{f}: plane {r.name!r}: {e}") from None
 
-    def one(r: reader.PlaneRef) -> "tuple[Plane, int] | Deferred":
+    def one(r: reader.PlaneRef) -> tuple[Plane, int] | Deferred:
         got = named(r, lambda: build_plane(buf, r.offset, r.offset + r.length, host, r.kind, r.device_id or 0,
                                            r.sc_index, lines, cache, defer=True))
         return Deferred(lambda: named(r, got)) if isinstance(got, Deferred) else got

@@ -39,12 +39,19 @@ from __future__ import annotations
 
 import math
 import statistics
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping, Sequence
 
 from profanalyzer.errors import InputError
-from profanalyzer.model import Analysis, Finding, Findings, read_document, read_json, to_jsonable
+from profanalyzer.model import (
+    Analysis,
+    Finding,
+    Findings,
+    read_document,
+    read_json,
+    to_jsonable,
+)
 from profanalyzer.stats import SHORTFALL_RATIO
 
 #: A finding counts as shrunk when its saving fell by more than this share;

@@ -46,8 +46,8 @@ Imports: model, hardware and vocab only.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Mapping, Sequence
 
 from profanalyzer.errors import InputError
 from profanalyzer.hardware import FP8_MAX_SPEEDUP

@@ -31,14 +31,14 @@ def truth_of(name: str) -> dict:
     return json.loads((SAMPLES / f"{name}.truth.json").read_text())
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def analysis_of(name: str):
     from profanalyzer.analysis import analyze
 
     return analyze(sample_path(name))
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def findings_of(name: str):
     from profanalyzer.findings import run_rules
 
@@ -50,7 +50,7 @@ def analyses():
     return analysis_of
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _sample_doc_text(name: str) -> str:
     from profanalyzer.model import result_document
 

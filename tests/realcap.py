@@ -56,7 +56,7 @@ def _bucket(category: str, text: str, tf_op: str) -> str:
     return "other_compute"
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def per_op_reading(name: str, plane_name: str = "/device:TPU:0") -> dict:
     """{'step_ps', 'steps', 'buckets': {bucket: ps per step}, 'idle_ps'} over the
     runs of the program that takes the most time on the plane's XLA Modules line."""

@@ -11,29 +11,70 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Mapping
 from types import SimpleNamespace
 
 import numpy as np
 import pytest
-
 from conftest import sample_names, sample_path
 from realcap import REAL, V6E, VLLM
+
 from profanalyzer import opstats as O
 from profanalyzer.analysis import read_trace
-from profanalyzer.idle import (HOST_CALLBACK, HOST_DISPATCH, HOST_WAIT, PEER_WAIT, UNEXPLAINED, core_step_causes,
-                               idle_causes, row_kinds, union_intervals)
-from profanalyzer.model import BucketOps, RunKind, ScopeRow, TopOp, Utilisation
 from profanalyzer.attributed import TableMemo
-from profanalyzer.opstats import (KERNELS_TOP, REMAT_TOP, FLOPS_COVERAGE_MIN, FAMILY_MIN, OpGroups, by_time,
-                                  families, ops_and_roofline, output_bytes, run_kind_of)
-from profanalyzer.classify import ROLE_CODES
-from profanalyzer.overlap import Windows, ADJACENT_PS, MAX_ADJACENT_OPS, TYPES, analyze_overlap, critical_path, windows_for_core
-from profanalyzer.runkind import RunKindEvidence, decide_run_kind, inference_marker
-from profanalyzer.scopes import MAX_ROWS, MAX_DEPTH, NO_SCOPE, collapse, fold_scope, scope_rollup
-from profanalyzer.trace import LINE_MODULES, LINE_OPS, Plane, Trace
 from profanalyzer.attribution import CoreWork, locate
-from typing import Mapping
-from profanalyzer.vocab import ATTENTION_SPLIT, BUCKETS, COLLECTIVE_BUCKETS, COMPUTE_BUCKETS, IDLE_CAUSES, MATMUL_BUCKETS
+from profanalyzer.classify import ROLE_CODES
+from profanalyzer.idle import (
+    HOST_CALLBACK,
+    HOST_DISPATCH,
+    HOST_WAIT,
+    PEER_WAIT,
+    UNEXPLAINED,
+    core_step_causes,
+    idle_causes,
+    row_kinds,
+    union_intervals,
+)
+from profanalyzer.model import BucketOps, RunKind, ScopeRow, TopOp, Utilisation
+from profanalyzer.opstats import (
+    FAMILY_MIN,
+    FLOPS_COVERAGE_MIN,
+    KERNELS_TOP,
+    REMAT_TOP,
+    OpGroups,
+    by_time,
+    families,
+    ops_and_roofline,
+    output_bytes,
+    run_kind_of,
+)
+from profanalyzer.overlap import (
+    ADJACENT_PS,
+    MAX_ADJACENT_OPS,
+    TYPES,
+    Windows,
+    analyze_overlap,
+    critical_path,
+    windows_for_core,
+)
+from profanalyzer.runkind import RunKindEvidence, decide_run_kind, inference_marker
+from profanalyzer.scopes import (
+    MAX_DEPTH,
+    MAX_ROWS,
+    NO_SCOPE,
+    collapse,
+    fold_scope,
+    scope_rollup,
+)
+from profanalyzer.trace import LINE_MODULES, LINE_OPS, Plane, Trace
+from profanalyzer.vocab import (
+    ATTENTION_SPLIT,
+    BUCKETS,
+    COLLECTIVE_BUCKETS,
+    COMPUTE_BUCKETS,
+    IDLE_CAUSES,
+    MATMUL_BUCKETS,
+)
 
 BARRIER = re.compile(r"barrier", re.I)
 OUTPUT_TO_HOST = re.compile(r"=\s*\(?[a-z0-9]+\[[^\]]*\]\{[^}]*S\(5\)\}")

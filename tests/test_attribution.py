@@ -5,10 +5,16 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from profanalyzer.attribution import BUCKET_INDEX, CoreAttribution, OpTimeline, attribute_core, exclusive_segments
-from profanalyzer.trace import nesting
+from profanalyzer.attribution import (
+    BUCKET_INDEX,
+    CoreAttribution,
+    OpTimeline,
+    attribute_core,
+    exclusive_segments,
+)
 from profanalyzer.classify import BUCKETS
 from profanalyzer.errors import InvariantError
+from profanalyzer.trace import nesting
 
 I = BUCKET_INDEX
 

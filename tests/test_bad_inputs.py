@@ -22,17 +22,17 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 import pytest
+from test_reader import EPOCH_NS, _basic_space
+from xsb import SpaceBuilder
 
 from profanalyzer.cli import main
 from profanalyzer.xspace import reader
-from test_reader import EPOCH_NS, _basic_space
-from xsb import SpaceBuilder
 
 # ---------------------------------------------------------------------------
 # Input builders: each writes its input under `d` and returns the path to pass.

@@ -11,8 +11,8 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
+from conftest import ROOT, run_cli, sample_doc, sample_path
 
-from conftest import run_cli, sample_doc, ROOT, sample_path
 from profanalyzer.budget import (
     METRICS,
     REGRESSION_METRICS,
@@ -24,7 +24,6 @@ from profanalyzer.budget import (
     metric_value,
     parse_budget,
 )
-
 
 doc = sample_doc  # a fresh copy of a sample's analysis document
 run = run_cli

@@ -12,8 +12,8 @@ from dataclasses import fields
 from pathlib import Path
 
 import pytest
-
 import realcap
+
 from profanalyzer.classify import OpClass, classify_columns, classify_op
 from profanalyzer.tracebuild import load_trace
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 import realcap
+
 from profanalyzer.attribution import classify_plane
 from profanalyzer.classify import classify_op
 from profanalyzer.tracebuild import load_trace

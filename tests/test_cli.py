@@ -7,10 +7,8 @@ import json
 import os
 
 import pytest
-
 from conftest import run_cli, sample_names, sample_path, truth_of
 from test_reader import _basic_space
-
 
 run = run_cli
 

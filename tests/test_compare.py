@@ -8,8 +8,8 @@ import math
 import re
 
 import pytest
-
 from conftest import run_cli, sample_doc, sample_path
+
 from profanalyzer.compare import (
     MIN_EFFECT,
     NOISE_K,
@@ -21,7 +21,6 @@ from profanalyzer.compare import (
 )
 from profanalyzer.errors import InputError
 from profanalyzer.report.diff import format_text, render_diff_html, render_diff_markdown
-
 
 doc = sample_doc  # a fresh copy of a sample's analysis document
 run = run_cli

@@ -10,8 +10,8 @@ import json
 import re
 
 import pytest
-
 from conftest import ROOT
+
 from profanalyzer.xspace.wire import iter_fields
 
 CORPUS = ROOT / "sample_traces" / "compiled"

@@ -32,7 +32,6 @@ from profanalyzer.synth import SCENARIOS, synthesize, write_scenario
 from profanalyzer.synth.writer import run_name_for
 
 
-
 def _has_dask() -> bool:
     try:
         return importlib.util.find_spec("dask") is not None and importlib.util.find_spec("distributed") is not None

@@ -6,10 +6,14 @@ typical 1.3x and the recipes' measured 1.12x-1.54x."""
 from __future__ import annotations
 
 import pytest
-
 from conftest import analysis_of, findings_of
+
 from heuristics.fp8 import fp8_saving
-from profanalyzer.hardware import FP8_GUIDE_TYPICAL_SPEEDUP, FP8_MEASURED_SPEEDUPS, fp8_measured_range
+from profanalyzer.hardware import (
+    FP8_GUIDE_TYPICAL_SPEEDUP,
+    FP8_MEASURED_SPEEDUPS,
+    fp8_measured_range,
+)
 from profanalyzer.whatif import FP8_MAX_SPEEDUP, what_if
 
 

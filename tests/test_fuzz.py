@@ -30,10 +30,11 @@ import os
 import warnings
 
 import pytest
+import xsmut
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
+from test_reader import _basic_space
 
-import xsmut
 from profanalyzer.analysis import analyze_trace
 from profanalyzer.errors import InputError
 from profanalyzer.findings import run_rules
@@ -44,7 +45,6 @@ from profanalyzer.report.terminal import format_summary
 from profanalyzer.trace import ANALYSIS_LINES
 from profanalyzer.tracebuild import load_trace
 from profanalyzer.xspace import wire, xplane_pb2
-from test_reader import _basic_space
 
 FUZZ_EXAMPLES = int(os.environ.get("PROFANALYZE_FUZZ_EXAMPLES", "200"))
 
@@ -71,7 +71,7 @@ def _trimmed_synth(name: str) -> bytes:
     return sp.SerializeToString(deterministic=True)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def seed_bytes(name: str) -> bytes:
     if name == "hand_built":
         return _basic_space()

@@ -9,15 +9,15 @@ import random
 import tracemalloc
 
 import pytest
-
 from conftest import sample_path
+from xsb import SpaceBuilder
+
 from profanalyzer.analysis import AnalysisOptions, analyze
 from profanalyzer.errors import InputError
 from profanalyzer.findings import run_rules
 from profanalyzer.model import result_document
 from profanalyzer.xspace import reader
 from profanalyzer.xspace.metadata import program_plane
-from xsb import SpaceBuilder
 
 EPOCH_NS = 1_732_000_000_000_000_000
 
@@ -228,9 +228,10 @@ def test_multi_member_gzip_split_inside_a_plane(tmp_path):
 
 # --- the memory read path: selective planes give what whole planes give ------
 
+from realcap import REAL  # noqa: E402
+
 from profanalyzer import memory  # noqa: E402
 from profanalyzer.xspace import xplane_pb2  # noqa: E402
-from realcap import REAL  # noqa: E402
 
 
 def _programs(meta: xplane_pb2.XPlane) -> list[str]:

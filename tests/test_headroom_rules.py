@@ -6,8 +6,8 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
-
 from conftest import sample_path
+
 from profanalyzer.analysis import AnalysisOptions, analyze
 from profanalyzer.findings import run_rules
 

@@ -6,13 +6,13 @@ from __future__ import annotations
 import re
 
 import pytest
-
 from conftest import analysis_of, findings_of, sample_names
+
 from heuristics import LEVER_MODULES, registry
 from profanalyzer.findings import merge, run_rules
-from profanalyzer.vocab import LEVERS
 from profanalyzer.model import Finding
 from profanalyzer.synth import SCENARIOS
+from profanalyzer.vocab import LEVERS
 
 RULES = registry()
 PAIR_TOLERANCE = 0.25

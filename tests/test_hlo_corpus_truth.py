@@ -15,9 +15,9 @@ import json
 
 import numpy as np
 import pytest
-
 from conftest import ROOT
 from test_hlo_truth import compare, weighted_agreement
+
 from profanalyzer.attribution import classify_plane
 from profanalyzer.compiled import load_program_trace
 from profanalyzer.hardware import chip_from_device_type
@@ -145,7 +145,11 @@ def test_sparsecore_offload_verdict_is_the_compilers_placement(p, tmp_path, caps
 
 
 def _hbm(p: dict):
-    from profanalyzer.hlo.memory import assignment_stats, compiler_stats, proto_allocations
+    from profanalyzer.hlo.memory import (
+        assignment_stats,
+        compiler_stats,
+        proto_allocations,
+    )
 
     proto = gzip.decompress((CORPUS / p["files"]["hlo_proto"]).read_bytes())
     ours = assignment_stats(proto_allocations(proto))

@@ -9,8 +9,8 @@ import json
 from pathlib import Path
 
 import pytest
-
 from conftest import ROOT, run_cli
+
 from profanalyzer.schema import document_schema
 
 SHARED = ROOT.parent / "shared"

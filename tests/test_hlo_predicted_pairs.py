@@ -35,8 +35,8 @@ import gzip
 import json
 
 import pytest
-
 from conftest import ROOT, run_cli
+
 from profanalyzer.hardware import TPU7X
 from profanalyzer.hlo.memory import assignment_stats, proto_allocations
 from profanalyzer.vocab import MATMUL_BUCKETS

@@ -8,14 +8,14 @@ import json
 from pathlib import Path
 
 import pytest
-
 from conftest import run_cli
+
 from profanalyzer.hardware import CHIPS, TPU7X, V6E
 from profanalyzer.hlo.load import read_program
 from profanalyzer.hlo.replay import replay
+from profanalyzer.hlo.schedule import op_remat as _remat
 from profanalyzer.hlo.schedule import schedule
 from profanalyzer.hlo.truth import hlo_bucket
-from profanalyzer.hlo.schedule import op_remat as _remat
 from profanalyzer.vocab import BUCKETS, MATMUL_BUCKETS, OFFLOADABLE
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"

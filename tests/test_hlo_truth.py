@@ -16,7 +16,12 @@ import pytest
 
 from profanalyzer.classify import async_pair_key, classify_op
 from profanalyzer.hlo.load import read_program
-from profanalyzer.hlo.memory import assignment_stats, compiler_stats, memory_report_total, parse_buffer_assignment
+from profanalyzer.hlo.memory import (
+    assignment_stats,
+    compiler_stats,
+    memory_report_total,
+    parse_buffer_assignment,
+)
 from profanalyzer.hlo.schedule import schedule, xprof_text
 from profanalyzer.hlo.truth import category, hlo_bucket
 from profanalyzer.vocab import MATMUL_BUCKETS

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
 from conftest import analysis_of, sample_names
+
 from profanalyzer.analysis import analyze_trace
 from profanalyzer.synth import real_shapes
-from profanalyzer.synth.model import simulate
 from profanalyzer.synth.builder import DONE, OP, START, SYNC, WB, WE
+from profanalyzer.synth.model import simulate
 from profanalyzer.synth.program import build_plan
 from profanalyzer.synth.scenarios import get_scenario
 from profanalyzer.synth.writer import hostnames_for, write_host
@@ -172,10 +172,11 @@ def testreconcile_is_exact():
 
 
 def test_host_activity_names_what_the_host_did(monkeypatch):
+    from conftest import sample_path
+
     from profanalyzer.analysis import AnalysisOptions, analyze
     from profanalyzer.synth.builder import US
     from profanalyzer.synth.scenarios import SCENARIOS
-    from conftest import sample_path
 
     spec = SCENARIOS["host_bound_input"]
     a = analyze(sample_path("host_bound_input"), AnalysisOptions(host_activity=True))
@@ -201,16 +202,18 @@ def test_host_activity_names_what_the_host_did(monkeypatch):
 
 
 def test_no_host_planes_is_said():
-    from profanalyzer.analysis import AnalysisOptions, analyze
     from realcap import VLLM, real_path
+
+    from profanalyzer.analysis import AnalysisOptions, analyze
 
     a = analyze(real_path(VLLM), AnalysisOptions(host_activity=True))
     assert a.idle_host_activity == () and any("no host planes" in n for n in a.notes)
 
 
 def test_host_activity_on_the_real_v6e_capture():
-    from profanalyzer.analysis import AnalysisOptions, analyze
     from realcap import V6E, real_path
+
+    from profanalyzer.analysis import AnalysisOptions, analyze
 
     a = analyze(real_path(V6E), AnalysisOptions(host_activity=True))
     names = {h.name for h in a.idle_host_activity}

@@ -7,14 +7,14 @@ import re
 from dataclasses import replace
 
 import pytest
-
 from conftest import analysis_of, sample_names
+from test_report_html import XSS, findings_or_none, handmade_findings, markdown_case
+
 from profanalyzer.classify import BUCKETS
 from profanalyzer.model import Finding, Findings
 from profanalyzer.report.context import headline
 from profanalyzer.report.markdown import md_escape, render_markdown
 from profanalyzer.report.terminal import ms, pct
-from test_report_html import XSS, findings_or_none, handmade_findings, markdown_case
 
 NAMES = sample_names()
 #: "Small enough to paste into a ticket".

@@ -9,7 +9,6 @@ import json
 import sys
 
 import pytest
-
 from conftest import ROOT, run_cli, sample_path
 
 pytest.importorskip("mcp.server.mcpserver", reason="the MCP SDK 2.x is the [mcp] extra")

@@ -7,14 +7,15 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from conftest import sample_path
+from realcap import V6E as V6E_FILE
+from realcap import real_path
+
 from profanalyzer import memory
 from profanalyzer.analysis import AnalysisOptions, analyze
 from profanalyzer.hardware import V6E
 from profanalyzer.model import Analysis
 from profanalyzer.synth.pbenc import f_bytes, f_varint
-from realcap import V6E as V6E_FILE, real_path
 
 GB = 10**9
 
@@ -192,6 +193,7 @@ def test_memory_regression_against_a_baseline(v6e):
 
 def test_synthesized_capture_matches_its_plan():
     from conftest import truth_of
+
     from profanalyzer.hardware import TPU7X
 
     t = truth_of("hlo_memory_dense")["memory"]
@@ -225,6 +227,7 @@ def test_cli_reads_memory_only_when_a_memory_rule_fires(monkeypatch, capsys, tmp
     import json
 
     from conftest import run_cli
+
     from profanalyzer.findings import all_rules
 
     MEMORY_RULES = {r.code for r in all_rules() if "memory" in r.needs}

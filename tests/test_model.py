@@ -14,7 +14,16 @@ import pytest
 from profanalyzer.analysis import analyze
 from profanalyzer.errors import InputError, InvariantError
 from profanalyzer.findings import analyze_source, load_analysis, run_rules
-from profanalyzer.model import Analysis, round_number, BucketShare, Findings, SchemaError, check_analysis, check_findings, result_document
+from profanalyzer.model import (
+    Analysis,
+    BucketShare,
+    Findings,
+    SchemaError,
+    check_analysis,
+    check_findings,
+    result_document,
+    round_number,
+)
 from profanalyzer.report.html import render_html
 from profanalyzer.report.markdown import render_markdown
 from profanalyzer.report.terminal import format_summary

@@ -33,7 +33,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-
 from conftest import SAMPLES, sample_path
 
 _HOOK = r"""

@@ -11,7 +11,6 @@ import subprocess
 import sys
 
 import pytest
-
 from conftest import ROOT, SAMPLES, analysis_of, findings_of, sample_doc, sample_path
 
 pd = pytest.importorskip("pandas", reason="the notebook API needs pandas")

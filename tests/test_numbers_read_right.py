@@ -8,20 +8,19 @@ from __future__ import annotations
 import functools
 
 import pytest
-
 import realcap
 from conftest import analysis_of, findings_of, sample_path
 from test_report_html import parse
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def real(name: str):
     from profanalyzer.analysis import analyze
 
     return analyze(realcap.real_path(name))
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def real_findings(name: str):
     from profanalyzer.findings import run_rules
 
@@ -34,7 +33,7 @@ def html_of(a, f):
     return render_html(a, f, command_line="profanalyze t.xplane.pb", input_sha256="0" * 64)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def real_dom(name: str):
     return parse(html_of(real(name), real_findings(name)))
 

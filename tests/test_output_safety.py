@@ -25,7 +25,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-
 from conftest import run_cli, sample_path
 
 RUN = "2024_01_01_00_00_00"

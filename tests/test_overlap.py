@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import pytest
-
 from conftest import analysis_of
-from profanalyzer.analysis import analyze
 from xsb import SpaceBuilder
+
+from profanalyzer.analysis import analyze
 
 AG_START = "%all-gather-start.{n} = (bf16[8,128]{{1,0}}, bf16[64,128]{{1,0}}) all-gather-start(bf16[8,128]{{1,0}} %p0), dimensions={{0}}"
 AG_DONE = "%all-gather-done.{n} = bf16[64,128]{{1,0}} all-gather-done((bf16[8,128]{{1,0}}, bf16[64,128]{{1,0}}) %all-gather-start.{n})"

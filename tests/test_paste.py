@@ -16,13 +16,13 @@ import shutil
 import subprocess
 
 import pytest
-
 from conftest import analysis_of, findings_of, sample_doc
+from test_report_html import dom_case
+
 from heuristics import registry
 from profanalyzer.explain import explain, format_explanation
 from profanalyzer.report.markdown import render_markdown
 from profanalyzer.report.terminal import format_recommendations
-from test_report_html import dom_case
 
 BASH = shutil.which("bash")
 pytestmark = pytest.mark.skipif(BASH is None, reason="bash is not installed")

@@ -8,6 +8,7 @@ import re
 import sys
 
 from conftest import SAMPLES, run_cli
+
 from profanalyzer.cli.analyze import _progress
 
 RUN = next((SAMPLES / "dense_short_fsdp_2hosts").glob("plugins/profile/*"))

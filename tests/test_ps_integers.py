@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 
 import pytest
-
 import realcap
 from conftest import sample_doc, sample_names
 

@@ -7,12 +7,12 @@ import os
 
 import numpy as np
 import pytest
+from xsb import Ref, SpaceBuilder
 
 from profanalyzer.errors import InputError, NoTpuPlanesError
 from profanalyzer.trace import self_times
 from profanalyzer.tracebuild import load_trace
 from profanalyzer.xspace import reader
-from xsb import Ref, SpaceBuilder
 
 EPOCH_NS = 1_732_000_000_000_000_000  # epoch-based line timestamps (ns)
 

@@ -8,22 +8,22 @@ from __future__ import annotations
 import functools
 
 import pytest
-
 import realcap
+
 from profanalyzer.classify import MATMUL_BUCKETS
 from profanalyzer.hardware import FP8_MAX_SPEEDUP
 
 POINTS = 0.02  # bucket shares within 2 points of the independent per-op sum
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _analysis(name: str):
     from profanalyzer.analysis import analyze
 
     return analyze(realcap.real_path(name))
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _findings(name: str):
     from profanalyzer.findings import run_rules
 

@@ -30,7 +30,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from test_report_html import ANALYSES_IDS, render_case  # noqa: F401  (module-scoped analyses)
 
 BROWSERS = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable", "chrome", "headless_shell")

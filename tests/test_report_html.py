@@ -16,11 +16,10 @@ from dataclasses import replace
 from html.parser import HTMLParser
 
 import pytest
-
 from conftest import ROOT, analysis_of, findings_of, sample_names, sample_path
-from profanalyzer.model import Analysis
+
 from profanalyzer.classify import BUCKETS
-from profanalyzer.model import Finding, Findings, RuleDoc, WorkloadClass
+from profanalyzer.model import Analysis, Finding, Findings, RuleDoc, WorkloadClass
 from profanalyzer.report.html import file_sha256, render_html
 from profanalyzer.report.terminal import ms, pct
 from profanalyzer.shell import finding_lines
@@ -42,7 +41,7 @@ def _load_tool():
 make_reports = _load_tool()
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def findings_or_none(name: str) -> Findings | None:
     try:
         return findings_of(name)
@@ -50,14 +49,14 @@ def findings_or_none(name: str) -> Findings | None:
         return None
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def render_case(name: str) -> str:
     """The report of a sample trace exactly as reports/ holds it."""
     html, _ = make_reports.render_sample(sample_path(name), analysis_of(name), findings_or_none(name))
     return html
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def markdown_case(name: str) -> str:
     _, md = make_reports.render_sample(sample_path(name), analysis_of(name), findings_or_none(name))
     return md
@@ -71,7 +70,7 @@ VOID = {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "met
 
 
 class Node:
-    def __init__(self, tag: str, attrs: dict[str, str | None], parent: "Node | None"):
+    def __init__(self, tag: str, attrs: dict[str, str | None], parent: Node | None):
         self.tag = tag
         self.attrs = attrs
         self.parent = parent
@@ -93,7 +92,7 @@ class Node:
             if isinstance(c, Node):
                 yield from c.iter()
 
-    def find_all(self, tag: str | None = None, **attrs) -> list["Node"]:
+    def find_all(self, tag: str | None = None, **attrs) -> list[Node]:
         out = []
         for n in self.iter():
             if tag is not None and n.tag != tag:
@@ -111,11 +110,11 @@ class Node:
                 out.append(n)
         return out
 
-    def find(self, tag: str | None = None, **attrs) -> "Node | None":
+    def find(self, tag: str | None = None, **attrs) -> Node | None:
         r = self.find_all(tag, **attrs)
         return r[0] if r else None
 
-    def by_id(self, id_: str) -> "Node":
+    def by_id(self, id_: str) -> Node:
         n = self.find(id=id_)
         assert n is not None, f"no element with id={id_!r}"
         return n
@@ -161,7 +160,7 @@ def parse(html: str) -> Node:
     return tb.root
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def dom_case(name: str) -> Node:
     return parse(render_case(name))
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from conftest import run_cli, sample_path
+
 from profanalyzer import analysis
 from profanalyzer.run import Run, RunOptions, run
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 
 import pytest
-
 import realcap
 from conftest import run_cli, sample_doc, sample_names
 

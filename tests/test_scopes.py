@@ -10,8 +10,8 @@ import pytest
 from profanalyzer.analysis import analyze_trace
 from profanalyzer.scopes import NO_SCOPE, TOP_LEVEL, collapse, fold_scope
 from profanalyzer.synth import real_shapes
-from profanalyzer.synth.model import simulate
 from profanalyzer.synth.builder import DONE, OP, START, SYNC, WB, WE
+from profanalyzer.synth.model import simulate
 from profanalyzer.synth.program import build_plan
 from profanalyzer.synth.scenarios import get_scenario
 from profanalyzer.synth.writer import hostnames_for, write_host

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
-
 from conftest import analysis_of, sample_names
+
 from profanalyzer.model import StepRow
 from profanalyzer.stepclass import step_classes
 from profanalyzer.synth.builder import US

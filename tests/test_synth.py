@@ -14,9 +14,16 @@ from pathlib import Path
 
 import pytest
 
-from profanalyzer.synth import COLL_BUCKETS, SCENARIOS, gzip_bytes, synthesize, truth_path_for, write_scenario
-from profanalyzer.synth.truth import robust_outliers
+from profanalyzer.synth import (
+    COLL_BUCKETS,
+    SCENARIOS,
+    gzip_bytes,
+    synthesize,
+    truth_path_for,
+    write_scenario,
+)
 from profanalyzer.synth.builder import PRODUCT_BUCKETS
+from profanalyzer.synth.truth import robust_outliers
 from profanalyzer.xspace import xplane_pb2 as pb
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -9,8 +9,8 @@ import json
 from collections import defaultdict
 
 import pytest
-
 from conftest import SAMPLES, analysis_of, findings_of, run_cli, sample_path
+
 from profanalyzer.perfetto import CLASS_COLOURS
 
 

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
-
 from conftest import analysis_of, sample_names, truth_of
+
 from profanalyzer.classify import BUCKETS
 
 NAMES = sample_names()
@@ -34,9 +34,10 @@ def test_dropped_steps_match_truth(name):
 
 @pytest.mark.parametrize("name", NAMES)
 def test_conservation_on_every_core_and_step(name):
+    from conftest import sample_path
+
     from profanalyzer.attribution import attribute_trace
     from profanalyzer.tracebuild import load_trace
-    from conftest import sample_path
 
     for w in attribute_trace(load_trace(sample_path(name))):
         w.attribution.self_check()

@@ -21,7 +21,6 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
-
 from conftest import SAMPLES, run_cli, sample_path
 
 pytest.importorskip("fsspec", reason="URLs need fsspec (the [gcs] extra)")

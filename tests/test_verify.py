@@ -6,11 +6,11 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from conftest import run_cli, sample_doc, sample_names
+
 from profanalyzer.compare import compare
-from profanalyzer.synth.scenarios import SCENARIOS
 from profanalyzer.stats import SHORTFALL_RATIO
+from profanalyzer.synth.scenarios import SCENARIOS
 from profanalyzer.verify import ratio_verdict
 
 #: (before, after, rule code of the lever the pair changes) for every pair in the catalog
@@ -91,7 +91,11 @@ def test_lever_pulled_without_effect_is_called_out():
     assert v.within_noise and v.observed_ps == 0 and v.ratio == 0
     assert v.shortfall and v.verdict == "shortfall"
     assert "Saved far less than predicted: FP001" in c.headline
-    from profanalyzer.report.diff import format_text, render_diff_html, render_diff_markdown
+    from profanalyzer.report.diff import (
+        format_text,
+        render_diff_html,
+        render_diff_markdown,
+    )
 
     assert "SHORTFALL FP001" in format_text(c)
     assert "**Shortfall:** FP001" in render_diff_markdown(c)
@@ -149,6 +153,7 @@ def test_fleet_keeps_a_calibration_table(tmp_path):
     import shutil
 
     from conftest import sample_path
+
     from profanalyzer.fleet import run_fleet
 
     runs = ("remat_full", "remat_minimal", "bf16_dense", "fp8_dense")

@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from conftest import analysis_of, findings_of, run_cli, sample_names, sample_path
+
 from profanalyzer.synth.scenarios import SCENARIOS
 from profanalyzer.whatif import (
     FP8_MAX_SPEEDUP,

@@ -6,8 +6,8 @@ import gzip
 
 import numpy as np
 import pytest
-
 from conftest import sample_path
+
 from profanalyzer.synth.pbenc import f_bytes, f_varint
 from profanalyzer.xspace import wire, xplane_pb2
 

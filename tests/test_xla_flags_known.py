@@ -17,7 +17,6 @@ import tarfile
 from pathlib import Path
 
 import pytest
-
 from conftest import ROOT, analysis_of
 
 SHARED = ROOT.parent / "shared" / "real-programs"

@@ -122,16 +122,17 @@ except ImportError as exc:  # not installed, or its native library does not load
 
 from conftest import SAMPLES as SAMPLE_DIR  # noqa: E402
 from conftest import analysis_of, sample_path  # noqa: E402
-from profanalyzer.analysis import analyze  # noqa: E402
-from profanalyzer.attribution import classify_plane  # noqa: E402
-from profanalyzer.classify import BUCKETS, COLLECTIVE_BUCKETS  # noqa: E402
-from profanalyzer.overlap import windows_for_core, window_name  # noqa: E402
-from profanalyzer.trace import LINE_ASYNC, LINE_OPS  # noqa: E402
-from profanalyzer.tracebuild import load_trace  # noqa: E402
-from profanalyzer.xspace import xplane_pb2  # noqa: E402
 from xprof_util import listing as _listing  # noqa: E402
 from xprof_util import real_cli_cache  # noqa: E402
 from xprof_util import sandbox as _sandbox  # noqa: E402
+
+from profanalyzer.analysis import analyze  # noqa: E402
+from profanalyzer.attribution import classify_plane  # noqa: E402
+from profanalyzer.classify import BUCKETS, COLLECTIVE_BUCKETS  # noqa: E402
+from profanalyzer.overlap import window_name, windows_for_core  # noqa: E402
+from profanalyzer.trace import LINE_ASYNC, LINE_OPS  # noqa: E402
+from profanalyzer.tracebuild import load_trace  # noqa: E402
+from profanalyzer.xspace import xplane_pb2  # noqa: E402
 
 SAMPLES = (
     "offload_off",  # continuation-fusion all-gathers (async-collective), sync RS/AR, no SparseCore
@@ -179,7 +180,7 @@ def _source(name: str) -> Path:
     return folder if folder.is_dir() else sample_path(name)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _analysis(name: str):
     src = _source(name)
     return analyze(src) if src.is_dir() else analysis_of(name)
@@ -241,7 +242,7 @@ class Case:
     sandbox_files: tuple[str, ...]  # what XProf left in its sandbox (nothing, with the cache skipped)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def case(name: str, paired: bool) -> Case:
     src = _source(name)
     listed = src if src.is_dir() else src.parent

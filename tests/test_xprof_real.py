@@ -94,10 +94,11 @@ try:
 except ImportError as exc:  # not installed, or its native library does not load
     pytest.skip(f"XProf cross-check needs the optional extra: pip install -e '.[xprof]' ({exc})", allow_module_level=True)
 
+from xprof_util import datatable, run_converters  # noqa: E402
+
 from profanalyzer.analysis import analyze  # noqa: E402
 from profanalyzer.trace import LINE_OPS  # noqa: E402
 from profanalyzer.tracebuild import load_trace  # noqa: E402
-from xprof_util import datatable, run_converters  # noqa: E402
 
 REAL = Path(__file__).resolve().parents[1].parent / "shared" / "real-traces"
 CAPTURES = ("v6e_host_offload", "vllm_w4_tp2_*")
@@ -179,7 +180,7 @@ class XProf:
     written: tuple[str, ...]  # files XProf wrote in its sandbox
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def xprof(pattern: str) -> XProf:
     tools, written = run_converters(_capture(pattern), ("hlo_stats", "op_profile"))
     hlo = datatable(tools["hlo_stats"])
@@ -201,7 +202,7 @@ def xprof(pattern: str) -> XProf:
     return XProf(hlo, programs, categories, idle, int(root["metrics"].get("rawTime", 0)), written)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def ours(pattern: str):
     return analyze(_capture(pattern))
 

@@ -48,7 +48,7 @@ class PlaneBuilder:
         else:
             st.str_value = str(value)
 
-    def stats(self, **stats) -> "PlaneBuilder":
+    def stats(self, **stats) -> PlaneBuilder:
         for k, v in stats.items():
             self._fill(self.p.stats.add(), k, v)
         return self
@@ -67,7 +67,7 @@ class PlaneBuilder:
                 self._fill(md.stats.add(), k, v)
         return mid
 
-    def line(self, name: str, timestamp_ns: int = 0, line_id: int | None = None) -> "LineBuilder":
+    def line(self, name: str, timestamp_ns: int = 0, line_id: int | None = None) -> LineBuilder:
         ln = self.p.lines.add()
         ln.id = line_id if line_id is not None else len(self.p.lines)
         ln.name = name

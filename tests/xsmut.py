@@ -103,7 +103,7 @@ class Field:
     def __init__(self, num: int, wire: int, value, msg: str | None = None):
         self.num, self.wire, self.value, self.msg = num, wire, value, msg  # msg: sub-message type
 
-    def copy(self) -> "Field":
+    def copy(self) -> Field:
         v = self.value
         return Field(self.num, self.wire, [f.copy() for f in v] if isinstance(v, list) else v, self.msg)
 
@@ -179,7 +179,7 @@ def nodes(tree: list[Field]) -> list[tuple[list[Field], int]]:
     return out
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def parsed(seed: bytes) -> list[Field]:
     return parse(seed)
 

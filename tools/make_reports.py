@@ -48,13 +48,13 @@ def command_line_for(path: Path) -> str:
 
 def render_sample(path: Path, analysis=None, findings=None) -> tuple[str, str]:
     """(html, markdown) of one sample trace, exactly as reports/ holds them."""
+    import dataclasses
+    import os
+
     from profanalyzer.analysis import analyze
     from profanalyzer.findings import run_rules
     from profanalyzer.report.html import file_sha256, render_html
     from profanalyzer.report.markdown import render_markdown
-
-    import dataclasses
-    import os
 
     a = analysis if analysis is not None else analyze(path)
     # Reports name their trace relative to the repository, so they do not

@@ -111,28 +111,33 @@ Checked against XProf's own per-op table of a real v5p MaxText run by
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from functools import lru_cache
-from typing import Mapping, Sequence
 
 import numpy as np
 
 from profanalyzer.arrays import unique_ids
-
 from profanalyzer.classify.parse import Op, as_text, clip, op_names
 from profanalyzer.classify.parse import matmul_kernel_flops as matmul_kernel_flops
 from profanalyzer.classify.rules import RULES, Rule, Verdict, op_phase, op_remat
 from profanalyzer.classify.tables import (
-    MAX_FIELD,
     ATTENTION_KERNELS as ATTENTION_KERNELS,
+)
+from profanalyzer.classify.tables import (
     ATTENTION_PARTS as ATTENTION_PARTS,
+)
+from profanalyzer.classify.tables import (
     COLLECTIVE_FUSION_CATEGORIES as COLLECTIVE_FUSION_CATEGORIES,
+)
+from profanalyzer.classify.tables import (
     COLLECTIVE_KINDS as COLLECTIVE_KINDS,
+)
+from profanalyzer.classify.tables import (
     COLLECTIVES,
     DONE_OPERAND,
     KERNELS,
-    MATMUL_CATEGORIES as MATMUL_CATEGORIES,
-    MATMUL_OPCODES as MATMUL_OPCODES,
+    MAX_FIELD,
     MAX_TEXT,
     PAIR_CALL,
     PAIR_GENERIC,
@@ -140,7 +145,19 @@ from profanalyzer.classify.tables import (
     PRECISIONS,
     ROLES,
 )
-from profanalyzer.vocab import BUCKETS, COLLECTIVE_BUCKETS, COMPUTE_BUCKETS, MATMUL_BUCKETS, PHASES
+from profanalyzer.classify.tables import (
+    MATMUL_CATEGORIES as MATMUL_CATEGORIES,
+)
+from profanalyzer.classify.tables import (
+    MATMUL_OPCODES as MATMUL_OPCODES,
+)
+from profanalyzer.vocab import (
+    BUCKETS,
+    COLLECTIVE_BUCKETS,
+    COMPUTE_BUCKETS,
+    MATMUL_BUCKETS,
+    PHASES,
+)
 
 __all__ = [
     "BUCKETS",

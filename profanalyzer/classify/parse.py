@@ -25,8 +25,8 @@ from profanalyzer.classify.tables import (
     GMM,
     INSTR,
     INT8,
-    KERNELISH_CATEGORY,
     KERNEL_ATTR_KEYS,
+    KERNELISH_CATEGORY,
     KIND_IN_TEXT,
     MATMUL_CATEGORIES,
     MATMUL_OPCODES,
@@ -38,8 +38,8 @@ from profanalyzer.classify.tables import (
     OPTIMIZER_TOKEN,
     OTHER_ATTENTION_KERNEL_NAME,
     PALLAS_TOKEN,
-    PRECISIONS,
     PREC_ARRAY,
+    PRECISIONS,
     REMAT_NAME,
     REMAT_TF_OP,
     ROLE_SUFFIX,
@@ -576,7 +576,7 @@ def braced_attr(text: str, key: str, limit: int = 4096) -> str:
     return ""
 
 
-def kernel_operand_shapes(op: "Op") -> tuple[str, str]:
+def kernel_operand_shapes(op: Op) -> tuple[str, str]:
     """(typed operand text, where) of a custom call: the operand list when it
     prints element types (XProf's HLO text), else the
     ``operand_layout_constraints`` (an optimized module prints bare operand

@@ -3,9 +3,25 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable, NamedTuple
+from typing import NamedTuple
 
+from profanalyzer.classify.parse import (
+    Op,
+    braced_attr,
+    clip,
+    elementwise_shapes,
+    infer_kind_from_buffers,
+    kernel_operand_shapes,
+    kind_in_text,
+    matmul_bucket,
+    matmul_kernel_flops,
+    matmul_precision,
+    operand_arrays,
+    public_precision,
+    shape_dims,
+)
 from profanalyzer.classify.tables import (
     ARRAY,
     ASYNC_COMPUTE_TARGET,
@@ -29,21 +45,6 @@ from profanalyzer.classify.tables import (
     RING_PASSTHROUGH,
     START_OPERAND,
     TPU_CUSTOM_CALL,
-)
-from profanalyzer.classify.parse import (
-    braced_attr,
-    clip,
-    elementwise_shapes,
-    kernel_operand_shapes,
-    Op,
-    infer_kind_from_buffers,
-    kind_in_text,
-    matmul_bucket,
-    matmul_kernel_flops,
-    matmul_precision,
-    operand_arrays,
-    public_precision,
-    shape_dims,
 )
 
 

@@ -14,13 +14,13 @@ from __future__ import annotations
 
 import click
 
-from profanalyzer.version import __version__
 from profanalyzer.cli._common import CONTEXT_SETTINGS, run_command
 from profanalyzer.cli.analyze import analyze, info, result_dict
 from profanalyzer.cli.api import explain, mcp, schema
 from profanalyzer.cli.compare import check, compare
 from profanalyzer.cli.fleet import fleet
 from profanalyzer.cli.synth import synth
+from profanalyzer.version import __version__
 
 __all__ = ["cli", "main", "result_dict"]
 

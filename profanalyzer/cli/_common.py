@@ -12,7 +12,9 @@ import json
 import os
 import re
 import sys
-from typing import Any, Callable
+from collections.abc import Callable
+from datetime import UTC
+from typing import Any
 
 import click
 
@@ -83,9 +85,9 @@ def command_line(default: str = "profanalyze") -> str:
 
 def utc_timestamp() -> str:
     """Now, UTC, ISO 8601 to the second (the --timestamp stamp)."""
-    from datetime import datetime, timezone
+    from datetime import datetime
 
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+    return datetime.now(UTC).isoformat(timespec="seconds")
 
 
 def run_command(group: click.Command, argv: list[str] | None) -> int:

@@ -13,7 +13,6 @@ import sys
 
 import click
 
-from profanalyzer.sources import is_url
 from profanalyzer.cli._common import (
     OUTPUT_FILE,
     check_outputs,
@@ -27,6 +26,7 @@ from profanalyzer.cli._common import (
     write_json,
     write_text,
 )
+from profanalyzer.sources import is_url
 
 _CHIP_HELP = "Chip generation; overrides the trace's device_type_string."
 

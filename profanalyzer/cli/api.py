@@ -29,7 +29,8 @@ def schema(out: str) -> None:
 def explain(code: str, json_out: str | None) -> None:
     """Explain a rule CODE: what it detects, why it costs time, what to
     change, and the guide section it is tied to (CODE e.g. SC001)."""
-    from profanalyzer.explain import explain as explain_code, format_explanation
+    from profanalyzer.explain import explain as explain_code
+    from profanalyzer.explain import format_explanation
 
     check_outputs([], [("--json", json_out)])
     e = explain_code(code)

@@ -17,9 +17,16 @@ from __future__ import annotations
 
 import click
 
-from profanalyzer.cli._common import OUTPUT_FILE, check_outputs, chip_option, echo, write_json, write_text
-from profanalyzer.sources import is_url
+from profanalyzer.cli._common import (
+    OUTPUT_FILE,
+    check_outputs,
+    chip_option,
+    echo,
+    write_json,
+    write_text,
+)
 from profanalyzer.errors import EXIT_GATE_FAILED, EXIT_OK
+from profanalyzer.sources import is_url
 
 _chip_option = chip_option("Chip generation for inputs that are traces; overrides the trace's device_type_string.")
 
@@ -40,7 +47,11 @@ def compare(base: str, new: str, chip: str | None, output: str | None, json_out:
     BASE and NEW are traces or `profanalyze analyze --json` files."""
     check_outputs([base, new], [("-o", output), ("--json", json_out), ("--markdown", md_out)])
     from profanalyzer.compare import compare as run_compare
-    from profanalyzer.report.diff import format_text, render_diff_html, render_diff_markdown
+    from profanalyzer.report.diff import (
+        format_text,
+        render_diff_html,
+        render_diff_markdown,
+    )
 
     c = run_compare(_document(base, chip, memory), _document(new, chip, memory), base_label=base, new_label=new)
     to_stdout = json_out == "-" or md_out == "-"
@@ -78,7 +89,13 @@ def check(trace: str, budget_path: str | None, baseline: str | None, chip: str |
 
     Exit 0 when every check passes, 1 when a check fails (each failing check
     is printed on its own line), 2 on a bad budget file or input."""
-    from profanalyzer.budget import BudgetError, evaluate, find_budget, junit_xml, load_budget
+    from profanalyzer.budget import (
+        BudgetError,
+        evaluate,
+        find_budget,
+        junit_xml,
+        load_budget,
+    )
 
     if budget_path is None:
         found = find_budget(".")

@@ -12,7 +12,17 @@ import sys
 
 import click
 
-from profanalyzer.cli._common import CONTEXT_SETTINGS, OUTPUT_FILE, check_outputs, chip_option, command_line, echo, utc_timestamp, write_json, write_text
+from profanalyzer.cli._common import (
+    CONTEXT_SETTINGS,
+    OUTPUT_FILE,
+    check_outputs,
+    chip_option,
+    command_line,
+    echo,
+    utc_timestamp,
+    write_json,
+    write_text,
+)
 
 
 def _progress_printer(enabled: bool):

@@ -61,7 +61,12 @@ from profanalyzer.fleet.aggregate import (
     pod_view,
     trend,
 )
-from profanalyzer.fleet.cache import PATH_MARK, RecordCache, code_fingerprint, default_cache_dir
+from profanalyzer.fleet.cache import (
+    PATH_MARK,
+    RecordCache,
+    code_fingerprint,
+    default_cache_dir,
+)
 from profanalyzer.fleet.execute import (
     FleetDependencyError,
     Progress,
@@ -80,8 +85,6 @@ from profanalyzer.fleet.paths import (
     host_stem,
     run_time,
 )
-from profanalyzer.sources import is_url
-from profanalyzer.vocab import XPLANE_SUFFIXES
 from profanalyzer.fleet.records import (
     FLEET_SCHEMA_VERSION,
     RECORD_VERSION,
@@ -96,6 +99,8 @@ from profanalyzer.fleet.records import (
     TrendRow,
     host_record,
 )
+from profanalyzer.sources import is_url
+from profanalyzer.vocab import XPLANE_SUFFIXES
 
 __all__ = [
     "DEFINITIONS", "FLEET_SCHEMA_VERSION", "PATH_MARK", "RECORD_VERSION", "REGRESSION_K", "REGRESSION_MIN_NOISE_RUNS",

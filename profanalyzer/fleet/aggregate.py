@@ -4,10 +4,9 @@ the slowest host's critical bucket), across runs the trend and its regressions."
 from __future__ import annotations
 
 import statistics
+from collections.abc import Iterable, Sequence
 from dataclasses import replace
-from typing import Iterable, Sequence
 
-from profanalyzer.version import __version__
 from profanalyzer.fleet.paths import Expansion, RunInput, host_stem, natural
 from profanalyzer.fleet.records import (
     FLEET_SCHEMA_VERSION,
@@ -21,7 +20,13 @@ from profanalyzer.fleet.records import (
     Trend,
     TrendRow,
 )
-from profanalyzer.stats import STRAGGLER_MIN_MEMBERS, STRAGGLER_MIN_REL_SCALE, STRAGGLER_Z, modified_z
+from profanalyzer.stats import (
+    STRAGGLER_MIN_MEMBERS,
+    STRAGGLER_MIN_REL_SCALE,
+    STRAGGLER_Z,
+    modified_z,
+)
+from profanalyzer.version import __version__
 
 #: Straggler hosts: modified z-score above STRAGGLER_Z (needs >= STRAGGLER_MIN_HOSTS analysed hosts).
 STRAGGLER_MIN_HOSTS = STRAGGLER_MIN_MEMBERS

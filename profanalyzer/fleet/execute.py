@@ -5,14 +5,25 @@ from __future__ import annotations
 
 import logging
 import os
-from typing import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 from profanalyzer.errors import InputError, ProfanalyzerError
 from profanalyzer.fleet.aggregate import aggregate_fleet
-from profanalyzer.fleet.cache import PATH_MARK, RecordCache, default_cache_dir, from_cache
+from profanalyzer.fleet.cache import (
+    PATH_MARK,
+    RecordCache,
+    default_cache_dir,
+    from_cache,
+)
 from profanalyzer.fleet.paths import expand_paths, fetch_remote, sha256_local
+from profanalyzer.fleet.records import (
+    FleetOptions,
+    FleetResult,
+    failure_from,
+    host_record,
+    one_line,
+)
 from profanalyzer.sources import is_url
-from profanalyzer.fleet.records import FleetOptions, FleetResult, failure_from, host_record, one_line
 
 
 def analyse_host_file(

@@ -9,10 +9,10 @@ import math
 import os
 import re
 import tempfile
+from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Iterable
 
 from profanalyzer.errors import InputError, ProfanalyzerError
 from profanalyzer.fleet.records import Failure, failure_from, one_line
@@ -184,12 +184,12 @@ def run_time(name: str, mtime: float | None) -> tuple[str | None, str, float]:
     m = RUN_NAME_RE.match(name)
     if m:
         try:
-            dt = datetime(*(int(g) for g in m.groups()), tzinfo=timezone.utc)
+            dt = datetime(*(int(g) for g in m.groups()), tzinfo=UTC)
             return dt.strftime("%Y-%m-%dT%H:%M:%SZ"), "folder name", dt.timestamp()
         except ValueError:
             pass
     if mtime is not None:
-        dt = datetime.fromtimestamp(mtime, tz=timezone.utc)
+        dt = datetime.fromtimestamp(mtime, tz=UTC)
         return dt.strftime("%Y-%m-%dT%H:%M:%SZ"), "modification time", float(mtime)
     return None, "unknown", math.inf
 

@@ -10,8 +10,8 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Mapping
 
 from profanalyzer.errors import ProfanalyzerError
 from profanalyzer.model import to_jsonable

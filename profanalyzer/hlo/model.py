@@ -11,9 +11,10 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any, Mapping
+from typing import Any
 
 #: INT64_MAX: the compiler's "no estimate" for `estimated_cycles`.
 UNKNOWN_CYCLES = 9223372036854775807
@@ -39,7 +40,7 @@ class Shape:
     dtype: str
     dims: tuple[int, ...] = ()
     memory_space: int = 0
-    parts: tuple["Shape", ...] = ()
+    parts: tuple[Shape, ...] = ()
     layout: str = ""
 
     @property
@@ -58,7 +59,7 @@ class Shape:
             return sum(p.bytes for p in self.parts)
         return (self.elements * DTYPE_BITS.get(self.dtype, 0) + 7) // 8
 
-    def leaves(self) -> tuple["Shape", ...]:
+    def leaves(self) -> tuple[Shape, ...]:
         if not self.is_tuple:
             return (self,)
         return tuple(leaf for p in self.parts for leaf in p.leaves())

@@ -14,7 +14,14 @@ import json
 import struct
 from dataclasses import replace
 
-from profanalyzer.hlo.model import Computation, Instruction, Module, OpMetadata, Shape, StackFrames
+from profanalyzer.hlo.model import (
+    Computation,
+    Instruction,
+    Module,
+    OpMetadata,
+    Shape,
+    StackFrames,
+)
 from profanalyzer.xspace import wire
 
 __all__ = ["parse_hlo_proto_bytes", "PRIMITIVE_TYPES"]

@@ -31,7 +31,13 @@ from dataclasses import dataclass
 
 from profanalyzer.hardware import Chip
 from profanalyzer.hlo.model import Computation, Instruction, Module, Program
-from profanalyzer.hlo.schedule import TRIVIAL_OPCODES, SPARSECORE_THREAD, operand_shapes, trip_count, xprof_text
+from profanalyzer.hlo.schedule import (
+    SPARSECORE_THREAD,
+    TRIVIAL_OPCODES,
+    operand_shapes,
+    trip_count,
+    xprof_text,
+)
 from profanalyzer.hlo.truth import category_of, collective_kind
 
 __all__ = ["ReplayOp", "Replay", "replay", "to_xspace", "PREDICTED_NOTE"]

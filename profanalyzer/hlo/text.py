@@ -19,7 +19,14 @@ from __future__ import annotations
 
 import re
 
-from profanalyzer.hlo.model import Computation, Instruction, Module, OpMetadata, Shape, StackFrames
+from profanalyzer.hlo.model import (
+    Computation,
+    Instruction,
+    Module,
+    OpMetadata,
+    Shape,
+    StackFrames,
+)
 
 __all__ = ["parse_text", "parse_shape", "split_top", "looks_like_hlo_text"]
 

@@ -34,7 +34,13 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from profanalyzer.hlo.model import FP8_DTYPES, INT4_DTYPES, INT8_DTYPES, Instruction, Module
+from profanalyzer.hlo.model import (
+    FP8_DTYPES,
+    INT4_DTYPES,
+    INT8_DTYPES,
+    Instruction,
+    Module,
+)
 from profanalyzer.hlo.schedule import ScheduledOp, fusion_body, operand_shapes
 from profanalyzer.vocab import COLLECTIVE_KIND_BUCKET
 

@@ -15,41 +15,47 @@ from __future__ import annotations
 
 import os
 import re
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 from profanalyzer.format import count, ms, pct
 from profanalyzer.model import Analysis, Finding, Findings, RuleDoc, TopOp
 from profanalyzer.report import svg
 from profanalyzer.report.collectives_view import card_sources
-from profanalyzer.stats import median_of
-from profanalyzer.shell import finding_lines
 from profanalyzer.report.sections import build_sections, mxu_text
 from profanalyzer.report.views import (
+    AttentionView,
+    BreakdownView,
+    BucketRow,
+    Card,
+    CommRow,
+    CommView,
+    CoreRow,
+    CoresView,
+    DocView,
+    DroppedStep,
+    ExposedRow,
     Fact,
     Kpi,
     LegendItem,
-    BucketRow,
-    DocView,
-    Card,
-    WorkloadView,
-    RecsView,
-    DroppedStep,
-    BreakdownView,
-    WindowRow,
-    TimelineView,
-    CommRow,
-    ExposedRow,
-    CommView,
-    OpRow,
-    RematView,
-    AttentionView,
-    RooflineView,
-    CoreRow,
-    CoresView,
     NavItem,
+    OpRow,
+    RecsView,
+    RematView,
     ReportContext,
+    RooflineView,
+    TimelineView,
+    WindowRow,
+    WorkloadView,
 )
-from profanalyzer.vocab import BUCKETS, COLLECTIVE_BUCKETS, COLLECTIVE_TYPE_LABELS, LEVER_LABELS, WHAT_IF_LEVERS
+from profanalyzer.shell import finding_lines
+from profanalyzer.stats import median_of
+from profanalyzer.vocab import (
+    BUCKETS,
+    COLLECTIVE_BUCKETS,
+    COLLECTIVE_TYPE_LABELS,
+    LEVER_LABELS,
+    WHAT_IF_LEVERS,
+)
 
 #: Rows of the op tables.
 TOP_OPS_ROWS = 30

@@ -18,10 +18,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from profanalyzer.format import ms, noise, pct, pts, signed_ms, signed_pct
-from profanalyzer.stats import MIN_EFFECT, NOISE_K, SHORTFALL_RATIO
 from profanalyzer.report import context as _context
 from profanalyzer.report import svg
 from profanalyzer.report.views import Kpi
+from profanalyzer.stats import MIN_EFFECT, NOISE_K, SHORTFALL_RATIO
 from profanalyzer.vocab import IDLE_CAUSE_COLOURS, IDLE_CAUSE_LABELS
 
 if TYPE_CHECKING:  # the records it renders (built by profanalyzer.compare and profanalyzer.verify)

@@ -14,15 +14,25 @@ inputs and are escaped. Deterministic: same result, same bytes.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING
 
 from markupsafe import Markup
 
 from profanalyzer.format import EM_DASH, ms
 from profanalyzer.report import svg
+from profanalyzer.report.svg import (
+    colour,
+    coord,
+    esc,
+    fmt_ms,
+    nice_ticks,
+    short_label,
+    svg_open,
+    tick_label,
+)
 from profanalyzer.report.views import Fact, Kpi, LegendItem, NavItem
-from profanalyzer.report.svg import colour, coord, esc, fmt_ms, nice_ticks, short_label, svg_open, tick_label
 
 if TYPE_CHECKING:  # the records it renders (built by profanalyzer.fleet)
     from profanalyzer.fleet.records import FleetResult, HostResult, RunResult

@@ -11,14 +11,13 @@ the same bytes (no timestamp unless one is passed).
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import hashlib
 import mmap
 import os
+from collections.abc import Mapping
+from dataclasses import replace
 from functools import lru_cache
 from pathlib import Path
-from typing import Mapping
 
 import jinja2
 

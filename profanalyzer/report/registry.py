@@ -12,8 +12,9 @@ The format modules are imported when a renderer runs (jinja2 only for HTML).
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Mapping, Protocol
+from typing import Protocol
 
 from profanalyzer.model import Analysis, Findings, result_document
 

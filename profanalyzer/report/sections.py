@@ -12,13 +12,28 @@ from dataclasses import dataclass
 from markupsafe import Markup
 
 from profanalyzer.format import ms, pct
-from profanalyzer.model import Analysis
+from profanalyzer.model import DEFAULT_DEPTH, Analysis, collapse
 from profanalyzer.report import svg
-from profanalyzer.report.antipatterns_view import AntiPatternsView, antipatterns_markdown, antipatterns_view
-from profanalyzer.report.counters_view import CountersView, counters_markdown, counters_view
-from profanalyzer.report.collectives_view import CollectivesView, collectives_markdown, collectives_view
-from profanalyzer.report.expected_view import ExpectedView, expected_view, markdown_expected
-from profanalyzer.model import DEFAULT_DEPTH, collapse
+from profanalyzer.report.antipatterns_view import (
+    AntiPatternsView,
+    antipatterns_markdown,
+    antipatterns_view,
+)
+from profanalyzer.report.collectives_view import (
+    CollectivesView,
+    collectives_markdown,
+    collectives_view,
+)
+from profanalyzer.report.counters_view import (
+    CountersView,
+    counters_markdown,
+    counters_view,
+)
+from profanalyzer.report.expected_view import (
+    ExpectedView,
+    expected_view,
+    markdown_expected,
+)
 from profanalyzer.vocab import BUCKETS, IDLE_CAUSE_LABELS, IDLE_CAUSES
 
 __all__ = ["mxu_text", "ScopeRowView", "ScopesView", "IdleRowView", "IdleView", "Sections", "scopes_view", "idle_view", "build_sections", "markdown_sections", "MARKDOWN_SCOPE_ROWS", "MemoryView", "BufferRowView", "memory_view", "step_class_text", "host_activity_lines", "SCOPE_ROWS"]

@@ -15,8 +15,8 @@ deterministic.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Iterable, Sequence
 
 from markupsafe import Markup, escape
 

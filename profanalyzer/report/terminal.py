@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from profanalyzer.model import Analysis, collapse
 from profanalyzer.format import ms, pct
+from profanalyzer.model import Analysis, collapse
 from profanalyzer.shell import finding_lines, wrap_comment
 from profanalyzer.vocab import BUCKETS
 

@@ -29,13 +29,13 @@ from pathlib import Path
 
 from profanalyzer import outputs
 
-from .hlo_memory import memory_truth
-from .model import simulate
-from .truth import build_truth
 from . import real_shapes
 from .builder import BUCKETS, COLL_BUCKETS
+from .hlo_memory import memory_truth
+from .model import simulate
 from .program import build_plan
 from .scenarios import LEVERS, SCENARIOS, Scenario, get_scenario
+from .truth import build_truth
 from .writer import hostnames_for, plane_names, run_name_for, write_host
 
 __all__ = [
@@ -52,7 +52,7 @@ __all__ = [
 
 
 def synthesize(
-    name_or_spec: "str | Scenario",
+    name_or_spec: str | Scenario,
     *,
     seed: int = 0,
     hosts: int = 1,
@@ -92,7 +92,7 @@ def synthesize(
     return files, truth
 
 
-def truth_path_for(out_path: "str | os.PathLike") -> Path:
+def truth_path_for(out_path: str | os.PathLike) -> Path:
     """``x.xplane.pb.gz`` / ``x.xplane.pb`` -> ``x.truth.json``; a directory -> ``DIR/truth.json``."""
     p = Path(out_path)
     n = p.name
@@ -115,8 +115,8 @@ def dump_truth(truth: dict) -> str:
 
 
 def write_scenario(
-    name: "str | Scenario",
-    out_path: "str | os.PathLike",
+    name: str | Scenario,
+    out_path: str | os.PathLike,
     *,
     seed: int = 0,
     hosts: int = 1,

@@ -12,7 +12,7 @@ import sys
 from . import SCENARIOS, write_scenario
 
 
-def main(argv: "list[str] | None" = None) -> int:
+def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["list"]:
         w = max(len(n) for n in SCENARIOS)

@@ -8,15 +8,13 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field
 
-from ..hardware import TPU7X
-from .hlo import Namer, nbytes, shape
-from .scenarios import Scenario
-
-
 # The bucket vocabulary is the product's (the truth is written in its terms);
 # which op lands in which bucket is decided here by construction, not by the
 # classifier.
 from ..classify import BUCKETS as PRODUCT_BUCKETS  # noqa: E402
+from ..hardware import TPU7X
+from .hlo import Namer, nbytes, shape
+from .scenarios import Scenario
 
 #: Buckets the truth of issue #14 uses that the product may not have yet (appended, so the
 #: indices of the product's buckets do not move); a truth names them only when it uses them.

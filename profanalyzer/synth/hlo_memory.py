@@ -21,8 +21,8 @@ peak by construction), never by decoding the bytes.
 
 from __future__ import annotations
 
-from .pbenc import f_bytes, f_varint
 from .builder import Plan
+from .pbenc import f_bytes, f_varint
 
 F32, BF16 = 11, 16
 ALLOC, FREE = 0, 1

@@ -5,16 +5,15 @@ sequences (:func:`layer_fwd`, :func:`layer_bwd`) built with :class:`.builder.Bui
 from __future__ import annotations
 
 from . import hlo as H
-from .hlo import DG_ATTN, DG_DGRAD, DG_F32, DG_FWD, DG_WGRAD, nbytes, shape
 from .builder import (
-    Builder,
     CORE_PEAK_BF16,
     CORE_PEAK_FP8,
     OP,
+    Builder,
     OpT,
     compute_ps,
 )
-
+from .hlo import DG_ATTN, DG_DGRAD, DG_F32, DG_FWD, DG_WGRAD, nbytes, shape
 
 # ---------------------------------------------------------------------------
 # Layer bodies

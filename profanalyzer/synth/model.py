@@ -91,7 +91,7 @@ class StepAcc:
     coll_tc: np.ndarray  # instances on the TensorCore
 
     @classmethod
-    def zeros(cls, C: int) -> "StepAcc":
+    def zeros(cls, C: int) -> StepAcc:
         z = lambda *s: np.zeros(s, dtype=np.int64)  # noqa: E731
         return cls(z(N_BUCKETS, C), z(N_BUCKETS, C), z(C), z(C), z(5, C), z(5, C), z(5, C), z(5, C), z(5, C))
 

@@ -30,34 +30,33 @@ Bucket rules the templates follow (and the analysis must implement):
 from __future__ import annotations
 
 import random
-from typing import Callable, Mapping
+from collections.abc import Callable, Mapping
 
 from . import hlo as H
-from .hlo import DG_DGRAD, DG_FWD, DG_WGRAD, nbytes, shape
-from .scenarios import Scenario
 from .builder import (
-    Builder,
     CORE_PEAK_BF16,
     DONE,
     GAP,
     MB,
     ME,
     OP,
-    Plan,
-    Program,
     START,
     SYNC,
     WB,
     WE,
+    Builder,
+    Plan,
+    Program,
     compute_ps,
     stable_hash,
 )
+from .hlo import DG_DGRAD, DG_FWD, DG_WGRAD, nbytes, shape
 from .layers import (
     layer_bwd,
     layer_fwd,
     mm_dts,
 )
-
+from .scenarios import Scenario
 
 # ---------------------------------------------------------------------------
 # Whole programs

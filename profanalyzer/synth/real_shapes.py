@@ -27,7 +27,6 @@ Bucket rules these templates follow (the truth is written in them):
 
 from __future__ import annotations
 
-from .hlo import nbytes, shape
 from .builder import (
     CORE_HBM,
     CORE_ICI,
@@ -45,6 +44,7 @@ from .builder import (
     Program,
     compute_ps,
 )
+from .hlo import nbytes, shape
 
 _BITS = {"f4e2m1fn": 4, "s4": 4, "s8": 8, "bf16": 16, "f8e4m3fn": 8, "f8e5m2": 8}
 

@@ -149,7 +149,7 @@ contains `/rematted_computation/` (ops under `/checkpoint/` alone are not remat)
 """
 
 
-def generate(outdir: "str | Path", names: "list[str] | None" = None, verbose: bool = True) -> dict[str, dict]:
+def generate(outdir: str | Path, names: list[str] | None = None, verbose: bool = True) -> dict[str, dict]:
     out = Path(outdir)
     out.mkdir(parents=True, exist_ok=True)
     truths: dict[str, dict] = {}
@@ -170,7 +170,7 @@ def generate(outdir: "str | Path", names: "list[str] | None" = None, verbose: bo
     return truths
 
 
-def main(argv: "list[str] | None" = None) -> int:
+def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or argv[0] in ("-h", "--help"):
         print(__doc__.strip())

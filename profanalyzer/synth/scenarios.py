@@ -144,7 +144,7 @@ class Scenario:
     def offloaded_types(self) -> tuple[str, ...]:
         return tuple(t for t, f, _ in self.collectives if f == "offload")
 
-    def with_(self, **kw) -> "Scenario":
+    def with_(self, **kw) -> Scenario:
         return replace(self, **kw)
 
 
@@ -792,7 +792,7 @@ _CATALOG += [
 SCENARIOS: dict[str, Scenario] = {s.name: s for s in _CATALOG}
 
 
-def get_scenario(name_or_spec: "str | Scenario") -> Scenario:
+def get_scenario(name_or_spec: str | Scenario) -> Scenario:
     if isinstance(name_or_spec, Scenario):
         return name_or_spec
     try:

@@ -9,10 +9,10 @@ import numpy as np
 from .builder import (
     BUCKET_INDEX,
     BUCKETS,
-    PRODUCT_BUCKETS,
     COLL_BUCKETS,
     DONE,
     OP,
+    PRODUCT_BUCKETS,
     START,
     SYNC,
     Plan,
@@ -24,7 +24,6 @@ from .model import (
     SC_PER_CORE,
     Timeline,
 )
-
 
 # ---------------------------------------------------------------------------
 # Truth

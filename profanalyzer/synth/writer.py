@@ -26,9 +26,9 @@ import numpy as np
 from ..hardware import TPU7X
 from ..xspace import xplane_pb2 as pb
 from . import pbenc as P
+from .builder import stable_hash
 from .hlo_memory import hlo_proto
 from .model import SC_PER_CORE, Rng, Timeline
-from .builder import stable_hash
 
 US = 1_000_000
 EPOCH_BASE_NS = 1_733_000_000_000_000_000  # early December 2024
@@ -329,7 +329,7 @@ def write_host(tl: Timeline, h: int, hostname: str, seed: int, counts: dict) -> 
     return P.encode_space(planes, [hostname])
 
 
-def _counter_lines(tl: Timeline, gi: int, ops, ev: "_Events", st: _Stats, clock: _Clock, seed: int):
+def _counter_lines(tl: Timeline, gi: int, ops, ev: _Events, st: _Stats, clock: _Clock, seed: int):
     """(the `_counters_` line, the emit_pipeline phases (meta, start, dur, group), its event count) of one TensorCore."""
     from .counters import PROFILES, UNITS, profile_of, windows
 

@@ -27,9 +27,9 @@ import mmap
 import os
 import re
 import zlib
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterator
 
 from profanalyzer.errors import InputError
 from profanalyzer.vocab import XPLANE_SUFFIXES

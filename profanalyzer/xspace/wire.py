@@ -26,8 +26,8 @@ raise: the runtime then reports the corruption.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Mapping
 
 import numpy as np
 
