@@ -92,3 +92,17 @@ def test_expected_vs_measured_on_the_v6e_capture(tmp_path, capsys):
 def test_a_capture_without_hlo_has_no_expected_section(tmp_path, capsys):
     doc, html, md = _all(VLLM, tmp_path, capsys)
     assert doc["expected"] is None and 'id="expected"' not in html and "Expected vs measured" not in md
+
+
+def test_the_terminal_marks_a_program_predicted():
+    """The terminal summary says PREDICTED at the top and on the step time of a
+    compiled program; a capture's says neither."""
+    from profanalyzer.report.terminal import format_summary
+    from profanalyzer.run import RunOptions, run
+
+    prog = format_summary(run(PROGRAM, RunOptions()).analysis)
+    head = prog.splitlines()[:4]
+    assert any(line.startswith("PREDICTED: a compiled program, no TPU ran it") for line in head), head
+    assert "predicted step time:" in prog
+    cap = format_summary(run(SAMPLE, RunOptions()).analysis)
+    assert "PREDICTED" not in cap and "predicted step time" not in cap

@@ -94,6 +94,10 @@ def format_summary(a: Analysis, top: int = 10, findings=None, by_scope: int | No
         f"chip: {chip} ({a.chip_source if a.chip_source.startswith('assumed') else 'from ' + a.chip_source}); hosts: {len(a.hosts)}; "
         f"TensorCores: {a.tensorcores}; SparseCores: {a.sparsecores}",
     ]
+    predicted = a.time_basis == "predicted"
+    if predicted:
+        out.append("PREDICTED: a compiled program, no TPU ran it; every time below is the compiler's estimate "
+                   "replayed (assumptions in the notes)")
     st = a.steps
     dropped = ", ".join(f"step {r.number} ({r.reason})" for r in st.dropped) or "none"
     if a.run_kind is not None:
@@ -114,8 +118,9 @@ def format_summary(a: Analysis, top: int = 10, findings=None, by_scope: int | No
 
         util.append(f"matmul MXU utilisation {mxu_text(u.mxu_matmul)}")
     out.append(
-        (f"step time: median {ms(t['median'])} ms (min {ms(t['min'])}, max {ms(t['max'])})" if st.kept != 1
-         else f"step time: {ms(t['median'])} ms (the one kept step)")
+        ("predicted " if predicted else "")
+        + (f"step time: median {ms(t['median'])} ms (min {ms(t['min'])}, max {ms(t['max'])})" if st.kept != 1
+           else f"step time: {ms(t['median'])} ms (the one kept step)")
         + (f"; {'; '.join(util)}" if util else "")
     )
     out.append("")
