@@ -28,6 +28,7 @@ from profanalyzer.counters import (
     counter_matmul_rows,
     kernel_counters,
     ops_precision,
+    trace_counter_lines,
     with_counter_tags,
     with_device_peaks,
 )
@@ -210,7 +211,8 @@ def attribute(trace: Trace) -> Attributed:
     chip's peaks come from the device planes when they carry them."""
     trace, peaks_note = with_device_peaks(trace)
     work = attribute_trace(trace)
-    moved = counter_matmul_rows(trace, work)  # counters as matmul evidence: re-bucket, then attribute again
+    lines = trace_counter_lines(trace)  # read once per run: the re-bucketing and the kernel counters use them
+    moved = counter_matmul_rows(trace, work, lines)  # counters as matmul evidence: re-bucket, then attribute again
     if moved:
         work = attribute_trace(trace, moved)
     if not work or all(len(w.attribution.step_numbers) == 0 for w in work):
@@ -228,7 +230,8 @@ def attribute(trace: Trace) -> Attributed:
     avg = core_means.mean(axis=0)
     step_mean = float(avg[col["step_ps"]])
     return Attributed(trace, work, kept_steps, step_mean, table,
-                      _Tables(rows, kept_mask, step_med, core_ids, core_means, core_counts, avg, peaks_note))
+                      _Tables(rows, kept_mask, step_med, core_ids, core_means, core_counts, avg, peaks_note),
+                      lazy={"counter_lines": lines})
 
 
 def analyze_attributed(att: Attributed, options: AnalysisOptions = AnalysisOptions()) -> Analysis:

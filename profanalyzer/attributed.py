@@ -105,7 +105,8 @@ class Attributed:
     #: Each TensorCore's collective windows (all steps) by plane label, as the
     #: overlap stage built them (the trace export reads them).
     windows: dict[str, Any] = field(default_factory=dict, repr=False)
-    #: What the stages read once per run on first use (the capture's HLO programs).
+    #: What the stages read once per run (the capture's HLO programs on first use; the counter lines,
+    #: read by analysis.attribute for the re-bucketing and kept for the kernel counters).
     lazy: dict[str, Any] = field(default_factory=dict, repr=False)
 
     def program(self) -> tuple[Any, str]:

@@ -46,7 +46,7 @@ from profanalyzer.trace import LINE_OPS, Trace
 from profanalyzer.vocab import BUCKETS
 
 __all__ = ["COUNTERS_LINE", "TRACEME_LINE", "UTIL_STAT", "kernel_counters", "with_device_peaks", "read_counter_lines",
-           "MXU_BOUND", "VECTOR_BOUND", "WAIT_BOUND", "MXU_MATMUL", "counter_matmul_rows", "VERDICTS", "ops_precision", "with_counter_tags"]
+           "MXU_BOUND", "VECTOR_BOUND", "WAIT_BOUND", "MXU_MATMUL", "counter_matmul_rows", "trace_counter_lines", "VERDICTS", "ops_precision", "with_counter_tags"]
 
 COUNTERS_LINE = "_counters_"
 TRACEME_LINE = "XLA TraceMe"
@@ -180,7 +180,7 @@ def _has_counter_names(names) -> bool:
     return "\x00ep_wait" in joined or any(f"\x00{u}\x00" in joined for u in ("MXU", *VECTOR_UNITS))
 
 
-def _trace_lines(trace: Trace) -> dict[tuple[str, str], dict]:
+def trace_counter_lines(trace: Trace) -> dict[tuple[str, str], dict]:
     """(host, plane name) -> read_counter_lines record, of every capture file of the trace; {} when no
     TensorCore plane names a counter unit or a pipeline phase (nothing re-read)."""
     tables = {id(p.meta): p.meta for p in trace.tensorcores}  # TensorCores often share one table
@@ -204,14 +204,13 @@ _OUT_PRECISION = {"bf16": ("bf16", "matmul_bf16"), "f16": ("bf16", "matmul_bf16"
                   "u8": ("int8", "matmul_int8"), "f32": (None, "matmul_other")}
 
 
-def counter_matmul_rows(trace: Trace, work) -> dict[str, dict[int, tuple[str, str, str | None, str]]]:
+def counter_matmul_rows(trace: Trace, work, lines: dict[tuple[str, str], dict]) -> dict[str, dict[int, tuple[str, str, str | None, str]]]:
     """Counters as matmul evidence: plane label -> {metadata row: (bucket, kernel, precision, reason)} of
     the `tpu_custom_call` kernels the classifier left in other_compute (no name, metadata or operand
     shape said what they compute) whose time-weighted MXU utilisation over all their runs on the
     planes sharing their metadata is at least MXU_MATMUL: the MXU only runs matmuls, so they are matmul
     kernels (precision from the output element type; FLOPs not derivable). `work`: the first
-    classification's CoreWork list. {} without counter lines."""
-    lines = _trace_lines(trace)
+    classification's CoreWork list; `lines`: trace_counter_lines(trace). {} without counter lines."""
     if not lines:
         return {}
     other = BUCKETS.index("other_compute")
@@ -293,7 +292,9 @@ def kernel_counters(att: Attributed,
                     bucket_of: dict[str, tuple[str, str | None]] | None = None) -> tuple[KernelCounters, ...] | None:
     """Per op with counter samples or pipeline phases: utilisation by unit, ep_wait share, verdict."""
     trace, work, kept_steps, step_mean_ps = att.trace, att.work, att.kept_steps, att.step_mean
-    lines = _trace_lines(trace)
+    lines = att.lazy.get("counter_lines")  # analysis.attribute read them for the re-bucketing
+    if lines is None:
+        lines = trace_counter_lines(trace)
     if not lines:
         return None
     kept = np.asarray(sorted(kept_steps), dtype=np.int64)
