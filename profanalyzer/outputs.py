@@ -119,6 +119,16 @@ class Inputs:
             head = up
 
 
+def _stat_output(what: str, out: str) -> os.stat_result | None:
+    """The output path's stat, None when it does not exist yet; OutputError when it cannot be looked at."""
+    try:
+        return os.stat(out)
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as e:
+        raise OutputError(f"{what}: cannot write: {getattr(e, 'strerror', None) or e}") from None
+
+
 def _describe(label: str | None, path: str) -> str:
     return f"{label} {path}" if label else path
 
@@ -150,12 +160,7 @@ def check_outputs(
         out = str(raw)
         what = _describe(label, out)
         real = os.path.realpath(out)
-        try:
-            st: os.stat_result | None = os.stat(out)
-        except FileNotFoundError:
-            st = None
-        except (OSError, ValueError) as e:
-            raise OutputError(f"{what}: cannot write: {getattr(e, 'strerror', None) or e}") from None
+        st: os.stat_result | None = _stat_output(what, out)
         if st is not None:
             hit = ins.files.get(_file_id(st))
             if hit is not None:
@@ -186,12 +191,7 @@ def check_outputs(
         out = str(raw)
         what = _describe(label, out)
         real = os.path.realpath(out)
-        try:
-            st = os.stat(out)
-        except FileNotFoundError:
-            st = None
-        except (OSError, ValueError) as e:
-            raise OutputError(f"{what}: cannot write: {getattr(e, 'strerror', None) or e}") from None
+        st = _stat_output(what, out)
         if st is not None:
             if not stat.S_ISDIR(st.st_mode):
                 hit = ins.files.get(_file_id(st))
