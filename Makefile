@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 SAMPLE ?= sample_traces/dense_short_fsdp.xplane.pb.gz
 #: The modules mypy checks (`make lint`); add a core module once it passes.
-TYPED  ?= profanalyzer/run.py profanalyzer/attributed.py profanalyzer/report/registry.py profanalyzer/errors.py profanalyzer/outputs.py profanalyzer/hardware.py profanalyzer/stats.py profanalyzer/attribution.py profanalyzer/model.py profanalyzer/records.py profanalyzer/parts.py profanalyzer/vocab.py profanalyzer/rules.py profanalyzer/format.py profanalyzer/workload.py profanalyzer/runkind.py profanalyzer/capture.py profanalyzer/opstats.py profanalyzer/classify/tables.py profanalyzer/classify/parse.py profanalyzer/classify/rules.py profanalyzer/trace.py $(wildcard profanalyzer/hlo/*.py)
+TYPED  ?= profanalyzer/run.py profanalyzer/analyze/attributed.py profanalyzer/report/registry.py profanalyzer/errors.py profanalyzer/outputs.py profanalyzer/hardware.py profanalyzer/stats.py profanalyzer/analyze/attribution.py profanalyzer/model.py profanalyzer/records.py profanalyzer/parts.py profanalyzer/vocab.py profanalyzer/rules.py profanalyzer/format.py profanalyzer/analyze/workload.py profanalyzer/analyze/runkind.py profanalyzer/analyze/capture.py profanalyzer/analyze/opstats.py profanalyzer/classify/tables.py profanalyzer/classify/parse.py profanalyzer/classify/rules.py profanalyzer/trace.py $(wildcard profanalyzer/hlo/*.py)
 #: What ruff checks (`make lint`; rules in pyproject.toml).
 LINTED ?= profanalyzer heuristics tests tools benchmarks setup.py
 

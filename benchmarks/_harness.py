@@ -38,7 +38,7 @@ def child_env() -> dict:
 def warm_up() -> None:
     """Import everything once so bytecode caches exist (not timed)."""
     subprocess.run(
-        [sys.executable, "-c", "import profanalyzer.cli, profanalyzer.analysis, profanalyzer.report.html; "
+        [sys.executable, "-c", "import profanalyzer.cli, profanalyzer.analyze.analysis, profanalyzer.report.html; "
          "from heuristics import registry; registry()"],
         cwd=ROOT, env=child_env(), check=False,
     )

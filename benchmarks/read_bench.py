@@ -6,7 +6,7 @@ Synthesizes one large single-host TPU7x capture (>= 1.5M device events by
 default), then times, each in a fresh subprocess (so peak RSS is per task):
 
   bare_parse   XSpace.FromString(file bytes): the whole message, all planes
-  read         profanalyzer.tracebuild.load_trace (scan + device planes + columns)
+  read         profanalyzer.xspace.build.load_trace (scan + device planes + columns)
   analyze      load_trace + classification + attribution + roofline
 
 and prints wall seconds (best of R), peak RSS and the ratios to bare_parse.
@@ -33,12 +33,12 @@ TASKS = {
         "note = sum(len(l.events) for p in sp.planes if p.name.startswith('/device:TPU') for l in p.lines)\n"
     ),
     "read": (
-        "from profanalyzer.tracebuild import load_trace\n"
+        "from profanalyzer.xspace.build import load_trace\n"
         "tr = load_trace(PATH)\n"
         "note = sum(p.n_events for p in tr.planes)\n"
     ),
     "analyze": (
-        "from profanalyzer.analysis import analyze\n"
+        "from profanalyzer.analyze.analysis import analyze\n"
         "a = analyze(PATH)\n"
         "note = a.steps.kept\n"
     ),

@@ -79,7 +79,7 @@ TASKS = {
     ),
     "stages": (
         "import gc\n"
-        "from profanalyzer.analysis import AnalysisOptions, analyze_trace, read_trace\n"
+        "from profanalyzer.analyze.analysis import AnalysisOptions, analyze_trace, read_trace\n"
         "from profanalyzer.findings import run_rules\n"
         "from profanalyzer.report.html import render_html, file_sha256\n"
         "opts = AnalysisOptions()\n"
@@ -100,7 +100,7 @@ TASKS = {
         "from concurrent.futures import ProcessPoolExecutor\n"
         "from pathlib import Path\n"
         "from profanalyzer.trace import ANALYSIS_LINES\n"
-        "from profanalyzer.tracebuild import _load_host\n"
+        "from profanalyzer.xspace.build import _load_host\n"
         "files = sorted(Path(PATH).iterdir())\n"
         "with ProcessPoolExecutor(max_workers=2) as pool:\n"
         "    res = list(pool.map(_load_host, files, [True] * len(files), [ANALYSIS_LINES] * len(files)))\n"
@@ -109,13 +109,13 @@ TASKS = {
     ),
     "read_threads": (
         "from profanalyzer.trace import ANALYSIS_LINES\n"
-        "from profanalyzer.tracebuild import load_trace\n"
+        "from profanalyzer.xspace.build import load_trace\n"
         "tr = load_trace(PATH, lines=ANALYSIS_LINES)\n"
         "note = f'{len(tr.hosts)} hosts'\n"
     ),
     "read_jobs": (
         "from profanalyzer.trace import ANALYSIS_LINES\n"
-        "from profanalyzer.tracebuild import load_trace\n"
+        "from profanalyzer.xspace.build import load_trace\n"
         "out = []\n"
         "for jobs in (1, 2, 3):\n"
         "    t1 = time.perf_counter()\n"
@@ -128,7 +128,7 @@ TASKS = {
         "import pickle\n"
         "from pathlib import Path\n"
         "from profanalyzer.trace import ANALYSIS_LINES\n"
-        "from profanalyzer.tracebuild import _load_host\n"
+        "from profanalyzer.xspace.build import _load_host\n"
         "f = sorted(Path(PATH).iterdir())[0]\n"
         "t1 = time.perf_counter(); res = _load_host(f, True, ANALYSIS_LINES); t2 = time.perf_counter()\n"
         "blob = pickle.dumps(res, protocol=pickle.HIGHEST_PROTOCOL); t3 = time.perf_counter()\n"

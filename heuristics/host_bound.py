@@ -5,7 +5,7 @@ work per dispatched program are what set how much device time each host
 launch buys. Tied to the guide's premise that TPU performance is data
 movement across VMEM -> HBM -> host: the host end of that chain can starve
 the core before any device-side lever matters. Reads `Analysis.idle_causes`
-(profanalyzer.idle).
+(profanalyzer.analyze.idle).
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ collectives, and every other core waits for it there.
 Filed under lever L2 (sharding and parallelism): an uneven share of work
 (input imbalance, expert routing, uneven sequence packing) or a slow chip
 makes one core the step's pace-setter. Reads `Analysis.collective_diagnosis`
-(profanalyzer.collectives) and the per-core buckets.
+(profanalyzer.analyze.collectives) and the per-core buckets.
 """
 
 from __future__ import annotations

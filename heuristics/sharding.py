@@ -6,10 +6,10 @@ from heuristics._util import ms, pct, serving, step_ps
 from heuristics.headroom import headroom
 from heuristics.host_bound import host_bound  # HB001, filed under this lever
 from heuristics.late_core import late_core  # LC001, filed under this lever
+from profanalyzer.analyze.workload import classify_workload
 from profanalyzer.hardware import GUIDE_ICI_INTENSITY
 from profanalyzer.rules import rule
 from profanalyzer.vocab import COMPUTE_BUCKETS
-from profanalyzer.workload import classify_workload
 
 #: Exposed all-to-all share of the step worth acting on (MoE).
 A2A_MIN_FRACTION = 0.03

@@ -4,8 +4,8 @@ tune-jax block sizes, max-logit estimate."""
 from __future__ import annotations
 
 from heuristics._util import ms, op_line, pct
+from profanalyzer.analyze.workload import classify_workload
 from profanalyzer.rules import rule
-from profanalyzer.workload import classify_workload
 
 #: Unfused attention share of the step worth replacing by splash attention.
 UNFUSED_MIN_FRACTION = 0.03

@@ -23,7 +23,9 @@ from collections.abc import Iterable
 from dataclasses import replace
 from pathlib import Path
 
-from profanalyzer.analysis import AnalysisOptions, analyze
+from profanalyzer.analyze.analysis import AnalysisOptions, analyze
+from profanalyzer.analyze.sourcelines import finding_sources
+from profanalyzer.analyze.workload import classify_workload
 from profanalyzer.model import (
     Analysis,
     Finding,
@@ -35,9 +37,7 @@ from profanalyzer.model import (
     read_json,
 )
 from profanalyzer.rules import Rule, severity_of
-from profanalyzer.sourcelines import finding_sources
 from profanalyzer.vocab import WHAT_IF_LEVERS
-from profanalyzer.workload import classify_workload
 
 __all__ = [
     "all_rules", "merge", "run_rules", "rule_docs", "load_analysis", "analyze_source", "completed", "together",

@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 from dataclasses import asdict, dataclass
 
-from profanalyzer.analysis import median_kept_step
+from profanalyzer.analyze.analysis import median_kept_step
 from profanalyzer.trace import LINE_MODULES, Trace
 
 

@@ -166,7 +166,7 @@ class StepRow(Record):
 
 @dataclass(frozen=True)
 class StepClass(Record):
-    """Dropped steps that recur on a schedule (profanalyzer.stepclass)."""
+    """Dropped steps that recur on a schedule (profanalyzer.analyze.stepclass)."""
 
     kind: str  # periodic
     period: int  # every `period` steps
@@ -188,7 +188,7 @@ class StepsSummary(Record):
     dropped: tuple[StepRow, ...]
     rule: str
     table: tuple[StepRow, ...]
-    classes: tuple[StepClass, ...] = ()  # periodic heavy steps among the dropped (profanalyzer.stepclass)
+    classes: tuple[StepClass, ...] = ()  # periodic heavy steps among the dropped (profanalyzer.analyze.stepclass)
     time_basis: str = "measured"  # "predicted": the step of a replayed compiled program (vocab.TIME_BASES)
 
 
@@ -205,7 +205,7 @@ class CoreSummary(Record):
     remat_ps: float
     straggler: bool
     busy_z: float
-    idle_causes: Mapping[str, float] = field(default_factory=dict)  # ps per kept step by cause (profanalyzer.idle)
+    idle_causes: Mapping[str, float] = field(default_factory=dict)  # ps per kept step by cause (profanalyzer.analyze.idle)
 
 
 @dataclass(frozen=True)
@@ -244,7 +244,7 @@ class TopOp(Record):
     deduplicated_name: str
     model_flops_ratio: float | None = None  # model FLOPs / executed FLOPs (< 1: padding or recompute)
     output_bytes: float | None = None  # bytes of the op's output (from its HLO shape), per occurrence
-    source: str = ""  # Python file:line (function) its HLO came from (profanalyzer.sourcelines), "" when unknown
+    source: str = ""  # Python file:line (function) its HLO came from (profanalyzer.analyze.sourcelines), "" when unknown
     time_basis: str = "measured"  # "predicted": self_ps is the replay's, not a measurement (vocab.TIME_BASES)
 
 
@@ -290,7 +290,7 @@ class CollectiveTypeSummary(Record):
 
 @dataclass(frozen=True)
 class KernelCounters(Record):
-    """Hardware counters and pipeline phases of one op (profanalyzer.counters)."""
+    """Hardware counters and pipeline phases of one op (profanalyzer.analyze.counters)."""
 
     op: str
     bucket: str
@@ -307,7 +307,7 @@ class KernelCounters(Record):
 
 @dataclass(frozen=True)
 class AntiPattern(Record):
-    """One HLO anti-pattern of the compiled program (profanalyzer.antipatterns)."""
+    """One HLO anti-pattern of the compiled program (profanalyzer.analyze.antipatterns)."""
 
     kind: str  # layout_copy | f32_promotion | runtime_fp8_scaling | unfused_reshape | unfused_update
     op: str  # instruction name
@@ -321,7 +321,7 @@ class AntiPattern(Record):
 
 @dataclass(frozen=True)
 class CollectiveDiagnosis(Record):
-    """One collective type across the TensorCores (profanalyzer.collectives)."""
+    """One collective type across the TensorCores (profanalyzer.analyze.collectives)."""
 
     type: str
     instances: int  # cross-core instances over the kept steps (one per step, type and order on each core)
@@ -490,18 +490,18 @@ class Analysis(Record):
     host_offload: HostOffloadSummary | None = None
     capture: CaptureQuality | None = None
     assumptions: tuple[str, ...] = ()  # what the analysis assumed where the trace lacks evidence
-    scopes: tuple[ScopeRow, ...] = ()  # by JAX name scope, folded (profanalyzer.scopes)
-    idle_causes: Mapping[str, IdleCause] = field(default_factory=dict)  # the idle bucket by cause (profanalyzer.idle)
-    memory: MemorySummary | None = None  # HBM use and headroom (profanalyzer.memory), only with --memory
+    scopes: tuple[ScopeRow, ...] = ()  # by JAX name scope, folded (profanalyzer.analyze.scopes)
+    idle_causes: Mapping[str, IdleCause] = field(default_factory=dict)  # the idle bucket by cause (profanalyzer.analyze.idle)
+    memory: MemorySummary | None = None  # HBM use and headroom (profanalyzer.analyze.memory), only with --memory
     idle_host_activity: tuple[HostActivity, ...] = ()  # host TraceMe names during host-caused idle (--host-activity)
     idle_causes_by_step: Mapping[str, Mapping[str, float]] = field(default_factory=dict)  # step -> cause -> ps, mean over cores
-    collective_diagnosis: CollectiveDiagnostics | None = None  # per collective type, the late core (profanalyzer.collectives)
-    antipatterns: tuple[AntiPattern, ...] | None = None  # HLO anti-patterns (profanalyzer.antipatterns); None: no program
-    kernel_counters: tuple[KernelCounters, ...] | None = None  # per op counters (profanalyzer.counters); None: no counter lines
+    collective_diagnosis: CollectiveDiagnostics | None = None  # per collective type, the late core (profanalyzer.analyze.collectives)
+    antipatterns: tuple[AntiPattern, ...] | None = None  # HLO anti-patterns (profanalyzer.analyze.antipatterns); None: no program
+    kernel_counters: tuple[KernelCounters, ...] | None = None  # per op counters (profanalyzer.analyze.counters); None: no counter lines
     # "measured" (a capture) or "predicted" (a compiled program replayed from the compiler's estimates: every
     # time of the document is predicted; steps, breakdown, remat, phases and the op tables say so too)
     time_basis: str = "measured"
-    expected: ExpectedSummary | None = None  # the compiler's expected time beside the measured (profanalyzer.expected)
+    expected: ExpectedSummary | None = None  # the compiler's expected time beside the measured (profanalyzer.analyze.expected)
 
     def frames(self, findings: Findings | None = None) -> dict:
         """pandas DataFrames of this analysis (steps, buckets, ops, windows,
@@ -548,7 +548,7 @@ class Finding(Record):
     merged_note: str = ""
     #: LIBTPU_INIT_ARGS flags to add, in order (profanalyzer.shell renders them for each format)
     flags: tuple[str, ...] = ()
-    #: "op: file:line (function)" of the ops its evidence names (profanalyzer.sourcelines)
+    #: "op: file:line (function)" of the ops its evidence names (profanalyzer.analyze.sourcelines)
     sources: tuple[str, ...] = ()
     #: The rule's doc, set when the rule builds the finding (Rule.finding) or
     #: when a saved document is read back (findings.with_docs): renderers read

@@ -33,8 +33,8 @@ from profanalyzer.model import (
     result_document,
 )
 from profanalyzer.run import Run, RunOptions, run
-from profanalyzer.sources import is_url, local_copy
 from profanalyzer.vocab import BUCKETS
+from profanalyzer.xspace.sources import is_url, local_copy
 
 __all__ = ["CoreStep", "LoadedAnalysis", "load", "document"]
 

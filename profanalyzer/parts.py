@@ -144,7 +144,7 @@ class ChipSpec(Record):
 
 @dataclass(frozen=True)
 class ScopeRow(Record):
-    """Time of one JAX name scope (tf_op path, folded: see profanalyzer.scopes),
+    """Time of one JAX name scope (tf_op path, folded: see profanalyzer.analyze.scopes),
     self time per kept step per TensorCore."""
 
     scope: str  # folded path ('decoder/layers/mlp'), '(no scope)' for ops without tf_op
@@ -155,11 +155,11 @@ class ScopeRow(Record):
     remat_ps: float  # recomputed ops
     ops: int  # distinct ops (metadata rows, all cores)
     count: int  # repeats per step: layer indices folded, or runs of its most run op (a scanned loop's trip count)
-    source: str = ""  # Python file:line (function) its ops came from, the most common (profanalyzer.sourcelines)
+    source: str = ""  # Python file:line (function) its ops came from, the most common (profanalyzer.analyze.sourcelines)
 
 
 #: The scope of ops without a tf_op, and of ops whose scope folds to nothing
-#: (profanalyzer.scopes folds the tf_op stats into these paths).
+#: (profanalyzer.analyze.scopes folds the tf_op stats into these paths).
 NO_SCOPE = "(no scope)"
 TOP_LEVEL = "(top level)"
 #: The depth of the HTML table and Markdown (the terminal's `--by-scope DEPTH` picks any).
@@ -202,7 +202,7 @@ def collapse(rows: Iterable[ScopeRow], depth: int) -> tuple[ScopeRow, ...]:
 
 @dataclass(frozen=True)
 class IdleCause(Record):
-    """One cause of the idle bucket (profanalyzer.idle)."""
+    """One cause of the idle bucket (profanalyzer.analyze.idle)."""
 
     ps: float  # per kept step per TensorCore
     fraction: float  # of step time (the causes' fractions sum to the idle bucket's)
@@ -210,7 +210,7 @@ class IdleCause(Record):
 
 @dataclass(frozen=True)
 class HostActivity(Record):
-    """A host TraceMe name overlapping host-caused idle (profanalyzer.hostplanes)."""
+    """A host TraceMe name overlapping host-caused idle (profanalyzer.analyze.hostplanes)."""
 
     name: str
     ps: float  # overlapped time per kept step (first TensorCore of each host, averaged over hosts)
@@ -230,7 +230,7 @@ class MemoryBuffer(Record):
 
 @dataclass(frozen=True)
 class MemorySummary(Record):
-    """HBM use and headroom of one device (profanalyzer.memory; `--memory`)."""
+    """HBM use and headroom of one device (profanalyzer.analyze.memory; `--memory`)."""
 
     source: str  # allocator | buffer_assignment | allocator+buffer_assignment | none
     program: str  # the dominant program whose HLO was read ('' when none)

@@ -35,16 +35,16 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from profanalyzer.attribution import CoreWork, exclusive_segments
+from profanalyzer.analyze.attribution import CoreWork, exclusive_segments
+from profanalyzer.analyze.overlap import window_class, window_name, windows_for_core
 from profanalyzer.errors import InputError
 from profanalyzer.model import Analysis, Findings
 from profanalyzer.outputs import atomic_open
-from profanalyzer.overlap import window_class, window_name, windows_for_core
 from profanalyzer.trace import LINE_SC_OPS, Trace
 from profanalyzer.vocab import BUCKETS
 
 if TYPE_CHECKING:
-    from profanalyzer.attributed import Attributed
+    from profanalyzer.analyze.attributed import Attributed
 
 __all__ = ["trace_events", "write_trace", "parse_steps", "marker_notes", "CLASS_COLOURS"]
 

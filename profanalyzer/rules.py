@@ -63,7 +63,7 @@ class Rule:
     flags: tuple[str, ...] = ()
     #: What the rule's findings need beyond the default read, read by
     #: `run.run` when one of them fires (then the rules run again):
-    #: "memory" (the HBM headroom in bytes: profanalyzer.memory).
+    #: "memory" (the HBM headroom in bytes: profanalyzer.analyze.memory).
     needs: tuple[str, ...] = ()
 
     def finding(

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 from profanalyzer.model import Analysis, Findings, is_analysis_document, result_document
 
 if TYPE_CHECKING:
-    from profanalyzer.attributed import Attributed
+    from profanalyzer.analyze.attributed import Attributed
     from profanalyzer.trace import Trace
 
 __all__ = ["Run", "RunOptions", "run"]
@@ -77,7 +77,7 @@ def run(source: str | os.PathLike, options: RunOptions = RunOptions()) -> Run:
             f = run_rules(a, options.select, options.ignore)
         return Run(a, f, None)
 
-    from profanalyzer.analysis import (
+    from profanalyzer.analyze.analysis import (
         AnalysisOptions,
         analyze_attributed,
         attribute,
@@ -95,7 +95,7 @@ def run(source: str | os.PathLike, options: RunOptions = RunOptions()) -> Run:
         a = replace(a, source=options.label)
     f = run_rules(a, options.select, options.ignore)
     if a.memory is None and "memory" in _needs(f):
-        from profanalyzer.memory import trace_memory
+        from profanalyzer.analyze.memory import trace_memory
 
         mem = trace_memory(trace)
         if mem.peak_bytes is not None:  # the cards state the headroom in bytes

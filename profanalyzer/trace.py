@@ -7,7 +7,7 @@ A `Trace` holds, for each TPU device plane (TensorCore and SparseCore)
   * per line, an event table in numpy columns (start, end, duration, self time,
     metadata row, step group, nesting depth, plus the line's per-event extras).
 
-`profanalyzer.tracebuild.load_trace(path)` decodes and builds it; this module
+`profanalyzer.xspace.build.load_trace(path)` decodes and builds it; this module
 holds the model, the nesting / self-time / overlap helpers and the step
 derivation, and imports nothing that decodes.
 

@@ -55,7 +55,7 @@ COMPUTE_ORDER: tuple[str, ...] = tuple(b.name for b in BUCKET_TABLE if b.kind in
 BUCKET_LABELS: dict[str, str] = {b.name: b.label for b in BUCKET_TABLE}
 BUCKET_COLOURS: dict[str, str] = {b.name: b.colour for b in BUCKET_TABLE}
 
-#: Causes of the idle bucket (profanalyzer.idle), in report order: name -> (label, colour).
+#: Causes of the idle bucket (profanalyzer.analyze.idle), in report order: name -> (label, colour).
 IDLE_CAUSE_TABLE: tuple[tuple[str, str, str], ...] = (
     ("host_dispatch", "Between programs (host dispatch)", "#BB5566"),
     ("host_wait", "Waiting on the host (infeed/outfeed, callbacks, transfers)", "#EE8866"),
@@ -111,7 +111,7 @@ SPARSECORE_CAPTURE_HINT = (
 #: computed from separate ops (unfused).
 ATTENTION_SPLIT: tuple[str, ...] = ("attention_kernel", "attention_layout", "attention_unfused")
 
-#: Run kinds of a capture (profanalyzer.runkind).
+#: Run kinds of a capture (profanalyzer.analyze.runkind).
 RUN_KINDS: tuple[str, ...] = ("training", "inference", "unknown")
 
 #: Training phases an op can be tagged with.

@@ -33,7 +33,7 @@ def truth_of(name: str) -> dict:
 
 @functools.cache
 def analysis_of(name: str):
-    from profanalyzer.analysis import analyze
+    from profanalyzer.analyze.analysis import analyze
 
     return analyze(sample_path(name))
 

@@ -14,13 +14,13 @@ NAMES = ["dense_short_fsdp", "moe_large_pp", "serving_tp2_w4", "zero_timestamps"
 
 
 def _document(path, monkeypatch, off: bool) -> tuple[str, str]:
-    import profanalyzer.attribution as A
+    import profanalyzer.analyze.attribution as A
     import profanalyzer.classify as C
     import profanalyzer.report.html as H
     import profanalyzer.report.templating as RT
     import profanalyzer.trace as T
     import profanalyzer.xspace.wire as W
-    from profanalyzer.analysis import analyze
+    from profanalyzer.analyze.analysis import analyze
     from profanalyzer.cli.analyze import result_dict
     from profanalyzer.findings import run_rules
 

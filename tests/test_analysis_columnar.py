@@ -19,12 +19,11 @@ import pytest
 from conftest import sample_names, sample_path
 from realcap import REAL, V6E, VLLM
 
-from profanalyzer import opstats as O
-from profanalyzer.analysis import read_trace
-from profanalyzer.attributed import TableMemo
-from profanalyzer.attribution import CoreWork, locate
-from profanalyzer.classify import ROLE_CODES
-from profanalyzer.idle import (
+from profanalyzer.analyze import opstats as O
+from profanalyzer.analyze.analysis import read_trace
+from profanalyzer.analyze.attributed import TableMemo
+from profanalyzer.analyze.attribution import CoreWork, locate
+from profanalyzer.analyze.idle import (
     HOST_CALLBACK,
     HOST_DISPATCH,
     HOST_WAIT,
@@ -35,8 +34,7 @@ from profanalyzer.idle import (
     row_kinds,
     union_intervals,
 )
-from profanalyzer.model import BucketOps, RunKind, ScopeRow, TopOp, Utilisation
-from profanalyzer.opstats import (
+from profanalyzer.analyze.opstats import (
     FAMILY_MIN,
     FLOPS_COVERAGE_MIN,
     KERNELS_TOP,
@@ -48,7 +46,7 @@ from profanalyzer.opstats import (
     output_bytes,
     run_kind_of,
 )
-from profanalyzer.overlap import (
+from profanalyzer.analyze.overlap import (
     ADJACENT_PS,
     MAX_ADJACENT_OPS,
     TYPES,
@@ -57,8 +55,12 @@ from profanalyzer.overlap import (
     critical_path,
     windows_for_core,
 )
-from profanalyzer.runkind import RunKindEvidence, decide_run_kind, inference_marker
-from profanalyzer.scopes import (
+from profanalyzer.analyze.runkind import (
+    RunKindEvidence,
+    decide_run_kind,
+    inference_marker,
+)
+from profanalyzer.analyze.scopes import (
     MAX_DEPTH,
     MAX_ROWS,
     NO_SCOPE,
@@ -66,6 +68,8 @@ from profanalyzer.scopes import (
     fold_scope,
     scope_rollup,
 )
+from profanalyzer.classify import ROLE_CODES
+from profanalyzer.model import BucketOps, RunKind, ScopeRow, TopOp, Utilisation
 from profanalyzer.trace import LINE_MODULES, LINE_OPS, Plane, Trace
 from profanalyzer.vocab import (
     ATTENTION_SPLIT,
@@ -257,7 +261,7 @@ def ref_utilisation(agg: list[RefGroup], acc: dict, chip, step_mean: float, n_co
 
 def ref_run_kind_of(agg: tuple[RefGroup, ...], step_ps: float, n_core_steps: int, phases: Mapping, remat_ps: float,
                 programs: tuple[str, ...]) -> RunKind:
-    """Training / inference / unknown from the op groups (see profanalyzer.runkind)."""
+    """Training / inference / unknown from the op groups (see profanalyzer.analyze.runkind)."""
     compute = [g for g in agg if g.bucket in COMPUTE_BUCKETS]
     markers: dict[str, float] = {}
     marked_ps = 0.0
@@ -680,7 +684,11 @@ def loaded(kind: str, name: str) -> SimpleNamespace:
     (captured from analyze_trace), loaded once per case."""
     key = (kind, name)
     if key not in _LOADED:
-        from profanalyzer.analysis import AnalysisOptions, analyze_attributed, attribute
+        from profanalyzer.analyze.analysis import (
+            AnalysisOptions,
+            analyze_attributed,
+            attribute,
+        )
 
         att = attribute(read_trace(_path(kind, name)))
         trace = att.trace  # with the device planes' peaks, as the stages see it
@@ -997,7 +1005,7 @@ def test_vectorised_sums_add_in_order():
 
 
 def test_inference_markers_equal_one_search_per_text():
-    from profanalyzer.runkind import inference_marker, inference_markers
+    from profanalyzer.analyze.runkind import inference_marker, inference_markers
 
     texts = ["", "decode", "jit(decode_step)/dot", "predecode", "kv-cache.3", "fusion.1\nprefill", "Sampler_0",
              "x.logits y", "vllm", "İdecode", "no marker here", "decode\n", "\ndecode", "ragged_paged_attention.12",
@@ -1012,7 +1020,7 @@ def test_inference_markers_equal_one_search_per_text():
 
 
 def test_family_stems_equal_the_regex_per_name():
-    from profanalyzer.opstats import _NUMBER_SUFFIX, _stems
+    from profanalyzer.analyze.opstats import _NUMBER_SUFFIX, _stems
 
     names = ["fusion.12", "fusion", "fusion.", "a.1.2", "a.b", "x.12a", ".5", "5", "", "copy.٣",  # Arabic-Indic digit
              "dot.0001", "all-gather-start.3.remat"]
@@ -1028,7 +1036,7 @@ def test_idle_case_folded_search_equals_lower_case_search():
     controls and digits never fold into letters)."""
     import random
 
-    from profanalyzer.idle import _BARRIER, HOST_CALLBACK, _Lowered
+    from profanalyzer.analyze.idle import _BARRIER, HOST_CALLBACK, _Lowered
 
     rnd = random.Random(3)
     alphabet = "abcxyzABCXYZ@[]^_`{|}~ \x01\x1f09.-" + "CALLBACKcallbackBarrierBARRIER"
@@ -1046,7 +1054,7 @@ def test_idle_case_folded_search_equals_lower_case_search():
 def test_scope_rows_per_distinct_scope_equal_row_by_row():
     """scopes._scope_rows folds each distinct tf_op once: the same ids (in
     first-seen order), names and (row, layer) pairs as folding row by row."""
-    from profanalyzer.scopes import NO_SCOPE, _scope_rows, fold_scope
+    from profanalyzer.analyze.scopes import NO_SCOPE, _scope_rows, fold_scope
 
     tf = ["jit(f)/layers_3/mlp/dot", "", "jit(f)/layers_4/mlp/dot", "jit(f)/layers_3/mlp/dot", None,
           "jit(f)/block_2/layer_7/attn", "jit(f)/layers_4/mlp/dot", "plain"]

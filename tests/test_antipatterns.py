@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from profanalyzer.analysis import analyze
-from profanalyzer.antipatterns import KINDS, detect
+from profanalyzer.analyze.analysis import analyze
+from profanalyzer.analyze.antipatterns import KINDS, detect
 from profanalyzer.hlo.load import read_program
 from profanalyzer.hlo.text import parse_text
 from profanalyzer.report.markdown import render_markdown

@@ -328,14 +328,10 @@ STAGES: tuple[tuple[str, tuple[str, ...]], ...] = (
     # the records, the trace model, and the records' notebook cards (frames: model calls it)
     ("records", ("profanalyzer.records", "profanalyzer.parts", "profanalyzer.model", "profanalyzer.trace",
                  "profanalyzer.frames")),
-    ("input", ("profanalyzer.xspace", "profanalyzer.tracebuild", "profanalyzer.sources", "profanalyzer.hlo",
-               "profanalyzer.compiled")),
+    # the inputs: XSpace captures (read, build the trace model, sources) and compiled programs
+    ("input", ("profanalyzer.xspace", "profanalyzer.hlo")),
     ("classify", ("profanalyzer.classify",)),
-    ("analyze", ("profanalyzer.attribution", "profanalyzer.attributed", "profanalyzer.opstats", "profanalyzer.overlap",
-                 "profanalyzer.idle", "profanalyzer.scopes", "profanalyzer.timeline", "profanalyzer.runkind",
-                 "profanalyzer.workload", "profanalyzer.capture", "profanalyzer.stepclass", "profanalyzer.analysis",
-                 "profanalyzer.memory", "profanalyzer.hostplanes", "profanalyzer.expected", "profanalyzer.collectives",
-                 "profanalyzer.antipatterns", "profanalyzer.counters", "profanalyzer.sourcelines")),
+    ("analyze", ("profanalyzer.analyze",)),
     ("rules", ("profanalyzer.rules", "heuristics", "profanalyzer.findings", "profanalyzer.whatif", "profanalyzer.verify",
                "profanalyzer.explain")),
     ("run", ("profanalyzer.run",)),
@@ -398,13 +394,14 @@ def test_stage_rules(collected):
 def test_stage_rules_catch_what_they_claim(tmp_path):
     pkg = {
         "profanalyzer/__init__.py": "",
-        "profanalyzer/model.py": "def f():\n    from profanalyzer import analysis\n",  # up, deferred
-        "profanalyzer/analysis.py": "from profanalyzer import model\n",
+        "profanalyzer/model.py": "def f():\n    from profanalyzer.analyze import analysis\n",  # up, deferred
+        "profanalyzer/analyze/__init__.py": "",
+        "profanalyzer/analyze/analysis.py": "from profanalyzer import model\n",
         "profanalyzer/report/__init__.py": "",
         "profanalyzer/report/html.py": "from profanalyzer import findings, model\nfrom profanalyzer.report import svg\n",
-        "profanalyzer/report/svg.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from profanalyzer import analysis\n",
+        "profanalyzer/report/svg.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from profanalyzer.analyze import analysis\n",
         "profanalyzer/findings.py": "",
-        "profanalyzer/sources.py": "from profanalyzer.fleet import paths\n",
+        "profanalyzer/xspace/sources.py": "from profanalyzer.fleet import paths\n",
         "profanalyzer/fleet/__init__.py": "",
         "profanalyzer/fleet/paths.py": "",
         "profanalyzer/mystery.py": "",
@@ -425,10 +422,10 @@ def test_stage_rules_catch_what_they_claim(tmp_path):
         imports += c.imports
     got = stage_arrows(files, imports)
     assert got["unstaged"] == ["profanalyzer.mystery"]
-    assert got["up"] == ["profanalyzer.model (records) -> profanalyzer.analysis (analyze)",
-                         "profanalyzer.sources (input) -> profanalyzer.fleet.paths (compare)"]
+    assert got["up"] == ["profanalyzer.model (records) -> profanalyzer.analyze.analysis (analyze)",
+                         "profanalyzer.xspace.sources (input) -> profanalyzer.fleet.paths (compare)"]
     assert got["renderer"] == ["profanalyzer.report.html -> profanalyzer.findings (rules)"]
-    assert got["input imports fleet"] == ["profanalyzer.sources -> profanalyzer.fleet.paths"]
+    assert got["input imports fleet"] == ["profanalyzer.xspace.sources -> profanalyzer.fleet.paths"]
 
 
 # ---------------------------------------------------------------------------
@@ -439,8 +436,8 @@ def test_stage_rules_catch_what_they_claim(tmp_path):
 STAGE_CALLS = frozenset({"analyze", "analyze_trace", "analyze_attributed", "attribute", "attribute_trace", "read_trace",
                          "run_rules", "analyze_source", "load_analysis"})
 #: Where they are defined (and may call each other).
-STAGE_HOMES = frozenset({"profanalyzer.analysis", "profanalyzer.attribution", "profanalyzer.findings", "profanalyzer.run"})
-STAGE_MODULES = frozenset({"profanalyzer.analysis", "profanalyzer.attribution", "profanalyzer.findings"})
+STAGE_HOMES = frozenset({"profanalyzer.analyze.analysis", "profanalyzer.analyze.attribution", "profanalyzer.findings", "profanalyzer.run"})
+STAGE_MODULES = frozenset({"profanalyzer.analyze.analysis", "profanalyzer.analyze.attribution", "profanalyzer.findings"})
 
 
 def stage_callers(files, imports) -> list[str]:

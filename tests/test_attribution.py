@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from profanalyzer.attribution import (
+from profanalyzer.analyze.attribution import (
     BUCKET_INDEX,
     CoreAttribution,
     OpTimeline,
@@ -95,7 +95,7 @@ def test_empty_step_is_all_idle():
 
 
 def test_locate_finds_the_window_holding_each_time():
-    from profanalyzer.attribution import locate
+    from profanalyzer.analyze.attribution import locate
 
     ws = np.asarray([10, 30, 50], dtype=np.int64)
     we = np.asarray([20, 40, 60], dtype=np.int64)
@@ -112,8 +112,8 @@ def test_done_ops_inherit_their_start_ops_kind(tmp_path):
     operands) takes the bucket and kind of its start op, with the reason."""
     from xsb import SpaceBuilder
 
-    from profanalyzer.attribution import classify_plane
-    from profanalyzer.tracebuild import load_trace
+    from profanalyzer.analyze.attribution import classify_plane
+    from profanalyzer.xspace.build import load_trace
 
     sp = SpaceBuilder()
     tc = sp.plane("/device:TPU:0")

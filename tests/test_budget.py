@@ -74,8 +74,8 @@ def test_metric_values_come_from_the_analysis():
 
 
 def test_every_metric_is_addressable():
+    from profanalyzer.analyze.overlap import TYPES
     from profanalyzer.classify import BUCKETS
-    from profanalyzer.overlap import TYPES
 
     want = {"step_time_ms", "step_time_mean_ms", "mfu", "mxu_matmul", "remat.fraction", "remat.ms"}
     want |= {f"bucket.{b}.{k}" for b in BUCKETS for k in ("fraction", "ms")}

@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 import realcap
 
-from profanalyzer.attribution import classify_plane
+from profanalyzer.analyze.attribution import classify_plane
 from profanalyzer.classify import classify_op
-from profanalyzer.tracebuild import load_trace
+from profanalyzer.xspace.build import load_trace
 
 SAMPLES = Path(__file__).resolve().parents[1] / "sample_traces"
 FILES = sorted(p.name for p in SAMPLES.glob("*.xplane.pb.gz"))

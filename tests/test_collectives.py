@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from profanalyzer.analysis import analyze
+from profanalyzer.analyze.analysis import analyze
 from profanalyzer.findings import run_rules
 from profanalyzer.synth import SCENARIOS, write_scenario
 

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from profanalyzer.analysis import analyze, read_trace
-from profanalyzer.counters import VERDICTS, with_device_peaks
+from profanalyzer.analyze.analysis import analyze, read_trace
+from profanalyzer.analyze.counters import VERDICTS, with_device_peaks
 from profanalyzer.synth import SCENARIOS, write_scenario
 
 ROOT = Path(__file__).resolve().parents[1]

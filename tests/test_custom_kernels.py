@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from profanalyzer.analysis import analyze
+from profanalyzer.analyze.analysis import analyze
 from profanalyzer.classify import RULES, classify_op
 from profanalyzer.synth import SCENARIOS, write_scenario
 from profanalyzer.synth.layers import CUSTOM_MATMUL_KERNEL
@@ -114,7 +114,7 @@ def opaque(tmp_path_factory):
 
 def test_counters_make_an_opaque_kernel_a_matmul(opaque):
     # name, metadata and operands say nothing; the synthesized counters show the MXU 72% busy
-    from profanalyzer.counters import MXU_MATMUL
+    from profanalyzer.analyze.counters import MXU_MATMUL
     from profanalyzer.synth.layers import OPAQUE_MATMUL_KERNEL
 
     a, truth, _ = opaque
@@ -142,7 +142,7 @@ def test_opaque_kernel_without_counters_stays_other_compute(tmp_path_factory):
 
 def test_an_mxu_below_the_threshold_is_no_matmul_evidence(opaque, monkeypatch):
     # the same kernel at 72% MXU is left in other_compute when the threshold is above it
-    import profanalyzer.counters as counters
+    import profanalyzer.analyze.counters as counters
 
     _, truth, path = opaque
     monkeypatch.setattr(counters, "MXU_MATMUL", 0.8)

@@ -223,7 +223,7 @@ def test_cache_hits_on_rerun_and_no_cache_bypasses(fleet_dir, sequential, schedu
 
 def test_cache_counts_analyses(fleet_dir, tmp_path, monkeypatch):
     """Count real analyses (sequential path): a rerun analyses nothing, --no-cache everything."""
-    import profanalyzer.analysis as analysis
+    import profanalyzer.analyze.analysis as analysis
 
     calls = []
     real = analysis.read_trace  # run() reads each file it analyses once
@@ -267,7 +267,7 @@ def test_code_fingerprint_covers_the_package_and_the_rules():
     # The cache key must change when any analysis or rule source changes: the
     # fingerprint hashes all of profanalyzer (not only the fleet package) and heuristics.
     labels = [label for label, _ in fl.cache.fingerprint_sources()]
-    assert "profanalyzer/analysis.py" in labels and "profanalyzer/fleet/records.py" in labels
+    assert "profanalyzer/analyze/analysis.py" in labels and "profanalyzer/fleet/records.py" in labels
     assert any(label.startswith("heuristics/") for label in labels)
     assert len(labels) == len(set(labels))
 

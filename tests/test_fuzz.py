@@ -35,7 +35,7 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from test_reader import _basic_space
 
-from profanalyzer.analysis import analyze_trace
+from profanalyzer.analyze.analysis import analyze_trace
 from profanalyzer.errors import InputError
 from profanalyzer.findings import run_rules
 from profanalyzer.info import format_info, trace_info
@@ -43,8 +43,8 @@ from profanalyzer.report.html import render_html
 from profanalyzer.report.markdown import render_markdown
 from profanalyzer.report.terminal import format_summary
 from profanalyzer.trace import ANALYSIS_LINES
-from profanalyzer.tracebuild import load_trace
 from profanalyzer.xspace import wire, xplane_pb2
+from profanalyzer.xspace.build import load_trace
 
 FUZZ_EXAMPLES = int(os.environ.get("PROFANALYZE_FUZZ_EXAMPLES", "200"))
 

@@ -12,7 +12,7 @@ import pytest
 from conftest import sample_path
 from xsb import SpaceBuilder
 
-from profanalyzer.analysis import AnalysisOptions, analyze
+from profanalyzer.analyze.analysis import AnalysisOptions, analyze
 from profanalyzer.errors import InputError
 from profanalyzer.findings import run_rules
 from profanalyzer.model import result_document
@@ -230,7 +230,7 @@ def test_multi_member_gzip_split_inside_a_plane(tmp_path):
 
 from realcap import REAL  # noqa: E402
 
-from profanalyzer import memory  # noqa: E402
+from profanalyzer.analyze import memory  # noqa: E402
 from profanalyzer.xspace import xplane_pb2  # noqa: E402
 
 
@@ -321,7 +321,7 @@ def _sources_gz_vs_plain(tmp_path, gz, program: str):
 
 
 def _dominant(path) -> str:
-    from profanalyzer.tracebuild import load_trace
+    from profanalyzer.xspace.build import load_trace
 
     return memory.dominant_program(load_trace(path))
 
@@ -386,7 +386,7 @@ def test_streamed_memory_read_holds_no_bulk(tmp_path):
 
 
 def test_streamed_host_events_equal_the_plain_ones(tmp_path):
-    from profanalyzer.hostplanes import read_host_events
+    from profanalyzer.analyze.hostplanes import read_host_events
 
     files = [sample_path(n) for n in ("host_bound_input", "dense_short_fsdp")]
     files += sorted(REAL.glob("*.xplane.pb.gz")) if REAL.exists() else []
@@ -394,7 +394,7 @@ def test_streamed_host_events_equal_the_plain_ones(tmp_path):
     for gz in files:
         plain = tmp_path / "plain.xplane.pb"
         plain.write_bytes(gzip.decompress(gz.read_bytes()))
-        from profanalyzer.tracebuild import load_trace
+        from profanalyzer.xspace.build import load_trace
 
         origin = load_trace(gz).origin_ns
         a, b = read_host_events(gz, origin), read_host_events(plain, origin)

@@ -8,7 +8,7 @@ import dataclasses
 import pytest
 from conftest import sample_path
 
-from profanalyzer.analysis import AnalysisOptions, analyze
+from profanalyzer.analyze.analysis import AnalysisOptions, analyze
 from profanalyzer.findings import run_rules
 
 

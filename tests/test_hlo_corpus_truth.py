@@ -18,9 +18,9 @@ import pytest
 from conftest import ROOT
 from test_hlo_truth import compare, weighted_agreement
 
-from profanalyzer.attribution import classify_plane
-from profanalyzer.compiled import load_program_trace
+from profanalyzer.analyze.attribution import classify_plane
 from profanalyzer.hardware import chip_from_device_type
+from profanalyzer.hlo.compiled import load_program_trace
 from profanalyzer.hlo.load import read_program
 from profanalyzer.hlo.schedule import schedule
 from profanalyzer.hlo.truth import hlo_bucket

@@ -108,8 +108,8 @@ def test_check_gates_a_compiled_program(capsys, tmp_path):
 
 @need_v6e
 def test_expected_vs_measured_on_the_v6e_capture():
-    from profanalyzer.expected import expected_vs_measured
-    from profanalyzer.tracebuild import load_trace
+    from profanalyzer.analyze.expected import expected_vs_measured
+    from profanalyzer.xspace.build import load_trace
 
     trace = load_trace(V6E_CAPTURE)
     assert trace.chip.key == "v6e"
@@ -140,8 +140,8 @@ VLLM = SHARED / "real-traces" / "vllm_w4_tp2_2026_01_12_00_26_20.xplane.pb.gz"
 
 @pytest.mark.skipif(not VLLM.exists(), reason="../shared/real-traces vLLM capture not present")
 def test_expected_vs_measured_says_when_a_capture_has_no_hlo():
-    from profanalyzer.expected import expected_vs_measured
-    from profanalyzer.tracebuild import load_trace
+    from profanalyzer.analyze.expected import expected_vs_measured
+    from profanalyzer.xspace.build import load_trace
 
     exp = expected_vs_measured(load_trace(VLLM))
     assert exp.ops == () and any("no HLO" in n for n in exp.notes)

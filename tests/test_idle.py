@@ -1,4 +1,4 @@
-"""The idle bucket split into causes (profanalyzer.idle) against the
+"""The idle bucket split into causes (profanalyzer.analyze.idle) against the
 synthesizer's schedule, and the causes' bookkeeping."""
 
 from __future__ import annotations
@@ -7,15 +7,15 @@ import numpy as np
 import pytest
 from conftest import analysis_of, sample_names
 
-from profanalyzer.analysis import analyze_trace
+from profanalyzer.analyze.analysis import analyze_trace
 from profanalyzer.synth import real_shapes
 from profanalyzer.synth.builder import DONE, OP, START, SYNC, WB, WE
 from profanalyzer.synth.model import simulate
 from profanalyzer.synth.program import build_plan
 from profanalyzer.synth.scenarios import get_scenario
 from profanalyzer.synth.writer import hostnames_for, write_host
-from profanalyzer.tracebuild import load_trace
 from profanalyzer.vocab import IDLE_CAUSES
+from profanalyzer.xspace.build import load_trace
 
 
 def _windows(tl, c: int, kept_pos: list[int]) -> list[tuple[int, int]]:
@@ -163,7 +163,7 @@ def test_idle_causes_sum_to_idle(name):
 
 
 def testreconcile_is_exact():
-    from profanalyzer.idle import reconcile
+    from profanalyzer.analyze.idle import reconcile
 
     raw = np.array([[5, 3, 2, 0], [10, 10, 0, 0]], dtype=np.int64)
     fixed = reconcile(raw, np.array([12, 7], dtype=np.int64))
@@ -174,7 +174,7 @@ def testreconcile_is_exact():
 def test_host_activity_names_what_the_host_did(monkeypatch):
     from conftest import sample_path
 
-    from profanalyzer.analysis import AnalysisOptions, analyze
+    from profanalyzer.analyze.analysis import AnalysisOptions, analyze
     from profanalyzer.synth.builder import US
     from profanalyzer.synth.scenarios import SCENARIOS
 
@@ -192,7 +192,7 @@ def test_host_activity_names_what_the_host_did(monkeypatch):
     assert any("InputPipeline::GetNext" in e for e in f.evidence)
 
     # without the option the host planes are never read
-    import profanalyzer.hostplanes as hp
+    import profanalyzer.analyze.hostplanes as hp
 
     def boom(*args, **kw):
         raise AssertionError("host planes read without --host-activity")
@@ -204,7 +204,7 @@ def test_host_activity_names_what_the_host_did(monkeypatch):
 def test_no_host_planes_is_said():
     from realcap import VLLM, real_path
 
-    from profanalyzer.analysis import AnalysisOptions, analyze
+    from profanalyzer.analyze.analysis import AnalysisOptions, analyze
 
     a = analyze(real_path(VLLM), AnalysisOptions(host_activity=True))
     assert a.idle_host_activity == () and any("no host planes" in n for n in a.notes)
@@ -213,7 +213,7 @@ def test_no_host_planes_is_said():
 def test_host_activity_on_the_real_v6e_capture():
     from realcap import V6E, real_path
 
-    from profanalyzer.analysis import AnalysisOptions, analyze
+    from profanalyzer.analyze.analysis import AnalysisOptions, analyze
 
     a = analyze(real_path(V6E), AnalysisOptions(host_activity=True))
     names = {h.name for h in a.idle_host_activity}

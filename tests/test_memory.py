@@ -1,4 +1,4 @@
-"""HBM memory (profanalyzer.memory, `--memory`): a hand-built HloProto with a
+"""HBM memory (profanalyzer.analyze.memory, `--memory`): a hand-built HloProto with a
 known buffer assignment, the real v6e capture against XProf's memory_profile,
 and the default path never reading memory."""
 
@@ -11,8 +11,8 @@ from conftest import sample_path
 from realcap import V6E as V6E_FILE
 from realcap import real_path
 
-from profanalyzer import memory
-from profanalyzer.analysis import AnalysisOptions, analyze
+from profanalyzer.analyze import memory
+from profanalyzer.analyze.analysis import AnalysisOptions, analyze
 from profanalyzer.hardware import V6E
 from profanalyzer.model import Analysis
 from profanalyzer.synth.pbenc import f_bytes, f_varint

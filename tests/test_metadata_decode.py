@@ -12,8 +12,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from profanalyzer import tracebuild as tb
 from profanalyzer.errors import InputError
+from profanalyzer.xspace import build as tb
 from profanalyzer.xspace import reader, wire
 from profanalyzer.xspace import xplane_pb2 as pb
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from profanalyzer.analysis import analyze
+from profanalyzer.analyze.analysis import analyze
 from profanalyzer.errors import InputError, InvariantError
 from profanalyzer.findings import analyze_source, load_analysis, run_rules
 from profanalyzer.model import (

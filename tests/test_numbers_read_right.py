@@ -15,7 +15,7 @@ from test_report_html import parse
 
 @functools.cache
 def real(name: str):
-    from profanalyzer.analysis import analyze
+    from profanalyzer.analyze.analysis import analyze
 
     return analyze(realcap.real_path(name))
 
@@ -48,7 +48,7 @@ def terminal_of(a, f=None, top=10) -> str:
 
 
 def test_no_rate_over_a_near_zero_duration():
-    from profanalyzer.opstats import RATE_MIN_RUN_PS
+    from profanalyzer.analyze.opstats import RATE_MIN_RUN_PS
 
     a = real(realcap.V6E)
     short = [op for op in a.top_ops if op.count and op.self_ps < RATE_MIN_RUN_PS * op.count]
@@ -253,7 +253,7 @@ def test_one_kept_step_is_not_a_median_of_steps(name):
 
 
 def test_host_offload_finding_is_filed_under_the_lever_of_its_estimate():
-    from profanalyzer.analysis import AnalysisOptions, analyze
+    from profanalyzer.analyze.analysis import AnalysisOptions, analyze
     from profanalyzer.findings import run_rules
     from profanalyzer.vocab import GUIDE_SECTIONS
 
@@ -271,7 +271,7 @@ def test_host_offload_finding_is_filed_under_the_lever_of_its_estimate():
 
 
 def _info(path):
-    from profanalyzer.analysis import read_trace
+    from profanalyzer.analyze.analysis import read_trace
     from profanalyzer.info import format_info, trace_info
 
     i = trace_info(read_trace(path))
@@ -303,7 +303,7 @@ def test_info_prints_the_file_size_on_disk():
 
 def test_together_is_a_sum_of_claims_where_the_what_if_does_not_model_a_finding():
     # v6e: HO001 (host-offload wait, filed under L1) is not re-timed by --what-if fp8: no "together about 0.000 ms"
-    from profanalyzer.analysis import AnalysisOptions, analyze
+    from profanalyzer.analyze.analysis import AnalysisOptions, analyze
     from profanalyzer.findings import run_rules
     from profanalyzer.format import ms
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from profanalyzer import parallel
-from profanalyzer.analysis import analyze
+from profanalyzer.analyze.analysis import analyze
 
 SAMPLES = Path(__file__).resolve().parents[1] / "sample_traces"
 

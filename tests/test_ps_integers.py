@@ -91,7 +91,7 @@ def test_sample_ps_fields_are_integers(validator, name):
 
 @pytest.mark.parametrize("name", [realcap.VLLM, realcap.V6E])
 def test_real_capture_ps_fields_are_integers(validator, name):
-    from profanalyzer.analysis import analyze
+    from profanalyzer.analyze.analysis import analyze
     from profanalyzer.findings import run_rules
     from profanalyzer.model import result_document
 

@@ -18,7 +18,7 @@ POINTS = 0.02  # bucket shares within 2 points of the independent per-op sum
 
 @functools.cache
 def _analysis(name: str):
-    from profanalyzer.analysis import analyze
+    from profanalyzer.analyze.analysis import analyze
 
     return analyze(realcap.real_path(name))
 
@@ -111,7 +111,7 @@ def test_v6e_host_offload_card_checks_the_hbm_headroom():
     """With memory read, keeping the 16.1 GB of offloaded arrays in HBM does not
     fit beside the 21.5 GB peak on a 33.6 GB v6e core: HO001 falls back to
     halving the bytes (L1) and says why."""
-    from profanalyzer.analysis import AnalysisOptions, analyze
+    from profanalyzer.analyze.analysis import AnalysisOptions, analyze
     from profanalyzer.findings import run_rules
 
     a = analyze(realcap.real_path(realcap.V6E), AnalysisOptions(memory=True))

@@ -9,7 +9,7 @@ import json
 import pytest
 from conftest import run_cli, sample_path
 
-from profanalyzer import analysis
+from profanalyzer.analyze import analysis
 from profanalyzer.run import Run, RunOptions, run
 
 #: RM001 fires and the capture holds a buffer assignment: the memory section is

@@ -11,11 +11,11 @@ import pytest
 from conftest import SAMPLES
 from xsb import SpaceBuilder
 
-from profanalyzer.analysis import AnalysisOptions, analyze
+from profanalyzer.analyze.analysis import AnalysisOptions, analyze
 from profanalyzer.errors import InputError
 from profanalyzer.findings import run_rules
 from profanalyzer.model import result_document
-from profanalyzer.tracebuild import load_trace
+from profanalyzer.xspace.build import load_trace
 
 EPOCH_NS = 1_732_000_000_000_000_000
 RUN = next((SAMPLES / "dense_short_fsdp_2hosts").glob("plugins/profile/*"))

@@ -32,7 +32,7 @@ def test_every_sample_document_fits_the_schema(validator, name):
 
 @pytest.mark.parametrize("name", [realcap.VLLM, realcap.V6E])
 def test_real_capture_documents_fit_the_schema(validator, name):
-    from profanalyzer.analysis import analyze
+    from profanalyzer.analyze.analysis import analyze
     from profanalyzer.findings import run_rules
     from profanalyzer.model import result_document
 

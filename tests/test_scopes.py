@@ -1,4 +1,4 @@
-"""The name-scope rollup (profanalyzer.scopes) against the synthesizer's schedule."""
+"""The name-scope rollup (profanalyzer.analyze.scopes) against the synthesizer's schedule."""
 
 from __future__ import annotations
 
@@ -7,15 +7,15 @@ from collections import defaultdict
 import numpy as np
 import pytest
 
-from profanalyzer.analysis import analyze_trace
-from profanalyzer.scopes import NO_SCOPE, TOP_LEVEL, collapse, fold_scope
+from profanalyzer.analyze.analysis import analyze_trace
+from profanalyzer.analyze.scopes import NO_SCOPE, TOP_LEVEL, collapse, fold_scope
 from profanalyzer.synth import real_shapes
 from profanalyzer.synth.builder import DONE, OP, START, SYNC, WB, WE
 from profanalyzer.synth.model import simulate
 from profanalyzer.synth.program import build_plan
 from profanalyzer.synth.scenarios import get_scenario
 from profanalyzer.synth.writer import hostnames_for, write_host
-from profanalyzer.tracebuild import load_trace
+from profanalyzer.xspace.build import load_trace
 
 
 @pytest.mark.parametrize("tf_op, path, idx", [

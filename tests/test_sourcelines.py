@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from profanalyzer.analysis import analyze
+from profanalyzer.analyze.analysis import analyze
+from profanalyzer.analyze.sourcelines import GROUP
 from profanalyzer.findings import analyze_source, run_rules
 from profanalyzer.hlo.load import read_program
 from profanalyzer.report.html import render_html
-from profanalyzer.sourcelines import GROUP
 
 ROOT = Path(__file__).resolve().parents[1]
 CORPUS = ROOT / "sample_traces" / "compiled"

@@ -1,12 +1,12 @@
-"""Periodic heavy steps reported as a class (profanalyzer.stepclass)."""
+"""Periodic heavy steps reported as a class (profanalyzer.analyze.stepclass)."""
 
 from __future__ import annotations
 
 import pytest
 from conftest import analysis_of, sample_names
 
+from profanalyzer.analyze.stepclass import step_classes
 from profanalyzer.model import StepRow
-from profanalyzer.stepclass import step_classes
 from profanalyzer.synth.builder import US
 from profanalyzer.synth.scenarios import SCENARIOS
 

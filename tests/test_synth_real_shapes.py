@@ -279,7 +279,7 @@ def analysed(tmp_path_factory):
 
     def get(name: str):
         if name not in cache:
-            from profanalyzer.analysis import analyze
+            from profanalyzer.analyze.analysis import analyze
             from profanalyzer.findings import run_rules
             from profanalyzer.model import result_document
 

@@ -36,8 +36,8 @@ def test_dropped_steps_match_truth(name):
 def test_conservation_on_every_core_and_step(name):
     from conftest import sample_path
 
-    from profanalyzer.attribution import attribute_trace
-    from profanalyzer.tracebuild import load_trace
+    from profanalyzer.analyze.attribution import attribute_trace
+    from profanalyzer.xspace.build import load_trace
 
     for w in attribute_trace(load_trace(sample_path(name))):
         w.attribution.self_check()

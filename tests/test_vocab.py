@@ -68,7 +68,7 @@ def test_every_lever_has_section_label_and_rules():
 
 def test_every_rule_finding_cites_its_lever_section():
     from heuristics import registry
-    from profanalyzer.analysis import analyze
+    from profanalyzer.analyze.analysis import analyze
 
     a = analyze(Path(__file__).resolve().parent.parent / "sample_traces" / "bf16_dense.xplane.pb.gz")
     for r in registry():

@@ -1,4 +1,4 @@
-"""OpTimeline.exclusive_many: the C pass (profanalyzer._windows) gives the
+"""OpTimeline.exclusive_many: the C pass (profanalyzer.analyze._windows) gives the
 numpy sums exactly, nesting, clipping and several labellings included."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-import profanalyzer.attribution as A
+import profanalyzer.analyze.attribution as A
 from profanalyzer.trace import nest_line
 
 

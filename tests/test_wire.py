@@ -140,9 +140,9 @@ def _span(b: bytes) -> tuple[bytes, int, int]:
 def test_skipping_lines_the_analysis_does_not_read_changes_nothing(name):
     # analyze() decodes ANALYSIS_LINES only (Sparse Core Syncs, XLA TraceMe, ...
     # are skipped unread); the result equals the analysis of every line.
-    from profanalyzer.analysis import analyze, analyze_trace
+    from profanalyzer.analyze.analysis import analyze, analyze_trace
     from profanalyzer.trace import ANALYSIS_LINES
-    from profanalyzer.tracebuild import load_trace
+    from profanalyzer.xspace.build import load_trace
 
     full = load_trace(sample_path(name))
     part = load_trace(sample_path(name), lines=ANALYSIS_LINES)

@@ -1,4 +1,4 @@
-"""Cross-check of `profanalyzer.overlap` against XProf's own `analyze_async_overlap` (issue 4).
+"""Cross-check of `profanalyzer.analyze.overlap` against XProf's own `analyze_async_overlap` (issue 4).
 
 Needs the `[xprof]` extra (`pip install 'xprof>=2.20'`); without it every test here
 is skipped with that reason.
@@ -28,7 +28,7 @@ What XProf computes (xprof.cli.internal.async_overlap, read from its source)
   at ~1.7e18 ns the resolution is 256 ns, so XProf's window starts differ from ours by
   up to ~0.4 us on epoch-stamped traces (spans are exact); exact on `zero_timestamps`.
 
-What we compute (profanalyzer.overlap)
+What we compute (profanalyzer.analyze.overlap)
 --------------------------------------
 Windows from `Async XLA Ops` collective events, else start/done pairing, plus one
 window per synchronous collective; hidden = TensorCore compute (exclusive segments
@@ -126,13 +126,13 @@ from xprof_util import listing as _listing  # noqa: E402
 from xprof_util import real_cli_cache  # noqa: E402
 from xprof_util import sandbox as _sandbox  # noqa: E402
 
-from profanalyzer.analysis import analyze  # noqa: E402
-from profanalyzer.attribution import classify_plane  # noqa: E402
+from profanalyzer.analyze.analysis import analyze  # noqa: E402
+from profanalyzer.analyze.attribution import classify_plane  # noqa: E402
+from profanalyzer.analyze.overlap import window_name, windows_for_core  # noqa: E402
 from profanalyzer.classify import BUCKETS, COLLECTIVE_BUCKETS  # noqa: E402
-from profanalyzer.overlap import window_name, windows_for_core  # noqa: E402
 from profanalyzer.trace import LINE_ASYNC, LINE_OPS  # noqa: E402
-from profanalyzer.tracebuild import load_trace  # noqa: E402
 from profanalyzer.xspace import xplane_pb2  # noqa: E402
+from profanalyzer.xspace.build import load_trace  # noqa: E402
 
 SAMPLES = (
     "offload_off",  # continuation-fusion all-gathers (async-collective), sync RS/AR, no SparseCore
@@ -295,7 +295,7 @@ def _xprof_type(row, typeof: dict) -> str | None:
 def _exclusive_segments(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Each instant of a line goes to the deepest event running then (nested events,
     sorted by (start, -end)): returns segment starts, ends and owning event indices.
-    Written here, independently of profanalyzer.attribution, and checked against our
+    Written here, independently of profanalyzer.analyze.attribution, and checked against our
     published hidden_ps."""
     assert np.array_equal(np.lexsort((-end, start)), np.arange(len(start))), "events not sorted by (start, -end)"
     seg: list[tuple[int, int, int]] = []

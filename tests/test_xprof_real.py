@@ -96,9 +96,9 @@ except ImportError as exc:  # not installed, or its native library does not load
 
 from xprof_util import datatable, run_converters  # noqa: E402
 
-from profanalyzer.analysis import analyze  # noqa: E402
+from profanalyzer.analyze.analysis import analyze  # noqa: E402
 from profanalyzer.trace import LINE_OPS  # noqa: E402
-from profanalyzer.tracebuild import load_trace  # noqa: E402
+from profanalyzer.xspace.build import load_trace  # noqa: E402
 
 REAL = Path(__file__).resolve().parents[1].parent / "shared" / "real-traces"
 CAPTURES = ("v6e_host_offload", "vllm_w4_tp2_*")

@@ -20,14 +20,14 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from profanalyzer.analysis import analyze_trace  # noqa: E402
-from profanalyzer.compiled import load_program_trace  # noqa: E402
+from profanalyzer.analyze.analysis import analyze_trace  # noqa: E402
 from profanalyzer.hardware import chip_from_device_type  # noqa: E402
+from profanalyzer.hlo.compiled import load_program_trace  # noqa: E402
 from profanalyzer.hlo.load import read_program  # noqa: E402
 from profanalyzer.hlo.memory import assignment_stats, compiler_stats, proto_allocations  # noqa: E402
 from profanalyzer.hlo.replay import replay  # noqa: E402
-from profanalyzer.tracebuild import load_trace  # noqa: E402
 from profanalyzer.vocab import BUCKETS  # noqa: E402
+from profanalyzer.xspace.build import load_trace  # noqa: E402
 
 CORPUS = ROOT / "sample_traces" / "compiled"
 MIB = 2**20

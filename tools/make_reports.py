@@ -51,7 +51,7 @@ def render_sample(path: Path, analysis=None, findings=None) -> tuple[str, str]:
     import dataclasses
     import os
 
-    from profanalyzer.analysis import analyze
+    from profanalyzer.analyze.analysis import analyze
     from profanalyzer.findings import run_rules
     from profanalyzer.report.html import file_sha256, render_html
     from profanalyzer.report.markdown import render_markdown

@@ -26,7 +26,7 @@ from profanalyzer.cli._common import (
     write_json,
     write_text,
 )
-from profanalyzer.sources import is_url
+from profanalyzer.xspace.sources import is_url
 
 _CHIP_HELP = "Chip generation; overrides the trace's device_type_string."
 
@@ -102,7 +102,7 @@ def _stage(bar, text: str) -> None:
 def info(trace: str, chip: str | None, jobs: int | None, json_out: str | None, quiet: bool) -> None:
     """Hosts, planes, chip, lines and event counts, steps, programs, time span."""
     from profanalyzer.info import format_info, trace_info
-    from profanalyzer.tracebuild import load_trace
+    from profanalyzer.xspace.build import load_trace
 
     check_outputs([trace], [("--json", json_out)])
     with _local(trace, selective=False) as local:
@@ -195,10 +195,10 @@ def _writes(values: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
 
 
 def _local(trace: str, selective: bool = True):
-    """The trace itself, or a temporary local copy of a URL (profanalyzer.sources)."""
+    """The trace itself, or a temporary local copy of a URL (profanalyzer.xspace.sources)."""
     if not is_url(trace):
         return contextlib.nullcontext(trace)
-    from profanalyzer.sources import local_copy
+    from profanalyzer.xspace.sources import local_copy
 
     return local_copy(trace, selective=selective)
 

@@ -12,7 +12,7 @@ Pipeline:
    ``file://`` ...) go through fsspec when it (and the protocol's package, e.g.
    gcsfs) is installed. fsspec is imported lazily, only for URLs.
 2. **Analyse** every host file as one task (:func:`analyse_host_file`): the full
-   single-file analysis (:func:`profanalyzer.analysis.analyze` plus the rules)
+   single-file analysis (:func:`profanalyzer.analyze.analysis.analyze` plus the rules)
    runs where the task runs, and only a small JSON record (a few KB: step time,
    buckets, idle and exposed communication, top recommendations) comes back.
    The trace never travels. Tasks run on a Dask cluster: a
@@ -99,8 +99,8 @@ from profanalyzer.fleet.records import (
     TrendRow,
     host_record,
 )
-from profanalyzer.sources import is_url
 from profanalyzer.vocab import XPLANE_SUFFIXES
+from profanalyzer.xspace.sources import is_url
 
 __all__ = [
     "DEFINITIONS", "FLEET_SCHEMA_VERSION", "PATH_MARK", "RECORD_VERSION", "REGRESSION_K", "REGRESSION_MIN_NOISE_RUNS",

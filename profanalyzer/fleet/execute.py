@@ -23,7 +23,7 @@ from profanalyzer.fleet.records import (
     host_record,
     one_line,
 )
-from profanalyzer.sources import is_url
+from profanalyzer.xspace.sources import is_url
 
 
 def analyse_host_file(

@@ -12,7 +12,7 @@ independent witness of a step (issue #25).
 * `memory`: the buffer assignment's peak HBM against the compiler's own
   `Memory analysis`;
 * `replay`: the schedule replayed into a predicted step, written as an XSpace
-  (profanalyzer.compiled hands it to the trace pipeline).
+  (profanalyzer.hlo.compiled hands it to the trace pipeline).
 
 The input floor: imports errors, vocab, hardware, records and xspace only.
 """

@@ -1,6 +1,6 @@
 """The HLO anti-patterns table of the reports (HTML partial
 `_antipatterns.html.j2`, Markdown lines), from `Analysis.antipatterns`
-(profanalyzer.antipatterns). Plain text; the template escapes (op names and
+(profanalyzer.analyze.antipatterns). Plain text; the template escapes (op names and
 shapes come from the program)."""
 
 from __future__ import annotations

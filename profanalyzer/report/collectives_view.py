@@ -1,6 +1,6 @@
 """The per-collective diagnosis table of the reports (HTML partial
 `_collectives.html.j2`, Markdown lines): one row per collective type from
-`Analysis.collective_diagnosis` (profanalyzer.collectives), and the line
+`Analysis.collective_diagnosis` (profanalyzer.analyze.collectives), and the line
 naming the core the others wait for.
 
 Plain text and formatted numbers; the template escapes (core names come

@@ -1,5 +1,5 @@
 """The kernel counters table of the reports (HTML partial `_counters.html.j2`,
-Markdown lines), from `Analysis.kernel_counters` (profanalyzer.counters).
+Markdown lines), from `Analysis.kernel_counters` (profanalyzer.analyze.counters).
 Plain text; the template escapes (op names come from the trace)."""
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ What a user may pass:
 The XSpace is never decoded as a whole. `scan_space` walks only its top-level
 fields (a few hundred bytes of varints for a multi-GB file) and records where
 each plane's bytes lie and what it is called; callers then decode just the
-planes they need (`profanalyzer.tracebuild.build_plane`). Host thread planes and
+planes they need (`profanalyzer.xspace.build.build_plane`). Host thread planes and
 `/host:metadata` (HLO protos) are the bulk of real files and are never decoded.
 
 `open_space(path, want)` is the entry point: a plain file is mapped

@@ -40,7 +40,7 @@ from pathlib import Path
 
 import numpy as np
 
-from profanalyzer.attributed import Attributed
+from profanalyzer.analyze.attributed import Attributed
 from profanalyzer.model import KernelCounters
 from profanalyzer.trace import LINE_OPS, Trace
 from profanalyzer.vocab import BUCKETS

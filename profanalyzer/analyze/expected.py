@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from profanalyzer.attributed import Attributed
+from profanalyzer.analyze.attributed import Attributed
 from profanalyzer.hlo.load import read_trace_program
 from profanalyzer.hlo.model import Instruction, Program
 from profanalyzer.model import ExpectedFamily, ExpectedOp, ExpectedSlow, ExpectedSummary

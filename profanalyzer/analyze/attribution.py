@@ -46,7 +46,7 @@ RECONCILE_TOLERANCE = 1e-3
 
 
 try:  # the optional C accelerator (setup.py): the same sums in one pass over the events
-    import profanalyzer._windows as _windows  # type: ignore[import-not-found]
+    import profanalyzer.analyze._windows as _windows  # type: ignore[import-not-found]
 except ImportError:  # no compiler at install time: numpy alone
     _windows = None
 
@@ -86,7 +86,7 @@ class OpTimeline:
         return [x.sum(axis=0) for x in self.exclusive_many(label_sets, wa, wb)]
 
     def _c_sums(self, label_sets, wa: np.ndarray, wb: np.ndarray, total: bool) -> list[np.ndarray] | None:
-        """The C pass (profanalyzer._windows), or None where it declines."""
+        """The C pass (profanalyzer.analyze._windows), or None where it declines."""
         wa = np.asarray(wa, dtype=np.int64)
         wb = np.asarray(wb, dtype=np.int64)
         lo = np.searchsorted(self.prefix_end, wa, side="right")

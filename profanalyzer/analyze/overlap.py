@@ -32,9 +32,14 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from profanalyzer.analyze.attributed import TableMemo
+from profanalyzer.analyze.attribution import (
+    BUCKET_INDEX,
+    CoreWork,
+    PlaneClasses,
+    locate,
+)
 from profanalyzer.arrays import unique_ids
-from profanalyzer.attributed import TableMemo
-from profanalyzer.attribution import BUCKET_INDEX, CoreWork, PlaneClasses, locate
 from profanalyzer.classify import ROLE_CODES, async_pair_key, classify_op
 from profanalyzer.model import (
     CollectiveTypeSummary,
@@ -62,7 +67,7 @@ from profanalyzer.vocab import (
 )
 
 if TYPE_CHECKING:
-    from profanalyzer.attributed import Attributed
+    from profanalyzer.analyze.attributed import Attributed
 
 #: Window classes by hidden fraction.
 HIDDEN_MIN = 0.9  # >= : hidden

@@ -29,9 +29,15 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from profanalyzer.analyze.attributed import TableMemo
+from profanalyzer.analyze.attribution import CoreWork, locate
+from profanalyzer.analyze.runkind import (
+    RunKindEvidence,
+    decide_run_kind,
+    inference_marker,
+    inference_markers,
+)
 from profanalyzer.arrays import object_array, unique_ids
-from profanalyzer.attributed import TableMemo
-from profanalyzer.attribution import CoreWork, locate
 from profanalyzer.classify import async_pair_key
 from profanalyzer.classify.parse import shape_dims
 from profanalyzer.classify.tables import ARRAY
@@ -42,17 +48,11 @@ from profanalyzer.model import (
     TopOp,
     Utilisation,
 )
-from profanalyzer.runkind import (
-    RunKindEvidence,
-    decide_run_kind,
-    inference_marker,
-    inference_markers,
-)
 from profanalyzer.trace import LINE_MODULES, LINE_OPS, Trace
 from profanalyzer.vocab import ATTENTION_SPLIT, BUCKETS, COMPUTE_BUCKETS, MATMUL_BUCKETS
 
 if TYPE_CHECKING:
-    from profanalyzer.attributed import Attributed
+    from profanalyzer.analyze.attributed import Attributed
 
 REMAT_TOP = 15
 KERNELS_TOP = 20
@@ -655,7 +655,7 @@ def program_names(trace: Trace) -> tuple[str, ...]:
 
 def run_kind_of(agg: OpGroups | tuple[OpGroup, ...], step_ps: float, n_core_steps: int, phases: Mapping,
                 remat_ps: float, programs: tuple[str, ...]) -> RunKind:
-    """Training / inference / unknown from the op groups (see profanalyzer.runkind)."""
+    """Training / inference / unknown from the op groups (see profanalyzer.analyze.runkind)."""
     g = agg if isinstance(agg, OpGroups) else OpGroups.of(agg)
     compute = _in(g.bucket, COMPUTE_BUCKETS)
     by_tf: dict = {}

@@ -19,12 +19,12 @@ from pathlib import Path
 
 import numpy as np
 
-from profanalyzer.antipatterns import find_antipatterns
-from profanalyzer.attributed import Attributed
-from profanalyzer.attribution import CoreWork, attribute_trace
-from profanalyzer.capture import assumptions, capture_quality
-from profanalyzer.collectives import diagnose_collectives
-from profanalyzer.counters import (
+from profanalyzer.analyze.antipatterns import find_antipatterns
+from profanalyzer.analyze.attributed import Attributed
+from profanalyzer.analyze.attribution import CoreWork, attribute_trace
+from profanalyzer.analyze.capture import assumptions, capture_quality
+from profanalyzer.analyze.collectives import diagnose_collectives
+from profanalyzer.analyze.counters import (
     counter_matmul_rows,
     kernel_counters,
     ops_precision,
@@ -32,10 +32,21 @@ from profanalyzer.counters import (
     with_counter_tags,
     with_device_peaks,
 )
+from profanalyzer.analyze.expected import summarize as expected_summary
+from profanalyzer.analyze.hostplanes import host_activity, no_host_planes_note
+from profanalyzer.analyze.idle import idle_causes
+from profanalyzer.analyze.opstats import (
+    RATE_MIN_RUN_PS,
+    ops_and_roofline,
+    program_names,
+    run_kind_of,
+)
+from profanalyzer.analyze.overlap import analyze_overlap
+from profanalyzer.analyze.scopes import scope_rollup
+from profanalyzer.analyze.sourcelines import with_source_lines
+from profanalyzer.analyze.stepclass import step_classes
+from profanalyzer.analyze.timeline import build_timeline
 from profanalyzer.errors import InputError
-from profanalyzer.expected import summarize as expected_summary
-from profanalyzer.hostplanes import host_activity, no_host_planes_note
-from profanalyzer.idle import idle_causes
 from profanalyzer.model import (
     SCHEMA_VERSION,
     Analysis,
@@ -46,15 +57,6 @@ from profanalyzer.model import (
     StepRow,
     StepsSummary,
 )
-from profanalyzer.opstats import (
-    RATE_MIN_RUN_PS,
-    ops_and_roofline,
-    program_names,
-    run_kind_of,
-)
-from profanalyzer.overlap import analyze_overlap
-from profanalyzer.scopes import scope_rollup
-from profanalyzer.sourcelines import with_source_lines
 from profanalyzer.stats import (
     STRAGGLER_MIN_MEMBERS,
     STRAGGLER_MIN_REL_SCALE,
@@ -62,10 +64,7 @@ from profanalyzer.stats import (
     median,
     modified_z,
 )
-from profanalyzer.stepclass import step_classes
-from profanalyzer.timeline import build_timeline
 from profanalyzer.trace import ANALYSIS_LINES, Trace
-from profanalyzer.tracebuild import load_trace
 from profanalyzer.version import __version__
 from profanalyzer.vocab import (
     BUCKETS,
@@ -73,6 +72,7 @@ from profanalyzer.vocab import (
     PHASES,
     PREDICTED_INPUT_KINDS,
 )
+from profanalyzer.xspace.build import load_trace
 
 #: Steady-state rule: a step is an outlier when |d - median| > K * scale, with
 #: scale = max(1.4826 * MAD, MIN_REL_SCALE * median). Needs >= MIN_STEPS steps.
@@ -167,15 +167,15 @@ class AnalysisOptions:
     top_ops: int = 30
     jobs: int | None = None  # host files decoded in parallel (default: one per core)
     progress: object = None  # callable(done, total, label) after each host file
-    memory: bool = False  # read HBM use (HLO buffer assignment, allocator activity): profanalyzer.memory
-    host_activity: bool = False  # read the host planes' dispatch/input lines: profanalyzer.hostplanes
+    memory: bool = False  # read HBM use (HLO buffer assignment, allocator activity): profanalyzer.analyze.memory
+    host_activity: bool = False  # read the host planes' dispatch/input lines: profanalyzer.analyze.hostplanes
 
 
 def read_trace(path: str | Path, options: AnalysisOptions = AnalysisOptions()) -> Trace:
     """The read stage as `analyze` runs it: only the lines the analysis uses.
     A compiled program (HLO text / proto, an XLA dump) is replayed into a
-    predicted step first (profanalyzer.compiled)."""
-    from profanalyzer import compiled
+    predicted step first (profanalyzer.hlo.compiled)."""
+    from profanalyzer.hlo import compiled
 
     if compiled.is_program_path(path):
         return compiled.load_program_trace(path, chip=options.chip, lines=ANALYSIS_LINES)
@@ -334,7 +334,7 @@ def with_time_basis(a: Analysis) -> Analysis:
 
 def _memory(trace: Trace):
     """The memory section (--memory): imported only when asked for."""
-    from profanalyzer.memory import trace_memory
+    from profanalyzer.analyze.memory import trace_memory
 
     return trace_memory(trace)
 

@@ -30,7 +30,7 @@ from profanalyzer.hlo.memory import (
 from profanalyzer.hlo.model import Program
 from profanalyzer.hlo.replay import PREDICTED_NOTE, replay, to_xspace
 from profanalyzer.trace import Trace
-from profanalyzer.tracebuild import load_trace
+from profanalyzer.xspace.build import load_trace
 
 __all__ = ["is_program_path", "load_program_trace", "INPUT_KIND"]
 

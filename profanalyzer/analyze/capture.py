@@ -12,13 +12,13 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from profanalyzer.attribution import CoreWork
+from profanalyzer.analyze.attribution import CoreWork
 from profanalyzer.model import CaptureIssue, CaptureQuality, StepsSummary, Utilisation
 from profanalyzer.stats import median
 from profanalyzer.trace import LINE_OPS, Trace
 
 if TYPE_CHECKING:
-    from profanalyzer.attributed import Attributed
+    from profanalyzer.analyze.attributed import Attributed
 
 #: Event counts at which profilers cap a line (XProf / TraceMe buffers).
 EVENT_CAPS = (1_000_000, 1_048_576, 2_000_000, 2_097_152, 4_000_000, 4_194_304)

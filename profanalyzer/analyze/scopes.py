@@ -32,8 +32,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from profanalyzer.analyze.attribution import CoreWork
 from profanalyzer.arrays import unique_ids
-from profanalyzer.attribution import CoreWork
 from profanalyzer.model import ScopeRow
 from profanalyzer.parallel import map_ordered
 from profanalyzer.parts import DEFAULT_DEPTH, NO_SCOPE, TOP_LEVEL, collapse
@@ -41,7 +41,7 @@ from profanalyzer.trace import LINE_OPS
 from profanalyzer.vocab import BUCKETS, COLLECTIVE_BUCKETS
 
 if TYPE_CHECKING:
-    from profanalyzer.attributed import Attributed
+    from profanalyzer.analyze.attributed import Attributed
 
 __all__ = ["fold_scope", "scope_rollup", "collapse", "NO_SCOPE", "TOP_LEVEL", "MAX_DEPTH", "DEFAULT_DEPTH", "MAX_ROWS"]
 

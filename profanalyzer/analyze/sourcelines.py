@@ -25,9 +25,9 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 
-from profanalyzer.attributed import Attributed
+from profanalyzer.analyze.attributed import Attributed
+from profanalyzer.analyze.scopes import fold_scope
 from profanalyzer.model import Analysis, Finding
-from profanalyzer.scopes import fold_scope
 from profanalyzer.trace import Trace
 
 __all__ = ["SourceLine", "source_lines", "with_source_lines", "finding_sources", "MAX_HOPS", "MOVERS"]

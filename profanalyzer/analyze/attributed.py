@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import numpy as np
 
 if TYPE_CHECKING:
-    from profanalyzer.attribution import CoreWork, PlaneClasses
+    from profanalyzer.analyze.attribution import CoreWork, PlaneClasses
     from profanalyzer.model import StepRow
     from profanalyzer.trace import Plane, Trace
 

@@ -15,15 +15,15 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from profanalyzer.attribution import exclusive_segments
+from profanalyzer.analyze.attribution import exclusive_segments
+from profanalyzer.analyze.overlap import Windows, window_class, window_name
 from profanalyzer.model import Lane, Span, TimelineSample, WindowSpan
-from profanalyzer.overlap import Windows, window_class, window_name
 from profanalyzer.stats import median
 from profanalyzer.trace import LINE_SC_OPS
 from profanalyzer.vocab import BUCKETS
 
 if TYPE_CHECKING:
-    from profanalyzer.attributed import Attributed
+    from profanalyzer.analyze.attributed import Attributed
 
 MAX_SPANS_PER_LANE = 1500
 MAX_WINDOWS = 400

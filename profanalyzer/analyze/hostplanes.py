@@ -10,7 +10,7 @@ event-metadata map, decoded field by field.
 
 `host_activity` overlaps those TraceMe events with the host-caused idle gaps
 of the kept steps (idle between programs and idle waiting on the host, from
-profanalyzer.idle) on each host's first TensorCore, and returns the names
+profanalyzer.analyze.idle) on each host's first TensorCore, and returns the names
 with the most overlapped time per kept step. A capture without host planes
 gets a note saying so.
 
@@ -26,13 +26,13 @@ from typing import TYPE_CHECKING
 import numpy as np
 from google.protobuf.message import DecodeError
 
-from profanalyzer.idle import host_gaps, union_intervals
+from profanalyzer.analyze.idle import host_gaps, union_intervals
 from profanalyzer.model import HostActivity
 from profanalyzer.trace import Trace
 from profanalyzer.xspace import reader, wire, xplane_pb2
 
 if TYPE_CHECKING:
-    from profanalyzer.attributed import Attributed
+    from profanalyzer.analyze.attributed import Attributed
 
 __all__ = ["HOST_LINES", "TOP_NAMES", "host_activity", "read_host_events", "no_host_planes_note"]
 

@@ -6,7 +6,7 @@ instances vary.
 
 An *instance* is one collective occurrence seen on several TensorCores: the
 k-th window of a type in a kept step on each core (windows from
-profanalyzer.overlap, in start order). A core's *arrival* is its window's
+profanalyzer.analyze.overlap, in start order). A core's *arrival* is its window's
 start. The last arrival of an instance counts (`distinct_last`) only when it
 is later than the median of the other cores' arrivals by more than the
 tolerance (`TOLERANCE_MIN_PS`, or `TOLERANCE_STEP_FRACTION` of the step when
@@ -22,14 +22,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from profanalyzer.attributed import Attributed
-from profanalyzer.attribution import CoreWork, locate
+from profanalyzer.analyze.attributed import Attributed
+from profanalyzer.analyze.attribution import CoreWork, locate
+from profanalyzer.analyze.overlap import TYPES, OverlapResult
 from profanalyzer.model import (
     CollectiveDiagnosis,
     CollectiveDiagnostics,
     CollectiveTypeSummary,
 )
-from profanalyzer.overlap import TYPES, OverlapResult
 from profanalyzer.stats import median
 from profanalyzer.trace import Trace
 

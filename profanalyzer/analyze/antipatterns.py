@@ -34,8 +34,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from profanalyzer.attributed import Attributed
-from profanalyzer.attribution import CoreWork, locate
+from profanalyzer.analyze.attributed import Attributed
+from profanalyzer.analyze.attribution import CoreWork, locate
 from profanalyzer.model import AntiPattern
 from profanalyzer.trace import LINE_OPS, Trace
 

@@ -43,14 +43,14 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from profanalyzer.attributed import TableMemo
-from profanalyzer.attribution import IDLE, CoreWork
+from profanalyzer.analyze.attributed import TableMemo
+from profanalyzer.analyze.attribution import IDLE, CoreWork
 from profanalyzer.model import IdleCause
 from profanalyzer.trace import LINE_MODULES, LINE_OPS
 from profanalyzer.vocab import BUCKETS, COLLECTIVE_BUCKETS, IDLE_CAUSES
 
 if TYPE_CHECKING:
-    from profanalyzer.attributed import Attributed
+    from profanalyzer.analyze.attributed import Attributed
 
 __all__ = ["IdleResult", "idle_causes", "core_step_causes", "host_gaps", "union_intervals", "reconcile", "peer_cap",
            "HOST_CALLBACK", "row_kinds"]
