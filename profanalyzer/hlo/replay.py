@@ -34,8 +34,10 @@ from profanalyzer.hlo.model import Computation, Instruction, Module, Program
 from profanalyzer.hlo.schedule import (
     SPARSECORE_THREAD,
     TRIVIAL_OPCODES,
+    async_wrapper_role,
     operand_shapes,
     trip_count,
+    wrapped_op,
     xprof_text,
 )
 from profanalyzer.hlo.truth import category_of, collective_kind
@@ -112,8 +114,19 @@ class _Player:
             return self.collective_ps(ins, comp), "ici_bytes"
         return int(self.bytes_of(ins, comp) / self.hbm * PS), "hbm_bytes"
 
+    def inner_ps(self, ins: Instruction, comp: Computation) -> int:
+        """Time of an op inside an async computation: its bytes over ICI (collectives) or HBM."""
+        if collective_kind(ins.opcode):
+            return self.collective_ps(ins, comp)
+        return int(self.bytes_of(ins, comp) / self.hbm * PS)
+
     def async_work(self, start: Instruction, comp: Computation) -> tuple[int, list[tuple[Instruction, str, int]]]:
-        """(ps, [(instruction, computation, ps)] of the work inside) of an async-start's computation."""
+        """(ps, [(instruction, computation, ps)] of the work inside) of an async start's computation (an
+        `async-start`'s, or the one op a text short form such as `slice-start` wraps)."""
+        w = wrapped_op(start)
+        if w is not None and w.opcode != "call":
+            ps = self.inner_ps(w, comp)
+            return ps, [(w, comp.name, ps)]
         callee = self.m.by_name.get(start.called[0]) if start.called else None
         inner: list[tuple[Instruction, str, int]] = []
         stack = [callee] if callee is not None else []
@@ -122,16 +135,16 @@ class _Player:
             c = stack.pop()
             seen += 1
             for i in c.instructions:
-                if i.opcode in ("call", "async-start") and i.called:
+                wi = wrapped_op(i)
+                if wi is not None and wi.opcode != "call":
+                    inner.append((wi, c.name, self.inner_ps(wi, c)))
+                elif (i.opcode in ("call", "async-start") or wi is not None) and i.called:
                     sub = self.m.by_name.get(i.called[0])
                     if sub is not None:
                         stack.append(sub)
-                elif i.opcode not in TRIVIAL_OPCODES and not i.opcode.startswith("async-"):
-                    if collective_kind(i.opcode):
-                        ps = self.collective_ps(i, c)
-                    else:
-                        ps = int(self.bytes_of(i, c) / self.hbm * PS)
-                    inner.append((i, c.name, ps))
+                elif (i.opcode not in TRIVIAL_OPCODES and not i.opcode.startswith("async-")
+                      and async_wrapper_role(i.opcode) is None):
+                    inner.append((i, c.name, self.inner_ps(i, c)))
         return sum(p for _, _, p in inner), inner
 
     def start_of(self, ins: Instruction, comp: Computation) -> str:
@@ -171,7 +184,8 @@ class _Player:
                 if callee is not None:
                     self.run(callee, thread, depth + 1)
                 continue
-            if op == "async-start":
+            role = async_wrapper_role(op)
+            if role == "start":  # `async-start`, or the text's short form of one (`call-start`, `slice-start`)
                 ps, inner = self.async_work(ins, comp)
                 sc = (ins.async_execution_thread or "") == SPARSECORE_THREAD
                 self.emit(ins, comp.name, self.t, MIN_PS, False, "none")
@@ -186,7 +200,7 @@ class _Player:
                     self.finish[ins.name] = self.t + ps
                 self.t += MIN_PS
                 continue
-            if op == "async-update":
+            if role == "update":
                 src = self.start_of(ins, comp)
                 self.finish[ins.name] = self.finish.get(src, self.t)
                 self.emit(ins, comp.name, self.t, MIN_PS, False, "none")

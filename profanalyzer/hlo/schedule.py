@@ -26,7 +26,8 @@ from functools import cached_property
 from profanalyzer.hlo.model import Computation, Instruction, Module, Shape
 
 __all__ = ["ScheduledOp", "FusionBody", "TripCount", "schedule", "trip_count", "fusion_body", "operand_shapes", "xprof_text",
-           "op_phase", "op_remat", "trip_counts", "async_pairs", "TRIVIAL_OPCODES", "SPARSECORE_THREAD"]
+           "op_phase", "op_remat", "trip_counts", "async_pairs", "TRIVIAL_OPCODES", "SPARSECORE_THREAD",
+           "async_wrapper_role", "wrapped_op"]
 
 SPARSECORE_THREAD = "sparsecore"
 SPARSECORE_DEVICE = "DEVICE_TYPE_SPARSECORE"
@@ -35,6 +36,11 @@ TRIVIAL_OPCODES = frozenset({"parameter", "constant", "get-tuple-element", "tupl
                              "partition-id", "replica-id", "opt-barrier", "add-dependency", "domain"})
 ASYNC_ROLES = {"async-start": "start", "async-update": "update", "async-done": "done"}
 _PAIRED = re.compile(r"^(?P<kind>[a-z\-]+)-(?P<role>start|done|update)$")
+#: The opcodes that are async pairs of their own (`all-gather-start`, `copy-done`, `send`/`send-done`, ...). Any
+#: other `<op>-start` / `-update` / `-done` is the HLO text's short form of an `async-start` (`-update`, `-done`)
+#: wrapping one `<op>` (`call-start`, `slice-start`, `dynamic-slice-start`): what the HloProto of the same module
+#: holds as `async-start(calls=%async_computation)` around that one instruction.
+NATIVE_ASYNC_KINDS = frozenset({"all-gather", "all-reduce", "collective-permute", "copy", "send", "recv"})
 _OPTIMIZER = re.compile(r"(?:^|/)(?:optax|optimizer|adam\w*|adamw|sgd|lion|scale_by_\w+|apply_gradients|"
                         r"clip_by_global_norm)(?:/|\(|$)", re.I)
 
@@ -164,6 +170,35 @@ def op_phase(op_name: str) -> str | None:
     if _OPTIMIZER.search(op_name):
         return "optimizer"
     return None
+
+
+def async_wrapper_role(opcode: str) -> str | None:
+    """start / update / done of an async wrapper: `async-start` / `-update` /
+    `-done`, or the text's `<op>-start` short form of one (see
+    NATIVE_ASYNC_KINDS); None for a native async op or any other opcode."""
+    if opcode in ASYNC_ROLES:
+        return ASYNC_ROLES[opcode]
+    m = _PAIRED.match(opcode)
+    if m is None or m.group("kind") in NATIVE_ASYNC_KINDS:
+        return None
+    return m.group("role")
+
+
+def wrapped_op(ins: Instruction) -> Instruction | None:
+    """The one instruction a short-form async start wraps (`slice-start` ->
+    the `slice`), as the HloProto's async computation holds it: the start's
+    operands, called computations and attributes, the result its shape's
+    second element ((operands), result, context). None for `async-start`
+    itself (its computation holds the work) and for anything else."""
+    if ins.opcode == "async-start" or async_wrapper_role(ins.opcode) != "start":
+        return None
+    parts = ins.shape.parts if ins.shape.is_tuple else ()
+    result = parts[1] if len(parts) >= 2 else ins.shape
+    base = ins.opcode.removesuffix("-start")
+    return Instruction(name=ins.name.removesuffix("-start") if ins.name.endswith("-start") else f"{ins.name}.wrapped",
+                       opcode=base, shape=result, operands=ins.operands, operand_indices=ins.operand_indices,
+                       called=ins.called, attrs=tuple(a for a in ins.attrs if a[0] != "async_execution_thread"),
+                       metadata=ins.metadata, text=ins.text)
 
 
 def operand_shapes(ins: Instruction, comp: Computation) -> tuple[Shape, ...]:
@@ -376,6 +411,14 @@ def schedule(module: Module) -> tuple[ScheduledOp, ...]:
                 if callee is not None:
                     t = ins.async_execution_thread or callee.execution_thread or thread
                     walk(callee, count, loops, t, ins.name, depth + 1)
+            elif (inner := wrapped_op(ins)) is not None:  # the text's `<op>-start`: the proto's async computation
+                t = ins.async_execution_thread or thread
+                callee = module.by_name.get(inner.called[0]) if inner.opcode == "call" and inner.called else None
+                if callee is not None:
+                    walk(callee, count, loops, callee.execution_thread or t, ins.name, depth + 1)
+                elif inner.opcode != "call":
+                    rows.append(ScheduledOp(len(rows), comp.name, inner, t, count, loops, ins.name, None,
+                                            rows[-1].operand_dtypes, rows[-1].operand_bytes, src, fn))
             elif ins.opcode == "conditional":
                 for c in ins.called:
                     callee = module.by_name.get(c)
