@@ -101,6 +101,8 @@ def assumptions(trace: Trace, util: Utilisation) -> tuple[str, ...]:
     if trace.input_kind == "compiled_program":  # issue #25: a replayed compiled program, no measurement
         out.append("times: PREDICTED from a compiled program (the compiler's estimated cycles at an assumed clock, "
                    "bytes over assumed bandwidths; see the notes)")
+        out.append("FLOPs: derived from the HLO (2 x the multiply-adds of each dot and convolution, from its shapes; "
+                   "elementwise work not counted): MFU and TFLOP/s are PREDICTED, over the predicted step")
     if trace.chip_source.startswith("assumed"):
         out.append(f"chip: {trace.chip_source}")
     if util.low_confidence:

@@ -32,9 +32,11 @@ from profanalyzer.hlo.replay import PREDICTED_NOTE, replay, to_xspace
 from profanalyzer.trace import Trace
 from profanalyzer.xspace.build import load_trace
 
-__all__ = ["is_program_path", "load_program_trace", "INPUT_KIND"]
+__all__ = ["is_program_path", "load_program_trace", "INPUT_KIND", "STEP_SOURCE"]
 
 INPUT_KIND = "compiled_program"
+#: Where a replayed program's one step comes from (what a capture's `Steps.source` says: `Steps line`, ...).
+STEP_SOURCE = "the replayed schedule (compiled program)"
 _TMP: list[str] = []
 
 
@@ -90,5 +92,7 @@ def load_program_trace(path: str | Path, *, chip: str | None = None, lines: Coll
     mem = memory_note(program, ch)
     if mem:
         note += "; " + mem
+    # the replay writes a Steps line to give the pipeline its one step: the step is the schedule's, say so
+    steps = {k: replace(v, source=STEP_SOURCE) for k, v in trace.steps.items()}
     return replace(trace, source=str(path), input_kind=INPUT_KIND, run=None, note=note,
-                   chip_source=chip_source)
+                   chip_source=chip_source, steps=steps)

@@ -44,6 +44,13 @@ _C_NAME, _C_INSTRUCTIONS, _C_ID, _C_ROOT_ID, _C_THREAD = 1, 2, 5, 6, 8
 _I_NAME, _I_OPCODE, _I_SHAPE, _I_METADATA, _I_LITERAL, _I_PARAM_NUMBER, _I_FUSION_KIND = 1, 2, 3, 7, 8, 9, 11
 _I_TUPLE_INDEX, _I_DIMENSIONS, _I_CHANNEL_ID, _I_CUSTOM_CALL_TARGET, _I_ID = 13, 14, 26, 28, 35
 _I_OPERAND_IDS, _I_CALLED_IDS, _I_BACKEND_CONFIG, _I_COMPARISON, _I_FRONTEND, _I_ASYNC_THREAD = 36, 38, 43, 63, 68, 79
+# the FLOPs of dots and convolutions (profanalyzer.hlo.flops): Window {1 dimensions: WindowDimension {1 size,
+# 2 stride, 3 padding_low, 4 padding_high, 5 window_dilation, 6 base_dilation, 7 window_reversal}},
+# ConvolutionDimensionNumbers, DotDimensionNumbers {1 lhs_contracting, 2 rhs_contracting, 3 lhs_batch, 4 rhs_batch}
+_I_WINDOW, _I_CONV_DNUMS, _I_DOT_DNUMS, _I_FEATURE_GROUPS, _I_BATCH_GROUPS = 15, 16, 30, 50, 58
+#: ConvolutionDimensionNumbers fields: (input batch, input feature, input spatial), (kernel input feature, kernel
+#: output feature, kernel spatial), (output batch, output feature, output spatial)
+_CD_LHS, _CD_RHS, _CD_OUT = (7, 8, 11), (3, 4, 6), (9, 10, 12)
 # ShapeProto / LayoutProto
 _S_ELEMENT_TYPE, _S_DIMENSIONS, _S_TUPLE, _S_LAYOUT = 2, 3, 4, 5
 _L_MINOR_TO_MAJOR, _L_MEMORY_SPACE = 1, 8
@@ -146,7 +153,7 @@ def _frontend(buf, a: int, b: int) -> str:
 
 class _Raw:
     __slots__ = ("name", "opcode", "shape", "meta", "literal", "pnum", "kind", "dims", "target", "id", "operands",
-                 "called", "backend", "direction", "frontend", "thread", "tuple_index", "channel", "group")
+                 "called", "backend", "direction", "frontend", "thread", "tuple_index", "channel", "group", "math")
 
     def __init__(self) -> None:
         self.name = self.opcode = self.kind = self.target = self.backend = self.direction = ""
@@ -158,6 +165,64 @@ class _Raw:
         self.dims: list[int] = []
         self.operands: list[int] = []
         self.called: list[int] = []
+        self.math: list[tuple[str, str]] = []  # window / dim_labels / dot dims / group counts, as the text prints them
+
+
+def _window_text(buf, a: int, b: int) -> str:
+    dims: list[dict[int, int]] = []
+    for f, wt, _v, pa, pb, _ in _fields(buf, a, b):
+        if f == 1 and wt == 2:
+            dims.append({f2: _signed(v2) for f2, wt2, v2, *_ in _fields(buf, pa, pb) if wt2 == 0})
+    if not dims:
+        return ""  # a 0-d window: the text prints none
+
+    def one(key: int) -> list[int]:  # stride / dilations: 0 (unset) is 1
+        return [d.get(key, 0) or 1 for d in dims]
+
+    parts = ["size=" + "x".join(str(d.get(1, 0)) for d in dims)]
+    if any(x != 1 for x in one(2)):
+        parts.append("stride=" + "x".join(map(str, one(2))))
+    if any(d.get(3, 0) or d.get(4, 0) for d in dims):
+        parts.append("pad=" + "x".join(f"{d.get(3, 0)}_{d.get(4, 0)}" for d in dims))
+    if any(x != 1 for x in one(6)):
+        parts.append("lhs_dilate=" + "x".join(map(str, one(6))))
+    if any(x != 1 for x in one(5)):
+        parts.append("rhs_dilate=" + "x".join(map(str, one(5))))
+    if any(d.get(7, 0) for d in dims):
+        parts.append("rhs_reversal=" + "x".join(str(int(bool(d.get(7, 0)))) for d in dims))
+    return "{" + " ".join(parts) + "}"
+
+
+def _dim_labels(buf, a: int, b: int) -> str:
+    got: dict[int, list[int]] = {}
+    for f, wt, v, pa, pb, _ in _fields(buf, a, b):
+        got.setdefault(f, []).extend(_varints(buf, wt, v, pa, pb))
+
+    def side(fields: tuple[int, int, int], letters: str) -> str:
+        spatial = got.get(fields[2], [])
+        out = ["?"] * (2 + len(spatial))
+        for k, letter in zip(fields[:2], letters):
+            d = (got.get(k) or [0])[0]
+            if 0 <= d < len(out):
+                out[d] = letter
+        for i, d in enumerate(spatial):
+            if 0 <= d < len(out):
+                out[d] = str(i)
+        return "".join(out)
+
+    return f"{side(_CD_LHS, 'bf')}_{side(_CD_RHS, 'io')}->{side(_CD_OUT, 'bf')}"
+
+
+def _dot_dims(buf, a: int, b: int) -> list[tuple[str, str]]:
+    got: dict[int, list[int]] = {}
+    for f, wt, v, pa, pb, _ in _fields(buf, a, b):
+        got.setdefault(f, []).extend(_varints(buf, wt, v, pa, pb))
+    out = []
+    for key, f in (("lhs_batch_dims", 3), ("lhs_contracting_dims", 1), ("rhs_batch_dims", 4),
+                   ("rhs_contracting_dims", 2)):
+        if got.get(f):
+            out.append((key, "{" + ",".join(map(str, got[f])) + "}"))
+    return out
 
 
 def _instruction(buf, a: int, b: int) -> _Raw:
@@ -194,6 +259,12 @@ def _instruction(buf, a: int, b: int) -> _Raw:
                 r.dims += _varints(buf, wt, v, pa, pb)
             elif f in (_I_REPLICA_GROUPS, _I_DEVICE_LIST, _I_MESH_GROUPS):
                 r.group = max(r.group, _group_size(buf, f, pa, pb))
+            elif f == _I_WINDOW and (w := _window_text(buf, pa, pb)):
+                r.math.insert(0, ("window", w))
+            elif f == _I_CONV_DNUMS:
+                r.math.append(("dim_labels", _dim_labels(buf, pa, pb)))
+            elif f == _I_DOT_DNUMS:
+                r.math += _dot_dims(buf, pa, pb)
         elif wt == 0:
             if f == _I_ID:
                 r.id = _signed(v)
@@ -209,6 +280,8 @@ def _instruction(buf, a: int, b: int) -> _Raw:
                 r.dims.append(_signed(v))
             elif f == _I_CHANNEL_ID:
                 r.channel = _signed(v)
+            elif f in (_I_FEATURE_GROUPS, _I_BATCH_GROUPS) and _signed(v) > 1:
+                r.math.append(("feature_group_count" if f == _I_FEATURE_GROUPS else "batch_group_count", str(_signed(v))))
     return r
 
 
@@ -268,6 +341,8 @@ def _render(r: _Raw, names: dict[int, str], comp_names: dict[int, str], root: bo
         attrs.append(("channel_id", str(r.channel)))
     if r.dims and r.opcode in ("broadcast", "reduce", "transpose", "all-gather", "reverse", "concatenate"):
         attrs.append(("dimensions", "{" + ",".join(map(str, r.dims)) + "}"))
+    if r.opcode in ("convolution", "dot", "ragged-dot", "scaled-dot"):
+        attrs += r.math
     if r.thread:
         attrs.append(("async_execution_thread", json.dumps(r.thread)))
     keys = _called_keys(r.opcode, len(called))

@@ -23,6 +23,17 @@ The replay's assumptions (each listed in `Replay.assumptions`):
 * SparseCore work (an async start whose thread is `sparsecore`) runs on the
   SparseCore, one at a time, from its start; the TensorCore waits only at
   the done.
+
+FLOPs: each TensorCore op carries the FLOPs of its dots and convolutions
+derived from the HLO (profanalyzer.hlo.flops: 2 x the multiply-adds from
+the shapes, dimension numbers and windows), written as the op's `flops`
+stat as XProf writes it, so the trace pipeline's MFU, TFLOP/s per op and
+roofline read them like a capture's; a loop body's ops count once per
+iteration, as they run. Elementwise work is not counted (a lower bound);
+custom calls get none here (the classifier derives a matmul kernel's from
+its operand shapes, as on a capture). Bytes accessed (the roofline's):
+a TensorCore compute op's HBM operand and result bytes, a buffer updated
+in place counting its update (profanalyzer.hlo.flops.accessed_bytes).
 """
 
 from __future__ import annotations
@@ -30,6 +41,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from profanalyzer.hardware import Chip
+from profanalyzer.hlo.flops import FlopsTable, accessed_bytes
 from profanalyzer.hlo.model import Computation, Instruction, Module, Program
 from profanalyzer.hlo.schedule import (
     SPARSECORE_THREAD,
@@ -58,6 +70,8 @@ class ReplayOp:
     dur_ps: int
     sparsecore: bool
     how: str  # estimated_cycles | hbm_bytes | ici_bytes | wait | none
+    flops: int | None = None  # one run's FLOPs of its dots / convolutions, from the HLO (TensorCore ops only)
+    bytes: int | None = None  # one run's HBM bytes read + written (TensorCore compute ops only; not async pairs)
 
 
 @dataclass(frozen=True)
@@ -72,6 +86,12 @@ class Replay:
     def estimated_ps(self) -> int:
         return sum(o.dur_ps for o in self.ops if o.how == "estimated_cycles")
 
+    @property
+    def step_flops(self) -> int:
+        """FLOPs of the predicted step on one TensorCore: every op run as often as it runs (loop bodies trip
+        count times)."""
+        return sum(o.flops or 0 for o in self.ops)
+
 
 class _Player:
     def __init__(self, module: Module, chip: Chip):
@@ -84,9 +104,14 @@ class _Player:
         self.hbm = chip.core_hbm_bytes_per_s
         self.ici = chip.core_ici_bytes_per_s
         self.clock = chip.clock_hz
+        self.flops = FlopsTable(module)
 
     def emit(self, ins: Instruction, comp: str, start: int, dur: int, sc: bool, how: str) -> None:
-        self.ops.append(ReplayOp(ins, comp, int(start), max(MIN_PS, int(dur)), sc, how))
+        c = None if sc else self.m.by_name.get(comp)
+        f = self.flops.of(ins, c) if c is not None else None
+        b = (accessed_bytes(self.m, ins, c) or None) if c is not None and how in ("estimated_cycles", "hbm_bytes") and not (
+            ins.opcode.endswith(("-start", "-done", "-update"))) else None
+        self.ops.append(ReplayOp(ins, comp, int(start), max(MIN_PS, int(dur)), sc, how, f, b))
 
     def bytes_of(self, ins: Instruction, comp: Computation) -> int:
         return ins.shape.bytes + sum(s.bytes for s in operand_shapes(ins, comp))
@@ -240,6 +265,9 @@ def replay(program: Program, chip: Chip) -> Replay:
         f"HBM {chip.core_hbm_bytes_per_s / 1e9:g} GB/s per TensorCore for ops without an estimate (a lower bound)",
         f"collective groups span all {max(1, m.num_partitions)} partitions",
         "SparseCore work runs one op at a time from its start; the TensorCore waits at the done",
+        "FLOPs derived from the HLO: 2 x the multiply-adds of each dot and convolution (fusion bodies included) "
+        "from its shapes, dimension numbers and window, loop bodies counted per iteration; elementwise work not "
+        "counted (a lower bound); custom-call kernels from their operand shapes where the classifier derives them",
     )
     return Replay(m, chip, tuple(p.ops), int(step), assumptions)
 
@@ -272,7 +300,7 @@ def to_xspace(rep: Replay, hostname: str = "compiled") -> bytes:
 
     names = ("device_type_string", "peak_teraflops_per_second", "peak_hbm_bw_gigabytes_per_second", "hlo_category",
              "tf_op", "program_id", "symbol_id", "source", "shape_with_layout", "group_id", "step_num",
-             "device_offset_ps", "device_duration_ps", "run_id")
+             "device_offset_ps", "device_duration_ps", "run_id", "flops", "bytes_accessed")
     program_name = f"{m.name}(1)"
 
     def fill(pl, sc: bool) -> None:
@@ -304,6 +332,10 @@ def to_xspace(rep: Replay, hostname: str = "compiled") -> bytes:
             for sk, iv in (("program_id", 1), ("symbol_id", k)):
                 s = em.stats.add()
                 s.metadata_id, s.int64_value = st[sk], iv
+            for sk, n in (("flops", op.flops), ("bytes_accessed", op.bytes)):  # per occurrence, as XProf writes them
+                if n:
+                    s = em.stats.add()
+                    s.metadata_id, s.uint64_value = st[sk], n
             meta[key] = k
             return k
 
