@@ -403,7 +403,7 @@ class CommunicationSummary(Record):
 @dataclass(frozen=True)
 class ExpectedOp(Record):
     """One op of a capture that carries its programs' HLO: the compiler's
-    estimate beside the measured durations (first TensorCore, whole capture)."""
+    estimate beside the measured durations (every TensorCore's runs pooled, whole capture)."""
 
     name: str  # instruction name
     family: str  # the instruction name without its .N numbers
@@ -417,6 +417,7 @@ class ExpectedOp(Record):
     measured_max_ps: float
     measured_mean_ps: float
     ratio: float | None  # measured mean / expected
+    cores: int = 1  # TensorCores whose runs are pooled (occurrences counts the runs of all of them)
 
 
 @dataclass(frozen=True)
@@ -445,7 +446,7 @@ class ExpectedSummary(Record):
     the programs' HloProtos."""
 
     clock_ghz: float  # assumed (profanalyzer.hardware clock_ghz)
-    steps: int  # steps the per-step figures divide by
+    steps: int  # steps the per-step figures divide by (with the TensorCores: per step per TensorCore)
     step_expected_ps: float  # per step: the ops with an estimate, as the compiler expects them
     step_measured_estimated_ps: float  # per step: the same ops, measured
     step_measured_unestimated_ps: float  # per step: measured time of ops the compiler gave no estimate
@@ -455,6 +456,7 @@ class ExpectedSummary(Record):
     families: tuple[ExpectedFamily, ...]
     slower: tuple[ExpectedSlow, ...]
     notes: tuple[str, ...]
+    cores: int = 1  # TensorCores pooled: the per-step figures are over steps x cores
 
 
 @dataclass(frozen=True)

@@ -170,3 +170,47 @@ def test_a_proto_program_carries_its_buffer_assignment(capsys, tmp_path):
     # the same program's buffer assignment: the same HBM and host-offload bytes as the real capture's
     for key in ("program_hbm_bytes", "host_offload_bytes", "peak_instruction"):
         assert predicted["memory"][key] == measured["memory"][key], key
+
+
+@need_v6e
+def test_expected_vs_measured_pools_every_tensorcore():
+    """The v6e capture's program runs on its 4 TensorCores: each op's runs on all four are pooled (each core's
+    100 steps), not only the first core's; the slowest broadcast_add_fusion.1 run (8.216 ms) is TPU:3's."""
+    import numpy as np
+
+    from profanalyzer.expected import expected_vs_measured
+    from profanalyzer.trace import LINE_OPS
+    from profanalyzer.tracebuild import load_trace
+
+    trace = load_trace(V6E_CAPTURE)
+    exp = expected_vs_measured(trace)
+    assert exp.cores == len(trace.tensorcores) == 4
+    per_core: dict[str, list[int]] = {}
+    for pl in trace.tensorcores:
+        ev, names = pl.line(LINE_OPS).events, pl.meta.short_names
+        for k in np.flatnonzero(ev.depth == 0).tolist():
+            per_core.setdefault(names[int(ev.meta[k])], []).append(int(ev.dur_ps[k]))
+    for o in exp.ops:
+        d = per_core[o.name]
+        assert (o.occurrences, o.measured_min_ps, o.measured_max_ps) == (len(d), min(d), max(d))
+        assert o.measured_mean_ps == pytest.approx(float(np.mean(d)))
+    adds = [o for o in exp.with_estimate if o.tf_op.endswith("/add")]
+    assert {o.cores for o in adds} == {4} and {o.occurrences for o in adds} == {400}
+    assert max(o.measured_max_ps for o in adds) / 1e9 == pytest.approx(8.216, abs=0.001)
+
+
+def test_expected_vs_measured_on_a_replayed_program():
+    """A replayed corpus program is a capture of its own prediction: on each of the chip's TensorCores every op
+    with an estimate measures what the compiler expects, and runs as often as the schedule says."""
+    from collections import Counter
+
+    from profanalyzer.compiled import load_program_trace
+    from profanalyzer.expected import expected_vs_measured
+
+    src = Path(__file__).resolve().parents[1] / "sample_traces" / "compiled" / "dense_fsdp.after_codegen.hlo.pb.gz"
+    trace = load_program_trace(src)
+    exp = expected_vs_measured(trace)
+    assert exp.cores == len(trace.tensorcores) == TPU7X.planes_per_chip == 2
+    runs = Counter(o.instruction.name for o in replay(read_program(src), TPU7X).ops if not o.sparsecore)
+    assert exp.with_estimate and all(o.ratio == pytest.approx(1.0, abs=1e-3) for o in exp.with_estimate)
+    assert all(o.cores == 2 and o.occurrences == 2 * runs[o.name] for o in exp.ops)

@@ -2,12 +2,17 @@
 capture measured, for captures whose `/host:metadata` carries the programs'
 HloProtos.
 
-Per op (instruction name, on the first TensorCore that ran it): the
-compiler's `estimated_cycles` at the chip's assumed clock
-(profanalyzer.hardware `clock_ghz`) and the measured durations (min, max,
-mean over its occurrences). Ops the compiler gave no estimate (copy-done
-waits, custom calls, synchronous collectives) are listed as measured time
-the compiler did not count.
+Per op (instruction name, matched in the programs the capture carries):
+the compiler's `estimated_cycles` at the chip's assumed clock
+(profanalyzer.hardware `clock_ghz`) and the measured durations on every
+TensorCore of the capture, pooled: min, max and mean over all its runs on
+all cores (`occurrences` counts them all, `cores` says on how many
+TensorCores it ran). The TensorCores of an SPMD program run the same
+instructions, so one pool per op; the per-step figures of the summary are
+per TensorCore (the pooled sums over steps x TensorCores), as the rest of
+the report. Ops the compiler gave no estimate (copy-done waits, custom
+calls, synchronous collectives) are listed as measured time the compiler
+did not count.
 
 Imports: model, vocab, trace, hlo (the analysis stage's floor).
 """
@@ -42,6 +47,7 @@ class OpExpectation:
     measured_min_ps: int
     measured_max_ps: int
     measured_mean_ps: float
+    cores: int = 1  # TensorCores whose runs are pooled in the occurrences
 
     @property
     def ratio(self) -> float | None:
@@ -54,6 +60,7 @@ class Expected:
     clock_ghz: float
     ops: tuple[OpExpectation, ...]  # ops with an estimate, then without, each by measured time descending
     notes: tuple[str, ...]
+    cores: int = 0  # TensorCores with XLA Ops events, pooled
 
     @property
     def with_estimate(self) -> tuple[OpExpectation, ...]:
@@ -65,7 +72,7 @@ class Expected:
 
 
 def expected_vs_measured(trace: Trace, read: Callable[[], tuple[Program | None, str]] | None = None) -> Expected:
-    """Per measured op of the first TensorCore, the compiler's expectation. `read`
+    """Per measured op of every TensorCore (runs pooled), the compiler's expectation. `read`
     gives the trace's programs (Attributed.program, read once per run); by
     default they are read from the trace's first host file."""
     notes: list[str] = []
@@ -84,28 +91,40 @@ def expected_vs_measured(trace: Trace, read: Callable[[], tuple[Program | None, 
                 instr.setdefault(i.name, (m.name, i))
     clock = chip.clock_hz
     rows: list[OpExpectation] = []
-    for plane in trace.tensorcores[:1]:
+    by: dict[str, list[int]] = {}  # instruction name -> measured durations on every TensorCore
+    on: dict[str, int] = {}  # instruction name -> TensorCores that ran it
+    cores = 0
+    for plane in trace.tensorcores:
         ln = plane.line(LINE_OPS)
         if ln is None or not len(ln.events):
             continue
+        cores += 1
         ev = ln.events
         names = plane.meta.short_names
-        top = ev.depth == 0
-        by: dict[str, list[int]] = {}
-        for k in np.flatnonzero(top).tolist():
-            by.setdefault(names[int(ev.meta[k])], []).append(int(ev.dur_ps[k]))
-        for name, durs in by.items():
-            prog, ins = instr.get(name, ("", None))
-            if ins is None:
-                continue
-            cyc = ins.estimated_cycles
-            rows.append(OpExpectation(name, prog, ins.opcode, ins.metadata.op_name, cyc,
-                                      (cyc / clock * 1e12) if cyc is not None and clock else None, len(durs),
-                                      min(durs), max(durs), float(np.mean(durs))))
+        top = np.flatnonzero(ev.depth == 0)
+        rows_of = ev.meta[top].tolist()
+        durs = ev.dur_ps[top].tolist()
+        seen: set[str] = set()
+        for r, d in zip(rows_of, durs):
+            name = names[int(r)]
+            by.setdefault(name, []).append(int(d))
+            seen.add(name)
+        for name in seen:
+            on[name] = on.get(name, 0) + 1
+    for name, durs in by.items():
+        prog, ins = instr.get(name, ("", None))
+        if ins is None:
+            continue
+        cyc = ins.estimated_cycles
+        rows.append(OpExpectation(name, prog, ins.opcode, ins.metadata.op_name, cyc,
+                                  (cyc / clock * 1e12) if cyc is not None and clock else None, len(durs),
+                                  min(durs), max(durs), float(np.mean(durs)), on[name]))
     if not clock:
         notes.append(f"no clock for {chip.name}: estimates not converted")
     rows.sort(key=lambda r: (r.expected_ps is None, -r.measured_mean_ps * r.occurrences, r.name))
-    return Expected(chip.clock_ghz, tuple(rows), tuple(notes))
+    if cores > 1:
+        notes.append(f"measured runs pooled over {cores} TensorCores; per-step figures are per TensorCore")
+    return Expected(chip.clock_ghz, tuple(rows), tuple(notes), cores)
 
 
 #: An op is called out when its measured mean is at least this many times the compiler's expectation
@@ -140,12 +159,12 @@ def summarize(att: Attributed, steps: int) -> ExpectedSummary | None:
     exp = expected_vs_measured(trace, att.program)
     if not exp.ops:
         return None
-    n = max(1, steps)
+    n = max(1, steps) * max(1, exp.cores)  # per step per TensorCore
 
     def rec(o: OpExpectation) -> ExpectedOp:
         return ExpectedOp(o.name, family_of(o.name), o.program, o.opcode, o.tf_op, o.estimated_cycles, o.expected_ps,
                           o.occurrences, float(o.measured_min_ps), float(o.measured_max_ps), o.measured_mean_ps,
-                          o.ratio)
+                          o.ratio, o.cores)
 
     with_est, without = exp.with_estimate, exp.without_estimate
     step_exp = sum((o.expected_ps or 0.0) * o.occurrences for o in with_est) / n
@@ -168,7 +187,7 @@ def summarize(att: Attributed, steps: int) -> ExpectedSummary | None:
         r = o.ratio
         if r is None or r < SLOW_RATIO or o.measured_mean_ps * o.occurrences < SLOW_MIN_SHARE * total:
             continue
-        ev = (f"measured {o.measured_mean_ps / 1e9:.3f} ms mean over {o.occurrences} run(s) "
+        ev = (f"measured {o.measured_mean_ps / 1e9:.3f} ms mean over {o.occurrences} run(s) on {o.cores} TensorCore(s) "
               f"({o.measured_min_ps / 1e9:.3f}-{o.measured_max_ps / 1e9:.3f} ms) vs the compiler's "
               f"{(o.expected_ps or 0) / 1e9:.3f} ms ({o.estimated_cycles} estimated cycles at {exp.clock_ghz:g} GHz): "
               f"{r:.2f}x")
@@ -181,6 +200,6 @@ def summarize(att: Attributed, steps: int) -> ExpectedSummary | None:
                      "synchronous collectives)")
     notes.append(f"expected = estimated_cycles / {exp.clock_ghz:g} GHz, an assumed clock (inferred from the "
                  "chip's BF16 peak)")
-    return ExpectedSummary(exp.clock_ghz, n, step_exp, step_meas, step_un, SLOW_RATIO,
+    return ExpectedSummary(exp.clock_ghz, max(1, steps), step_exp, step_meas, step_un, SLOW_RATIO,
                            tuple(rec(o) for o in with_est), tuple(rec(o) for o in without), tuple(families),
-                           tuple(slower), tuple(notes))
+                           tuple(slower), tuple(notes), max(1, exp.cores))

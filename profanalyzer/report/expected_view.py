@@ -65,12 +65,13 @@ def expected_view(a: Analysis) -> ExpectedView | None:
     e = a.expected
     if e is None:
         return None
-    n = max(1, e.steps)
+    n = max(1, e.steps) * max(1, e.cores)  # the families' sums pool every TensorCore's runs: per step per TensorCore
     ratio = e.step_measured_estimated_ps / e.step_expected_ps if e.step_expected_ps else None
     summary = (f"Per step, the ops the compiler estimated: expected {ms(e.step_expected_ps)} ms, measured "
                f"{ms(e.step_measured_estimated_ps)} ms ({_ratio(ratio)}); ops without an estimate measured "
                f"{ms(e.step_measured_unestimated_ps)} ms the compiler did not count as compute "
-               f"(clock {e.clock_ghz:g} GHz assumed; {e.steps} step(s)).")
+               f"(clock {e.clock_ghz:g} GHz assumed; {e.steps} step(s)"
+               + (f", per TensorCore, the runs of {e.cores} TensorCores pooled" if e.cores > 1 else "") + ").")
     fams = tuple(FamilyRowView(f.family, str(f.ops), ms(f.expected_ps / n) if f.expected_ps is not None else "-",
                                ms(f.measured_ps / n), _ratio(f.ratio)) for f in e.families[:EXPECTED_ROWS])
     slower = tuple(f"{s.name}: {s.evidence}" + (f" -- lever: {s.lever}" if s.lever else "") for s in e.slower)
