@@ -178,9 +178,9 @@ def test_expected_vs_measured_pools_every_tensorcore():
     100 steps), not only the first core's; the slowest broadcast_add_fusion.1 run (8.216 ms) is TPU:3's."""
     import numpy as np
 
-    from profanalyzer.expected import expected_vs_measured
+    from profanalyzer.analyze.expected import expected_vs_measured
     from profanalyzer.trace import LINE_OPS
-    from profanalyzer.tracebuild import load_trace
+    from profanalyzer.xspace.build import load_trace
 
     trace = load_trace(V6E_CAPTURE)
     exp = expected_vs_measured(trace)
@@ -204,8 +204,8 @@ def test_expected_vs_measured_on_a_replayed_program():
     with an estimate measures what the compiler expects, and runs as often as the schedule says."""
     from collections import Counter
 
-    from profanalyzer.compiled import load_program_trace
-    from profanalyzer.expected import expected_vs_measured
+    from profanalyzer.analyze.expected import expected_vs_measured
+    from profanalyzer.hlo.compiled import load_program_trace
 
     src = Path(__file__).resolve().parents[1] / "sample_traces" / "compiled" / "dense_fsdp.after_codegen.hlo.pb.gz"
     trace = load_program_trace(src)
