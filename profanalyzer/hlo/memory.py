@@ -310,14 +310,19 @@ def proto_heap(proto: bytes) -> Heap | None:
             if _first(d, 1) == heap.index:
                 peak = sum(assigned.get(i, 0) for i in _packed(proto, d, 2))
                 return Heap(heap.size, peak, held, "peak buffers of the assignment")
+        # the heap's trace: the one whose events are on its values (its allocation index field is not
+        # always the heap's: moe_ep's heap 143 has trace 145)
+        best: list[tuple[int, int, int]] = []
         for x, y in ba.get(4, []):
-            d = _fields(proto, x, y)
-            if _first(d, 3) == heap.index:
-                events = []
-                for p, q in d.get(1, []):
-                    e = _fields(proto, p, q)
+            events = []
+            for p, q in _fields(proto, x, y).get(1, []):
+                e = _fields(proto, p, q)
+                if _first(e, 2) in assigned:
                     events.append((_first(e, 1), _first(e, 2), _first(e, 5)))
-                return Heap(heap.size, _trace_peak(assigned, events), held, "heap-simulator trace")
+            if len(events) > len(best):
+                best = events
+        if best:
+            return Heap(heap.size, _trace_peak(assigned, best), held, "heap-simulator trace")
         return Heap(heap.size, 0, held, "none (no peak buffers, no trace)")
     except (ValueError, IndexError):
         return None
