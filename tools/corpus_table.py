@@ -24,7 +24,12 @@ from profanalyzer.analysis import analyze_trace  # noqa: E402
 from profanalyzer.compiled import load_program_trace  # noqa: E402
 from profanalyzer.hardware import chip_from_device_type  # noqa: E402
 from profanalyzer.hlo.load import read_program  # noqa: E402
-from profanalyzer.hlo.memory import assignment_stats, compiler_stats, final_stats, proto_allocations  # noqa: E402
+from profanalyzer.hlo.memory import (  # noqa: E402
+    assignment_stats,
+    compiler_stats,
+    final_stats,
+    proto_allocations,
+)
 from profanalyzer.hlo.replay import replay  # noqa: E402
 from profanalyzer.tracebuild import load_trace  # noqa: E402
 from profanalyzer.vocab import BUCKETS  # noqa: E402

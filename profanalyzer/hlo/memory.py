@@ -324,7 +324,7 @@ def proto_heap(proto: bytes) -> Heap | None:
         if best:
             return Heap(heap.size, _trace_peak(assigned, best), held, "heap-simulator trace")
         return Heap(heap.size, 0, held, "none (no peak buffers, no trace)")
-    except (ValueError, IndexError):
+    except (ValueError, IndexError, TypeError, KeyError):  # malformed bytes: no heap, never a traceback
         return None
 
 
