@@ -158,11 +158,9 @@ def _hbm(p: dict):
     return ours, comp
 
 
-#: The buffer assignment in the HloProto is the one dumped after optimizations; the compiler's
-#: memory_analysis() temp is made later and recorded in no dumped file (profanalyzer/hlo/memory.py
-#: states the evidence; the tests below check it). Arguments, outputs and aliasing agree exactly; the
-#: temp gap is stated, not hidden: the heap is 11-34% below the compiler's temp on the training programs
-#: (up to 25% of the peak), within 1% of the peak on serving_decode and v5p_dense_fsdp.
+#: The analysis note states the assignment's heap as the temp (profanalyzer.compiled.memory_note): 7-34% below
+#: the final executable's temp on the training programs (up to 25% of the peak). The final figure is
+#: profanalyzer.hlo.memory.final_stats (tests below).
 PEAK_GAP_MAX = 0.35
 
 
@@ -178,48 +176,106 @@ def test_hbm_from_the_buffer_assignment_beside_memory_analysis(p, tmp_path, caps
     assert "GiB per TensorCore" in note
 
 
-def test_the_hbm_gap_is_the_temp_of_the_final_stage():
-    gaps = {p["name"]: _hbm(p) for p in PROGRAMS}
-    within = sorted(n for n, (o, c) in gaps.items() if abs(o.peak - c.peak) / c.peak <= 0.01)
-    assert within == ["serving_decode", "v5p_dense_fsdp"], within
-    # everywhere else the final executable holds more temp than the assignment dumped after optimizations
-    assert all(c.temp > o.temp for n, (o, c) in gaps.items() if n not in within)
-    # ... but not as a superset: serving_decode's compiler temp is 0 beside a non-empty heap
-    o, c = gaps["serving_decode"]
-    assert c.temp == 0 < o.temp
+def _final(p: dict):
+    from profanalyzer.hlo.memory import compiler_stats, final_stats, proto_heap
+
+    proto = gzip.decompress((CORPUS / p["files"]["hlo_proto"]).read_bytes())
+    comp = compiler_stats((CORPUS / p["files"]["compiler"]).read_text())
+    assert comp is not None
+    return final_stats(proto), comp, proto_heap(proto), proto
 
 
-def _varint(n: int) -> bytes:
-    out = bytearray()
-    while True:
-        b, n = n & 0x7F, n >> 7
-        out.append(b | (0x80 if n else 0))
-        if not n:
-            return bytes(out)
-
-
-def test_no_formula_over_the_dumped_assignment_gives_the_compilers_temp():
-    from profanalyzer.hlo.memory import proto_allocations, temp_candidates
-
-    misses: dict[str, list[str]] = {}
-    for p in PROGRAMS:
-        proto = gzip.decompress((CORPUS / p["files"]["hlo_proto"]).read_bytes())
-        mem = json.loads((CORPUS / p["files"]["compiler"]).read_text())["memory_analysis"]
-        want = mem["temp_size_in_bytes"]
-        for k, v in temp_candidates(proto_allocations(proto), mem["generated_code_size_in_bytes"]).items():
-            if abs(v - want) > 0.01 * max(want, 1):
-                misses.setdefault(k, []).append(p["name"])
-    # every candidate misses by more than 1% on at least a third of the programs
-    assert set(misses) == {"heap", "heap + thread-local + constants", "heap + every color's temp",
-                           "heap + generated code"}
-    assert all(len(v) >= len(PROGRAMS) // 3 for v in misses.values()), misses
+def _hbm_per_tensorcore(p: dict) -> float:
+    chip = _chip(p)
+    return chip.hbm_gib * 2**30 / chip.planes_per_chip
 
 
 @pytest.mark.parametrize("p", PROGRAMS, ids=lambda p: p["name"])
-def test_the_compilers_temp_is_in_no_dumped_artifact(p):
+def test_peak_hbm_of_the_final_executable_within_1pct_of_memory_analysis(p):
+    # the definition-of-done item (issue #25): argument + output - alias + temp from the buffer assignment,
+    # the temp as the final executable holds the heap (padded to 16 KiB + its fragmentation), within 1% of
+    # compiled.memory_analysis() on every corpus program, and its fit in the chip's HBM per TensorCore
+    # (tools/corpus_table.py prints both per program)
+    ours, comp, heap, _ = _final(p)
+    assert ours is not None and heap is not None
+    assert (ours.argument, ours.output, ours.alias) == (comp.argument, comp.output, comp.alias)
+    assert abs(ours.peak - comp.peak) <= 0.01 * comp.peak, (ours, comp)
+    fit = ours.peak / _hbm_per_tensorcore(p)
+    assert 0 < fit < 1, fit  # every corpus program fits its chip (the largest, the collective matmul: 5.4%)
+
+
+@pytest.mark.parametrize("p", PROGRAMS, ids=lambda p: p["name"])
+def test_the_temp_rule_gives_the_compilers_temp_to_the_byte(p):
+    # stronger than the 1% criterion: with the peak buffers the assignment records, the rule is exact
+    from profanalyzer.hlo.memory import HBM_PROGRAM_ALIGNMENT, final_temp
+
+    ours, comp, heap, _ = _final(p)
+    assert heap.peak_source == "peak buffers of the assignment"
+    assert final_temp(heap) == comp.temp and ours.temp == comp.temp
+    if heap.held:
+        assert heap.padded % HBM_PROGRAM_ALIGNMENT == 0 and 0 <= heap.padded - heap.size < HBM_PROGRAM_ALIGNMENT
+        assert comp.temp == heap.padded + (heap.padded - heap.peak_buffers)
+    else:
+        assert comp.temp == 0
+
+
+def test_the_heap_is_left_out_only_where_no_value_is_held_in_hbm():
+    # serving_decode's heap holds only tuple tables and scalars of non-fusion ops: the final program keeps
+    # none of it in HBM (compiler temp 0 beside a 131136-byte heap); every other heap holds arrays
+    heaps = {p["name"]: _final(p)[2] for p in PROGRAMS}
+    assert sorted(n for n, h in heaps.items() if not h.held) == ["serving_decode"]
+    assert heaps["serving_decode"].size == 131136
+
+
+def test_the_heap_alone_is_not_the_compilers_temp():
+    # why the fragmentation term: the assignment's heap misses the compiler's temp by more than 1% of the peak
+    # on 13 of the 15 programs (within 1% only on v5p_dense_fsdp, little fragmentation, and serving_decode)
+    close = sorted(p["name"] for p in PROGRAMS
+                   if abs(_hbm(p)[0].peak - _hbm(p)[1].peak) <= 0.01 * _hbm(p)[1].peak)
+    assert close == ["serving_decode", "v5p_dense_fsdp"], close
+
+
+def _without_peak_buffers(proto: bytes) -> bytes:
+    """The HloProto with its BufferAssignmentProto's peak buffers (field 5) removed."""
+    from profanalyzer.xspace.wire import encode_varint, iter_fields
+
+    def keep(buf: bytes, a: int, b: int, drop: int) -> bytes:
+        return b"".join(buf[tag:pb] for f, _w, _v, _pa, pb, tag in iter_fields(buf, a, b) if f != drop)
+
+    out = bytearray()
+    for f, _w, _v, pa, pb, tag in iter_fields(proto, 0, len(proto)):
+        if f == 3:
+            inner = keep(proto, pa, pb, 5)
+            out += encode_varint(3 << 3 | 2) + encode_varint(len(inner)) + inner
+        else:
+            out += proto[tag:pb]
+    return bytes(out)
+
+
+@pytest.mark.parametrize("p", PROGRAMS, ids=lambda p: p["name"])
+def test_without_recorded_peak_buffers_the_heap_trace_gives_the_peak(p):
+    # an assignment without field 5: the peak replayed from its heap-simulator trace (XLA's peak rule), within
+    # 8 KiB of the recorded one, the peak HBM still within 1% of the compiler's
+    from profanalyzer.hlo.memory import final_temp, proto_allocations, proto_heap
+
+    _, comp, recorded, proto = _final(p)
+    stripped = _without_peak_buffers(proto)
+    assert len(stripped) < len(proto) and proto_allocations(stripped) == proto_allocations(proto)
+    heap = proto_heap(stripped)
+    assert heap is not None and heap.held == recorded.held
+    if heap.peak_source != "heap-simulator trace":
+        pytest.skip(f"no heap-simulator trace for the heap ({heap.peak_source})")
+    assert 0 <= recorded.peak_buffers - heap.peak_buffers <= 8192, (recorded, heap)
+    assert abs(final_temp(heap) - comp.temp) <= 0.01 * comp.peak
+
+
+@pytest.mark.parametrize("p", PROGRAMS, ids=lambda p: p["name"])
+def test_the_compilers_temp_is_computed_not_stored(p):
     # the figure memory_analysis() reports is neither a field of the after_optimizations HloProto (with
-    # its buffer assignment) or the after_codegen one (which carries none), nor a number in the HLO text
+    # its buffer assignment) or the after_codegen one (which carries none), nor a number in the HLO text:
+    # libtpu's allocator derives it (padded heap + fragmentation), and so does hlo.memory.final_temp
     from profanalyzer.hlo.memory import proto_allocations
+    from profanalyzer.xspace.wire import encode_varint as _varint
 
     want = json.loads((CORPUS / p["files"]["compiler"]).read_text())["memory_analysis"]["temp_size_in_bytes"]
     if want == 0:
