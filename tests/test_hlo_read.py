@@ -256,3 +256,14 @@ def test_the_package_is_the_input_floor():
             for mod in mods:
                 if mod.startswith("profanalyzer"):
                     assert mod.startswith(allowed), f"{f.name} imports {mod}"
+
+
+def test_gzipped_hlo_text_is_a_program(tmp_path):
+    # `NAME.hlo.txt.gz` (the corpus keeps compiled.as_text() gzipped) is read as HLO text, not tried as a capture
+    src = ROOT / "sample_traces" / "compiled" / "dense_fsdp.hlo.txt.gz"
+    assert is_program_path(src)
+    prog = read_program(src)
+    assert prog.main.is_scheduled and prog.main.instruction_count > 100
+    junk = tmp_path / "notes.txt.gz"
+    junk.write_bytes(gzip.compress(b"not HLO at all"))
+    assert not is_program_path(junk)

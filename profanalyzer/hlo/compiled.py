@@ -22,10 +22,15 @@ from profanalyzer.errors import InputError
 from profanalyzer.hardware import TPU7X, Chip, chip_by_key, chip_from_device_type
 from profanalyzer.hlo.load import is_program_path, read_program
 from profanalyzer.hlo.memory import (
+    MemoryStats,
     assignment_stats,
     compiler_stats,
+    final_stats,
+    final_temp,
     parse_buffer_assignment,
     proto_allocations,
+    proto_module_name,
+    text_heap,
 )
 from profanalyzer.hlo.model import Program
 from profanalyzer.hlo.replay import PREDICTED_NOTE, replay, to_xspace
@@ -58,17 +63,43 @@ def _chip(program, chip: str | None) -> tuple[Chip, str]:
     return TPU7X, "assumed TPU7x (compiled program; pass --chip)"
 
 
+def _assignment(program: Program) -> MemoryStats | None:
+    """argument / output / alias / temp of the final executable, from the
+    program's buffer assignment: an HloProto that carries one (the main
+    module's own, else the after-optimizations proto of the same module
+    beside it), else a text dump's buffer assignment and live ranges; the
+    temp is the heap as libtpu holds it (hlo.memory.final_temp). None
+    without a buffer assignment."""
+    name = program.main.name
+    for proto in ((program.main.proto,) if program.main.proto else ()) + program.files.assignment_protos:
+        if proto is program.main.proto or proto_module_name(proto) == name:
+            got = final_stats(proto)
+            if got is not None:
+                return got
+            allocs = proto_allocations(proto)
+            if allocs:  # an assignment with no color-0 heap: nothing temporary in HBM
+                return replace(assignment_stats(allocs), source="buffer assignment (no HBM heap)")
+    ba_text = program.files.buffer_assignment
+    if ba_text:
+        ba = assignment_stats(parse_buffer_assignment(ba_text))
+        heap = text_heap(ba_text, program.files.live_range) if program.files.live_range else None
+        if heap is None:
+            return replace(ba, source="buffer assignment text, heap only (no live ranges: the final temp is not known)")
+        return MemoryStats(ba.argument, ba.output, ba.alias, final_temp(heap),
+                           f"buffer assignment text, final-executable temp (peak from the {heap.peak_source})")
+    return None
+
+
 def memory_note(program: Program, chip: Chip) -> str:
     """HBM of the program per TensorCore: the buffer assignment's argument +
     output - alias + temp, the compiler's own figure, the fit in the chip."""
     parts = []
     cap = chip.hbm_gib * 2**30 / max(1, chip.planes_per_chip)
-    allocs = (parse_buffer_assignment(program.files.buffer_assignment) if program.files.buffer_assignment
-              else proto_allocations(program.main.proto) if program.main.proto else ())
-    if allocs:
-        ba = assignment_stats(allocs)
-        parts.append(f"HBM from the buffer assignment: argument {ba.argument} + output {ba.output} - alias {ba.alias} "
-                     f"+ temp {ba.temp} = {ba.peak} bytes ({ba.peak / cap:.1%} of {cap / 2**30:g} GiB per TensorCore)")
+    ba = _assignment(program)
+    if ba is not None:
+        parts.append(f"HBM from the {ba.source}: argument {ba.argument} + output {ba.output} - "
+                     f"alias {ba.alias} + temp {ba.temp} = {ba.peak} bytes ({ba.peak / cap:.1%} of {cap / 2**30:g} GiB "
+                     "per TensorCore)")
     comp = compiler_stats(program.files.compile_log) if program.files.compile_log else None
     if comp is None and program.files.compiler_json:
         comp = compiler_stats(program.files.compiler_json)

@@ -58,11 +58,11 @@ def is_program_path(path: str | os.PathLike) -> bool:
         return bool(_choose(names))
     if name.endswith(PROTO_SUFFIXES) or name.endswith(TAR_SUFFIXES):
         return True
-    if name.endswith(".txt") and p.is_file():
+    if name.endswith((".txt", ".txt.gz")) and p.is_file():
         try:
-            with open(p, "rb") as f:
+            with (gzip.open(p, "rb") if name.endswith(".gz") else open(p, "rb")) as f:
                 return looks_like_hlo_text(f.read(4096).decode("utf-8", "replace"))
-        except OSError:
+        except (OSError, EOFError):
             return False
     return False
 
@@ -126,7 +126,7 @@ def _choose(names: list[str]) -> list[tuple[str, str]]:
     return out
 
 
-def _aux(names: list[str], read) -> DumpFiles:
+def _aux(names: list[str], read, chosen: list[tuple[str, str]]) -> DumpFiles:
     def first(pred) -> str:
         for n in sorted(names):
             if pred(n.rsplit("/", 1)[-1]):
@@ -134,11 +134,21 @@ def _aux(names: list[str], read) -> DumpFiles:
                 return data.decode("utf-8", "replace") if data is not None else ""
         return ""
 
+    # a module read at its after_codegen stage has no buffer assignment: its after_optimizations proto has
+    protos = []
+    picked = {n for n, _ in chosen}
+    for n in sorted(names):
+        if n not in picked and n.endswith(".after_optimizations.hlo.pb"):
+            data = read(n)
+            if data is not None:
+                protos.append(data)
     return DumpFiles(
         compile_log=first(lambda b: b == "compile.log"),
         buffer_assignment=first(lambda b: b.endswith("after_optimizations-buffer-assignment.txt")),
         memory_report=first(lambda b: b.endswith("memory-usage-report.txt")),
         flagfile=first(lambda b: b.endswith(".flagfile")),
+        live_range=first(lambda b: b.endswith("after_optimizations-live-range.txt")),
+        assignment_protos=tuple(protos),
     )
 
 
@@ -167,7 +177,7 @@ def _read_folder(folder: Path) -> Program:
         data = read(n)
         if data is not None:
             mods.append(_module_from_bytes(data, str(members[n]), stage))
-    return _program(mods, str(folder), [f"{folder.name}: stage {s} of {n}" for n, s in chosen], _aux(names, read))
+    return _program(mods, str(folder), [f"{folder.name}: stage {s} of {n}" for n, s in chosen], _aux(names, read, chosen))
 
 
 def _read_tar(path: Path) -> Program:
@@ -189,7 +199,7 @@ def _read_tar(path: Path) -> Program:
             data = read(n)
             if data is not None:
                 mods.append(_module_from_bytes(data, f"{path.name}:{n}", stage))
-        return _program(mods, str(path), [f"stage {s} of {n}" for n, s in chosen], _aux(names, read))
+        return _program(mods, str(path), [f"stage {s} of {n}" for n, s in chosen], _aux(names, read, chosen))
 
 
 def _read_capture(path: Path, programs: Collection[str] | None = None) -> Program:
@@ -253,7 +263,8 @@ def read_program(path: str | os.PathLike, programs: Collection[str] | None = Non
         data = p.read_bytes()
     except OSError as e:
         raise InputError(f"{p}: cannot read: {e.strerror or e}") from None
-    return _program([_module_from_bytes(data, str(p))], str(p), [], DumpFiles(compiler_json=_compiler_json(p)))
+    return _program([_module_from_bytes(data, str(p))], str(p), [],
+                    DumpFiles(compiler_json=_compiler_json(p), assignment_protos=_assignment_siblings(p)))
 
 
 #: File endings of one program's files (tools/compile_corpus.py), longest first.
@@ -275,6 +286,28 @@ def _compiler_json(p: Path) -> str:
                 return ""
             return ""
     return ""
+
+
+#: A final-stage program file -> the file beside it whose HloProto carries the buffer assignment.
+_ASSIGNMENT_SIBLINGS = ((".after_codegen.hlo.pb.gz", ".hlo.pb.gz"), (".after_codegen.hlo.pb", ".hlo.pb"),
+                        (".after_codegen.hlo.pb", ".after_optimizations.hlo.pb"))
+
+
+def _assignment_siblings(p: Path) -> tuple[bytes, ...]:
+    """The after-optimizations HloProto beside an after_codegen one (the
+    corpus' `NAME.hlo.pb.gz`, a dump's `*.after_optimizations.hlo.pb`): the
+    final stage carries no buffer assignment."""
+    out = []
+    for end, other in _ASSIGNMENT_SIBLINGS:
+        if p.name.endswith(end):
+            side = p.with_name(p.name[: -len(end)] + other)
+            try:
+                if side.is_file() and side.stat().st_size <= MAX_BYTES:
+                    data = side.read_bytes()
+                    out.append(_gunzip(data, str(side)) if data[:2] == b"\x1f\x8b" else data)
+            except (OSError, InputError):
+                continue
+    return tuple(out)
 
 
 def _is_tar(p: Path) -> bool:

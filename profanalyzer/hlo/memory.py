@@ -388,6 +388,22 @@ def final_stats(proto: bytes) -> MemoryStats | None:
                        f"buffer assignment, final-executable temp (peak from the {heap.peak_source})")
 
 
+def proto_module_name(proto: bytes) -> str:
+    """The module name of a serialized HloProto (field 1 the HloModuleProto,
+    its field 1 the name); "" when it has none or does not decode."""
+    try:
+        top = _fields(proto, 0, len(proto))
+        if 1 not in top:
+            return ""
+        mod = _fields(proto, *top[1][0])
+        if 1 not in mod:
+            return ""
+        a, b = mod[1][0]
+        return proto[a:b].decode("utf-8", "replace")
+    except (ValueError, IndexError, TypeError, KeyError):
+        return ""
+
+
 def compiler_stats(text: str) -> MemoryStats | None:
     """The compiler's CompiledMemoryStats from a log line, or from JSON (its
     fields, or a document whose `memory_analysis` holds them)."""

@@ -301,6 +301,11 @@ class DumpFiles:
     #: the compiler's memory_analysis() / cost_analysis() saved beside a program file as JSON
     #: (`NAME.compiler.json`, tools/compile_corpus.py)
     compiler_json: str = ""
+    #: the heap values' live ranges of a text dump (`*after_optimizations-live-range.txt`)
+    live_range: str = ""
+    #: HloProtos carrying a buffer assignment beside a final stage that has none (the dump's
+    #: `after_optimizations.hlo.pb`, or the corpus' `NAME.hlo.pb.gz` beside `NAME.after_codegen.hlo.pb.gz`)
+    assignment_protos: tuple[bytes, ...] = ()
 
 
 @dataclass(frozen=True)
