@@ -610,37 +610,42 @@ def _op_groups(a: Analysis) -> dict[tuple[str, str, str], dict]:
     return groups
 
 
+def _op_change(key: tuple[str, str, str], b: dict | None, n: dict | None, status: str,
+               bp: float | None, np_: float | None, b_step: float) -> OpChange:
+    """One op group's change: `b`/`n` its base/new group (None where absent), `bp`/`np_` their times."""
+    tf_op, name, bucket = key
+    return OpChange(
+        match_name=name,
+        tf_op=tf_op,
+        bucket=bucket,
+        status=status,
+        base_names=tuple(sorted(b["names"])) if b else (),
+        new_names=tuple(sorted(n["names"])) if n else (),
+        base_ps=bp,
+        new_ps=np_,
+        delta_ps=(np_ - bp) if bp is not None and np_ is not None else None,
+        delta_fraction=((np_ - bp) / b_step) if bp is not None and np_ is not None and b_step else None,
+    )
+
+
 def _ops(base: Analysis, new: Analysis, b_step: float) -> OpsChange:
     bg, ng = _op_groups(base), _op_groups(new)
     floor = OP_MIN_DELTA * abs(b_step)
     slower, faster, entered, left = [], [], [], []
     matched = 0
     for key in sorted(set(bg) | set(ng)):
-        tf_op, name, bucket = key
         b, n = bg.get(key), ng.get(key)
-        mk = lambda status, bp, np_: OpChange(  # noqa: E731
-            match_name=name,
-            tf_op=tf_op,
-            bucket=bucket,
-            status=status,
-            base_names=tuple(sorted(b["names"])) if b else (),
-            new_names=tuple(sorted(n["names"])) if n else (),
-            base_ps=bp,
-            new_ps=np_,
-            delta_ps=(np_ - bp) if bp is not None and np_ is not None else None,
-            delta_fraction=((np_ - bp) / b_step) if bp is not None and np_ is not None and b_step else None,
-        )
         if b and n:
             matched += 1
             d = n["ps"] - b["ps"]
             if d == 0 or abs(d) < floor:
                 continue
-            (slower if d > 0 else faster).append(mk("slower" if d > 0 else "faster", b["ps"], n["ps"]))
+            (slower if d > 0 else faster).append(_op_change(key, b, n, "slower" if d > 0 else "faster", b["ps"], n["ps"], b_step))
         elif n:
             if n["ps"] >= floor:
-                entered.append(mk("entered", None, n["ps"]))
-        elif b["ps"] >= floor:
-            left.append(mk("left", b["ps"], None))
+                entered.append(_op_change(key, b, n, "entered", None, n["ps"], b_step))
+        elif b and b["ps"] >= floor:
+            left.append(_op_change(key, b, n, "left", b["ps"], None, b_step))
     slower.sort(key=lambda o: (-o.delta_ps, o.tf_op, o.match_name))
     faster.sort(key=lambda o: (o.delta_ps, o.tf_op, o.match_name))
     entered.sort(key=lambda o: (-o.new_ps, o.tf_op, o.match_name))

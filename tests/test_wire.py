@@ -89,7 +89,7 @@ def test_stat_filter_keeps_exactly_the_wanted_ids_in_both_decoders(name):
 
 
 def _first_event_run(raw: bytes) -> int:
-    for field, wt, _, ps, pe, tag_pos in wire.iter_fields(raw, 0, len(raw)):
+    for field, wt, _, _ps, _pe, tag_pos in wire.iter_fields(raw, 0, len(raw)):
         if field == 4 and wt == 2:
             return tag_pos
     raise AssertionError("no events")

@@ -171,7 +171,11 @@ class AnalysisOptions:
     host_activity: bool = False  # read the host planes' dispatch/input lines: profanalyzer.analyze.hostplanes
 
 
-def read_trace(path: str | Path, options: AnalysisOptions = AnalysisOptions()) -> Trace:
+#: The defaults, one shared instance (frozen) for every `options=` default.
+DEFAULT_ANALYSIS_OPTIONS = AnalysisOptions()
+
+
+def read_trace(path: str | Path, options: AnalysisOptions = DEFAULT_ANALYSIS_OPTIONS) -> Trace:
     """The read stage as `analyze` runs it: only the lines the analysis uses.
     A compiled program (HLO text / proto, an XLA dump) is replayed into a
     predicted step first (profanalyzer.hlo.compiled)."""
@@ -182,11 +186,11 @@ def read_trace(path: str | Path, options: AnalysisOptions = AnalysisOptions()) -
     return load_trace(path, chip=options.chip, jobs=options.jobs, progress=options.progress, lines=ANALYSIS_LINES)
 
 
-def analyze(path: str | Path, options: AnalysisOptions = AnalysisOptions()) -> Analysis:
+def analyze(path: str | Path, options: AnalysisOptions = DEFAULT_ANALYSIS_OPTIONS) -> Analysis:
     return analyze_trace(read_trace(path, options), options)
 
 
-def analyze_trace(trace: Trace, options: AnalysisOptions = AnalysisOptions()) -> Analysis:
+def analyze_trace(trace: Trace, options: AnalysisOptions = DEFAULT_ANALYSIS_OPTIONS) -> Analysis:
     return analyze_attributed(attribute(trace), options)
 
 
@@ -234,7 +238,7 @@ def attribute(trace: Trace) -> Attributed:
                       lazy={"counter_lines": lines})
 
 
-def analyze_attributed(att: Attributed, options: AnalysisOptions = AnalysisOptions()) -> Analysis:
+def analyze_attributed(att: Attributed, options: AnalysisOptions = DEFAULT_ANALYSIS_OPTIONS) -> Analysis:
     """The Analysis of an attributed trace: every stage reads `att`."""
     trace, work, table, step_mean = att.trace, att.work, att.step_table, att.step_mean
     t: _Tables = att.tables

@@ -9,6 +9,7 @@ from dataclasses import replace
 
 from profanalyzer.fleet.paths import Expansion, RunInput, host_stem, natural
 from profanalyzer.fleet.records import (
+    DEFAULT_FLEET_OPTIONS,
     FLEET_SCHEMA_VERSION,
     CriticalBucket,
     Failure,
@@ -271,7 +272,7 @@ def aggregate_fleet(
     outputs: Sequence[dict],
     *,
     inputs: Sequence[str] = (),
-    options: FleetOptions = FleetOptions(),
+    options: FleetOptions = DEFAULT_FLEET_OPTIONS,
     use_cache: bool = True,
 ) -> FleetResult:
     """Build the FleetResult from the expansion and the per-file task outputs (in ``exp.files`` order)."""

@@ -17,6 +17,7 @@ from profanalyzer.fleet.cache import (
 )
 from profanalyzer.fleet.paths import expand_paths, fetch_remote, sha256_local
 from profanalyzer.fleet.records import (
+    DEFAULT_FLEET_OPTIONS,
     FleetOptions,
     FleetResult,
     failure_from,
@@ -28,7 +29,7 @@ from profanalyzer.xspace.sources import is_url
 
 def analyse_host_file(
     path: str,
-    options: FleetOptions = FleetOptions(),
+    options: FleetOptions = DEFAULT_FLEET_OPTIONS,
     cache_dir: str | None = None,
     use_cache: bool = True,
     sha256: str | None = None,
@@ -241,7 +242,7 @@ def analyse_dask(
 def run_fleet(
     paths: Iterable[str],
     *,
-    options: FleetOptions = FleetOptions(),
+    options: FleetOptions = DEFAULT_FLEET_OPTIONS,
     scheduler: str | None = None,
     workers: int | None = None,
     use_cache: bool = True,
