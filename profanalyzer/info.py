@@ -87,7 +87,7 @@ def trace_info(trace: Trace) -> TraceInfo:
     ln = first.line(LINE_MODULES)
     if ln is not None:
         ev = ln.events
-        for r, d in zip(ev.meta.tolist(), ev.dur_ps.tolist()):
+        for r, d in zip(ev.meta.tolist(), ev.dur_ps.tolist(), strict=True):
             name = first.meta.name[r] if r >= 0 else "?"
             programs.setdefault(name, []).append(d)
     progs = tuple(

@@ -108,7 +108,7 @@ def core_steps(r: Run) -> tuple[CoreStep, ...]:
         att = w.attribution
         for i, n in enumerate(att.step_numbers.tolist()):
             steps.append(CoreStep(w.plane.label, int(n), int(att.step_ps[i]),
-                                  {b: int(v) for b, v in zip(BUCKETS, att.buckets[i].tolist())}))
+                                  {b: int(v) for b, v in zip(BUCKETS, att.buckets[i].tolist(), strict=True)}))
     return tuple(steps)
 
 

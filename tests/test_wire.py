@@ -31,7 +31,7 @@ def _reference(line):
 
 
 def _got(ev):
-    st = sorted(zip(ev.stat_event.tolist(), ev.stat_id.tolist(), ev.stat_value.tolist(), [bool(x) for x in ev.stat_is_ref]))
+    st = sorted(zip(ev.stat_event.tolist(), ev.stat_id.tolist(), ev.stat_value.tolist(), [bool(x) for x in ev.stat_is_ref], strict=True))
     return ev.metadata_id.tolist(), ev.offset_ps.tolist(), ev.duration_ps.tolist(), st
 
 

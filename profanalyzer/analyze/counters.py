@@ -125,16 +125,16 @@ def read_counter_lines(path: str | Path) -> dict[str, dict[str, tuple[np.ndarray
             continue
         start, end = ref.offset, ref.offset + ref.length
         fld, wt, ps, pe, tag = wire.scan_fields(buf, start, end)
-        spans = [(int(a), int(b)) for f, w, a, b in zip(fld.tolist(), wt.tolist(), ps.tolist(), pe.tolist()) if f == 3 and w == 2]
+        spans = [(int(a), int(b)) for f, w, a, b in zip(fld.tolist(), wt.tolist(), ps.tolist(), pe.tolist(), strict=True) if f == 3 and w == 2]
         heads = [wire.peek_line(buf, a, b) for a, b in spans]
-        want = [(a, b) for (a, b), h in zip(spans, heads) if h is None or h[0] in (COUNTERS_LINE, TRACEME_LINE)]
+        want = [(a, b) for (a, b), h in zip(spans, heads, strict=True) if h is None or h[0] in (COUNTERS_LINE, TRACEME_LINE)]
         if not want:
             continue
         lines = [xplane_pb2.XLine.FromString(bytes(buf[a:b])) for a, b in want]  # type: ignore[attr-defined]
         lines = [ln for ln in lines if (ln.name or ln.display_name) in (COUNTERS_LINE, TRACEME_LINE) and len(ln.events)]
         if not lines:
             continue
-        rest = [(int(t), int(b)) for f, w, t, b in zip(fld.tolist(), wt.tolist(), tag.tolist(), pe.tolist()) if f in (4, 5)]
+        rest = [(int(t), int(b)) for f, w, t, b in zip(fld.tolist(), wt.tolist(), tag.tolist(), pe.tolist(), strict=True) if f in (4, 5)]
         meta = xplane_pb2.XPlane.FromString(b"".join(bytes(buf[t:b]) for t, b in rest))  # type: ignore[attr-defined]
         ev_names = {k: v.name for k, v in meta.event_metadata.items()}
         st_names = {k: v.name for k, v in meta.stat_metadata.items()}

@@ -308,7 +308,7 @@ def host_gaps(w: CoreWork, step_start: np.ndarray, step_end: np.ndarray) -> tupl
             if have_mods:  # the parts outside every run
                 lo = int(np.searchsorted(mend, a, side="right"))
                 cur = a
-                for x, y in zip(ms_[lo:].tolist(), mend[lo:].tolist()):
+                for x, y in zip(ms_[lo:].tolist(), mend[lo:].tolist(), strict=True):
                     if x >= b:
                         break
                     if x > cur:
@@ -409,7 +409,7 @@ def idle_causes(att: Attributed) -> IdleResult:
         idles.append(b[:, IDLE])
         colls.append(c)
         comps.append(b.sum(axis=1) - b[:, IDLE] - c)
-    fixed = [reconcile(r, i) for r, i in zip(peer_cap(raws, nums, comps, colls), idles)]
+    fixed = [reconcile(r, i) for r, i in zip(peer_cap(raws, nums, comps, colls), idles, strict=True)]
     notes = []
     if no_modules:
         notes.append(f"{no_modules} TensorCore(s) have no XLA Modules line: idle between programs (host dispatch) "
@@ -418,12 +418,12 @@ def idle_causes(att: Attributed) -> IdleResult:
         return IdleResult({c: IdleCause(0.0, 0.0) for c in IDLE_CAUSES}, tuple(notes))
     avg = np.asarray([f.mean(axis=0) for f in fixed], dtype=np.float64).mean(axis=0)
     denom = step_mean if step_mean > 0 else 1.0
-    by_core = {lab: dict(zip(IDLE_CAUSES, f.mean(axis=0).tolist())) for lab, f in zip(labels, fixed)}
+    by_core = {lab: dict(zip(IDLE_CAUSES, f.mean(axis=0).tolist(), strict=True)) for lab, f in zip(labels, fixed, strict=True)}
     acc: dict[int, list[np.ndarray]] = {}
-    for f, n in zip(fixed, nums):
+    for f, n in zip(fixed, nums, strict=True):
         for r, s in enumerate(n.tolist()):
             acc.setdefault(int(s), []).append(f[r])
-    by_step = {str(s): dict(zip(IDLE_CAUSES, np.mean(np.asarray(v, dtype=np.float64), axis=0).tolist()))
+    by_step = {str(s): dict(zip(IDLE_CAUSES, np.mean(np.asarray(v, dtype=np.float64), axis=0).tolist(), strict=True))
                for s, v in sorted(acc.items())}
     return IdleResult({c: IdleCause(float(avg[i]), float(avg[i]) / denom) for i, c in enumerate(IDLE_CAUSES)},
                       tuple(notes), by_step, by_core)

@@ -107,7 +107,7 @@ def _mode(values: Iterable[str | None]) -> str | None:
 
 def pod_view(run: RunInput, outputs: Sequence[dict], buckets: tuple[str, ...]) -> RunResult:
     """Per-run aggregation: hosts, stragglers, the slowest host's critical bucket."""
-    hosts = [host_result(p, o, buckets) for p, o in zip(run.files, outputs)]
+    hosts = [host_result(p, o, buckets) for p, o in zip(run.files, outputs, strict=True)]
     ok = [h for h in hosts if h.ok]
     n_ok = len(ok)
     if not ok:
@@ -125,7 +125,7 @@ def pod_view(run: RunInput, outputs: Sequence[dict], buckets: tuple[str, ...]) -
         zw = modified_z(waits, floor)
         med_wait = statistics.median(waits)
         new: dict[int, HostResult] = {}
-        for h, z1, z2 in zip(ok, zs, zw):
+        for h, z1, z2 in zip(ok, zs, zw, strict=True):
             reasons = []
             if z1 > STRAGGLER_Z:
                 reasons.append(f"step time {_ms(h.step_ps)} is {_ms(h.step_ps - med_step)} above the pod median {_ms(med_step)} (z {z1:.1f})")
@@ -279,7 +279,7 @@ def aggregate_fleet(
     buckets = bucket_names()
     if len(outputs) != len(exp.files):
         raise ValueError("one output per expanded host file expected")
-    by_file = dict(zip(exp.files, outputs))
+    by_file = dict(zip(exp.files, outputs, strict=True))
     runs = tuple(pod_view(r, [by_file[f] for f in r.files], buckets) for r in exp.runs)
     failures = list(exp.failures)
     for r in exp.runs:
@@ -313,7 +313,7 @@ def calibration(runs: Sequence[RunResult], outputs: Sequence[Sequence[dict]]) ->
     from profanalyzer.verify import RunPoint, calibrate
 
     points = []
-    for r, outs in zip(runs, outputs):
+    for r, outs in zip(runs, outputs, strict=True):
         recs = [o["record"] for o in outs if o.get("ok") and "findings" in o.get("record", {})]
         if r.step_ps is None or not recs:
             continue

@@ -126,7 +126,7 @@ def analyse_sequential(
 ) -> list[dict]:
     out = []
     shas = shas or [None] * len(files)
-    for i, (f, sha) in enumerate(zip(files, shas)):
+    for i, (f, sha) in enumerate(zip(files, shas, strict=True)):
         out.append(analyse_host_file(f, options, cache_dir, use_cache, sha))
         if progress:
             progress(i + 1, len(files))
@@ -288,7 +288,7 @@ def run_fleet(
             res = analyse_sequential(sub, options, cdir, use_cache, step, sub_shas)
         else:
             res = analyse_dask(sub, options, cdir, use_cache, scheduler=scheduler, workers=workers, progress=step, shas=sub_shas)
-        for i, r in zip(todo, res):
+        for i, r in zip(todo, res, strict=True):
             outputs[i] = r
     return aggregate_fleet(exp, outputs, inputs=paths, options=options, use_cache=use_cache)  # type: ignore[arg-type]
 

@@ -301,7 +301,7 @@ def write_host(tl: Timeline, h: int, hostname: str, seed: int, counts: dict) -> 
                 lines.append(ctr_line)
                 n_dev += n_ctr
             if len(ph[0]):
-                tm_meta, tm_s, tm_d, tm_g = (np.concatenate([a, b]) for a, b in zip((tm_meta, tm_s, tm_d, tm_g), ph))
+                tm_meta, tm_s, tm_d, tm_g = (np.concatenate([a, b]) for a, b in zip((tm_meta, tm_s, tm_d, tm_g), ph, strict=True))
                 o_ = np.argsort(tm_s, kind="stable")
                 tm_meta, tm_s, tm_d, tm_g = tm_meta[o_], tm_s[o_], tm_d[o_], tm_g[o_]
 
@@ -348,7 +348,7 @@ def _counter_lines(tl: Timeline, gi: int, ops, ev: _Events, st: _Stats, clock: _
         for u in UNITS:
             if u in utils:
                 mid = ev.get(("ctr", u), u)
-                events.extend((int(a), int(b - a), mid, utils[u] * 100.0) for a, b in zip(ws.tolist(), we.tolist()))
+                events.extend((int(a), int(b - a), mid, utils[u] * 100.0) for a, b in zip(ws.tolist(), we.tolist(), strict=True))
         w = int(round(d0 * wait))
         for name, a, d in (("ep_wait_in", s0, w), ("ep_run_kernel", s0 + w, d0 - w)):
             ph_meta.append(ev.get(("tm", name), name))

@@ -190,7 +190,7 @@ def decode_event_run(buf, start: int, end: int, want=None, dense: bool = False) 
         columns = None
         if dense and want is not None:
             got, by_want = got
-            columns = {sid: np.frombuffer(c, dtype=np.int64) for sid, c in zip(sorted(want), by_want) if c is not None}
+            columns = {sid: np.frombuffer(c, dtype=np.int64) for sid, c in zip(sorted(want), by_want, strict=True) if c is not None}
         cols = [np.frombuffer(c, dtype=np.int64) for c in got[:7]]
         return RawEvents(cols[0], cols[1], cols[2], cols[3], cols[4], cols[5], cols[6].astype(bool), columns), got[7]
     return decode_event_run_numpy(buf, start, end, want)
@@ -350,7 +350,7 @@ def utf8_strings(buf, starts: np.ndarray, ends: np.ndarray, share: bool = False)
     if _accel is not None:
         return _accel.utf8_strings(buf, np.ascontiguousarray(starts, dtype=np.int64).tobytes(),
                                    np.ascontiguousarray(ends, dtype=np.int64).tobytes(), share)
-    out = [str(buf[a:b], "utf-8") if a >= 0 else "" for a, b in zip(starts.tolist(), ends.tolist())]
+    out = [str(buf[a:b], "utf-8") if a >= 0 else "" for a, b in zip(starts.tolist(), ends.tolist(), strict=True)]
     if share:
         seen: dict[str, str] = {}
         out = [seen.setdefault(x, x) for x in out]
@@ -479,7 +479,7 @@ def _decode_line(buf, start: int, end: int, want=None, dense: bool = False) -> t
         np.concatenate([p.metadata_id for p in parts]),
         np.concatenate([p.offset_ps for p in parts]),
         np.concatenate([p.duration_ps for p in parts]),
-        np.concatenate([p.stat_event + o for p, o in zip(parts, offs)]),
+        np.concatenate([p.stat_event + o for p, o in zip(parts, offs, strict=True)]),
         np.concatenate([p.stat_id for p in parts]),
         np.concatenate([p.stat_value for p in parts]),
         np.concatenate([p.stat_is_ref for p in parts]),
