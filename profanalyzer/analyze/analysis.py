@@ -13,9 +13,10 @@ writes; `findings.load_analysis` reads it back.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import cast
 
 import numpy as np
 
@@ -183,7 +184,9 @@ def read_trace(path: str | Path, options: AnalysisOptions = DEFAULT_ANALYSIS_OPT
 
     if compiled.is_program_path(path):
         return compiled.load_program_trace(path, chip=options.chip, lines=ANALYSIS_LINES)
-    return load_trace(path, chip=options.chip, jobs=options.jobs, progress=options.progress, lines=ANALYSIS_LINES)
+    # `progress` is typed object here and in run.RunOptions; its contract is load_trace's callable
+    progress = cast("Callable[[int, int, str], None] | None", options.progress)
+    return load_trace(path, chip=options.chip, jobs=options.jobs, progress=progress, lines=ANALYSIS_LINES)
 
 
 def analyze(path: str | Path, options: AnalysisOptions = DEFAULT_ANALYSIS_OPTIONS) -> Analysis:

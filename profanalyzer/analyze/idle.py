@@ -85,13 +85,13 @@ class _Lowered:
         self.texts = texts
         joined = "\0".join(texts)
         self.low: bytes | None = None
-        self.starts = None
+        self.starts = np.zeros(0, dtype=np.int64)  # where each text begins in `low`
         if joined.isascii():
             # ASCII letters folded to lower case by setting bit 0x20 (what
             # str.lower does to them); other bytes change too, but never into
             # a letter, and the needles are letters only.
             self.low = (np.frombuffer(joined.encode("ascii"), dtype=np.uint8) | 0x20).tobytes()
-            self.starts = np.cumsum([0] + [len(t) + 1 for t in texts[:-1]]) if len(texts) else None
+            self.starts = np.cumsum([0] + [len(t) + 1 for t in texts[:-1]])
 
     def containing(self, needle: str, pattern: re.Pattern) -> np.ndarray:
         """Per text: may `pattern` (case-insensitive, every match contains
@@ -194,7 +194,7 @@ def _gaps(w: CoreWork, memo: TableMemo | None = None) -> tuple[np.ndarray, np.nd
     ln = w.plane.line(LINE_OPS)
     mods = w.plane.line(LINE_MODULES)
     have_mods = mods is not None and len(mods.events) > 0
-    if have_mods:
+    if mods is not None and have_mods:
         ms_, mend, _ = union_intervals(mods.events.start_ps, mods.events.end_ps)
     else:
         ms_ = mend = np.zeros(0, dtype=np.int64)
@@ -391,21 +391,21 @@ def idle_causes(att: Attributed) -> IdleResult:
     coll_cols = [BUCKETS.index(b) for b in COLLECTIVE_BUCKETS]
     memo = att.memo
     for w in work:
-        att = w.attribution
-        if not len(att.step_numbers):
+        core = w.attribution
+        if not len(core.step_numbers):
             continue
-        kept = np.isin(att.step_numbers, kept_list)
+        kept = np.isin(core.step_numbers, kept_list)
         if not kept.any():
             continue
         steps = trace.steps[w.plane.label]
         # attribution rows are in the order of trace.steps (same arrays)
         raw, have = core_step_causes(w, steps.start_ps[kept], steps.end_ps[kept], memo)
         no_modules += 0 if have else 1
-        b = att.buckets[kept]
+        b = core.buckets[kept]
         c = b[:, coll_cols].sum(axis=1)
         labels.append(w.plane.label)
         raws.append(raw)
-        nums.append(att.step_numbers[kept])
+        nums.append(core.step_numbers[kept])
         idles.append(b[:, IDLE])
         colls.append(c)
         comps.append(b.sum(axis=1) - b[:, IDLE] - c)

@@ -62,7 +62,9 @@ _NUMBER = re.compile(r"^\d+$")
 
 def _split(tf_op: str) -> list[str]:
     """Split on '/' outside brackets and parentheses."""
-    parts, depth, cur = [], 0, []
+    parts: list[str] = []
+    cur: list[str] = []
+    depth = 0
     for ch in tf_op:
         if ch in "([{":
             depth += 1

@@ -52,7 +52,7 @@ def _coalesce(s: np.ndarray, e: np.ndarray, b: np.ndarray, labels: list[str], na
         win = np.argmax(tot, axis=1)
         # label: the longest span of the winning bucket in the bin
         order = np.lexsort((-dur, key))
-        first = {}
+        first: dict[int, int] = {}
         for i in order.tolist():
             first.setdefault(int(key[i]), i)
         bins = np.flatnonzero(used)

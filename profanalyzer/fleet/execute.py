@@ -52,7 +52,7 @@ def analyse_host_file(
             local = path
         out["sha256"] = sha
         cache = RecordCache(cache_dir) if use_cache else None
-        key = RecordCache.key(sha, options) if cache else None
+        key = RecordCache.key(sha, options) if cache else ""  # "": no cache, so never looked up or stored
         hit = cache.get(key) if cache else None
         if hit is not None:
             return from_cache(path, sha, hit)

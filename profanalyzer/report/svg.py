@@ -304,9 +304,9 @@ def timeline(step_ps: float, lanes: Sequence[TLLane], windows: Sequence[TLWindow
         out.append(f'<text x="{coord(left - 8)}" y="{coord(y + h / 2 + 4)}" class="lbl" text-anchor="end">{esc(short_label(ln.label, 22))}<title>{esc(ln.title)}</title></text>')
         out.append(f'<rect x="{coord(left)}" y="{coord(y)}" width="{coord(pw)}" height="{coord(h)}" class="lane"/>')
         for s in ln.spans:
-            w = x(s.end) - x(s.start)
+            sw = x(s.end) - x(s.start)
             out.append(
-                f'<rect x="{coord(x(s.start))}" y="{coord(y)}" width="{coord(max(0.3, w))}" height="{coord(h)}" fill="{s.fill}">'
+                f'<rect x="{coord(x(s.start))}" y="{coord(y)}" width="{coord(max(0.3, sw))}" height="{coord(h)}" fill="{s.fill}">'
                 f"<title>{esc(s.tip)}</title></rect>"
             )
         y += h + gap

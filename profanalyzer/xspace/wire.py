@@ -165,7 +165,7 @@ def _tokens(b: np.ndarray):
 
 
 try:  # the optional C accelerator (setup.py); same contract, one pass
-    from profanalyzer.xspace import _wire as _accel
+    from profanalyzer.xspace import _wire as _accel  # type: ignore[attr-defined]  # a C extension: no stubs
 except ImportError:  # no compiler at install time: the numpy decoder below
     _accel = None
 
@@ -421,7 +421,8 @@ def decode_line(buf, start: int, end: int, want=None, dense: bool = False) -> tu
 
 
 def _decode_line(buf, start: int, end: int, want=None, dense: bool = False) -> tuple[LineHeader, RawEvents] | None:
-    head = {"id": 0, "name": "", "display_name": "", "ts": 0, "dur": 0}
+    nums = {"id": 0, "ts": 0, "dur": 0}
+    texts = {"name": "", "display_name": ""}
     parts: list[RawEvents] = []
     pos = start
     while pos < end:
@@ -442,18 +443,18 @@ def _decode_line(buf, start: int, end: int, want=None, dense: bool = False) -> t
             if val >= 1 << 63:
                 val -= 1 << 64
             if field == LINE_ID:
-                head["id"] = val
+                nums["id"] = val
             elif field == LINE_TS:
-                head["ts"] = val
+                nums["ts"] = val
             elif field == LINE_DUR:
-                head["dur"] = val
+                nums["dur"] = val
         elif wire == 2:
             n, pos = varint(buf, pos, end)
             if pos + n > end:
                 return None
             if field in (LINE_NAME, LINE_DISPLAY_NAME):
                 text = bytes(buf[pos : pos + n]).decode("utf-8", errors="replace")
-                head["name" if field == LINE_NAME else "display_name"] = text
+                texts["name" if field == LINE_NAME else "display_name"] = text
             pos += n
         elif wire == 1:
             pos += 8
@@ -463,7 +464,7 @@ def _decode_line(buf, start: int, end: int, want=None, dense: bool = False) -> t
             return None
     if pos != end:
         return None
-    header = LineHeader(head["id"], head["name"], head["display_name"], head["ts"], head["dur"])
+    header = LineHeader(nums["id"], texts["name"], texts["display_name"], nums["ts"], nums["dur"])
     if not parts:
         z = np.zeros(0, dtype=np.int64)
         return header, RawEvents(z, z, z, z, z, z, np.zeros(0, dtype=bool))
@@ -493,7 +494,7 @@ def _decode_line(buf, start: int, end: int, want=None, dense: bool = False) -> t
 
 
 def _wire_types():
-    from google.protobuf.descriptor import FieldDescriptor as FD
+    from google.protobuf.descriptor import FieldDescriptor as FD  # type: ignore[import-untyped]  # no stubs installed
 
     wt = {FD.TYPE_DOUBLE: 1, FD.TYPE_FIXED64: 1, FD.TYPE_SFIXED64: 1, FD.TYPE_FLOAT: 5, FD.TYPE_FIXED32: 5, FD.TYPE_SFIXED32: 5}
     wt.update({t: 2 for t in (FD.TYPE_STRING, FD.TYPE_BYTES, FD.TYPE_MESSAGE)})
