@@ -3,8 +3,11 @@ PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 SAMPLE ?= sample_traces/dense_short_fsdp.xplane.pb.gz
-#: The modules mypy checks (`make lint`); add a core module once it passes.
-TYPED  ?= profanalyzer/run.py profanalyzer/analyze/attributed.py profanalyzer/report/registry.py profanalyzer/errors.py profanalyzer/outputs.py profanalyzer/hardware.py profanalyzer/stats.py profanalyzer/analyze/attribution.py profanalyzer/model.py profanalyzer/records.py profanalyzer/parts.py profanalyzer/vocab.py profanalyzer/rules.py profanalyzer/format.py profanalyzer/analyze/workload.py profanalyzer/analyze/runkind.py profanalyzer/analyze/capture.py profanalyzer/analyze/opstats.py profanalyzer/classify/tables.py profanalyzer/classify/parse.py profanalyzer/classify/rules.py profanalyzer/trace.py $(wildcard profanalyzer/hlo/*.py)
+#: The modules mypy checks (`make lint`): every module of profanalyzer/ but synth/ (the test-data
+#: generator) and the generated *_pb2.py, and every rule of heuristics/ -- found, so a new one is in.
+#: UNTYPED: modules whose errors other work in progress fixes (until #24's split/caches merge).
+UNTYPED ?= profanalyzer/xspace/build.py profanalyzer/analyze/overlap.py profanalyzer/classify/__init__.py
+TYPED  ?= $(filter-out $(UNTYPED),$(sort $(shell find profanalyzer heuristics -name '*.py' -not -path 'profanalyzer/synth/*' -not -name '*_pb2.py')))
 #: What ruff checks (`make lint`; rules in pyproject.toml).
 LINTED ?= profanalyzer heuristics tests tools benchmarks setup.py
 

@@ -55,7 +55,7 @@ def raise_scoped_vmem(self, analysis):
     total = sum(op.self_ps for op, _ in hits)
     if total / step < MIN_FRACTION:
         return []
-    claims = {}
+    claims: dict[str, float] = {}
     saving = 0.0
     for op, _ in hits:
         s = op.self_ps * (1 - op.roofline_fraction / TARGET_ROOFLINE)

@@ -27,7 +27,9 @@ def unique_ids(x: np.ndarray, return_index: bool = False, return_inverse: bool =
     n = len(x)
     if x.ndim != 1 or not np.issubdtype(x.dtype, np.integer) or n == 0 or \
             int(x.min()) < 0 or int(x.max()) >= DENSE_FACTOR * n + DENSE_SLACK:
-        return np.unique(x, return_index=return_index, return_inverse=return_inverse, return_counts=return_counts)
+        # numpy's overloads are keyed on literal flags; these pass the caller's through
+        return np.unique(x, return_index=return_index, return_inverse=return_inverse,  # type: ignore[call-overload]
+                         return_counts=return_counts)
     counts = np.bincount(x)
     uniq = np.flatnonzero(counts).astype(x.dtype, copy=False)
     out: list[np.ndarray] = [uniq]

@@ -435,7 +435,6 @@ def evaluate(budget: Budget, doc: Mapping, baseline_doc: Mapping | None = None, 
     baseline's for max_regression). A metric the analysis cannot give fails its check."""
     checks: list[CheckResult] = []
     a = _analysis(doc)
-    base_a = _analysis(baseline_doc) if baseline_doc is not None else None
     for lim in budget.limits:
         checks.append(_check_limit(lim, a))
     comparison = None
@@ -445,6 +444,7 @@ def evaluate(budget: Budget, doc: Mapping, baseline_doc: Mapping | None = None, 
     if baseline_doc is not None:
         from profanalyzer.compare import compare
 
+        base_a = _analysis(baseline_doc)
         comparison = compare(dict(baseline_doc), dict(doc), baseline or "baseline", trace or "trace")
         for r in budget.regressions:
             checks.append(_check_regression(r, a, base_a, comparison))
@@ -481,6 +481,7 @@ def _check_limit(lim: Limit, a: Analysis) -> CheckResult:
     elif lim.max is not None and v > lim.max:
         msg = f"{lim.metric} = {_fmt(v, m.unit)} > max {_fmt_limit(lim.max, m.unit)}"
     else:
+        assert lim.min is not None  # failed, and not above the max: below the min
         msg = f"{lim.metric} = {_fmt(v, m.unit)} < min {_fmt_limit(lim.min, m.unit)}"
     return CheckResult(name, "budget", lim.metric, ok, v, limit, msg)
 
@@ -494,7 +495,11 @@ def _check_regression(r: RegressionLimit, a: Analysis, base: Analysis, compariso
     if bv is None or nv is None:
         return CheckResult(name, "regression", r.metric, False, None, limit, f"{name}: not available in {'the baseline' if bv is None else 'this analysis'}; limit {limit}")
     worse = (bv - nv) if higher_better else (nv - bv)  # > 0: got worse
-    allowed = r.absolute if r.absolute is not None else abs(bv) * r.relative
+    if r.absolute is not None:
+        allowed = r.absolute
+    else:
+        assert r.relative is not None  # _parse_regressions gives each limit one of the two
+        allowed = abs(bv) * r.relative
     ok = worse <= allowed
     rel = f" ({(nv - bv) / abs(bv):+.2%})" if bv and (unit in ("ms", "bytes") or r.relative is not None) else ""
     delta = f"{nv - bv:+.3f} ms" if unit == "ms" else (f"{nv - bv:+,.0f} bytes" if unit == "bytes" else f"{(nv - bv) * 100:+.2f} pts")

@@ -421,21 +421,21 @@ def compare(base: Mapping | Analysis | tuple[Analysis, Findings | None], new: Ma
     pools = {f"bucket:{b}": s.noise_ps for b, s in buckets.items()}
     checked = verify(base, base_f, new, new_f, step.noise_ps, step.threshold_ps, pools)
 
-    bs, ns = _side(base, base_label), _side(new, new_label)
-    if bs.chip != ns.chip:
-        notes.append(f"different chips: {bs.chip} vs {ns.chip}")
-    if bs.tensorcores != ns.tensorcores:
-        notes.append(f"different TensorCore counts ({bs.tensorcores} vs {ns.tensorcores}): times are per TensorCore per step on both sides")
+    base_side, new_side = _side(base, base_label), _side(new, new_label)
+    if base_side.chip != new_side.chip:
+        notes.append(f"different chips: {base_side.chip} vs {new_side.chip}")
+    if base_side.tensorcores != new_side.tensorcores:
+        notes.append(f"different TensorCore counts ({base_side.tensorcores} vs {new_side.tensorcores}): times are per TensorCore per step on both sides")
     bw, nw = (base_f.workload if base_f else None), (new_f.workload if new_f else None)
     if bw is not None and nw is not None and bw.row and nw.row and bw.row != nw.row:
         notes.append(f"different workloads ({bw.row} vs {nw.row}): are these runs of the same model?")
-    if bs.offload != ns.offload:
-        notes.append(f"SparseCore offload verdict changed: {bs.offload or '-'} -> {ns.offload or '-'}")
+    if base_side.offload != new_side.offload:
+        notes.append(f"SparseCore offload verdict changed: {base_side.offload or '-'} -> {new_side.offload or '-'}")
 
     return Comparison(
         schema_version=COMPARISON_SCHEMA_VERSION,
-        base=bs,
-        new=ns,
+        base=base_side,
+        new=new_side,
         step_time=step,
         buckets=buckets,
         remat=remat,
@@ -563,7 +563,7 @@ def _findings(base: Findings, new: Findings) -> tuple[FindingChange, ...]:
     bmap, nmap = by_code(base), by_code(new)
     out = []
     for code in sorted(set(bmap) | set(nmap)):
-        bl, nl = bmap.get(code), nmap.get(code)
+        bl, nl = bmap.get(code, []), nmap.get(code, [])
         ref = (nl or bl)[0]
         status = "persisting" if bl and nl else ("new" if nl else "vanished")
         out.append(
@@ -610,41 +610,57 @@ def _op_groups(a: Analysis) -> dict[tuple[str, str, str], dict]:
     return groups
 
 
+def _op_change(key: tuple[str, str, str], b: dict | None, n: dict | None, status: str,
+               bp: float | None, np_: float | None, b_step: float) -> OpChange:
+    """One op group's change: `b`/`n` its base/new group (None where absent), `bp`/`np_` their times."""
+    tf_op, name, bucket = key
+    return OpChange(
+        match_name=name,
+        tf_op=tf_op,
+        bucket=bucket,
+        status=status,
+        base_names=tuple(sorted(b["names"])) if b else (),
+        new_names=tuple(sorted(n["names"])) if n else (),
+        base_ps=bp,
+        new_ps=np_,
+        delta_ps=(np_ - bp) if bp is not None and np_ is not None else None,
+        delta_fraction=((np_ - bp) / b_step) if bp is not None and np_ is not None and b_step else None,
+    )
+
+
+def _known(ps: float | None) -> float:
+    """A time the list being sorted has on every change (slower/faster: both
+    sides and the delta; entered: the new side; left: the base side)."""
+    if ps is None:
+        raise ValueError("an op change without the time its list is sorted by")
+    return ps
+
+
 def _ops(base: Analysis, new: Analysis, b_step: float) -> OpsChange:
     bg, ng = _op_groups(base), _op_groups(new)
     floor = OP_MIN_DELTA * abs(b_step)
-    slower, faster, entered, left = [], [], [], []
+    slower: list[OpChange] = []
+    faster: list[OpChange] = []
+    entered: list[OpChange] = []
+    left: list[OpChange] = []
     matched = 0
     for key in sorted(set(bg) | set(ng)):
-        tf_op, name, bucket = key
         b, n = bg.get(key), ng.get(key)
-        mk = lambda status, bp, np_: OpChange(  # noqa: E731
-            match_name=name,
-            tf_op=tf_op,
-            bucket=bucket,
-            status=status,
-            base_names=tuple(sorted(b["names"])) if b else (),
-            new_names=tuple(sorted(n["names"])) if n else (),
-            base_ps=bp,
-            new_ps=np_,
-            delta_ps=(np_ - bp) if bp is not None and np_ is not None else None,
-            delta_fraction=((np_ - bp) / b_step) if bp is not None and np_ is not None and b_step else None,
-        )
         if b and n:
             matched += 1
             d = n["ps"] - b["ps"]
             if d == 0 or abs(d) < floor:
                 continue
-            (slower if d > 0 else faster).append(mk("slower" if d > 0 else "faster", b["ps"], n["ps"]))
+            (slower if d > 0 else faster).append(_op_change(key, b, n, "slower" if d > 0 else "faster", b["ps"], n["ps"], b_step))
         elif n:
             if n["ps"] >= floor:
-                entered.append(mk("entered", None, n["ps"]))
-        elif b["ps"] >= floor:
-            left.append(mk("left", b["ps"], None))
-    slower.sort(key=lambda o: (-o.delta_ps, o.tf_op, o.match_name))
-    faster.sort(key=lambda o: (o.delta_ps, o.tf_op, o.match_name))
-    entered.sort(key=lambda o: (-o.new_ps, o.tf_op, o.match_name))
-    left.sort(key=lambda o: (-o.base_ps, o.tf_op, o.match_name))
+                entered.append(_op_change(key, b, n, "entered", None, n["ps"], b_step))
+        elif b and b["ps"] >= floor:
+            left.append(_op_change(key, b, n, "left", b["ps"], None, b_step))
+    slower.sort(key=lambda o: (-_known(o.delta_ps), o.tf_op, o.match_name))
+    faster.sort(key=lambda o: (_known(o.delta_ps), o.tf_op, o.match_name))
+    entered.sort(key=lambda o: (-_known(o.new_ps), o.tf_op, o.match_name))
+    left.sort(key=lambda o: (-_known(o.base_ps), o.tf_op, o.match_name))
     return OpsChange(
         key=OP_KEY,
         min_delta_fraction=OP_MIN_DELTA,

@@ -23,7 +23,11 @@ from collections.abc import Iterable
 from dataclasses import replace
 from pathlib import Path
 
-from profanalyzer.analyze.analysis import AnalysisOptions, analyze
+from profanalyzer.analyze.analysis import (
+    DEFAULT_ANALYSIS_OPTIONS,
+    AnalysisOptions,
+    analyze,
+)
 from profanalyzer.analyze.sourcelines import finding_sources
 from profanalyzer.analyze.workload import classify_workload
 from profanalyzer.model import (
@@ -143,7 +147,7 @@ def load_analysis(path: str | Path) -> tuple[Analysis, Findings]:
     return a, (completed(a, f) if f is not None else run_rules(a))
 
 
-def analyze_source(path: str | Path, options: AnalysisOptions = AnalysisOptions(), select: Iterable[str] = (),
+def analyze_source(path: str | Path, options: AnalysisOptions = DEFAULT_ANALYSIS_OPTIONS, select: Iterable[str] = (),
                    ignore: Iterable[str] = ()) -> tuple[Analysis, Findings]:
     """What `profanalyze analyze PATH` renders: a saved analysis JSON
     document read back (`load_analysis`: detected by its first non-space byte

@@ -122,7 +122,7 @@ def analysis_frames(a: Any, findings: Any = None, core_steps: Any = None) -> dic
     """The DataFrames of an analysis (and of its findings, when given; else
     the `findings` frame is empty with its columns; and of each TensorCore's
     time per step, when given: `profanalyzer.load` of a trace gives them)."""
-    import pandas as pd  # the notebook API's dependency; never imported by the CLI
+    import pandas as pd  # type: ignore[import-untyped]  # the notebook API's dependency (no stubs); never imported by the CLI
 
     out = {}
     for name, rows in _rows(a, findings, core_steps).items():

@@ -67,7 +67,8 @@ class TraceInfo:
 
 def trace_info(trace: Trace) -> TraceInfo:
     planes = []
-    start, end = None, None
+    start: int | None = None
+    end: int | None = None
     n_events = 0
     for p in trace.planes:
         lines = tuple((ln.name, len(ln.events)) for ln in p.lines)
@@ -84,10 +85,10 @@ def trace_info(trace: Trace) -> TraceInfo:
     step_median, steps_kept, _ = median_kept_step(trace)
     steps = trace.steps[first.label]
     programs: dict[str, list[int]] = {}
-    ln = first.line(LINE_MODULES)
-    if ln is not None:
-        ev = ln.events
-        for r, d in zip(ev.meta.tolist(), ev.dur_ps.tolist()):
+    mods = first.line(LINE_MODULES)
+    if mods is not None:
+        ev = mods.events
+        for r, d in zip(ev.meta.tolist(), ev.dur_ps.tolist(), strict=True):
             name = first.meta.name[r] if r >= 0 else "?"
             programs.setdefault(name, []).append(d)
     progs = tuple(
@@ -117,7 +118,7 @@ def trace_info(trace: Trace) -> TraceInfo:
         step_ps_median=int(round(step_median)) if step_median is not None else None,
         steps_kept=steps_kept,
         programs=progs,
-        span_ps=(end - start) if start is not None else 0,
+        span_ps=(end - start) if start is not None and end is not None else 0,
     )
 
 
@@ -132,7 +133,7 @@ def _ms(ps: int | None) -> str:
     return "-" if ps is None else f"{ps / 1e9:.3f} ms"
 
 
-def _size(n: int) -> str:
+def _size(n: float) -> str:
     for unit in ("B", "KiB", "MiB", "GiB"):
         if n < 1024 or unit == "GiB":
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"

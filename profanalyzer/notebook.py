@@ -69,7 +69,7 @@ class LoadedAnalysis(Analysis):
         `options` are RenderOptions fields (e.g. top=5)."""
         from profanalyzer.report.registry import RenderOptions, renderer
 
-        return renderer(format).render(Run(analysis_of(self), self.findings), RenderOptions(**options))
+        return renderer(format).render(_Shown(analysis_of(self), self.findings), RenderOptions(**options))
 
     def to_dict(self) -> dict:
         """The `profanalyze analyze --json` document."""
@@ -80,6 +80,15 @@ class LoadedAnalysis(Analysis):
         from profanalyzer.report.context import headline
 
         return analysis_card(self, self.findings, headline=headline(self))
+
+
+@dataclass(frozen=True)
+class _Shown:
+    """What `LoadedAnalysis.render` gives a renderer (report.registry.Rendered):
+    a Run without an attributed trace, its findings None when it has none."""
+
+    analysis: Analysis
+    findings: Findings | None
 
 
 def analysis_of(x: Analysis) -> Analysis:
@@ -108,7 +117,7 @@ def core_steps(r: Run) -> tuple[CoreStep, ...]:
         att = w.attribution
         for i, n in enumerate(att.step_numbers.tolist()):
             steps.append(CoreStep(w.plane.label, int(n), int(att.step_ps[i]),
-                                  {b: int(v) for b, v in zip(BUCKETS, att.buckets[i].tolist())}))
+                                  {b: int(v) for b, v in zip(BUCKETS, att.buckets[i].tolist(), strict=True)}))
     return tuple(steps)
 
 

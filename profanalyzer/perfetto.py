@@ -90,7 +90,7 @@ def _core_events(trace: Trace, w: CoreWork, a: int, b: int, pid: int, tid0: int,
     rows = ops_line.events.meta[owner] if ops_line is not None else np.full(len(owner), -1)
     buckets = w.ev_bucket[owner]
     cat = plane.meta.category
-    for s, e, r, bk in zip(seg_s.tolist(), seg_e.tolist(), rows.tolist(), buckets.tolist()):
+    for s, e, r, bk in zip(seg_s.tolist(), seg_e.tolist(), rows.tolist(), buckets.tolist(), strict=True):
         bucket = BUCKETS[bk]
         remat = bool(w.classes.remat[r]) if r >= 0 and len(w.classes) else False
         args: dict[str, Any] = {"bucket": bucket, "step": step, "self_ps": e - s}
@@ -108,7 +108,7 @@ def _core_events(trace: Trace, w: CoreWork, a: int, b: int, pid: int, tid0: int,
         brk[1:] = (buckets[1:] != buckets[:-1]) | (seg_s[1:] != seg_e[:-1])
         starts = np.flatnonzero(brk)
         ends = np.append(starts[1:], len(seg_s)) - 1
-        for i0, i1 in zip(starts.tolist(), ends.tolist()):
+        for i0, i1 in zip(starts.tolist(), ends.tolist(), strict=True):
             s, e = int(seg_s[i0]), int(seg_e[i1])
             out.append({"ph": "X", "pid": pid, "tid": tid0 + 1, "ts": _us(s), "dur": _us(e - s), "name": BUCKETS[int(buckets[i0])],
                         "cat": "bucket", "args": {"step": step, "ps": e - s}})
@@ -119,7 +119,7 @@ def _core_events(trace: Trace, w: CoreWork, a: int, b: int, pid: int, tid0: int,
         sub = wins.take(sel)
         ws, we = np.maximum(sub.start, a), np.minimum(sub.end, b)
         hidden = w.compute(we) - w.compute(ws)
-        for s, e, typ, eng, row, h in zip(ws.tolist(), we.tolist(), sub.type_names(), sub.engines(), sub.row.tolist(), hidden.tolist()):
+        for s, e, typ, eng, row, h in zip(ws.tolist(), we.tolist(), sub.type_names(), sub.engines(), sub.row.tolist(), hidden.tolist(), strict=True):
             span = max(e - s, 0)
             klass = window_class(h, span)
             out.append({"ph": "X", "pid": pid, "tid": tid0 + 2, "ts": _us(s), "dur": _us(span),

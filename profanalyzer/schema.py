@@ -88,9 +88,9 @@ def _whole_ps(tp: Any) -> Any:
     if origin is Union or origin is types.UnionType:
         return Union[tuple(_whole_ps(a) for a in args)]  # noqa: UP007 - a union built at run time from its members
     if origin in (collections.abc.Mapping, dict) and len(args) == 2:
-        return typing.Mapping[args[0], _whole_ps(args[1])]  # type: ignore[valid-type]
+        return typing.Mapping[args[0], _whole_ps(args[1])]  # type: ignore[valid-type, misc]  # a type built at run time
     if origin is tuple and len(args) == 2 and args[1] is Ellipsis:
-        return tuple[_whole_ps(args[0]), ...]  # type: ignore[misc]
+        return tuple[_whole_ps(args[0]), ...]  # type: ignore[misc]  # a type built at run time
     return tp
 
 

@@ -88,7 +88,7 @@ class OpMetadata:
     @functools.cached_property
     def short_names(self) -> tuple[str, ...]:
         """`short_name` of every row (made once per table)."""
-        return tuple(d or instruction_name(t) for d, t in zip(self.display_name, self.name))
+        return tuple(d or instruction_name(t) for d, t in zip(self.display_name, self.name, strict=True))
 
 
 @dataclass(frozen=True, eq=False)
@@ -326,7 +326,7 @@ def nest_line(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarra
         got = _nest.nest(np.ascontiguousarray(start, dtype=np.int64), np.ascontiguousarray(end, dtype=np.int64),
                          MAX_VECTOR_DEPTH)
         if got is not None:
-            parent, depth, end_c, selft = (np.frombuffer(b, dtype=t) for b, t in zip(got, (np.int64, np.int16, np.int64, np.int64)))
+            parent, depth, end_c, selft = (np.frombuffer(b, dtype=t) for b, t in zip(got, (np.int64, np.int16, np.int64, np.int64), strict=True))
             return parent, depth, end_c, selft
     parent, depth, end_c = nesting(start, end)
     dur = end_c - start
@@ -381,7 +381,7 @@ def _runs_with_their_ops(plane: Plane, all_start: np.ndarray, all_end: np.ndarra
     ms, me = all_start[order], all_end[order]
     prev_end = np.maximum.accumulate(me)
     new_s, new_e = start.copy(), end.copy()
-    for i, (s, e) in enumerate(zip(start.tolist(), end.tolist())):
+    for i, (s, e) in enumerate(zip(start.tolist(), end.tolist(), strict=True)):
         j = int(np.searchsorted(ms, s, side="left"))  # module events before this run
         lo = int(prev_end[j - 1]) if j > 0 else np.iinfo(np.int64).min
         lo = max(lo, int(new_e[i - 1]) if i else lo)

@@ -41,6 +41,7 @@ import math
 import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from itertools import pairwise
 from pathlib import Path
 
 from profanalyzer.errors import InputError
@@ -312,7 +313,7 @@ def calibrate(points: Sequence[RunPoint], min_effect: float = CALIBRATION_MIN_EF
     of a change is `min_effect` of the earlier run's step (runs in a history
     carry no per-step spread of each other)."""
     acc: dict[str, list[tuple[float, float, str, str]]] = {}
-    for b, n in zip(points, points[1:]):
+    for b, n in pairwise(points):
         for code, lever, pred, cred in pair_ratios(b, n, min_effect * b.step_ps):
             acc.setdefault(code, []).append((pred, cred, lever, n.label))
     rows = []

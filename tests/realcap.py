@@ -87,31 +87,31 @@ def per_op_reading(name: str, plane_name: str = "/device:TPU:0") -> dict:
     ops.sort(key=lambda o: (o[0], -o[1]))
     buckets: dict[str, float] = defaultdict(float)
     busy = 0.0
+
+    def pop(stack: list[list]) -> None:
+        s0, t0, b0, ch = stack.pop()
+        buckets[b0] += (t0 - s0) - ch
+        if stack:
+            stack[-1][3] += t0 - s0
+
     for rs, rt in runs:
         # ops overlapping the run, clipped to it (device and module clocks differ by a little)
         inside = [(max(o[0], rs), min(o[1], rt), o[2]) for o in ops if o[0] < rt and o[1] > rs]
         stack: list[list] = []  # [start, end, bucket, child time]
         covered_to = rs
-
-        def pop():
-            s0, t0, b0, ch = stack.pop()
-            buckets[b0] += (t0 - s0) - ch
-            if stack:
-                stack[-1][3] += t0 - s0
-
         for s, t, b in inside:
             while stack and stack[-1][1] <= s:
-                pop()
+                pop(stack)
             if stack and t > stack[-1][1]:  # partial overlap: sequential, starts at the earlier end
                 s = stack[-1][1]
                 while stack and stack[-1][1] <= s:
-                    pop()
+                    pop(stack)
             stack.append([s, t, b, 0])
             if t > covered_to:
                 busy += t - max(s, covered_to)
                 covered_to = t
         while stack:
-            pop()
+            pop(stack)
     n = len(runs)
     step = sum(t - s for s, t in runs) / n
     return {"step_ps": step, "steps": n, "buckets": {k: v / n for k, v in buckets.items()}, "idle_ps": step - busy / n}

@@ -148,7 +148,7 @@ def ref_group_rows(w: CoreWork, chip, rows, counts, self_sum, groups: dict, acc:
     bucket_c, remat_c, phase_c, kernel_c = cols["bucket"], cols["remat"], cols["phase"], cols["kernel"]
     precision_c, reason_c, part_c, shape_c = cols["precision"], cols["reason"], cols["attention_part"], cols["shape_flops"]
     for r, cnt, sp, f, mf, by in zip(rows.tolist(), counts.tolist(), self_sum.tolist(),
-                                     md.flops[rows].tolist(), md.model_flops[rows].tolist(), md.bytes_accessed[rows].tolist()):
+                                     md.flops[rows].tolist(), md.model_flops[rows].tolist(), md.bytes_accessed[rows].tolist(), strict=True):
         known = r < len(bucket_c)
         bucket = bucket_c[r] if known else "other_compute"
         unknown = False
@@ -640,7 +640,7 @@ def ref_critical_path(plane: Plane, wins: Windows, hidden: np.ndarray) -> np.nda
     md = plane.meta
     cand = np.flatnonzero(hidden <= 0)
     before = np.searchsorted(ev.start_ps, wins.start[cand], side="left") - 1
-    for k, i in zip(cand.tolist(), before.tolist()):
+    for k, i in zip(cand.tolist(), before.tolist(), strict=True):
         r = int(wins.row[k])
         if r < 0 or r >= len(md):
             continue
@@ -876,7 +876,7 @@ def test_overlap_matches_reference(kind, name):
         assert canon((a[0].start, a[0].end, a[0].type, a[0].on_sc, a[0].row, a[1])) == \
             canon((b[0].start, b[0].end, b[0].type, b[0].on_sc, b[0].row, b[1]))
         coll = w.classes.columns["collective"] if len(w.classes) else []
-        for t, r in zip(a[0].type.tolist(), a[0].row.tolist()):
+        for t, r in zip(a[0].type.tolist(), a[0].row.tolist(), strict=True):
             expect = {_type_code(coll[r])} if w.classes.role[r] == ROLE_CODES["sync"] else set()
             if a[1] == "Async XLA Ops line":
                 expect.add(_type_code(w.classes.op_class(w.plane, r).collective))
@@ -891,7 +891,7 @@ def test_overlap_matches_reference(kind, name):
         names = ("none",) + TYPES
         code = {t: i for i, t in enumerate(names)}
         label = np.asarray([code[c_ if c_ else "unknown"] if isinstance(r_, str) and r_ else 0
-                            for c_, r_ in zip(w.classes.columns["collective"], w.classes.columns["role"])], dtype=np.int64)
+                            for c_, r_ in zip(w.classes.columns["collective"], w.classes.columns["role"], strict=True)], dtype=np.int64)
         rows = ops.events.meta
         tot = w.ops.exclusive(np.where(rows >= 0, label[np.maximum(rows, 0)], 0), len(names),
                               steps.start_ps[kept], steps.end_ps[kept]).sum(axis=0)
@@ -987,7 +987,7 @@ def test_vectorised_sums_add_in_order():
     vals = rng.choice([1e-9, 3.3, 1e16, -7.1e15, 0.1, 2.0 ** 60], size=4000) * rng.random(4000)
     gid = rng.integers(0, 37, size=4000)
     ref = [0.0] * 37
-    for g, v in zip(gid.tolist(), vals.tolist()):
+    for g, v in zip(gid.tolist(), vals.tolist(), strict=True):
         ref[g] += v
     got = np.zeros(37)
     np.add.at(got, gid, vals)
@@ -1078,5 +1078,5 @@ def test_scope_rows_per_distinct_scope_equal_row_by_row():
         want_pairs += [(r, layers.setdefault(i, len(layers))) for i in idx]
     want_rs.append(ids.setdefault(NO_SCOPE, len(ids)))
     assert rs.tolist() == want_rs and list(got_ids) == list(ids) and list(got_layers) == list(layers)
-    assert list(zip(pr.tolist(), pi.tolist())) == want_pairs and want_pairs
+    assert list(zip(pr.tolist(), pi.tolist(), strict=True)) == want_pairs and want_pairs
     assert rn.tolist() == list(range(len(tf))) + [len(tf)]

@@ -15,7 +15,7 @@ def _same(a, b) -> None:
     if not isinstance(a, tuple):
         a, b = (a,), (b,)
     assert isinstance(b, tuple) and len(a) == len(b)
-    for x, y in zip(a, b):
+    for x, y in zip(a, b, strict=True):
         assert x.dtype == y.dtype and x.shape == y.shape and np.array_equal(x, y)
 
 

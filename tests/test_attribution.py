@@ -31,7 +31,7 @@ def test_segments_flat_line_is_identity():
 def test_segments_nested_owner_is_deepest():
     # parent [0,100) with children [10,30) (grandchild [15,20)) and [50,60)
     s, e, o = exclusive_segments(_arr(0, 10, 15, 50), _arr(100, 30, 20, 60))
-    assert list(zip(s.tolist(), e.tolist(), o.tolist())) == [
+    assert list(zip(s.tolist(), e.tolist(), o.tolist(), strict=True)) == [
         (0, 10, 0), (10, 15, 1), (15, 20, 2), (20, 30, 1), (30, 50, 0), (50, 60, 3), (60, 100, 0),
     ]
 
@@ -70,13 +70,13 @@ def test_conservation_with_nesting_gaps_and_async_windows():
         [(0, 1000), (1000, 2000)],
     )
     att.self_check()
-    b0 = dict(zip(BUCKETS, att.buckets[0].tolist()))
+    b0 = dict(zip(BUCKETS, att.buckets[0].tolist(), strict=True))
     assert b0["matmul_bf16"] == 250
     assert b0["all_gather"] == 50 + 10
     assert b0["all_reduce"] == 100
     assert b0["other_compute"] == (600 - 250 - 50) + 50  # while self + straddler's part in step 0
     assert b0["idle"] == 1000 - sum(v for k, v in b0.items() if k != "idle")
-    b1 = dict(zip(BUCKETS, att.buckets[1].tolist()))
+    b1 = dict(zip(BUCKETS, att.buckets[1].tolist(), strict=True))
     assert b1["other_compute"] == 100 and b1["idle"] == 900
     assert att.buckets.sum(axis=1).tolist() == [1000, 1000]
 

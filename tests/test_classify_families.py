@@ -40,7 +40,7 @@ def _tables(path: Path) -> list[dict[str, list]]:
 def _assert_rowwise(cols: dict[str, list], families: dict | None = None, memo: dict | None = None) -> int:
     n = len(cols["hlo_text"])
     got = classify_columns(cols, n=n, families={} if families is None else families, memo=memo)
-    for i, row in enumerate(zip(*(cols[c] for c in COLS))):
+    for i, row in enumerate(zip(*(cols[c] for c in COLS), strict=True)):
         want = classify_op(*row)
         for f in OUT:
             g = got[f][i]

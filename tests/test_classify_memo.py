@@ -63,5 +63,5 @@ def test_memo_is_filled_once_per_distinct_op():
     for plane in planes:
         classify_plane(plane, memo)
     distinct = {tuple(str(x) for x in row) for p in planes
-                for row in zip(p.meta.name, p.meta.display_name, p.meta.category, p.meta.tf_op, p.meta.shape_with_layout)}
+                for row in zip(p.meta.name, p.meta.display_name, p.meta.category, p.meta.tf_op, p.meta.shape_with_layout, strict=True)}
     assert len(memo) == len(distinct)

@@ -129,7 +129,7 @@ def test_seed_to_seed_noise_stays_within_noise_and_passes_a_3pct_budget(tmp_path
         write_scenario("dense_short_fsdp", p, seed=seed)
         paths.append(p)
     j1, j2 = tmp_path / "s1.json", tmp_path / "s2.json"
-    for p, j in zip(paths, (j1, j2)):
+    for p, j in zip(paths, (j1, j2), strict=True):
         rc, _, err = run(capsys, "analyze", p, "--json", j, "--no-html", "-q")
         assert rc == 0, err
     c = compare(load_document(j1), load_document(j2))

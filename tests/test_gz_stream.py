@@ -70,7 +70,7 @@ def test_open_space_index_matches_scan_space():
     held = [r for r in index.planes if r.held]
     assert {r.name for r in held} == {r.name for r in full.planes if _device(r)}
     assert len(buf) == sum(r.length for r in held) < len(raw)
-    for r, f in zip(index.planes, full.planes):
+    for r, f in zip(index.planes, full.planes, strict=True):
         if r.held:
             assert bytes(buf[r.offset : r.offset + r.length]) == raw[f.offset : f.offset + f.length]
         else:
@@ -154,7 +154,7 @@ def test_stream_walker_is_independent_of_chunk_boundaries(seed):
     index = s.finish(full.path)
     assert [(r.name, r.id, r.kind, r.length) for r in index.planes] == [(r.name, r.id, r.kind, r.length) for r in full.planes]
     assert index.hostnames == full.hostnames and index.size == len(raw)
-    for r, f in zip(index.planes, full.planes):
+    for r, f in zip(index.planes, full.planes, strict=True):
         assert r.held == want(f)
         if r.held:
             assert bytes(s.out[r.offset : r.offset + r.length]) == raw[f.offset : f.offset + f.length]
@@ -399,7 +399,7 @@ def test_streamed_host_events_equal_the_plain_ones(tmp_path):
         origin = load_trace(gz).origin_ns
         a, b = read_host_events(gz, origin), read_host_events(plain, origin)
         assert a[0] == b[0] and a[4] == b[4], gz
-        for x, y in zip(a[1:4], b[1:4]):
+        for x, y in zip(a[1:4], b[1:4], strict=True):
             assert (x == y).all(), gz
         lines_read += a[4]
     assert lines_read > 0

@@ -5,6 +5,7 @@ and the compiler's expectation beside the real v6e capture's measurement."""
 from __future__ import annotations
 
 import json
+from itertools import pairwise
 from pathlib import Path
 
 import pytest
@@ -48,7 +49,7 @@ def test_replay_takes_the_compilers_estimates(dump):
     assert rep.estimated_ps == pytest.approx(est_cycles / TPU7X.clock_hz * 1e12, rel=1e-6)
     tc = [o for o in rep.ops if not o.sparsecore]
     # the TensorCore runs one op at a time, in schedule order
-    assert all(a.start_ps + a.dur_ps <= b.start_ps for a, b in zip(tc, tc[1:]))
+    assert all(a.start_ps + a.dur_ps <= b.start_ps for a, b in pairwise(tc))
     assert rep.step_ps >= rep.estimated_ps
     # SparseCore work sits between its start and its done on the TensorCore
     sc = [o for o in rep.ops if o.sparsecore]

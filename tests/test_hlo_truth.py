@@ -60,7 +60,7 @@ def compare(program):
         verdicts[r.index] = (r, t, c)
     # a done whose own text shows no kind takes its start's (as attribution pairs them)
     starts = {}
-    for r, t, c in verdicts.values():
+    for r, _t, c in verdicts.values():
         key = async_pair_key(r.name)
         if key and c.role in ("start", "offload_start"):
             starts.setdefault((r.computation, key[0]), c)

@@ -65,10 +65,10 @@ def _schedule_idle(tl, kept: list[int]) -> dict[str, float]:
             for i in sel.tolist() + [None]:
                 end = b if i is None else int(st[i])
                 if end > prev:
-                    inside = sum(max(0, min(end, int(y)) - max(prev, int(x))) for x, y in zip(ms_, me_))
+                    inside = sum(max(0, min(end, int(y)) - max(prev, int(x))) for x, y in zip(ms_, me_, strict=True))
                     out["host_dispatch"] += end - prev - inside
                     # the op's own program run: from its start (at the earliest) to the op
-                    run = [(int(x), int(y)) for x, y in zip(ms_, me_) if i is not None and x < st[i] <= y]
+                    run = [(int(x), int(y)) for x, y in zip(ms_, me_, strict=True) if i is not None and x < st[i] <= y]
                     mine = max(0, end - max(prev, run[0][0])) if run else 0
                     out[kinds[i] if i is not None else "unexplained"] += mine
                     out["unexplained"] += inside - mine

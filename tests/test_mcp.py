@@ -79,7 +79,7 @@ def test_bad_input_is_a_tool_error_with_the_cli_line(capsys, tmp_path):
         async with Client(build_server()) as c:
             return [await c.call_tool("analyze", {"trace": missing}), await c.call_tool("explain", {"code": "ZZ1"})]
 
-    for res, cmd in zip(_run(calls()), (("analyze", missing, "-q", "--no-html"), ("explain", "ZZ1"))):
+    for res, cmd in zip(_run(calls()), (("analyze", missing, "-q", "--no-html"), ("explain", "ZZ1")), strict=True):
         assert res.is_error
         rc, out, err = run_cli(capsys, *cmd)
         line = err.strip().removeprefix("profanalyze: error: ")

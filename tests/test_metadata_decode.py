@@ -41,7 +41,7 @@ def both_ways(buf, start: int, end: int):
     fld, wt, ps, pe, tp = wire.scan_fields(buf, start, end)
     non_line = ~((fld == 3) & (wt == 2))
     is_meta = (fld == 4) & (wt == 2)
-    plane = pb.XPlane.FromString(b"".join(bytes(buf[a:b]) for a, b in zip(tp[non_line], pe[non_line])))
+    plane = pb.XPlane.FromString(b"".join(bytes(buf[a:b]) for a, b in zip(tp[non_line], pe[non_line], strict=True)))
     names = {k: v.name for k, v in plane.stat_metadata.items()}
     cols = wire.decode_metadata(buf, np.stack([ps[is_meta], pe[is_meta]], axis=1))
     assert cols is not None
@@ -176,7 +176,7 @@ def test_utf8_strings_equal_python_and_strict():
     starts = np.array([0, 2, -1, 0, 4], dtype=np.int64)
     ends = np.array([2, 13, 5, 0, 11], dtype=np.int64)
     fast = wire.utf8_strings(data, starts, ends)
-    assert fast == [str(data[a:b], "utf-8") if a >= 0 else "" for a, b in zip(starts.tolist(), ends.tolist())]
+    assert fast == [str(data[a:b], "utf-8") if a >= 0 else "" for a, b in zip(starts.tolist(), ends.tolist(), strict=True)]
     with pytest.raises(UnicodeDecodeError):
         wire.utf8_strings(data, np.array([13], dtype=np.int64), np.array([15], dtype=np.int64))
     with pytest.raises(ValueError):
@@ -195,7 +195,7 @@ def test_cache_compares_the_bytes_behind_a_fingerprint():
 
 def _same_plane(a, b) -> None:
     assert a.name == b.name and a.meta is b.meta
-    for la, lb in zip(a.lines, b.lines):
+    for la, lb in zip(a.lines, b.lines, strict=True):
         assert la.name == lb.name
         for f in ("start_ps", "end_ps", "dur_ps", "self_ps", "depth", "parent", "meta"):
             assert np.array_equal(getattr(la.events, f), getattr(lb.events, f)), f

@@ -94,7 +94,7 @@ def test_analysis_without_findings_gets_rules_run(tmp_path):
     f = run_rules(a)
     assert [x.code for x in g.recommendations] == [x.code for x in f.recommendations] and g.rules_run == f.rules_run
     assert g.recommendations, "the sample has findings"
-    for x, y in zip(g.recommendations, f.recommendations):
+    for x, y in zip(g.recommendations, f.recommendations, strict=True):
         assert x.estimated_saving_ps == pytest.approx(y.estimated_saving_ps, rel=1e-9, abs=1.0)
 
 

@@ -40,7 +40,7 @@ def test_c_nesting_equals_numpy_on_random_lines(monkeypatch):
     for s, e in _lines(rng):
         want = _numpy(s, e, monkeypatch)
         got = T.nest_line(s, e)
-        for w, g, name in zip(want, got, ("parent", "depth", "end", "self")):
+        for w, g, name in zip(want, got, ("parent", "depth", "end", "self"), strict=True):
             assert g.dtype == w.dtype, name
             assert np.array_equal(g, w), (name, s.tolist()[:20], e.tolist()[:20])
         assert all(x.flags.writeable for x in got)
@@ -52,7 +52,7 @@ def test_c_nesting_defers_to_numpy_on_deep_or_unsorted_lines(monkeypatch):
     s = np.arange(depth, dtype=np.int64)
     e = 10_000 - s
     assert T._nest.nest(s, e, T.MAX_VECTOR_DEPTH) is None
-    for w, g in zip(_numpy(s, e, monkeypatch), T.nest_line(s, e)):
+    for w, g in zip(_numpy(s, e, monkeypatch), T.nest_line(s, e), strict=True):
         assert np.array_equal(g, w)
     assert int(T.nest_line(s, e)[1].max()) == depth - 1
     unsorted = np.asarray([5, 1], dtype=np.int64)

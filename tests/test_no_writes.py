@@ -146,7 +146,7 @@ def _run_audited(d: dict[str, Path], commands: list[Command]) -> list[tuple[int,
     audits = split(audit)
     assert len(outs) == len(errs) == len(audits) == len(commands), err.decode()[-3000:]
     return [(rc, o + e, [line.split("\t") for line in a.splitlines() if line])
-            for (rc, o), (_, e), (_, a) in zip(outs, errs, audits)]
+            for (rc, o), (_, e), (_, a) in zip(outs, errs, audits, strict=True)]
 
 
 def _check_writes(cmd: Command, printed: str, writes: list[list[str]]) -> None:
@@ -187,7 +187,7 @@ def _audit_commands(d: dict[str, Path], commands: list[Command]) -> list[str]:
     """Run and check the commands; each one's printed text."""
     before = _snapshot(d["input"])
     results = _run_audited(d, commands)
-    for cmd, (rc, printed, writes) in zip(commands, results):
+    for cmd, (rc, printed, writes) in zip(commands, results, strict=True):
         assert rc == cmd.rc, f"{cmd.argv}: exit {rc}\n{printed}"
         for p in cmd.files:
             assert p.is_file() and p.stat().st_size > 0, f"{cmd.argv}: {p} missing"

@@ -324,7 +324,7 @@ def test_recommendation_cards(name):
     assert len(cards) == len(f.recommendations)
     if not f.recommendations:
         assert doc.by_id("recs-status").attrs["data-status"] == "empty"
-    for card, rec in zip(cards, f.recommendations):
+    for card, rec in zip(cards, f.recommendations, strict=True):
         _check_card(card, rec)
 
 
@@ -427,7 +427,7 @@ def test_handmade_findings_cards_and_docs():
     doc = parse(_render(a, f, docs=docs))
     cards = doc.find_all("article", class_="card")
     assert [c.attrs["data-code"] for c in cards] == ["RM001", "SC001"]
-    for c, rec in zip(cards, f.recommendations):
+    for c, rec in zip(cards, f.recommendations, strict=True):
         _check_card(c, rec, docs[rec.code])
     assert cards[1].find("p", class_="note").norm_text() == f.recommendations[1].merged_note
     assert "dense, short sequence" in doc.by_id("workload").norm_text()

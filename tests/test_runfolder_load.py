@@ -36,9 +36,9 @@ def test_parallel_and_sequential_reads_agree(tmp_path):
     assert [h.file for h in par.hosts] == [h.file for h in seq.hosts]
     assert par.origin_ns == seq.origin_ns
     assert [p.label for p in par.planes] == [p.label for p in seq.planes]
-    for a, b in zip(par.planes, seq.planes):
+    for a, b in zip(par.planes, seq.planes, strict=True):
         assert [ln.name for ln in a.lines] == [ln.name for ln in b.lines]
-        for la, lb in zip(a.lines, b.lines):
+        for la, lb in zip(a.lines, b.lines, strict=True):
             assert np.array_equal(la.events.start_ps, lb.events.start_ps)
             assert np.array_equal(la.events.end_ps, lb.events.end_ps)
             assert np.array_equal(la.events.meta, lb.events.meta)

@@ -72,7 +72,7 @@ def recompute_from_trace(data: bytes, truth: dict, host_prefix: str = "") -> dic
         lines = {ln.name: ln for ln in plane.lines}
         windows = {}
         if "Steps" in lines:
-            for e, s, d, st in _events(lines["Steps"], plane, names):
+            for e, s, d, _st in _events(lines["Steps"], plane, names):
                 windows[int(plane.event_metadata[e.metadata_id].name)] = (s, s + d)
         else:
             want = truth["train_program"]["event_name"]
@@ -295,8 +295,8 @@ def test_truth_self_consistency(dense):
     assert truth["chip"] == "tpu7x" and truth["hosts"] == 1
     assert truth["steps"]["warmup"] == [0]
     assert truth["steps"]["kept"] == [s for s in truth["steps"]["numbers"] if s != 0]
-    for plane, steps in truth["per_core"].items():
-        for step, row in steps.items():
+    for steps in truth["per_core"].values():
+        for row in steps.values():
             assert set(row["buckets"]) == set(PRODUCT_BUCKETS)
             assert sum(row["buckets"].values()) == row["step_ps"]
             assert all(v >= 0 for v in row["buckets"].values())

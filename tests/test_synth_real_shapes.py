@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import re
+from itertools import pairwise
 from pathlib import Path
 
 import pytest
@@ -195,8 +196,8 @@ def test_serving_structure(gen):
         line = next(ln for ln in p.lines if ln.name == "XLA Ops")
         assert all("device_offset_ps" in _stats(e.stats, p) for e in line.events)
         ops = _ops(p)
-        overlaps += sum(1 for a, b in zip(ops, ops[1:]) if b[0] == a[1] - 1)
-        assert all(b[0] >= a[1] - 1 for a, b in zip(ops, ops[1:]))  # no nesting, at most 1 ps overlap
+        overlaps += sum(1 for a, b in pairwise(ops) if b[0] == a[1] - 1)
+        assert all(b[0] >= a[1] - 1 for a, b in pairwise(ops))  # no nesting, at most 1 ps overlap
         for i, (_, _, name, md) in enumerate(ops):
             ms = _stats(md.stats, p)
             if name.startswith("quantized_matmul_kernel_"):

@@ -35,9 +35,9 @@ def test_c_window_sums_equal_numpy(monkeypatch):
                 m.setattr(A, "_windows", None)
                 want = ops.exclusive_many(sets, wa, wb)
                 want_totals = ops.exclusive_totals(sets, wa, wb)
-            for g, w in zip(got, want):
+            for g, w in zip(got, want, strict=True):
                 assert g.dtype == w.dtype and g.shape == w.shape and np.array_equal(g, w)
-            for g, w, per_window in zip(totals, want_totals, want):
+            for g, w, per_window in zip(totals, want_totals, want, strict=True):
                 assert g.dtype == w.dtype and g.shape == w.shape and np.array_equal(g, w)
                 assert np.array_equal(g, per_window.sum(axis=0))
 

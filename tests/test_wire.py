@@ -31,7 +31,7 @@ def _reference(line):
 
 
 def _got(ev):
-    st = sorted(zip(ev.stat_event.tolist(), ev.stat_id.tolist(), ev.stat_value.tolist(), [bool(x) for x in ev.stat_is_ref]))
+    st = sorted(zip(ev.stat_event.tolist(), ev.stat_id.tolist(), ev.stat_value.tolist(), [bool(x) for x in ev.stat_is_ref], strict=True))
     return ev.metadata_id.tolist(), ev.offset_ps.tolist(), ev.duration_ps.tolist(), st
 
 
@@ -89,7 +89,7 @@ def test_stat_filter_keeps_exactly_the_wanted_ids_in_both_decoders(name):
 
 
 def _first_event_run(raw: bytes) -> int:
-    for field, wt, _, ps, pe, tag_pos in wire.iter_fields(raw, 0, len(raw)):
+    for field, wt, _, _ps, _pe, tag_pos in wire.iter_fields(raw, 0, len(raw)):
         if field == 4 and wt == 2:
             return tag_pos
     raise AssertionError("no events")

@@ -269,7 +269,7 @@ def case(name: str, paired: bool) -> Case:
     rows = [{**r, "host": r.get("host", ""), "start_ps": int(r["start_ps"]) - origin_ns * 1000} for r in result["top_exposed"]]
     cols = ["host", "plane", "name", "op", "start_ps", "span_ps", "exposed_ps", "overlap_ratio", "class"]
     xrows = pd.DataFrame(rows, columns=cols)
-    typeof = dict(zip(zip(ours["host"], ours["plane"], ours["name"]), ours["type"]))
+    typeof = dict(zip(zip(ours["host"], ours["plane"], ours["name"], strict=True), ours["type"], strict=True))
     xrows["type"] = [_xprof_type(r, typeof) for r in xrows.itertuples(index=False)]
     return Case(name, paired, result, xrows, ours, frozenset(sources), unmatched, origin_ns == 0, sandbox_files)
 
@@ -311,7 +311,7 @@ def _exclusive_segments(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray,
                 seg.append((cursor, e_l[top], top))
             cursor = max(cursor, e_l[top])
 
-    for i, (s, e) in enumerate(zip(s_l, e_l)):
+    for i, (s, e) in enumerate(zip(s_l, e_l, strict=True)):
         close_until(s)
         if stack:
             assert e <= e_l[stack[-1]], "partially overlapping events on one line"
@@ -360,14 +360,14 @@ def _our_windows(path: Path) -> tuple[pd.DataFrame, set[str], int, int]:
         rows = ev.meta.astype(np.int64)
         ok = (rows >= 0) & (rows < len(classes.bucket))
         ev_compute = np.where(ok, COMPUTE[classes.bucket[np.where(ok, rows, 0)]], True)  # no metadata: other_compute
-        ev_role = np.asarray([role[r] if k else None for r, k in zip(rows.tolist(), ok.tolist())], dtype=object)
+        ev_role = np.asarray([role[r] if k else None for r, k in zip(rows.tolist(), ok.tolist(), strict=True)], dtype=object)
         ss, se, owner = _exclusive_segments(ev.start_ps, ev.end_ps)
         compute = ev_compute[owner]
         # XProf's coverage: full spans of the ops whose instruction name is no async start/done.
-        names = [async_overlap.instruction_name(md.display_name[r] or md.name[r]) if k else "" for r, k in zip(rows.tolist(), ok.tolist())]
+        names = [async_overlap.instruction_name(md.display_name[r] or md.name[r]) if k else "" for r, k in zip(rows.tolist(), ok.tolist(), strict=True)]
         not_async = np.asarray([async_overlap.async_role(n) is None for n in names], dtype=bool)
-        union = async_overlap._Coverage(async_overlap._merge(zip(ev.start_ps[not_async].tolist(), ev.end_ps[not_async].tolist())))
-        x_len = np.asarray([union.covered(a, b) for a, b in zip(ss.tolist(), se.tolist())], dtype=np.int64)
+        union = async_overlap._Coverage(async_overlap._merge(zip(ev.start_ps[not_async].tolist(), ev.end_ps[not_async].tolist(), strict=True)))
+        x_len = np.asarray([union.covered(a, b) for a, b in zip(ss.tolist(), se.tolist(), strict=True)], dtype=np.int64)
         assert np.all((x_len == 0) | (x_len == se - ss)), "a segment is partly covered: nesting assumption broken"
         x_cov = x_len > 0
         seg_role = ev_role[owner]

@@ -187,7 +187,7 @@ def xprof(pattern: str) -> XProf:
     if len(hlo):
         hlo["self_ps"] = [round(v * US_PS) for v in hlo["total_self_time"]]
         hlo["total_ps"] = [round(v * US_PS) for v in hlo["total_time"]]
-        hlo["bucket"] = [_bucket_of(c, e) for c, e in zip(hlo["category"], hlo["hlo_op_expression"])]
+        hlo["bucket"] = [_bucket_of(c, e) for c, e in zip(hlo["category"], hlo["hlo_op_expression"], strict=True)]
     root = tools["op_profile"]["byProgram"]
     nodes = [root] if root["name"] == "IDLE" else root["children"]
     programs, categories, idle = {}, {}, 0

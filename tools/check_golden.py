@@ -145,7 +145,7 @@ def load_golden(path: Path) -> list[Row]:
     ids = [c["id"] for c in data["cols"]]
     rows: list[Row] = []
     for r in data["rows"]:
-        d = {k: (c or {}).get("v") for k, c in zip(ids, r["c"])}
+        d = {k: (c or {}).get("v") for k, c in zip(ids, r["c"], strict=True)}
         rows.append(Row(
             category=d.get("category") or "",
             name=d.get("hlo_op_name") or "",

@@ -13,9 +13,10 @@ writes; `findings.load_analysis` reads it back.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import cast
 
 import numpy as np
 
@@ -171,7 +172,11 @@ class AnalysisOptions:
     host_activity: bool = False  # read the host planes' dispatch/input lines: profanalyzer.analyze.hostplanes
 
 
-def read_trace(path: str | Path, options: AnalysisOptions = AnalysisOptions()) -> Trace:
+#: The defaults, one shared instance (frozen) for every `options=` default.
+DEFAULT_ANALYSIS_OPTIONS = AnalysisOptions()
+
+
+def read_trace(path: str | Path, options: AnalysisOptions = DEFAULT_ANALYSIS_OPTIONS) -> Trace:
     """The read stage as `analyze` runs it: only the lines the analysis uses.
     A compiled program (HLO text / proto, an XLA dump) is replayed into a
     predicted step first (profanalyzer.hlo.compiled)."""
@@ -179,14 +184,16 @@ def read_trace(path: str | Path, options: AnalysisOptions = AnalysisOptions()) -
 
     if compiled.is_program_path(path):
         return compiled.load_program_trace(path, chip=options.chip, lines=ANALYSIS_LINES)
-    return load_trace(path, chip=options.chip, jobs=options.jobs, progress=options.progress, lines=ANALYSIS_LINES)
+    # `progress` is typed object here and in run.RunOptions; its contract is load_trace's callable
+    progress = cast("Callable[[int, int, str], None] | None", options.progress)
+    return load_trace(path, chip=options.chip, jobs=options.jobs, progress=progress, lines=ANALYSIS_LINES)
 
 
-def analyze(path: str | Path, options: AnalysisOptions = AnalysisOptions()) -> Analysis:
+def analyze(path: str | Path, options: AnalysisOptions = DEFAULT_ANALYSIS_OPTIONS) -> Analysis:
     return analyze_trace(read_trace(path, options), options)
 
 
-def analyze_trace(trace: Trace, options: AnalysisOptions = AnalysisOptions()) -> Analysis:
+def analyze_trace(trace: Trace, options: AnalysisOptions = DEFAULT_ANALYSIS_OPTIONS) -> Analysis:
     return analyze_attributed(attribute(trace), options)
 
 
@@ -234,7 +241,7 @@ def attribute(trace: Trace) -> Attributed:
                       lazy={"counter_lines": lines})
 
 
-def analyze_attributed(att: Attributed, options: AnalysisOptions = AnalysisOptions()) -> Analysis:
+def analyze_attributed(att: Attributed, options: AnalysisOptions = DEFAULT_ANALYSIS_OPTIONS) -> Analysis:
     """The Analysis of an attributed trace: every stage reads `att`."""
     trace, work, table, step_mean = att.trace, att.work, att.step_table, att.step_mean
     t: _Tables = att.tables

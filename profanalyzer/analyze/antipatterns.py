@@ -208,7 +208,7 @@ def _measured(trace: Trace, work: Sequence[CoreWork], kept_steps: set[int], name
         want = np.isin(ev.meta, np.asarray(rows, dtype=ev.meta.dtype))
         _, inside = locate(ks, ke, ev.start_ps[want])
         idx = np.flatnonzero(want)[inside]
-        for k, d in zip(ev.meta[idx].tolist(), ev.self_ps[idx].tolist()):
+        for k, d in zip(ev.meta[idx].tolist(), ev.self_ps[idx].tolist(), strict=True):
             nm = short[int(k)]
             tot[nm] = tot.get(nm, 0.0) + float(d)
     return tot, n

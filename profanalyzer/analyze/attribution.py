@@ -99,7 +99,7 @@ class OpTimeline:
         if got is None:
             return None
         shape = (lambda n: (n,)) if total else (lambda n: (len(wa), n))
-        return [np.frombuffer(g, dtype=np.int64).reshape(shape(n)) for g, (_, n) in zip(got, label_sets)]
+        return [np.frombuffer(g, dtype=np.int64).reshape(shape(n)) for g, (_, n) in zip(got, label_sets, strict=True)]
 
     def exclusive_many(self, label_sets, wa: np.ndarray, wb: np.ndarray) -> list[np.ndarray]:
         """`exclusive` for several labelings at once (windows clipped once).

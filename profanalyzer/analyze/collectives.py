@@ -149,10 +149,10 @@ def diagnose_collectives(att: Attributed, overlap: OverlapResult) -> CollectiveD
     types = {}
     for ti, d in sorted(by_type.items()):
         t = TYPES[ti]
-        rows = [cw for _, cw in per_core]
-        dur = np.concatenate([(cw["end"] - cw["start"])[cw["type"] == ti] for cw in rows]).astype(np.float64)
-        byt = np.concatenate([cw["bytes"][cw["type"] == ti] for cw in rows])
-        hid = np.concatenate([cw["hidden"][cw["type"] == ti] for cw in rows]).astype(np.float64)
+        cores = [cw for _, cw in per_core]
+        dur = np.concatenate([(cw["end"] - cw["start"])[cw["type"] == ti] for cw in cores]).astype(np.float64)
+        byt = np.concatenate([cw["bytes"][cw["type"] == ti] for cw in cores])
+        hid = np.concatenate([cw["hidden"][cw["type"] == ti] for cw in cores]).astype(np.float64)
         has_b = ~np.isnan(byt)
         bpi = float(median(byt[has_b])) if has_b.any() else None
         bw_time = float(dur[has_b].sum())

@@ -37,12 +37,13 @@ from __future__ import annotations
 import re
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from profanalyzer.analyze.attributed import Attributed
 from profanalyzer.model import KernelCounters
-from profanalyzer.trace import LINE_OPS, Trace
+from profanalyzer.trace import LINE_OPS, OpMetadata, Trace
 from profanalyzer.vocab import BUCKETS
 
 __all__ = ["COUNTERS_LINE", "TRACEME_LINE", "UTIL_STAT", "kernel_counters", "with_device_peaks", "read_counter_lines",
@@ -90,7 +91,7 @@ def with_device_peaks(trace: Trace) -> tuple[Trace, str]:
         return trace, ""
     chip = trace.chip
     per = chip.planes_per_chip
-    kw = {}
+    kw: dict[str, Any] = {}  # Chip fields to replace
     said = []
     if tf_ok:
         v = float(np.median(tf_ok)) * per
@@ -125,17 +126,17 @@ def read_counter_lines(path: str | Path) -> dict[str, dict[str, tuple[np.ndarray
             continue
         start, end = ref.offset, ref.offset + ref.length
         fld, wt, ps, pe, tag = wire.scan_fields(buf, start, end)
-        spans = [(int(a), int(b)) for f, w, a, b in zip(fld.tolist(), wt.tolist(), ps.tolist(), pe.tolist()) if f == 3 and w == 2]
+        spans = [(int(a), int(b)) for f, w, a, b in zip(fld.tolist(), wt.tolist(), ps.tolist(), pe.tolist(), strict=True) if f == 3 and w == 2]
         heads = [wire.peek_line(buf, a, b) for a, b in spans]
-        want = [(a, b) for (a, b), h in zip(spans, heads) if h is None or h[0] in (COUNTERS_LINE, TRACEME_LINE)]
+        want = [(a, b) for (a, b), h in zip(spans, heads, strict=True) if h is None or h[0] in (COUNTERS_LINE, TRACEME_LINE)]
         if not want:
             continue
-        lines = [xplane_pb2.XLine.FromString(bytes(buf[a:b])) for a, b in want]  # type: ignore[attr-defined]
+        lines = [xplane_pb2.XLine.FromString(bytes(buf[a:b])) for a, b in want]  # type: ignore[attr-defined]  # protoc's classes exist only at run time (no stubs)
         lines = [ln for ln in lines if (ln.name or ln.display_name) in (COUNTERS_LINE, TRACEME_LINE) and len(ln.events)]
         if not lines:
             continue
-        rest = [(int(t), int(b)) for f, w, t, b in zip(fld.tolist(), wt.tolist(), tag.tolist(), pe.tolist()) if f in (4, 5)]
-        meta = xplane_pb2.XPlane.FromString(b"".join(bytes(buf[t:b]) for t, b in rest))  # type: ignore[attr-defined]
+        rest = [(int(t), int(b)) for f, w, t, b in zip(fld.tolist(), wt.tolist(), tag.tolist(), pe.tolist(), strict=True) if f in (4, 5)]
+        meta = xplane_pb2.XPlane.FromString(b"".join(bytes(buf[t:b]) for t, b in rest))  # type: ignore[attr-defined]  # protoc's classes exist only at run time (no stubs)
         ev_names = {k: v.name for k, v in meta.event_metadata.items()}
         st_names = {k: v.name for k, v in meta.stat_metadata.items()}
         # the origin: the earliest timestamp of any line with events (the analysis reader's)
@@ -163,11 +164,11 @@ def read_counter_lines(path: str | Path) -> dict[str, dict[str, tuple[np.ndarray
                     rec["counters"] = (a[:, 0].astype(np.int64), a[:, 1].astype(np.int64), a[:, 2].astype(np.int64), a[:, 3])
                     rec["units"] = tuple(units)
             else:
-                rows = [(base + e.offset_ps, base + e.offset_ps + e.duration_ps,
-                         ev_names.get(e.metadata_id, "").startswith("ep_wait"))
-                        for e in ln.events if ev_names.get(e.metadata_id, "").startswith("ep_")]
-                if rows:
-                    a = np.asarray(rows, dtype=np.int64)
+                phase_rows = [(base + e.offset_ps, base + e.offset_ps + e.duration_ps,
+                               ev_names.get(e.metadata_id, "").startswith("ep_wait"))
+                              for e in ln.events if ev_names.get(e.metadata_id, "").startswith("ep_")]
+                if phase_rows:
+                    a = np.asarray(phase_rows, dtype=np.int64)
                     rec["phases"] = (a[:, 0], a[:, 1], a[:, 2].astype(bool))
         if rec:
             out[ref.name] = rec
@@ -215,7 +216,7 @@ def counter_matmul_rows(trace: Trace, work, lines: dict[tuple[str, str], dict]) 
         return {}
     other = BUCKETS.index("other_compute")
     acc: dict[tuple[int, int], list[float]] = {}  # (id(meta), row) -> [sample overlap, overlap * MXU util, op time]
-    tables: dict[int, object] = {}
+    tables: dict[int, OpMetadata] = {}
     labels: dict[int, list[str]] = {}
     for w in work:
         md = w.plane.meta
@@ -223,7 +224,9 @@ def counter_matmul_rows(trace: Trace, work, lines: dict[tuple[str, str], dict]) 
         tables[id(md)] = md
         rec = lines.get((w.plane.host, w.plane.name))
         ln = w.plane.line(LINE_OPS)
-        cnt = rec.get("counters") if rec else None
+        if rec is None:
+            continue
+        cnt = rec.get("counters")
         if cnt is None or ln is None or not len(ln.events) or "MXU" not in rec.get("units", ()):
             continue
         n = min(len(w.classes.bucket), len(md))
@@ -254,7 +257,7 @@ def counter_matmul_rows(trace: Trace, work, lines: dict[tuple[str, str], dict]) 
         busy = wu / cov
         if busy < MXU_MATMUL:
             continue
-        text = str(tables[mid].name[r] or "")  # type: ignore[attr-defined]
+        text = str(tables[mid].name[r] or "")
         m = _OUT_TYPE.search(text)
         dt = m.group(1) if m else ""
         precision, bucket = ("fp8", "matmul_fp8") if dt.startswith("f8") else _OUT_PRECISION.get(dt, (None, "matmul_other"))

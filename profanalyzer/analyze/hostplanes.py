@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
-from google.protobuf.message import DecodeError
+from google.protobuf.message import DecodeError  # type: ignore[import-untyped]  # no stubs installed
 
 from profanalyzer.analyze.idle import host_gaps, union_intervals
 from profanalyzer.model import HostActivity
@@ -101,7 +101,7 @@ def read_host_events(file: str | Path, origin_ns: int = 0) -> tuple[list[str], n
                     continue
                 base, mids, off, dur = (hdr.timestamp_ns - origin_ns) * 1000, ev.metadata_id, ev.offset_ps, ev.duration_ps
             else:
-                line = xplane_pb2.XLine.FromString(bytes(buf[a:b]))
+                line = xplane_pb2.XLine.FromString(bytes(buf[a:b]))  # type: ignore[attr-defined]  # protoc's classes exist only at run time (no stubs)
                 if not HOST_LINES.match(line.name or line.display_name):
                     continue
                 base = (line.timestamp_ns - origin_ns) * 1000

@@ -85,13 +85,13 @@ class _Lowered:
         self.texts = texts
         joined = "\0".join(texts)
         self.low: bytes | None = None
-        self.starts = None
+        self.starts = np.zeros(0, dtype=np.int64)  # where each text begins in `low`
         if joined.isascii():
             # ASCII letters folded to lower case by setting bit 0x20 (what
             # str.lower does to them); other bytes change too, but never into
             # a letter, and the needles are letters only.
             self.low = (np.frombuffer(joined.encode("ascii"), dtype=np.uint8) | 0x20).tobytes()
-            self.starts = np.cumsum([0] + [len(t) + 1 for t in texts[:-1]]) if len(texts) else None
+            self.starts = np.cumsum([0] + [len(t) + 1 for t in texts[:-1]])
 
     def containing(self, needle: str, pattern: re.Pattern) -> np.ndarray:
         """Per text: may `pattern` (case-insensitive, every match contains
@@ -194,7 +194,7 @@ def _gaps(w: CoreWork, memo: TableMemo | None = None) -> tuple[np.ndarray, np.nd
     ln = w.plane.line(LINE_OPS)
     mods = w.plane.line(LINE_MODULES)
     have_mods = mods is not None and len(mods.events) > 0
-    if have_mods:
+    if mods is not None and have_mods:
         ms_, mend, _ = union_intervals(mods.events.start_ps, mods.events.end_ps)
     else:
         ms_ = mend = np.zeros(0, dtype=np.int64)
@@ -308,7 +308,7 @@ def host_gaps(w: CoreWork, step_start: np.ndarray, step_end: np.ndarray) -> tupl
             if have_mods:  # the parts outside every run
                 lo = int(np.searchsorted(mend, a, side="right"))
                 cur = a
-                for x, y in zip(ms_[lo:].tolist(), mend[lo:].tolist()):
+                for x, y in zip(ms_[lo:].tolist(), mend[lo:].tolist(), strict=True):
                     if x >= b:
                         break
                     if x > cur:
@@ -391,25 +391,25 @@ def idle_causes(att: Attributed) -> IdleResult:
     coll_cols = [BUCKETS.index(b) for b in COLLECTIVE_BUCKETS]
     memo = att.memo
     for w in work:
-        att = w.attribution
-        if not len(att.step_numbers):
+        core = w.attribution
+        if not len(core.step_numbers):
             continue
-        kept = np.isin(att.step_numbers, kept_list)
+        kept = np.isin(core.step_numbers, kept_list)
         if not kept.any():
             continue
         steps = trace.steps[w.plane.label]
         # attribution rows are in the order of trace.steps (same arrays)
         raw, have = core_step_causes(w, steps.start_ps[kept], steps.end_ps[kept], memo)
         no_modules += 0 if have else 1
-        b = att.buckets[kept]
+        b = core.buckets[kept]
         c = b[:, coll_cols].sum(axis=1)
         labels.append(w.plane.label)
         raws.append(raw)
-        nums.append(att.step_numbers[kept])
+        nums.append(core.step_numbers[kept])
         idles.append(b[:, IDLE])
         colls.append(c)
         comps.append(b.sum(axis=1) - b[:, IDLE] - c)
-    fixed = [reconcile(r, i) for r, i in zip(peer_cap(raws, nums, comps, colls), idles)]
+    fixed = [reconcile(r, i) for r, i in zip(peer_cap(raws, nums, comps, colls), idles, strict=True)]
     notes = []
     if no_modules:
         notes.append(f"{no_modules} TensorCore(s) have no XLA Modules line: idle between programs (host dispatch) "
@@ -418,12 +418,12 @@ def idle_causes(att: Attributed) -> IdleResult:
         return IdleResult({c: IdleCause(0.0, 0.0) for c in IDLE_CAUSES}, tuple(notes))
     avg = np.asarray([f.mean(axis=0) for f in fixed], dtype=np.float64).mean(axis=0)
     denom = step_mean if step_mean > 0 else 1.0
-    by_core = {lab: dict(zip(IDLE_CAUSES, f.mean(axis=0).tolist())) for lab, f in zip(labels, fixed)}
+    by_core = {lab: dict(zip(IDLE_CAUSES, f.mean(axis=0).tolist(), strict=True)) for lab, f in zip(labels, fixed, strict=True)}
     acc: dict[int, list[np.ndarray]] = {}
-    for f, n in zip(fixed, nums):
+    for f, n in zip(fixed, nums, strict=True):
         for r, s in enumerate(n.tolist()):
             acc.setdefault(int(s), []).append(f[r])
-    by_step = {str(s): dict(zip(IDLE_CAUSES, np.mean(np.asarray(v, dtype=np.float64), axis=0).tolist()))
+    by_step = {str(s): dict(zip(IDLE_CAUSES, np.mean(np.asarray(v, dtype=np.float64), axis=0).tolist(), strict=True))
                for s, v in sorted(acc.items())}
     return IdleResult({c: IdleCause(float(avg[i]), float(avg[i]) / denom) for i, c in enumerate(IDLE_CAUSES)},
                       tuple(notes), by_step, by_core)

@@ -34,12 +34,13 @@ Imports: model, hardware, xspace (the analysis stage's floor).
 
 from __future__ import annotations
 
+import builtins
 from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
-from google.protobuf.message import DecodeError
+from google.protobuf.message import DecodeError  # type: ignore[import-untyped]  # no stubs installed
 
 from profanalyzer.hardware import Chip
 from profanalyzer.model import MemoryBuffer, MemorySummary
@@ -162,7 +163,7 @@ class Allocation:
     constant: bool
     thread_local: bool
     tuple: bool
-    assigned: tuple[int, ...]  # logical buffer ids
+    assigned: builtins.tuple[int, ...]  # logical buffer ids (`tuple` is the field above)
 
 
 @dataclass(frozen=True)
@@ -219,7 +220,8 @@ def parse_hlo_proto(data: bytes, program: str = "") -> BufferAssignment | None:
             continue
         if f == _BA_LOGICAL_BUFFERS:
             d = {_LB_ID: 0, _LB_SIZE: 0, _LB_COLOR: 0}
-            iid, sidx = -1, ()
+            iid = -1
+            sidx: tuple[int, ...] = ()
             for f2, wt2, v2, a2, b2, _ in _fields(data, a, b):
                 if wt2 == 0 and f2 in d:
                     d[f2] = _signed(v2)
@@ -330,8 +332,8 @@ def program_memory(ba: BufferAssignment, top_n: int = TOP_BUFFERS) -> ProgramMem
         if al.color != HBM_COLOR or al.thread_local or _kind(al) == "temp" or al.size <= 0:
             continue
         lbs = [ba.buffers[i] for i in al.assigned if i in ba.buffers]
-        lb = max(lbs, key=lambda x: x.size) if lbs else None
-        name, shape = _buffer_name(ba, lb) if lb is not None else (f"allocation {al.index}", "")
+        largest = max(lbs, key=lambda x: x.size) if lbs else None
+        name, shape = _buffer_name(ba, largest) if largest is not None else (f"allocation {al.index}", "")
         rows.append(MemoryBuffer(name, al.size, shape, _kind(al), _space(al.color)))
     rows.sort(key=lambda r: (-r.size_bytes, r.name))
     return ProgramMemory(hbm, host, best[1] if best else "", tuple(rows[:top_n]))
@@ -347,7 +349,7 @@ class AllocatorPeak:
     devices: int  # devices seen
 
 
-def allocator_peak(host_planes: list[xplane_pb2.XPlane]) -> AllocatorPeak | None:
+def allocator_peak(host_planes: list[xplane_pb2.XPlane]) -> AllocatorPeak | None:  # type: ignore[name-defined]  # protoc's classes exist only at run time (no stubs)
     """The largest stack + heap in use over the allocator events of every device."""
     best: AllocatorPeak | None = None
     devices: set[int] = set()
@@ -387,7 +389,7 @@ class MemorySources:
     notes: list[str] = field(default_factory=list)
 
 
-def _hlo_proto(meta: xplane_pb2.XPlane, program: str) -> bytes | None:
+def _hlo_proto(meta: xplane_pb2.XPlane, program: str) -> bytes | None:  # type: ignore[name-defined]  # protoc's classes exist only at run time (no stubs)
     sid = next((k for k, v in meta.stat_metadata.items() if v.name == HLO_PROTO_STAT), None)
     if sid is None:
         return None
@@ -438,7 +440,7 @@ def _memory_ids(buf, start: int, end: int) -> np.ndarray:
     return np.asarray(sorted(ids), dtype=np.int64)
 
 
-def _allocator_plane(buf, start: int, end: int) -> xplane_pb2.XPlane:
+def _allocator_plane(buf, start: int, end: int) -> xplane_pb2.XPlane:  # type: ignore[name-defined]  # protoc's classes exist only at run time (no stubs)
     """A host plane as `allocator_peak` reads it: only the lines that hold an
     allocator event (MEMORY_EVENTS; every other line contributes nothing),
     found from the lines' metadata ids (the vectorised decoder) before any
@@ -455,8 +457,8 @@ def _allocator_plane(buf, start: int, end: int) -> xplane_pb2.XPlane:
                     continue
             out += buf[tag:b]
     except ValueError:  # malformed: the runtime parses it whole and says where
-        return xplane_pb2.XPlane.FromString(bytes(buf[start:end]))
-    return xplane_pb2.XPlane.FromString(bytes(out))
+        return xplane_pb2.XPlane.FromString(bytes(buf[start:end]))  # type: ignore[attr-defined]  # protoc's classes exist only at run time (no stubs)
+    return xplane_pb2.XPlane.FromString(bytes(out))  # type: ignore[attr-defined]  # protoc's classes exist only at run time (no stubs)
 
 
 def read_sources(file: str | Path, program: str) -> MemorySources:

@@ -28,6 +28,7 @@ Imports: model, vocab, trace, attribution, opstats (TableMemo) (the analysis sta
 from __future__ import annotations
 
 import re
+from functools import partial
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -61,7 +62,9 @@ _NUMBER = re.compile(r"^\d+$")
 
 def _split(tf_op: str) -> list[str]:
     """Split on '/' outside brackets and parentheses."""
-    parts, depth, cur = [], 0, []
+    parts: list[str] = []
+    cur: list[str] = []
+    depth = 0
     for ch in tf_op:
         if ch in "([{":
             depth += 1
@@ -192,9 +195,8 @@ def scope_rollup(att: Attributed) -> tuple[ScopeRow, ...]:
         ln = w.plane.line(LINE_OPS)
         if ln is None or len(ln.events) == 0 or nk == 0:
             continue
-        md = w.plane.meta
         tables = memo.get("scopes.rows", w.plane, w.classes, ("md.tf_op", "md.name"),
-                          lambda: _scope_rows(md, ids, names_ids, layer_ids))
+                          partial(_scope_rows, w.plane.meta, ids, names_ids, layer_ids))
         todo.append((w, ln.events, steps.start_ps[kept], steps.end_ps[kept], nk, tables))
     ns = len(ids)
     per_core = map_ordered(lambda t: _core_scopes(*t, ns, nb), todo)

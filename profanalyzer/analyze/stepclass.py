@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 from functools import reduce
+from itertools import pairwise
 
 from profanalyzer.model import StepClass, StepRow
 from profanalyzer.stats import median_of
@@ -39,7 +40,7 @@ def step_classes(table: tuple[StepRow, ...]) -> tuple[StepClass, ...]:
     if len(heavy) < MIN_MEMBERS:
         return ()
     nums = [r.number for r in heavy]
-    period = reduce(math.gcd, [b - a for a, b in zip(nums, nums[1:])])
+    period = reduce(math.gcd, [b - a for a, b in pairwise(nums)])
     if period < 2:
         return ()
     expected = list(range(nums[0], rows[-1].number + 1, period))

@@ -52,7 +52,7 @@ def _coalesce(s: np.ndarray, e: np.ndarray, b: np.ndarray, labels: list[str], na
         win = np.argmax(tot, axis=1)
         # label: the longest span of the winning bucket in the bin
         order = np.lexsort((-dur, key))
-        first = {}
+        first: dict[int, int] = {}
         for i in order.tolist():
             first.setdefault(int(key[i]), i)
         bins = np.flatnonzero(used)
@@ -68,7 +68,7 @@ def _coalesce(s: np.ndarray, e: np.ndarray, b: np.ndarray, labels: list[str], na
     ends = np.append(starts[1:], n) - 1
     dur = e - s
     spans = []
-    for i0, i1 in zip(starts.tolist(), ends.tolist()):
+    for i0, i1 in zip(starts.tolist(), ends.tolist(), strict=True):
         j = i0 + int(np.argmax(dur[i0 : i1 + 1]))
         spans.append(Span(int(s[i0]), int(e[i1]), names[int(b[i0])], labels[j]))
     return spans, merged
@@ -127,7 +127,7 @@ def build_timeline(att: Attributed, windows: Windows | None) -> TimelineSample |
         hs = w.compute(we) - w.compute(ws)
         sub = wins.take(sel)
         names = [window_name(plane.meta, r) for r in sub.row.tolist()]
-        for s0, e0, typ, name, h in zip(ws.tolist(), we.tolist(), sub.type_names(), names, hs.tolist()):
+        for s0, e0, typ, name, h in zip(ws.tolist(), we.tolist(), sub.type_names(), names, hs.tolist(), strict=True):
             win = e0 - s0
             spans_w.append(WindowSpan(s0 - a, min(e0, b) - a, typ, name, (h / win) if win > 0 else 0.0, window_class(h, win)))
     return TimelineSample(plane.label, int(rep), b - a, tuple(lanes), tuple(spans_w), merged)

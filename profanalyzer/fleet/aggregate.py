@@ -9,6 +9,7 @@ from dataclasses import replace
 
 from profanalyzer.fleet.paths import Expansion, RunInput, host_stem, natural
 from profanalyzer.fleet.records import (
+    DEFAULT_FLEET_OPTIONS,
     FLEET_SCHEMA_VERSION,
     CriticalBucket,
     Failure,
@@ -104,9 +105,16 @@ def _mode(values: Iterable[str | None]) -> str | None:
     return sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[0][0]
 
 
+def _measured(h: HostResult) -> tuple[float, float]:
+    """(step, wait) of an analysed host: host_result sets both when it is ok."""
+    if h.step_ps is None or h.wait_ps is None:
+        raise ValueError(f"{h.host}: analysed, but without a step or wait time")
+    return h.step_ps, h.wait_ps
+
+
 def pod_view(run: RunInput, outputs: Sequence[dict], buckets: tuple[str, ...]) -> RunResult:
     """Per-run aggregation: hosts, stragglers, the slowest host's critical bucket."""
-    hosts = [host_result(p, o, buckets) for p, o in zip(run.files, outputs)]
+    hosts = [host_result(p, o, buckets) for p, o in zip(run.files, outputs, strict=True)]
     ok = [h for h in hosts if h.ok]
     n_ok = len(ok)
     if not ok:
@@ -114,28 +122,29 @@ def pod_view(run: RunInput, outputs: Sequence[dict], buckets: tuple[str, ...]) -
             run.name, run.path, run.time, run.time_source, len(hosts), 0, len(hosts), None, None, None, {}, None, None, None, (),
             "skipped: no host file of this run could be analysed", None, None, tuple(hosts),
         )
-    steps = [h.step_ps for h in ok]
+    measured = [_measured(h) for h in ok]
+    steps = [step for step, _ in measured]
+    waits = [wait for _, wait in measured]
     med_step = statistics.median(steps)
     floor = STRAGGLER_MIN_REL_SCALE * med_step
     stragglers: list[str] = []
     if n_ok >= STRAGGLER_MIN_HOSTS:
         zs = modified_z(steps, floor)
-        waits = [h.wait_ps for h in ok]
         zw = modified_z(waits, floor)
         med_wait = statistics.median(waits)
         new: dict[int, HostResult] = {}
-        for h, z1, z2 in zip(ok, zs, zw):
+        for h, step, wait, z1, z2 in zip(ok, steps, waits, zs, zw, strict=True):
             reasons = []
             if z1 > STRAGGLER_Z:
-                reasons.append(f"step time {_ms(h.step_ps)} is {_ms(h.step_ps - med_step)} above the pod median {_ms(med_step)} (z {z1:.1f})")
+                reasons.append(f"step time {_ms(step)} is {_ms(step - med_step)} above the pod median {_ms(med_step)} (z {z1:.1f})")
             if z2 < -STRAGGLER_Z:
                 reasons.append(
-                    f"idle + exposed communication {_ms(h.wait_ps)} is {_ms(med_wait - h.wait_ps)} below the pod median "
+                    f"idle + exposed communication {_ms(wait)} is {_ms(med_wait - wait)} below the pod median "
                     f"{_ms(med_wait)} (z {z2:.1f}): the other hosts wait for it"
                 )
             elif z2 > STRAGGLER_Z:
                 reasons.append(
-                    f"idle + exposed communication {_ms(h.wait_ps)} is {_ms(h.wait_ps - med_wait)} above the pod median "
+                    f"idle + exposed communication {_ms(wait)} is {_ms(wait - med_wait)} above the pod median "
                     f"{_ms(med_wait)} (z {z2:.1f}): slow links, input pipeline or host-side stalls"
                 )
             new[id(h)] = replace(h, step_z=z1, wait_z=z2, straggler=bool(reasons), straggler_reasons=tuple(reasons))
@@ -148,12 +157,12 @@ def pod_view(run: RunInput, outputs: Sequence[dict], buckets: tuple[str, ...]) -
         )
     else:
         check = f"skipped: {n_ok} analysed host{'s' if n_ok != 1 else ''} (needs >= {STRAGGLER_MIN_HOSTS})"
-    ok = [h for h in hosts if h.ok]
+    ok = [h for h in hosts if h.ok]  # the same hosts, in the same order, with their z-scores
     mean_b = {b: statistics.fmean(h.buckets[b] for h in ok) for b in buckets}
-    slowest = max(ok, key=lambda h: (h.step_ps, natural(h.host)))
+    slowest_step, slowest = max(zip(steps, ok, strict=True), key=lambda sh: (sh[0], natural(sh[1].host)))
     med_b = {b: statistics.median(h.buckets[b] for h in ok) for b in buckets}
     excess = {b: slowest.buckets[b] - med_b[b] for b in buckets}
-    step_excess = slowest.step_ps - med_step
+    step_excess = slowest_step - med_step
     crit_b = max(buckets, key=lambda b: (excess[b], -buckets.index(b)))
     if n_ok > 1 and step_excess > floor and excess[crit_b] > 0:
         reason = (
@@ -179,11 +188,11 @@ def pod_view(run: RunInput, outputs: Sequence[dict], buckets: tuple[str, ...]) -
         hosts_total=len(hosts),
         hosts_ok=n_ok,
         hosts_failed=len(hosts) - n_ok,
-        step_ps=statistics.fmean(h.step_ps for h in ok),
+        step_ps=statistics.fmean(steps),
         step_median_ps=med_step,
-        step_max_ps=slowest.step_ps,
+        step_max_ps=slowest_step,
         buckets=mean_b,
-        wait_ps=statistics.fmean(h.wait_ps for h in ok),
+        wait_ps=statistics.fmean(waits),
         slowest_host=slowest.host,
         critical=critical,
         stragglers=tuple(stragglers),
@@ -271,14 +280,14 @@ def aggregate_fleet(
     outputs: Sequence[dict],
     *,
     inputs: Sequence[str] = (),
-    options: FleetOptions = FleetOptions(),
+    options: FleetOptions = DEFAULT_FLEET_OPTIONS,
     use_cache: bool = True,
 ) -> FleetResult:
     """Build the FleetResult from the expansion and the per-file task outputs (in ``exp.files`` order)."""
     buckets = bucket_names()
     if len(outputs) != len(exp.files):
         raise ValueError("one output per expanded host file expected")
-    by_file = dict(zip(exp.files, outputs))
+    by_file = dict(zip(exp.files, outputs, strict=True))
     runs = tuple(pod_view(r, [by_file[f] for f in r.files], buckets) for r in exp.runs)
     failures = list(exp.failures)
     for r in exp.runs:
@@ -312,7 +321,7 @@ def calibration(runs: Sequence[RunResult], outputs: Sequence[Sequence[dict]]) ->
     from profanalyzer.verify import RunPoint, calibrate
 
     points = []
-    for r, outs in zip(runs, outputs):
+    for r, outs in zip(runs, outputs, strict=True):
         recs = [o["record"] for o in outs if o.get("ok") and "findings" in o.get("record", {})]
         if r.step_ps is None or not recs:
             continue

@@ -32,7 +32,7 @@ def fingerprint_sources() -> list[tuple[str, Path]]:
     (``heuristics``), sorted per package: what :func:`code_fingerprint` hashes."""
     import heuristics
 
-    out = []
+    out: list[tuple[str, Path]] = []
     for pkg in (Path(__file__).resolve().parents[1], Path(heuristics.__file__).resolve().parent):
         out.extend((f"{pkg.name}/{f.relative_to(pkg).as_posix()}", f) for f in sorted(pkg.rglob("*.py")))
     return out
@@ -100,7 +100,7 @@ class RecordCache:
 
     def put(self, key: str, file_sha256: str, record: dict | None = None, failure: dict | None = None) -> None:
         p = self.path(key)
-        doc = {"key": key, "file_sha256": file_sha256, "tool_version": __version__}
+        doc: dict[str, object] = {"key": key, "file_sha256": file_sha256, "tool_version": __version__}
         doc.update({"record": record} if record is not None else {"failure": failure})
         tmp = None
         try:

@@ -17,6 +17,7 @@ from profanalyzer.fleet.cache import (
 )
 from profanalyzer.fleet.paths import expand_paths, fetch_remote, sha256_local
 from profanalyzer.fleet.records import (
+    DEFAULT_FLEET_OPTIONS,
     FleetOptions,
     FleetResult,
     failure_from,
@@ -28,7 +29,7 @@ from profanalyzer.xspace.sources import is_url
 
 def analyse_host_file(
     path: str,
-    options: FleetOptions = FleetOptions(),
+    options: FleetOptions = DEFAULT_FLEET_OPTIONS,
     cache_dir: str | None = None,
     use_cache: bool = True,
     sha256: str | None = None,
@@ -51,7 +52,7 @@ def analyse_host_file(
             local = path
         out["sha256"] = sha
         cache = RecordCache(cache_dir) if use_cache else None
-        key = RecordCache.key(sha, options) if cache else None
+        key = RecordCache.key(sha, options) if cache else ""  # "": no cache, so never looked up or stored
         hit = cache.get(key) if cache else None
         if hit is not None:
             return from_cache(path, sha, hit)
@@ -125,7 +126,7 @@ def analyse_sequential(
 ) -> list[dict]:
     out = []
     shas = shas or [None] * len(files)
-    for i, (f, sha) in enumerate(zip(files, shas)):
+    for i, (f, sha) in enumerate(zip(files, shas, strict=True)):
         out.append(analyse_host_file(f, options, cache_dir, use_cache, sha))
         if progress:
             progress(i + 1, len(files))
@@ -241,7 +242,7 @@ def analyse_dask(
 def run_fleet(
     paths: Iterable[str],
     *,
-    options: FleetOptions = FleetOptions(),
+    options: FleetOptions = DEFAULT_FLEET_OPTIONS,
     scheduler: str | None = None,
     workers: int | None = None,
     use_cache: bool = True,
@@ -287,7 +288,7 @@ def run_fleet(
             res = analyse_sequential(sub, options, cdir, use_cache, step, sub_shas)
         else:
             res = analyse_dask(sub, options, cdir, use_cache, scheduler=scheduler, workers=workers, progress=step, shas=sub_shas)
-        for i, r in zip(todo, res):
+        for i, r in zip(todo, res, strict=True):
             outputs[i] = r
     return aggregate_fleet(exp, outputs, inputs=paths, options=options, use_cache=use_cache)  # type: ignore[arg-type]
 

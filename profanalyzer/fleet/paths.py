@@ -184,7 +184,8 @@ def run_time(name: str, mtime: float | None) -> tuple[str | None, str, float]:
     m = RUN_NAME_RE.match(name)
     if m:
         try:
-            dt = datetime(*(int(g) for g in m.groups()), tzinfo=UTC)
+            year, month, day, hour, minute, second = (int(g) for g in m.groups())
+            dt = datetime(year, month, day, hour, minute, second, tzinfo=UTC)
             return dt.strftime("%Y-%m-%dT%H:%M:%SZ"), "folder name", dt.timestamp()
         except ValueError:
             pass

@@ -32,6 +32,10 @@ class FleetOptions:
         return {"chip": self.chip.lower() if self.chip else None}
 
 
+#: The defaults, one shared instance (frozen) for every `options=` default.
+DEFAULT_FLEET_OPTIONS = FleetOptions()
+
+
 @dataclass(frozen=True)
 class Failure:
     """A host file (or a PATH) that could not be analysed, with its one-line error."""

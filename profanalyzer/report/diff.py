@@ -238,8 +238,8 @@ def render_diff_markdown(c: Comparison, ops: int = OPS_SHORT) -> str:
     u = c.utilisation.get("mfu")
     if u is not None:
         out.append(f"| MFU | {pct(u.base)} | {pct(u.new)} | {pts(u.delta)} | |")
-    for k, v in c.memory.items():
-        out.append(f"| Memory {k} | {gb(v.base)} | {gb(v.new)} | {sgb(v.delta)} | |")
+    for k, mem in c.memory.items():
+        out.append(f"| Memory {k} | {gb(mem.base)} | {gb(mem.new)} | {sgb(mem.delta)} | |")
     if c.base.offload != c.new.offload:
         out.append(f"| SparseCore offload | {md_escape(c.base.offload or '-')} | {md_escape(c.new.offload or '-')} | | |")
     out.append("")

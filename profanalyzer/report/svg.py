@@ -184,7 +184,7 @@ def step_bars(bars: Sequence[StepBar], median_ps: float | None, title: str, desc
     def y(ps: float) -> float:
         return top + ph - ps / ymax * ph
 
-    for t, label in zip(ticks, tick_labels(ticks)):
+    for t, label in zip(ticks, tick_labels(ticks), strict=True):
         yy = y(t * 1e9)
         out.append(f'<line x1="{coord(left)}" x2="{coord(width - right)}" y1="{coord(yy)}" y2="{coord(yy)}" class="grid"/>')
         out.append(f'<text x="{coord(left - 6)}" y="{coord(yy + 4)}" class="lbl" text-anchor="end">{label}</text>')
@@ -300,19 +300,19 @@ def timeline(step_ps: float, lanes: Sequence[TLLane], windows: Sequence[TLWindow
             f'height="{coord(body)}" fill="{WINDOW_COLOURS.get(w.klass, DEFAULT_COLOUR)}" class="shade"/>'
         )
     y = top
-    for ln, h in zip(lanes, lane_h):
+    for ln, h in zip(lanes, lane_h, strict=True):
         out.append(f'<text x="{coord(left - 8)}" y="{coord(y + h / 2 + 4)}" class="lbl" text-anchor="end">{esc(short_label(ln.label, 22))}<title>{esc(ln.title)}</title></text>')
         out.append(f'<rect x="{coord(left)}" y="{coord(y)}" width="{coord(pw)}" height="{coord(h)}" class="lane"/>')
         for s in ln.spans:
-            w = x(s.end) - x(s.start)
+            sw = x(s.end) - x(s.start)
             out.append(
-                f'<rect x="{coord(x(s.start))}" y="{coord(y)}" width="{coord(max(0.3, w))}" height="{coord(h)}" fill="{s.fill}">'
+                f'<rect x="{coord(x(s.start))}" y="{coord(y)}" width="{coord(max(0.3, sw))}" height="{coord(h)}" fill="{s.fill}">'
                 f"<title>{esc(s.tip)}</title></rect>"
             )
         y += h + gap
     if n_win_rows:
         out.append(f'<text x="{coord(left - 8)}" y="{coord(y + (n_win_rows * (win_h + 2)) / 2 + 4)}" class="lbl" text-anchor="end">collective windows</text>')
-        for w, r in zip(sorted(windows, key=lambda w: (w.start, w.end)), win_rows):
+        for w, r in zip(sorted(windows, key=lambda w: (w.start, w.end)), win_rows, strict=True):
             yy = y + r * (win_h + 2)
             out.append(
                 f'<rect x="{coord(x(w.start))}" y="{coord(yy)}" width="{coord(max(0.8, x(w.end) - x(w.start)))}" height="{coord(win_h)}" '
@@ -474,7 +474,7 @@ def core_strip(dots: Sequence[CoreDot], median_ps: float, title: str, desc: str)
     out = svg_open(width, height, title, desc, "core-strip")
     out.append(f'<line x1="{coord(left)}" x2="{coord(left + pw)}" y1="40" y2="40" class="ax"/>')
     ticks = [t for t in nice_ticks(lo / 1e9, hi / 1e9, 6) if left <= X(t * 1e9) <= left + pw]
-    for t, label in zip(ticks, tick_labels(ticks)):
+    for t, label in zip(ticks, tick_labels(ticks), strict=True):
         xx = X(t * 1e9)
         out.append(f'<line x1="{coord(xx)}" x2="{coord(xx)}" y1="40" y2="44" class="ax"/>')
         out.append(f'<text x="{coord(xx)}" y="58" class="lbl" text-anchor="middle">{label}</text>')

@@ -26,6 +26,7 @@ import os
 import tempfile
 import types
 from pathlib import Path
+from typing import TypedDict
 
 import jinja2
 import jinja2.bccache
@@ -33,8 +34,19 @@ import jinja2.bccache
 TEMPLATE_DIR = Path(__file__).with_name("templates")
 COMPILED_DIR = TEMPLATE_DIR / "compiled"
 
+
+class EnvironmentOptions(TypedDict):
+    """The keyword arguments of jinja2.Environment the report sets."""
+
+    autoescape: bool
+    undefined: type[jinja2.Undefined]
+    trim_blocks: bool
+    lstrip_blocks: bool
+    keep_trailing_newline: bool
+
+
 #: Options of every report template's environment (HTML report, diff, fleet).
-OPTIONS = dict(
+OPTIONS = EnvironmentOptions(
     # Autoescape every template, whatever its extension (.html.j2 is not
     # recognised by select_autoescape's defaults).
     autoescape=True,

@@ -42,7 +42,7 @@ def change_block(f) -> list[str]:
     LIBTPU_INIT_ARGS assignment (a margin inside a multi-line quoted value
     would paste into the value), commands after `$ `, comments wrapped at
     word boundaries, none left out."""
-    out = []
+    out: list[str] = []
     for line in finding_lines(f, one_line=True):
         if line.lstrip().startswith("#"):
             out.extend(CHANGE_MARGIN + piece for piece in wrap_comment(line, CHANGE_WIDTH - len(CHANGE_MARGIN)))

@@ -80,7 +80,7 @@ def layout(plan: Plan) -> dict:
     # heap events: (kind, buffer = instruction id, at instruction name)
     ev = [(ALLOC, f, inst[f - 1][0]) for f in fwd]
     ev += [(ALLOC, logits, "logits_dense"), (FREE, logits, "loss_grad")]
-    for li, b in zip(reversed(fwd), bwd):
+    for li, b in zip(reversed(fwd), bwd, strict=True):
         name = inst[b - 1][0]
         ev += [(ALLOC, b, name), (FREE, li, name), (FREE, b, name)]
     heap_peak = sum(size[f] for f in fwd) + size[logits]

@@ -95,7 +95,7 @@ def _attention_core_bwd(b: Builder, sc: str) -> list:
             out.append((OP, op.idx))
         return out
     tfd = f"{att}/AttentionOp_0.apply_attention_dot"
-    for i, (M, K, N, label) in enumerate(((S_kv, T, b.Hd, "dv"), (T, b.Hd, S_kv, "dp"))):
+    for M, K, N, label in ((S_kv, T, b.Hd, "dv"), (T, b.Hd, S_kv, "dp")):
         op = b.matmul(f"{tfd}/einsum/{DG_ATTN}", M, K, N, phase="bwd", batch=b.Hq, attention=True, eff=0.45,
                       out_dt="f32" if label == "dp" else "bf16", source="attentions.py:493")
         out.append((OP, op.idx))

@@ -203,7 +203,7 @@ def build_plan(spec: Scenario, *, seed: int = 0, layers: int | None = None, scal
     nparams = L * ((2 * b.qd * D + 2 * b.kvd * D) // spec.fsdp + mlp_shard) + 2 * V * D // spec.fsdp
     groups = [("params/decoder/layers/self_attention", 0.2), ("params/decoder/layers/mlp", 0.6),
               ("params/decoder/logits_dense", 0.1), ("params/token_embedder", 0.1)]
-    for g, frac in groups:
+    for _g, frac in groups:
         epi_raw.append((OP, b.ew(f"{H.ROOT}/reduce_sum[axes=(0, 1, 2)]", (max(1, int(nparams * frac)) // 1024, 1024),
                                  phase="opt", dt="f32", n_in=1, flops_per=2, source="linear_algebra.py:37").idx))
     gar = b.coll("all_reduce", (len(groups),), phase="opt", group=spec.fsdp, dt="f32", tf=None)
@@ -244,7 +244,7 @@ def build_plan(spec: Scenario, *, seed: int = 0, layers: int | None = None, scal
         items.append((GAP, int(stage * mb_f)))
         perm_tf = f"{H.FWD}/pipeline/ppermute[perm=((0, 1), (1, 2), (2, 3), (3, 0))]"
         prev = None
-        for m in range(spec.microbatches):
+        for _m in range(spec.microbatches):
             # the last layer of microbatch m prefetches the first layer of microbatch m+1
             items.append((WB, w_f.idx))
             items += fwd_body * L

@@ -168,7 +168,7 @@ def build_truth(tl: Timeline, hostnames: list[str], plane_names: dict) -> dict:
     }
     # per-core means over kept steps (straggler visibility)
     core_mean = {}
-    for gi, h, plane in tensorcore_planes(tl.hosts, spec.cores_per_host):
+    for _gi, h, plane in tensorcore_planes(tl.hosts, spec.cores_per_host):
         key = plane if tl.hosts == 1 else f"{hostnames[h]}:{plane}"
         busy = [sum(v for b_, v in per_core[key][str(s)]["buckets"].items() if b_ != "idle") for s in kept]
         core_mean[key] = int(sum(busy) // max(1, len(busy)))

@@ -211,7 +211,7 @@ def write_host(tl: Timeline, h: int, hostname: str, seed: int, counts: dict) -> 
             step_meta = np.array([ev.get(("step", s), str(s)) for s in range(tl.steps)], dtype=np.int64)
             steps_idx = np.arange(tl.steps)
 
-            def enc_steps(origin, ss=ss, se=se, step_meta=step_meta, steps_idx=steps_idx):
+            def enc_steps(origin, ss=ss, se=se, step_meta=step_meta, steps_idx=steps_idx, st=st):
                 return P.encode_events(step_meta, ss - origin, se - ss,
                                        [(st.id("group_id"), P.V_INT64, steps_idx, None),
                                         (st.id("step_num"), P.V_INT64, steps_idx, None)])
@@ -226,7 +226,7 @@ def write_host(tl: Timeline, h: int, hostname: str, seed: int, counts: dict) -> 
         run_ids = np.array([(stable_hash(f"{spec.name}/{seed}/{i}") * 2654435761) & 0x7FFFFFFFFFFF
                             for i in range(len(ms))], dtype=np.int64)
 
-        def enc_mods(origin, ms=ms, me=me, mod_meta=mod_meta, run_ids=run_ids):
+        def enc_mods(origin, ms=ms, me=me, mod_meta=mod_meta, run_ids=run_ids, st=st):
             z = np.zeros(len(ms), dtype=np.int64)
             return P.encode_events(mod_meta, ms - origin, me - ms, [
                 (st.id("run_id"), P.V_INT64, run_ids, None),
@@ -250,7 +250,8 @@ def write_host(tl: Timeline, h: int, hostname: str, seed: int, counts: dict) -> 
         eps = (jr.uniform(len(tids)) * 900).astype(np.int64)
         uid = tl.occ_uid
 
-        def enc_ops(origin, starts=starts, durs=durs, tids=tids, has_dev=has_dev, delta=delta, eps=eps):
+        def enc_ops(origin, starts=starts, durs=durs, tids=tids, has_dev=has_dev, delta=delta, eps=eps,
+                    meta_of=meta_of, uid=uid, st=st):
             dev_off = starts - origin
             own_off = np.where(has_dev, np.maximum(dev_off - delta, 0), dev_off)
             own_dur = np.where(has_dev, durs + delta + eps, durs)
@@ -273,7 +274,8 @@ def write_host(tl: Timeline, h: int, hostname: str, seed: int, counts: dict) -> 
         done_names = [ops[int(k)].name for k in tids[wd]]
         a_step = tl.occ_step[ws]
 
-        def enc_async(origin, a_start=a_start, a_end=a_end, a_meta=a_meta, done_names=done_names, a_step=a_step):
+        def enc_async(origin, a_start=a_start, a_end=a_end, a_meta=a_meta, done_names=done_names, a_step=a_step,
+                      st=st):
             uniq = sorted(set(done_names))
             pos = {n: i for i, n in enumerate(uniq)}
             table = [P.stat_bytes(st.id("hlo_op"), P.V_STR, n) for n in uniq]
@@ -299,11 +301,11 @@ def write_host(tl: Timeline, h: int, hostname: str, seed: int, counts: dict) -> 
                 lines.append(ctr_line)
                 n_dev += n_ctr
             if len(ph[0]):
-                tm_meta, tm_s, tm_d, tm_g = (np.concatenate([a, b]) for a, b in zip((tm_meta, tm_s, tm_d, tm_g), ph))
+                tm_meta, tm_s, tm_d, tm_g = (np.concatenate([a, b]) for a, b in zip((tm_meta, tm_s, tm_d, tm_g), ph, strict=True))
                 o_ = np.argsort(tm_s, kind="stable")
                 tm_meta, tm_s, tm_d, tm_g = tm_meta[o_], tm_s[o_], tm_d[o_], tm_g[o_]
 
-        def enc_tm(origin, tm_meta=tm_meta, tm_s=tm_s, tm_d=tm_d, tm_g=tm_g):
+        def enc_tm(origin, tm_meta=tm_meta, tm_s=tm_s, tm_d=tm_d, tm_g=tm_g, st=st):
             return P.encode_events(tm_meta, tm_s - origin, tm_d, [(st.id("group_id"), P.V_INT64, tm_g, None)])
 
         lines.append(_line(5, "XLA TraceMe", clock, tm_s, tm_d, enc_tm))
@@ -346,7 +348,7 @@ def _counter_lines(tl: Timeline, gi: int, ops, ev: _Events, st: _Stats, clock: _
         for u in UNITS:
             if u in utils:
                 mid = ev.get(("ctr", u), u)
-                events.extend((int(a), int(b - a), mid, utils[u] * 100.0) for a, b in zip(ws.tolist(), we.tolist()))
+                events.extend((int(a), int(b - a), mid, utils[u] * 100.0) for a, b in zip(ws.tolist(), we.tolist(), strict=True))
         w = int(round(d0 * wait))
         for name, a, d in (("ep_wait_in", s0, w), ("ep_run_kernel", s0 + w, d0 - w)):
             ph_meta.append(ev.get(("tm", name), name))

@@ -73,7 +73,7 @@ def program_trim(programs: Collection[str]) -> FieldTrim:
     return trim
 
 
-def program_plane(buf, start: int, end: int, programs: Collection[str]) -> xplane_pb2.XPlane:
+def program_plane(buf, start: int, end: int, programs: Collection[str]) -> xplane_pb2.XPlane:  # type: ignore[name-defined]  # protoc's classes exist only at run time (no stubs)
     """The `/host:metadata` plane at buf[start:end] with only the asked-for
     programs' HloProtos (`program_trim`); a malformed plane is parsed whole
     (the runtime then says where it is broken)."""
@@ -85,5 +85,5 @@ def program_plane(buf, start: int, end: int, programs: Collection[str]) -> xplan
             if keep:
                 out += keep
     except ValueError:
-        return xplane_pb2.XPlane.FromString(bytes(buf[start:end]))  # type: ignore[attr-defined]
-    return xplane_pb2.XPlane.FromString(bytes(out))  # type: ignore[attr-defined]
+        return xplane_pb2.XPlane.FromString(bytes(buf[start:end]))  # type: ignore[attr-defined]  # protoc's classes exist only at run time (no stubs)
+    return xplane_pb2.XPlane.FromString(bytes(out))  # type: ignore[attr-defined]  # protoc's classes exist only at run time (no stubs)

@@ -57,7 +57,7 @@ def is_xplane_name(name: str) -> bool:
 def open_fsspec(url: str):
     """(filesystem, stripped path) for a URL; InputError when fsspec or the protocol's package is missing."""
     try:
-        from fsspec.core import url_to_fs  # optional: only URLs need it
+        from fsspec.core import url_to_fs  # type: ignore[import-untyped]  # optional: only URLs need it (no stubs)
     except ImportError:
         raise InputError(f"{url}: URLs need fsspec (pip install fsspec, plus gcsfs for gs://)") from None
     try:

@@ -165,7 +165,7 @@ def _tokens(b: np.ndarray):
 
 
 try:  # the optional C accelerator (setup.py); same contract, one pass
-    from profanalyzer.xspace import _wire as _accel
+    from profanalyzer.xspace import _wire as _accel  # type: ignore[attr-defined]  # a C extension: no stubs
 except ImportError:  # no compiler at install time: the numpy decoder below
     _accel = None
 
@@ -190,7 +190,7 @@ def decode_event_run(buf, start: int, end: int, want=None, dense: bool = False) 
         columns = None
         if dense and want is not None:
             got, by_want = got
-            columns = {sid: np.frombuffer(c, dtype=np.int64) for sid, c in zip(sorted(want), by_want) if c is not None}
+            columns = {sid: np.frombuffer(c, dtype=np.int64) for sid, c in zip(sorted(want), by_want, strict=True) if c is not None}
         cols = [np.frombuffer(c, dtype=np.int64) for c in got[:7]]
         return RawEvents(cols[0], cols[1], cols[2], cols[3], cols[4], cols[5], cols[6].astype(bool), columns), got[7]
     return decode_event_run_numpy(buf, start, end, want)
@@ -350,7 +350,7 @@ def utf8_strings(buf, starts: np.ndarray, ends: np.ndarray, share: bool = False)
     if _accel is not None:
         return _accel.utf8_strings(buf, np.ascontiguousarray(starts, dtype=np.int64).tobytes(),
                                    np.ascontiguousarray(ends, dtype=np.int64).tobytes(), share)
-    out = [str(buf[a:b], "utf-8") if a >= 0 else "" for a, b in zip(starts.tolist(), ends.tolist())]
+    out = [str(buf[a:b], "utf-8") if a >= 0 else "" for a, b in zip(starts.tolist(), ends.tolist(), strict=True)]
     if share:
         seen: dict[str, str] = {}
         out = [seen.setdefault(x, x) for x in out]
@@ -421,7 +421,8 @@ def decode_line(buf, start: int, end: int, want=None, dense: bool = False) -> tu
 
 
 def _decode_line(buf, start: int, end: int, want=None, dense: bool = False) -> tuple[LineHeader, RawEvents] | None:
-    head = {"id": 0, "name": "", "display_name": "", "ts": 0, "dur": 0}
+    nums = {"id": 0, "ts": 0, "dur": 0}
+    texts = {"name": "", "display_name": ""}
     parts: list[RawEvents] = []
     pos = start
     while pos < end:
@@ -442,18 +443,18 @@ def _decode_line(buf, start: int, end: int, want=None, dense: bool = False) -> t
             if val >= 1 << 63:
                 val -= 1 << 64
             if field == LINE_ID:
-                head["id"] = val
+                nums["id"] = val
             elif field == LINE_TS:
-                head["ts"] = val
+                nums["ts"] = val
             elif field == LINE_DUR:
-                head["dur"] = val
+                nums["dur"] = val
         elif wire == 2:
             n, pos = varint(buf, pos, end)
             if pos + n > end:
                 return None
             if field in (LINE_NAME, LINE_DISPLAY_NAME):
                 text = bytes(buf[pos : pos + n]).decode("utf-8", errors="replace")
-                head["name" if field == LINE_NAME else "display_name"] = text
+                texts["name" if field == LINE_NAME else "display_name"] = text
             pos += n
         elif wire == 1:
             pos += 8
@@ -463,7 +464,7 @@ def _decode_line(buf, start: int, end: int, want=None, dense: bool = False) -> t
             return None
     if pos != end:
         return None
-    header = LineHeader(head["id"], head["name"], head["display_name"], head["ts"], head["dur"])
+    header = LineHeader(nums["id"], texts["name"], texts["display_name"], nums["ts"], nums["dur"])
     if not parts:
         z = np.zeros(0, dtype=np.int64)
         return header, RawEvents(z, z, z, z, z, z, np.zeros(0, dtype=bool))
@@ -479,7 +480,7 @@ def _decode_line(buf, start: int, end: int, want=None, dense: bool = False) -> t
         np.concatenate([p.metadata_id for p in parts]),
         np.concatenate([p.offset_ps for p in parts]),
         np.concatenate([p.duration_ps for p in parts]),
-        np.concatenate([p.stat_event + o for p, o in zip(parts, offs)]),
+        np.concatenate([p.stat_event + o for p, o in zip(parts, offs, strict=True)]),
         np.concatenate([p.stat_id for p in parts]),
         np.concatenate([p.stat_value for p in parts]),
         np.concatenate([p.stat_is_ref for p in parts]),
@@ -493,7 +494,7 @@ def _decode_line(buf, start: int, end: int, want=None, dense: bool = False) -> t
 
 
 def _wire_types():
-    from google.protobuf.descriptor import FieldDescriptor as FD
+    from google.protobuf.descriptor import FieldDescriptor as FD  # type: ignore[import-untyped]  # no stubs installed
 
     wt = {FD.TYPE_DOUBLE: 1, FD.TYPE_FIXED64: 1, FD.TYPE_SFIXED64: 1, FD.TYPE_FLOAT: 5, FD.TYPE_FIXED32: 5, FD.TYPE_SFIXED32: 5}
     wt.update({t: 2 for t in (FD.TYPE_STRING, FD.TYPE_BYTES, FD.TYPE_MESSAGE)})
