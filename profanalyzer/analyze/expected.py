@@ -105,7 +105,7 @@ def expected_vs_measured(trace: Trace, read: Callable[[], tuple[Program | None, 
         rows_of = ev.meta[top].tolist()
         durs = ev.dur_ps[top].tolist()
         seen: set[str] = set()
-        for r, d in zip(rows_of, durs):
+        for r, d in zip(rows_of, durs, strict=True):
             name = names[int(r)]
             by.setdefault(name, []).append(int(d))
             seen.add(name)
