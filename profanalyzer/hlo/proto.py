@@ -201,7 +201,7 @@ def _dim_labels(buf, a: int, b: int) -> str:
     def side(fields: tuple[int, int, int], letters: str) -> str:
         spatial = got.get(fields[2], [])
         out = ["?"] * (2 + len(spatial))
-        for k, letter in zip(fields[:2], letters):
+        for k, letter in zip(fields[:2], letters, strict=True):
             d = (got.get(k) or [0])[0]
             if 0 <= d < len(out):
                 out[d] = letter
@@ -347,7 +347,7 @@ def _render(r: _Raw, names: dict[int, str], comp_names: dict[int, str], root: bo
         attrs.append(("async_execution_thread", json.dumps(r.thread)))
     keys = _called_keys(r.opcode, len(called))
     grouped: dict[str, list[str]] = {}
-    for k, c in zip(keys, called):
+    for k, c in zip(keys, called, strict=False):  # a while has body and condition: extra called ids of a malformed proto are dropped
         grouped.setdefault(k, []).append(c)
     for k, cs in grouped.items():
         attrs.append((k, "{" + ", ".join("%" + c for c in cs) + "}" if k == "branch_computations" else "%" + cs[0]))

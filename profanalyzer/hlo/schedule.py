@@ -204,7 +204,7 @@ def wrapped_op(ins: Instruction) -> Instruction | None:
 def operand_shapes(ins: Instruction, comp: Computation) -> tuple[Shape, ...]:
     out = []
     idx = ins.operand_indices or (-1,) * len(ins.operands)
-    for name, k in zip(ins.operands, idx):
+    for name, k in zip(ins.operands, idx, strict=True):
         d = comp.by_name.get(name)
         if d is None:
             continue
@@ -222,7 +222,7 @@ def xprof_text(ins: Instruction, comp: Computation) -> str:
     backend_config -- what a capture's classifier sees for this op."""
     shapes = {}
     idx = ins.operand_indices or (-1,) * len(ins.operands)
-    for name, k in zip(ins.operands, idx):
+    for name, k in zip(ins.operands, idx, strict=True):
         d = comp.by_name.get(name)
         if d is None:
             continue
@@ -236,7 +236,7 @@ def xprof_text(ins: Instruction, comp: Computation) -> str:
         inner = str(ins.parameter_number)
     else:
         inner = ", ".join((f"{shapes[(n, k)].text()} " if (n, k) in shapes else "") + f"%{n}" + (f"#{k}" if k >= 0 else "")
-                          for n, k in zip(ins.operands, idx))
+                          for n, k in zip(ins.operands, idx, strict=True))
     attrs = "".join(f", {k}={v}" for k, v in ins.attrs if k not in ("frontend_attributes", "metadata", "backend_config"))
     return f"%{ins.name} = {ins.shape.text()} {ins.opcode}({inner}){attrs}"
 
