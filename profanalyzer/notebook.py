@@ -77,7 +77,7 @@ class LoadedAnalysis(Analysis):
         return result_document(a, self.findings) if self.findings is not None else a.to_dict()
 
     def _repr_html_(self) -> str:
-        from profanalyzer.report.context import headline
+        from profanalyzer.report.summary import headline
 
         return analysis_card(self, self.findings, headline=headline(self))
 
