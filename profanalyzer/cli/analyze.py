@@ -50,7 +50,7 @@ def _progress(quiet: bool, trace: str | None = None):
             state["sizes"] = {}
             if trace is not None:
                 from profanalyzer.errors import ProfanalyzerError
-                from profanalyzer.xspace.reader import resolve_input
+                from profanalyzer.xspace.inputs import resolve_input
 
                 try:
                     state["sizes"] = {f.name: f.stat().st_size for f in resolve_input(trace).files}

@@ -1,6 +1,6 @@
 """Building the columnar `Trace`: XSpace bytes -> planes -> the trace.
 
-`load_trace(path)` resolves the input (`reader.resolve_input`), opens every
+`load_trace(path)` resolves the input (`inputs.resolve_input`), opens every
 host file and builds its TPU device planes (TensorCore and SparseCore) on a
 pool of threads, then shifts every plane to the common trace origin, picks
 the chip and derives the steps (the model and its helpers live in
@@ -28,7 +28,7 @@ from google.protobuf.message import DecodeError  # type: ignore[import-untyped]
 from profanalyzer.errors import InputError, NoTpuPlanesError
 from profanalyzer.hardware import TPU7X, Chip, chip_by_key, chip_from_device_type
 from profanalyzer.trace import HostInfo, Line, OpMetadata, Plane, Trace, derive_steps
-from profanalyzer.xspace import reader, wire, xplane_pb2
+from profanalyzer.xspace import inputs, reader, wire, xplane_pb2
 from profanalyzer.xspace.events import (
     MAX_TIME_PS,
     OVERLAPPING_LINES,
@@ -476,7 +476,7 @@ def load_trace(
     shared pool of threads). `progress(done, total, label)` is called after
     each host file.
     """
-    resolved = reader.resolve_input(path)
+    resolved = inputs.resolve_input(path)
     files = list(resolved.files)
     jobs = default_jobs(len(files)) if jobs is None else max(1, jobs)
     results: list[tuple[HostInfo, list[tuple[Plane, int]]]] = []
