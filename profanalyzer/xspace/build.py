@@ -105,6 +105,8 @@ class _Fields:
     p_start: np.ndarray
     p_end: np.ndarray
     tag_at: np.ndarray
+    is_line: np.ndarray  # bool: an XLine (field 3)
+    is_meta: np.ndarray  # bool: an event-metadata map entry (field 4)
 
     @classmethod
     def scan(cls, buf, start: int, end: int) -> _Fields:
@@ -112,15 +114,7 @@ class _Fields:
             fld, wt, p_start, p_end, tag_at = wire.scan_fields(buf, start, end)
         except ValueError as e:
             raise InputError(f"plane at byte {start} is corrupt ({e})") from None
-        return cls(buf, start, fld, wt, p_start, p_end, tag_at)
-
-    @property
-    def is_line(self) -> np.ndarray:
-        return (self.fld == 3) & (self.wt == 2)
-
-    @property
-    def is_meta(self) -> np.ndarray:
-        return (self.fld == 4) & (self.wt == 2)
+        return cls(buf, start, fld, wt, p_start, p_end, tag_at, (fld == 3) & (wt == 2), (fld == 4) & (wt == 2))
 
     def line_spans(self) -> list[tuple[int, int]]:
         is_line = self.is_line
