@@ -51,6 +51,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from profanalyzer.documents import is_json_document, read_json, validate_document
 from profanalyzer.errors import InputError
 from profanalyzer.format import ms, signed_ms
 from profanalyzer.model import (
@@ -61,10 +62,7 @@ from profanalyzer.model import (
     SchemaError,
     StepRow,
     TopOp,
-    is_json_document,
-    read_json,
     to_jsonable,
-    validate_document,
 )
 from profanalyzer.stats import MIN_EFFECT, NOISE_K
 from profanalyzer.verify import RuleCheck, verify

@@ -30,16 +30,9 @@ from profanalyzer.analyze.analysis import (
 )
 from profanalyzer.analyze.sourcelines import finding_sources
 from profanalyzer.analyze.workload import classify_workload
-from profanalyzer.model import (
-    Analysis,
-    Finding,
-    Findings,
-    RuleDoc,
-    claim_capacity,
-    is_json_document,
-    read_document,
-    read_json,
-)
+from profanalyzer.documents import is_json_document, read_document, read_json
+from profanalyzer.invariants import claim_capacity
+from profanalyzer.model import Analysis, Finding, Findings, RuleDoc
 from profanalyzer.rules import Rule, severity_of
 from profanalyzer.vocab import WHAT_IF_LEVERS
 

@@ -17,25 +17,21 @@ as 1234567.8 ps comes back as 1234568.0; the reports print the same from `b`
 as from `a` (tests/test_model.py renders every sample both ways).
 
 The JSON machinery (`Record`, `to_jsonable`, `round_number`) lives in
-profanalyzer.records. `validate_document` is the one check of a saved
-document's shape;
-`check_analysis` the one list of an analysis's invariants.
+profanalyzer.records; the one list of an analysis's invariants
+(`check_analysis`) in profanalyzer.invariants; saved documents (writing,
+reading and validating the `--json` document) in profanalyzer.documents.
 
-Imports: records, vocab and errors only (the floor below the analysis).
+Imports: records, parts, invariants, vocab and errors only (the floor below
+the analysis).
 """
 
 from __future__ import annotations
 
-import gzip
-import json
-import math
-import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any
 
-from profanalyzer.errors import InputError, InvariantError
+from profanalyzer.errors import InvariantError
+from profanalyzer.invariants import check_analysis, check_findings
 from profanalyzer.parts import (  # leaf records, re-exported
     DEFAULT_DEPTH,
     NO_SCOPE,
@@ -66,7 +62,6 @@ from profanalyzer.records import (  # the JSON form, re-exported
     round_number,
     to_jsonable,
 )
-from profanalyzer.vocab import BUCKETS, COLLECTIVE_BUCKETS, COLLECTIVE_KIND_BUCKET
 
 __all__ = [
     "BucketShare",
@@ -115,21 +110,8 @@ __all__ = [
     "Finding",
     "WorkloadClass",
     "Findings",
-    "check_analysis",
-    "check_findings",
-    "claim_capacity",
-    "validate_document",
-    "read_document",
-    "result_document",
-    "is_json_document",
-    "read_json",
     "SCHEMA_VERSION",
     "READS_SCHEMA",
-    "FRACTION_TOLERANCE",
-    "PS_TOLERANCE",
-    "REL_TOLERANCE",
-    "REQUIRED_KEYS",
-    "STEPS_KEYS",
     "SIGNIFICANT_DIGITS",
     "Record",
     "SchemaError",
@@ -593,208 +575,3 @@ class Findings(Record):
         problems = check_findings(self, analysis)
         if problems:
             raise InvariantError(f"findings self-check failed: {problems[0]}")
-
-
-# ---------------------------------------------------------------------------
-# Invariants
-# ---------------------------------------------------------------------------
-
-#: Tolerances of `check_analysis`. Per-core buckets are means of integer
-#: picoseconds per step: their sum can miss the step by rounding only.
-FRACTION_TOLERANCE = 1e-3
-PS_TOLERANCE = 1.0  # ps per step
-REL_TOLERANCE = 1e-6  # of the step, for values that went through JSON rounding
-
-
-def _close(a: float, b: float, step: float) -> bool:
-    return abs(a - b) <= max(PS_TOLERANCE, REL_TOLERANCE * abs(step))
-
-
-def check_analysis(a: Analysis) -> list[str]:
-    """What is wrong with `a`, one line each ([] when nothing):
-
-    * the breakdown's fractions sum to 1;
-    * each core's buckets sum to that core's step time;
-    * per collective bucket, the exposed time of the collective types that
-      map to it (`vocab.COLLECTIVE_KIND_BUCKET`) equals the bucket's share of
-      the breakdown, and the communication total equals all collective
-      buckets together.
-
-    The last two hold by definition only when every core kept the same
-    number of steps: the overlap analysis divides totals by core-steps, the
-    breakdown averages each core's mean. When the cores' kept counts differ
-    the two are different (both correct) means and are not compared.
-    """
-    problems: list[str] = []
-    total = sum(b.fraction for b in a.breakdown.values())
-    if a.breakdown and abs(total - 1.0) > FRACTION_TOLERANCE:
-        problems.append(f"breakdown fractions sum to {total}, not 1")
-    step = a.steps.step_time_ps.get("mean", 0.0) or 0.0
-    for c in a.per_core:
-        s = sum(c.buckets.values())
-        if not _close(s, c.step_ps, c.step_ps):
-            problems.append(f"core {c.core}: buckets sum to {s:.0f} ps, its step to {c.step_ps:.0f} ps")
-    same_counts = len({c.steps_kept for c in a.per_core}) <= 1
-    if a.collectives and same_counts:
-        by_bucket: dict[str, float] = {}
-        for t, cs in a.collectives.items():
-            b = COLLECTIVE_KIND_BUCKET.get(t, "other_collective")
-            if cs.bucket != b:
-                problems.append(f"collective type {t}: bucket {cs.bucket}, the vocabulary says {b}")
-            by_bucket[b] = by_bucket.get(b, 0.0) + cs.exposed_ps
-        for b in (x for x in BUCKETS if x in COLLECTIVE_BUCKETS):
-            share = a.breakdown[b].ps if b in a.breakdown else 0.0
-            if not _close(by_bucket.get(b, 0.0), share, step):
-                problems.append(f"bucket {b}: {share:.0f} ps per step, its collective types' exposed time {by_bucket.get(b, 0.0):.0f} ps")
-    comm = sum(a.breakdown[b].ps for b in a.breakdown if b in COLLECTIVE_BUCKETS)
-    if a.breakdown and same_counts and not _close(a.communication.exposed_total_ps, comm, step):
-        problems.append(f"exposed communication {a.communication.exposed_total_ps:.0f} ps, the collective buckets {comm:.0f} ps")
-    return problems
-
-
-def check_findings(f: Findings, a: Analysis) -> list[str]:
-    """A finding never claims more than the time it names, nor more than the step."""
-    problems: list[str] = []
-    step = a.steps.step_time_ps.get("mean", 0.0) or 0.0
-    for x in f.recommendations:
-        if x.estimated_saving_ps > step + max(PS_TOLERANCE, REL_TOLERANCE * step):
-            problems.append(f"{x.code}: saving {x.estimated_saving_ps:.0f} ps exceeds the step ({step:.0f} ps)")
-        for key, ps in x.claims:
-            try:
-                cap = claim_capacity(a, key)
-            except ValueError as e:
-                problems.append(f"{x.code}: {e}")
-                continue
-            if ps > cap + max(PS_TOLERANCE, REL_TOLERANCE * step):
-                problems.append(f"{x.code}: claims {ps:.0f} ps of {key}, which holds {cap:.0f} ps")
-    return problems
-
-
-def claim_capacity(a: Analysis, key: str) -> float:
-    """How much time a claim key stands for: `bucket:<name>` or `remat`."""
-    if key == "remat":
-        return a.remat.ps
-    if key.startswith("bucket:"):
-        b = a.breakdown.get(key[len("bucket:"):])
-        return b.ps if b is not None else 0.0
-    raise ValueError(f"unknown claim key {key!r}")
-
-
-# ---------------------------------------------------------------------------
-# Saved documents
-# ---------------------------------------------------------------------------
-
-REQUIRED_KEYS = ("schema_version", "steps", "breakdown", "remat", "collectives", "communication", "utilisation", "top_ops")
-STEPS_KEYS = ("table", "step_time_ps", "kept", "count")
-_HINT = "write one with `profanalyze analyze TRACE --json FILE`"
-
-
-def _is_num(x: Any) -> bool:
-    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
-
-
-def validate_document(doc: Any, label: str = "analysis") -> None:
-    """Check that `doc` is an analysis document this version reads; raise
-    InputError with one line naming what is wrong."""
-    if not isinstance(doc, dict):
-        raise InputError(f"{label}: not a profanalyze analysis JSON (a JSON {type(doc).__name__}, not an object; {_HINT})")
-    if "schema_version" not in doc:
-        raise InputError(f"{label}: not a profanalyze analysis JSON (no schema_version; {_HINT})")
-    v = doc["schema_version"]
-    if not isinstance(v, int) or isinstance(v, bool) or v not in READS_SCHEMA:
-        raise InputError(
-            f"{label}: analysis schema_version {v!r}, this profanalyze reads {', '.join(map(str, READS_SCHEMA))}; "
-            f"re-run `profanalyze analyze --json` with this version"
-        )
-    missing = [k for k in REQUIRED_KEYS if k not in doc]
-    if missing:
-        raise InputError(f"{label}: not a complete profanalyze analysis JSON (missing keys: {', '.join(missing)}; {_HINT})")
-    steps = doc["steps"]
-    if not isinstance(steps, dict) or any(k not in steps for k in STEPS_KEYS):
-        raise InputError(f"{label}: malformed analysis JSON (steps needs {', '.join(STEPS_KEYS)})")
-    if not isinstance(steps["table"], list) or not all(isinstance(r, dict) and "step_ps" in r and "kept" in r for r in steps["table"]):
-        raise InputError(f"{label}: malformed analysis JSON (steps.table must be a list of steps with step_ps and kept)")
-    for key in ("breakdown", "collectives", "utilisation", "remat", "communication"):
-        if not isinstance(doc[key], dict):
-            raise InputError(f"{label}: malformed analysis JSON ({key} must be an object)")
-    for b, s in doc["breakdown"].items():
-        if not isinstance(s, dict) or not _is_num(s.get("ps")) or not _is_num(s.get("fraction")):
-            raise InputError(f"{label}: malformed analysis JSON (breakdown.{b} needs numeric ps and fraction)")
-    if not _is_num(steps["step_time_ps"].get("mean") if isinstance(steps["step_time_ps"], dict) else None):
-        raise InputError(f"{label}: malformed analysis JSON (steps.step_time_ps.mean must be a number)")
-    if not isinstance(doc["top_ops"], list):
-        raise InputError(f"{label}: malformed analysis JSON (top_ops must be a list)")
-
-
-def read_document(doc: Any, label: str = "analysis") -> tuple[Analysis, Findings | None]:
-    """The typed analysis (and findings, when the document holds them) of a
-    saved document: validated, converted, self-checked. InputError (one line)
-    when it does not fit."""
-    validate_document(doc, label)
-    try:
-        a = Analysis.from_dict(doc)
-        f = Findings.from_dict(doc) if "recommendations" in doc and "rules_run" in doc else None
-    except SchemaError as e:
-        raise InputError(f"{label}: malformed analysis JSON ({e})") from None
-    except TypeError as e:  # a record's own checks
-        raise InputError(f"{label}: malformed analysis JSON ({e})") from None
-    problems = check_analysis(a) + (check_findings(f, a) if f is not None else [])
-    if problems:
-        raise InputError(f"{label}: the analysis contradicts itself ({problems[0]})")
-    return a, f
-
-
-def result_document(analysis: Analysis, findings: Findings) -> dict:
-    """The JSON document `analyze --json` writes: the analysis plus the
-    findings stage's sections (recommendations, workload, rules run)."""
-    d = analysis.to_dict()
-    d.update(findings.to_dict())
-    return d
-
-
-def is_json_document(path: str | Path) -> bool:
-    """Whether `path` is a file whose first non-space byte (after gunzip,
-    when gzipped) is `{`: a saved document, not a trace (an XSpace protobuf
-    never starts with that byte)."""
-    p = Path(path)
-    if not p.is_file():
-        return False
-    try:
-        with open(p, "rb") as fh:
-            head = fh.read(4096)
-        if head[:2] == b"\x1f\x8b":
-            with gzip.open(p, "rb") as gz:
-                head = gz.read(4096)
-    except (OSError, EOFError, gzip.BadGzipFile, zlib.error):
-        return False
-    return head.lstrip()[:1] == b"{"
-
-
-def is_analysis_document(path: str | Path) -> bool:
-    """A saved profanalyze document (JSON with a `schema_version`), not a
-    trace nor another tool's JSON (a trace viewer's .trace.json)."""
-    if not is_json_document(path):
-        return False
-    try:
-        doc = read_json(path)
-    except InputError:
-        return False
-    return isinstance(doc, dict) and "schema_version" in doc
-
-
-def read_json(path: str | Path) -> Any:
-    """The JSON value of a file (gzipped or not); InputError with one line
-    when it cannot be read or parsed."""
-    try:
-        with open(path, "rb") as fh:
-            data = fh.read()
-    except OSError as e:
-        raise InputError(f"{path}: cannot read ({e.strerror or e})") from None
-    try:
-        if data[:2] == b"\x1f\x8b":
-            data = gzip.decompress(data)
-        return json.loads(data.decode("utf-8"))
-    except (OSError, EOFError, UnicodeDecodeError) as e:
-        raise InputError(f"{path}: cannot read the analysis JSON ({e})") from None
-    except json.JSONDecodeError as e:
-        raise InputError(f"{path}: not valid JSON ({e.msg} at line {e.lineno} column {e.colno})") from None

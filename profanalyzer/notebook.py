@@ -23,15 +23,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from profanalyzer.documents import read_document, result_document
 from profanalyzer.errors import InputError
 from profanalyzer.frames import analysis_card, analysis_frames
-from profanalyzer.model import (
-    Analysis,
-    Findings,
-    Record,
-    read_document,
-    result_document,
-)
+from profanalyzer.model import Analysis, Findings, Record
 from profanalyzer.run import Run, RunOptions, run
 from profanalyzer.vocab import BUCKETS
 from profanalyzer.xspace.sources import is_url, local_copy
@@ -77,7 +72,7 @@ class LoadedAnalysis(Analysis):
         return result_document(a, self.findings) if self.findings is not None else a.to_dict()
 
     def _repr_html_(self) -> str:
-        from profanalyzer.report.context import headline
+        from profanalyzer.report.summary import headline
 
         return analysis_card(self, self.findings, headline=headline(self))
 

@@ -23,7 +23,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from profanalyzer.model import Analysis, Findings, is_analysis_document, result_document
+from profanalyzer.documents import is_analysis_document, result_document
+from profanalyzer.model import Analysis, Findings
 
 if TYPE_CHECKING:
     from profanalyzer.analyze.attributed import Attributed

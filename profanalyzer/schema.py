@@ -22,7 +22,7 @@ How a type hint maps (the inverse of `records.to_jsonable`):
 
 The document is versioned by `schema_version` (`model.SCHEMA_VERSION`, an
 integer that is the major version: a reader refuses another one, see
-`model.validate_document`). Imports: model and records only.
+`documents.validate_document`). Imports: model and records only.
 """
 
 from __future__ import annotations
@@ -119,7 +119,7 @@ def _record_schema(cls: type, defs: dict[str, dict]) -> dict:
 
 def document_schema() -> dict:
     """The JSON Schema of the `--json` document: the Analysis's fields and
-    the Findings' side by side in one object (`model.result_document`)."""
+    the Findings' side by side in one object (`documents.result_document`)."""
     defs: dict[str, dict] = {}
     props: dict[str, dict] = {}
     required: list[str] = []

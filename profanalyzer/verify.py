@@ -44,15 +44,9 @@ from dataclasses import dataclass
 from itertools import pairwise
 from pathlib import Path
 
+from profanalyzer.documents import read_document, read_json
 from profanalyzer.errors import InputError
-from profanalyzer.model import (
-    Analysis,
-    Finding,
-    Findings,
-    read_document,
-    read_json,
-    to_jsonable,
-)
+from profanalyzer.model import Analysis, Finding, Findings, to_jsonable
 from profanalyzer.stats import SHORTFALL_RATIO
 
 #: A finding counts as shrunk when its saving fell by more than this share;

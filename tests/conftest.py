@@ -52,7 +52,7 @@ def analyses():
 
 @functools.cache
 def _sample_doc_text(name: str) -> str:
-    from profanalyzer.model import result_document
+    from profanalyzer.documents import result_document
 
     return json.dumps(result_document(analysis_of(name), findings_of(name)))
 

@@ -34,16 +34,18 @@ from profanalyzer.analyze.idle import (
     row_kinds,
     union_intervals,
 )
-from profanalyzer.analyze.opstats import (
+from profanalyzer.analyze.opgroups import (
     FAMILY_MIN,
-    FLOPS_COVERAGE_MIN,
-    KERNELS_TOP,
-    REMAT_TOP,
     OpGroups,
     by_time,
     families,
-    ops_and_roofline,
     output_bytes,
+)
+from profanalyzer.analyze.opstats import (
+    FLOPS_COVERAGE_MIN,
+    KERNELS_TOP,
+    REMAT_TOP,
+    ops_and_roofline,
     run_kind_of,
 )
 from profanalyzer.analyze.overlap import (
@@ -1020,7 +1022,7 @@ def test_inference_markers_equal_one_search_per_text():
 
 
 def test_family_stems_equal_the_regex_per_name():
-    from profanalyzer.analyze.opstats import _NUMBER_SUFFIX, _stems
+    from profanalyzer.analyze.opgroups import _NUMBER_SUFFIX, _stems
 
     names = ["fusion.12", "fusion", "fusion.", "a.1.2", "a.b", "x.12a", ".5", "5", "", "copy.٣",  # Arabic-Indic digit
              "dot.0001", "all-gather-start.3.remat"]

@@ -326,8 +326,8 @@ STAGES: tuple[tuple[str, tuple[str, ...]], ...] = (
                "profanalyzer.hardware", "profanalyzer.stats", "profanalyzer.arrays", "profanalyzer.parallel",
                "profanalyzer.shell", "profanalyzer.outputs")),
     # the records, the trace model, and the records' notebook cards (frames: model calls it)
-    ("records", ("profanalyzer.records", "profanalyzer.parts", "profanalyzer.model", "profanalyzer.trace",
-                 "profanalyzer.frames")),
+    ("records", ("profanalyzer.records", "profanalyzer.parts", "profanalyzer.model", "profanalyzer.invariants",
+                 "profanalyzer.documents", "profanalyzer.trace", "profanalyzer.frames")),
     # the inputs: XSpace captures (read, build the trace model, sources) and compiled programs
     ("input", ("profanalyzer.xspace", "profanalyzer.hlo")),
     ("classify", ("profanalyzer.classify",)),

@@ -94,13 +94,13 @@ def test_notebook_frame_of_the_counters(ctr):
 
 
 def test_counters_in_the_roofline_and_top_ops_of_every_renderer(ctr):
-    from profanalyzer.report.context import _roofline, counter_use_text
     from profanalyzer.report.html import render_html
+    from profanalyzer.report.opviews import counter_use_text, roofline_view
     from profanalyzer.report.terminal import format_summary
 
     a, truth = ctr
     kc = {k.op: k for k in a.kernel_counters}
-    rv = _roofline(a)
+    rv = roofline_view(a)
     plotted = [(i, o) for i, o in enumerate(a.top_ops, 1) if o.name in kc and o.intensity and o.tflops_per_s]
     assert plotted, "a kernel with counters is plotted"
     i, op = plotted[0]
@@ -117,10 +117,10 @@ def test_counters_in_the_roofline_and_top_ops_of_every_renderer(ctr):
 
 
 def test_no_counter_table_in_the_roofline_without_counters():
-    from profanalyzer.report.context import _roofline
+    from profanalyzer.report.opviews import roofline_view
 
     a = analyze(ROOT / "sample_traces" / "dense_short_fsdp.xplane.pb.gz")
-    rv = _roofline(a)
+    rv = roofline_view(a)
     assert rv.counters == () and "counters:" not in str(rv.chart)
 
 

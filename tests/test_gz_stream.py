@@ -13,9 +13,9 @@ from conftest import sample_path
 from xsb import SpaceBuilder
 
 from profanalyzer.analyze.analysis import AnalysisOptions, analyze
+from profanalyzer.documents import result_document
 from profanalyzer.errors import InputError
 from profanalyzer.findings import run_rules
-from profanalyzer.model import result_document
 from profanalyzer.xspace import reader
 from profanalyzer.xspace.metadata import program_plane
 

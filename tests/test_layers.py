@@ -18,11 +18,12 @@ ROOT = Path(__file__).resolve().parent.parent
 FLOORS = {
     "profanalyzer": 0, "profanalyzer.errors": 0, "profanalyzer.outputs": 0, "profanalyzer.vocab": 0, "profanalyzer.format": 0, "profanalyzer.stats": 0,
     "profanalyzer.records": 1, "profanalyzer.parts": 1, "profanalyzer.hardware": 1, "profanalyzer.model": 1,
+    "profanalyzer.invariants": 1, "profanalyzer.documents": 1,
     "profanalyzer.xspace": 2, "profanalyzer.trace": 2, "profanalyzer.xspace.build": 2, "profanalyzer.classify": 2,
     # issue #25: compiled programs (HLO text / HloProto / dump folders), the input floor
     "profanalyzer.hlo": 2, "profanalyzer.hlo.compiled": 2,
-    "profanalyzer.analyze.attribution": 3,
-    "profanalyzer.analyze.overlap": 4,
+    "profanalyzer.analyze.attribution": 3, "profanalyzer.analyze.opgroups": 3,
+    "profanalyzer.analyze.overlap": 4, "profanalyzer.analyze.sparsecore": 4,
     "profanalyzer.analyze.timeline": 5, "profanalyzer.analyze.scopes": 5, "profanalyzer.analyze.idle": 5, "profanalyzer.analyze.memory": 5, "profanalyzer.analyze.stepclass": 5, "profanalyzer.analyze.hostplanes": 5, "profanalyzer.analyze.expected": 5,
     "profanalyzer.analyze.analysis": 6, "profanalyzer.analyze.workload": 6,
     "profanalyzer.rules": 7,
@@ -36,8 +37,8 @@ FLOORS = {
     "profanalyzer.perfetto": 6, "profanalyzer.explain": 10, "profanalyzer.notebook": 12, "profanalyzer.mcp_server": 13,
 }
 CHECKED = [
-    "profanalyzer/outputs.py", "profanalyzer/vocab.py", "profanalyzer/format.py", "profanalyzer/hardware.py", "profanalyzer/records.py", "profanalyzer/parts.py", "profanalyzer/model.py", "profanalyzer/rules.py",
-    "profanalyzer/analyze/workload.py", "profanalyzer/analyze/attribution.py", "profanalyzer/analyze/overlap.py", "profanalyzer/analyze/timeline.py", "profanalyzer/analyze/scopes.py", "profanalyzer/analyze/idle.py", "profanalyzer/analyze/memory.py", "profanalyzer/analyze/stepclass.py", "profanalyzer/analyze/hostplanes.py",
+    "profanalyzer/outputs.py", "profanalyzer/vocab.py", "profanalyzer/format.py", "profanalyzer/hardware.py", "profanalyzer/records.py", "profanalyzer/parts.py", "profanalyzer/model.py", "profanalyzer/invariants.py", "profanalyzer/documents.py", "profanalyzer/rules.py",
+    "profanalyzer/analyze/workload.py", "profanalyzer/analyze/attribution.py", "profanalyzer/analyze/overlap.py", "profanalyzer/analyze/sparsecore.py", "profanalyzer/analyze/opgroups.py", "profanalyzer/analyze/timeline.py", "profanalyzer/analyze/scopes.py", "profanalyzer/analyze/idle.py", "profanalyzer/analyze/memory.py", "profanalyzer/analyze/stepclass.py", "profanalyzer/analyze/hostplanes.py",
     "profanalyzer/analyze/analysis.py", "profanalyzer/hlo/compiled.py", "profanalyzer/analyze/expected.py", "profanalyzer/findings.py", "profanalyzer/compare.py", "profanalyzer/budget.py",
     "profanalyzer/verify.py",
     "profanalyzer/shell.py",

@@ -12,8 +12,8 @@ from test_report_html import XSS, findings_or_none, handmade_findings, markdown_
 
 from profanalyzer.classify import BUCKETS
 from profanalyzer.model import Finding, Findings
-from profanalyzer.report.context import headline
 from profanalyzer.report.markdown import md_escape, render_markdown
+from profanalyzer.report.summary import headline
 from profanalyzer.report.terminal import ms, pct
 
 NAMES = sample_names()

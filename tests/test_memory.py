@@ -156,8 +156,8 @@ def test_real_v6e_peak_matches_xprof_memory_profile(v6e):
 
 def test_check_budget_names_memory_peak(v6e):
     from profanalyzer.budget import evaluate, metric_value, parse_budget
+    from profanalyzer.documents import result_document
     from profanalyzer.findings import run_rules
-    from profanalyzer.model import result_document
 
     doc = result_document(v6e, run_rules(v6e))
     assert metric_value(doc, "memory.peak_bytes") == v6e.memory.peak_bytes
@@ -179,8 +179,8 @@ def test_compare_shows_memory_deltas(v6e):
 
 def test_memory_regression_against_a_baseline(v6e):
     from profanalyzer.budget import evaluate, parse_budget
+    from profanalyzer.documents import result_document
     from profanalyzer.findings import run_rules
-    from profanalyzer.model import result_document
 
     doc = result_document(v6e, run_rules(v6e))
     same = evaluate(parse_budget({"baseline": "x", "max_regression": {"memory.peak_bytes": "0%"}}), doc, doc)

@@ -1,6 +1,6 @@
 """The plane op-metadata table: the C decoder (`wire.decode_metadata` +
-`tracebuild._metadata_from_columns`) against the protobuf runtime's
-(`tracebuild._build_metadata`) on every sample, the real captures and
+`optable.metadata_from_columns`) against the protobuf runtime's
+(`optable.metadata_from_message`) on every sample, the real captures and
 hand-made edge cases, and the per-host sharing of identical maps."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import pytest
 
 from profanalyzer.errors import InputError
 from profanalyzer.xspace import build as tb
-from profanalyzer.xspace import reader, wire
+from profanalyzer.xspace import optable, reader, wire
 from profanalyzer.xspace import xplane_pb2 as pb
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -45,7 +45,7 @@ def both_ways(buf, start: int, end: int):
     names = {k: v.name for k, v in plane.stat_metadata.items()}
     cols = wire.decode_metadata(buf, np.stack([ps[is_meta], pe[is_meta]], axis=1))
     assert cols is not None
-    return tb._metadata_from_columns(buf, cols, names), tb._build_metadata(plane, names)
+    return optable.metadata_from_columns(buf, cols, names), optable.metadata_from_message(plane, names)
 
 
 @needs_accel
@@ -137,7 +137,7 @@ def test_identical_maps_are_decoded_once_per_host():
     index = reader.scan_space(buf, path)
     tcs = [r for r in index.planes if r.kind == "tensorcore"]
     assert len(tcs) >= 2
-    cache = tb.MetadataCache()
+    cache = optable.MetadataCache()
     built = [tb.build_plane(buf, r.offset, r.offset + r.length, "h", r.kind, 0, None, meta_cache=cache)[0] for r in tcs]
     assert all(p.meta is built[0].meta for p in built[1:])
     alone = tb.build_plane(buf, tcs[0].offset, tcs[0].offset + tcs[0].length, "h", "tensorcore", 0, None)[0]
@@ -148,7 +148,7 @@ def test_identical_maps_are_decoded_once_per_host():
 
 
 def test_cache_waits_for_a_build_in_flight():
-    cache = tb.MetadataCache()
+    cache = optable.MetadataCache()
     started, release = threading.Event(), threading.Event()
     calls = []
 
@@ -185,7 +185,7 @@ def test_utf8_strings_equal_python_and_strict():
 
 def test_cache_compares_the_bytes_behind_a_fingerprint():
     """Equal fingerprints share a table only when the map bytes are equal."""
-    cache = tb.MetadataCache()
+    cache = optable.MetadataCache()
     assert cache.get(("fp",), b"map one", lambda: "first", b"map one") == "first"
     assert cache.get(("fp",), memoryview(b"map one"), lambda: "again", b"map one") == "first"
     assert cache.get(("fp",), b"map two", lambda: "own", b"map two") == "own"
@@ -208,16 +208,16 @@ def test_plane_whose_table_is_in_flight_is_deferred_then_finished(monkeypatch):
     path = ROOT / "sample_traces" / "dense_short_fsdp.xplane.pb.gz"
     buf = reader.read_bytes(path)
     tcs = [r for r in reader.scan_space(buf, path).planes if r.kind == "tensorcore"]
-    cache = tb.MetadataCache()
+    cache = optable.MetadataCache()
     gate, started = threading.Event(), threading.Event()
-    orig = tb._metadata_from_columns
+    orig = tb.metadata_from_columns
 
     def slow(*a, **k):
         started.set()
         assert gate.wait(30)
         return orig(*a, **k)
 
-    monkeypatch.setattr(tb, "_metadata_from_columns", slow)
+    monkeypatch.setattr(tb, "metadata_from_columns", slow)
     first: list = []
     t = threading.Thread(target=lambda: first.append(
         tb.build_plane(buf, tcs[0].offset, tcs[0].offset + tcs[0].length, "h", "tensorcore", 0, None, meta_cache=cache,
@@ -230,8 +230,8 @@ def test_plane_whose_table_is_in_flight_is_deferred_then_finished(monkeypatch):
     gate.set()
     t.join(30)
     plane, origin = tb.finished(got)
-    monkeypatch.setattr(tb, "_metadata_from_columns", orig)
-    in_turn = tb.MetadataCache()
+    monkeypatch.setattr(tb, "metadata_from_columns", orig)
+    in_turn = optable.MetadataCache()
     want = [tb.build_plane(buf, r.offset, r.offset + r.length, "h", "tensorcore", 0, None, meta_cache=in_turn) for r in tcs[:2]]
     assert plane.meta is first[0][0].meta
     assert origin == want[1][1]

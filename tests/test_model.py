@@ -12,16 +12,15 @@ from pathlib import Path
 import pytest
 
 from profanalyzer.analyze.analysis import analyze
+from profanalyzer.documents import result_document
 from profanalyzer.errors import InputError, InvariantError
 from profanalyzer.findings import analyze_source, load_analysis, run_rules
+from profanalyzer.invariants import check_analysis, check_findings
 from profanalyzer.model import (
     Analysis,
     BucketShare,
     Findings,
     SchemaError,
-    check_analysis,
-    check_findings,
-    result_document,
     round_number,
 )
 from profanalyzer.report.html import render_html

@@ -92,8 +92,8 @@ def test_sample_ps_fields_are_integers(validator, name):
 @pytest.mark.parametrize("name", [realcap.VLLM, realcap.V6E])
 def test_real_capture_ps_fields_are_integers(validator, name):
     from profanalyzer.analyze.analysis import analyze
+    from profanalyzer.documents import result_document
     from profanalyzer.findings import run_rules
-    from profanalyzer.model import result_document
 
     a = analyze(realcap.real_path(name))
     doc = json.loads(json.dumps(result_document(a, run_rules(a))))

@@ -216,7 +216,7 @@ def test_self_times_flat_and_nested():
     np.zeros(0, dtype=np.int64),
 ])
 def test_meta_index_maps_ids_to_rows_and_unknown_to_minus_one(ids):
-    from profanalyzer.xspace.build import MetaIndex
+    from profanalyzer.xspace.events import MetaIndex
 
     rng = np.random.default_rng(1)
     pool = np.concatenate([ids, [-1, -(1 << 63), 10_000, (1 << 63) - 1, 48, 8]]).astype(np.int64)

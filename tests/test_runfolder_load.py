@@ -12,9 +12,9 @@ from conftest import SAMPLES
 from xsb import SpaceBuilder
 
 from profanalyzer.analyze.analysis import AnalysisOptions, analyze
+from profanalyzer.documents import result_document
 from profanalyzer.errors import InputError
 from profanalyzer.findings import run_rules
-from profanalyzer.model import result_document
 from profanalyzer.xspace.build import load_trace
 
 EPOCH_NS = 1_732_000_000_000_000_000

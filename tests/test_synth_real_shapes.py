@@ -281,8 +281,8 @@ def analysed(tmp_path_factory):
     def get(name: str):
         if name not in cache:
             from profanalyzer.analyze.analysis import analyze
+            from profanalyzer.documents import result_document
             from profanalyzer.findings import run_rules
-            from profanalyzer.model import result_document
 
             out = tmp_path_factory.mktemp(name) / f"{name}.xplane.pb.gz"
             truth = write_scenario(name, out)

@@ -3,7 +3,8 @@
 `attributed.Attributed` is the one context every stage takes (the trace, each
 core's classified work, the kept steps and their table, the run's memo);
 `analysis` builds it and calls the stages: exclusive attribution
-(`attribution`), op tables (`opstats`), communication overlap (`overlap`),
+(`attribution`), op groups and tables (`opgroups`, `opstats`), communication
+overlap and SparseCore offload (`overlap`, `sparsecore`),
 idle causes (`idle`), name scopes (`scopes`), run kind and workload
 (`runkind`, `workload`), capture quality (`capture`), HBM (`memory`), host
 planes (`hostplanes`), the compiler's expectation (`expected`), the

@@ -13,22 +13,17 @@ compute) inside the window; exposed = the rest of the window; hidden fraction
 bucket of that collective (time its own ops occupy the core), so the overlap
 section and the breakdown always agree.
 
-SparseCore offload: SparseCore planes (`/device:TPU:N SparseCore K`), the
-collectives their `Sparse Core Ops` ran, and the TensorCore `call-start` /
-`call-done` wrappers that hand collectives to them. Verdict:
-  on           every all-gather / reduce-scatter / all-reduce type present is offloaded
-  partial      some are, some run on the TensorCore
-  off          collectives present, none offloaded
-  not_visible  TensorCore offload wrappers present but no SparseCore activity was captured
-  none         no collectives at all
+SparseCore offload (the SparseCore planes' activity and the verdict) is
+`profanalyzer.analyze.sparsecore`; this module hands it the windows.
 """
 
 from __future__ import annotations
 
 from collections import deque
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
+from functools import partial
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -39,8 +34,13 @@ from profanalyzer.analyze.attribution import (
     PlaneClasses,
     locate,
 )
+from profanalyzer.analyze.sparsecore import (
+    SparseCoreTotals,
+    add_sparsecores,
+    sparsecore_summary,
+)
 from profanalyzer.arrays import unique_ids
-from profanalyzer.classify import ROLE_CODES, async_pair_key, classify_op
+from profanalyzer.classify import ROLE_CODES, async_pair_key
 from profanalyzer.model import (
     CollectiveTypeSummary,
     CommunicationSummary,
@@ -51,8 +51,6 @@ from profanalyzer.parallel import map_ordered
 from profanalyzer.trace import (
     LINE_ASYNC,
     LINE_OPS,
-    LINE_SC_MODULES,
-    LINE_SC_OPS,
     Plane,
     Trace,
     instruction_name,
@@ -62,8 +60,6 @@ from profanalyzer.vocab import (
     COLLECTIVE_BUCKETS,
     COLLECTIVE_KIND_BUCKET,
     COLLECTIVE_TYPES,
-    OFFLOADABLE,
-    SPARSECORE_CAPTURE_HINT,
 )
 
 if TYPE_CHECKING:
@@ -75,7 +71,6 @@ EXPOSED_MAX = 0.1  # <= : exposed; between: partial
 TYPES = COLLECTIVE_TYPES
 TOP_WINDOWS = 15
 
-CAPTURE_HINT = SPARSECORE_CAPTURE_HINT
 
 
 
@@ -216,7 +211,7 @@ def _pair_windows(md, ev, rows, role, coll_col, unmatched, windows) -> Windows:
     st, en, rs_, ty, eng = [], [], [], [], []
     halves = np.flatnonzero((role == 1) | (role == 2) | (role == 4) | (role == 5))
     key_cache: dict[int, tuple[str, str] | None] = {}
-    for i, r, ro in zip(halves.tolist(), rows[halves].tolist(), role[halves].tolist()):
+    for i, r, ro in zip(halves.tolist(), rows[halves].tolist(), role[halves].tolist(), strict=True):
         if r not in key_cache:
             key_cache[r] = async_pair_key(window_name(md, r))
         key = key_cache[r]
@@ -247,6 +242,52 @@ def _pair_windows(md, ev, rows, role, coll_col, unmatched, windows) -> Windows:
     return windows(ev.start_ps[st_i], ev.end_ps[en_i], np.asarray(rs_, dtype=np.int64), ty, np.asarray(eng, dtype=bool))
 
 
+def _core_overlap(trace: Trace, kept_list: np.ndarray, memo: TableMemo, item: tuple[int, CoreWork]) -> _CoreOverlap:
+    """One core's part of `analyze_overlap`, with no shared state written: it
+    runs on a thread (`parallel`); the merge adds the parts in core order."""
+    ci, w = item
+    plane = w.plane
+    steps = trace.steps[plane.label]
+    kept = np.isin(steps.number, kept_list)
+    covered = w.compute
+    own_unmatched: dict[str, int] = {}
+    wins, src = windows_for_core(plane, w.classes, own_unmatched, memo)
+    ks, ke, kn = steps.start_ps[kept], steps.end_ps[kept], steps.number[kept]
+    type_time: dict[str, float] = {}
+    _add_type_time(type_time, plane, w, ks, ke, memo)
+    order = np.argsort(ks)
+    ks, ke, kn = ks[order], ke[order], kn[order]
+    core_cols: dict[str, np.ndarray] = {}
+    scope_rows = np.zeros(0, dtype=np.int64)
+    scope_inv = np.zeros(0, dtype=np.int64)
+    if len(wins) and len(ks):
+        pos, inside = locate(ks, ke, wins.start)
+        wins_k = wins.take(inside)
+        pos = pos[inside]
+        s, e = wins_k.start, wins_k.end
+        hidden = covered(e) - covered(s)
+        ba = plane.meta.bytes_accessed
+        r = wins_k.row
+        nbytes = np.where((r >= 0) & (r < len(ba)), ba[np.clip(r, 0, max(len(ba) - 1, 0))], np.nan) if len(ba) else np.full(len(r), np.nan)
+        scope_rows, scope_inv = unique_ids(r, return_inverse=True)
+        for k, v in (
+            ("start", s), ("end", e), ("type", wins_k.type), ("on_sc", wins_k.on_sc), ("row", r),
+        ("scope", np.zeros(0, dtype=np.int64)),  # filled at the merge
+            ("step", kn[pos]), ("step_start", ks[pos]), ("step_ps", (ke - ks)[pos]),
+            ("window_ps", e - s), ("hidden_ps", hidden), ("exposed_ps", (e - s) - hidden),
+            # Before the step's first compute, a window cannot be hidden: the
+            # core has computed nothing since the step began.
+            ("before_first_compute", (covered(e) - covered(ks[pos])) == 0),
+            ("core", np.full(len(s), ci, dtype=np.int64)), ("bytes", nbytes),
+            ("critical", critical_path(plane, wins_k, hidden, memo)),
+        ):
+            core_cols[k] = v
+    sc = SparseCoreTotals(record=True)
+    add_sparsecores(trace, w, ks, ke, sc)
+    return _CoreOverlap(int(kept.sum()), wins, src, own_unmatched, type_time, core_cols, scope_rows,
+                        scope_inv.reshape(-1), sc)
+
+
 def analyze_overlap(att: Attributed) -> OverlapResult:
     """Collective windows, their hidden and exposed time, and the SparseCore
     offload verdict over the kept steps of every core of `work`."""
@@ -261,76 +302,33 @@ def analyze_overlap(att: Attributed) -> OverlapResult:
     per_step_sum: dict[int, np.ndarray] = {}  # step -> collective bucket totals over cores
     per_step_n: dict[int, int] = {}
     n_core_steps = 0
-    sc = _SparseCoreTotals()
+    sc = SparseCoreTotals()
     kept_list = np.asarray(sorted(kept_steps), dtype=np.int64)
     scope_ids: dict[str, int] = {}
     memo = att.memo
 
-    def per_core(item: tuple[int, CoreWork]) -> _CoreOverlap:
-        """One core's part, with no shared state written: it runs on a
-        thread (`parallel`); the merge below adds the parts in core order."""
-        ci, w = item
-        plane = w.plane
-        steps = trace.steps[plane.label]
-        kept = np.isin(steps.number, kept_list)
-        covered = w.compute
-        own_unmatched: dict[str, int] = {}
-        wins, src = windows_for_core(plane, w.classes, own_unmatched, memo)
-        ks, ke, kn = steps.start_ps[kept], steps.end_ps[kept], steps.number[kept]
-        type_time: dict[str, float] = {}
-        _add_type_time(type_time, plane, w, ks, ke, memo)
-        order = np.argsort(ks)
-        ks, ke, kn = ks[order], ke[order], kn[order]
-        core_cols: dict[str, np.ndarray] = {}
-        scope_rows = np.zeros(0, dtype=np.int64)
-        scope_inv = np.zeros(0, dtype=np.int64)
-        if len(wins) and len(ks):
-            pos, inside = locate(ks, ke, wins.start)
-            wins_k = wins.take(inside)
-            pos = pos[inside]
-            s, e = wins_k.start, wins_k.end
-            hidden = covered(e) - covered(s)
-            ba = plane.meta.bytes_accessed
-            r = wins_k.row
-            nbytes = np.where((r >= 0) & (r < len(ba)), ba[np.clip(r, 0, max(len(ba) - 1, 0))], np.nan) if len(ba) else np.full(len(r), np.nan)
-            scope_rows, scope_inv = unique_ids(r, return_inverse=True)
-            for k, v in (
-                ("start", s), ("end", e), ("type", wins_k.type), ("on_sc", wins_k.on_sc), ("row", r), ("scope", None),
-                ("step", kn[pos]), ("step_start", ks[pos]), ("step_ps", (ke - ks)[pos]),
-                ("window_ps", e - s), ("hidden_ps", hidden), ("exposed_ps", (e - s) - hidden),
-                # Before the step's first compute, a window cannot be hidden: the
-                # core has computed nothing since the step began.
-                ("before_first_compute", (covered(e) - covered(ks[pos])) == 0),
-                ("core", np.full(len(s), ci, dtype=np.int64)), ("bytes", nbytes),
-                ("critical", critical_path(plane, wins_k, hidden, memo)),
-            ):
-                core_cols[k] = v
-        sc = _SparseCoreTotals(record=True)
-        _sparsecores_of_core(trace, w, ks, ke, sc)
-        return _CoreOverlap(int(kept.sum()), wins, src, own_unmatched, type_time, core_cols, scope_rows,
-                            scope_inv.reshape(-1), sc)
-
-    for (ci, w), part in zip(enumerate(work), map_ordered(per_core, list(enumerate(work)))):
+    per_core = partial(_core_overlap, trace, kept_list, memo)
+    for w, part in zip(work, map_ordered(per_core, list(enumerate(work))), strict=True):  # one part per core
         plane = w.plane
         n_core_steps += part.n_kept
         all_windows.append(part.windows)
         sources.add(part.source)
-        for k, v in part.unmatched.items():
-            unmatched[k] = unmatched.get(k, 0) + v
-        for t, v in part.type_time.items():
-            own_time[t] = own_time.get(t, 0.0) + v
+        for half, cnt in part.unmatched.items():
+            unmatched[half] = unmatched.get(half, 0) + cnt
+        for t, ps in part.type_time.items():
+            own_time[t] = own_time.get(t, 0.0) + ps
         a = w.attribution
-        for k in np.flatnonzero(np.isin(a.step_numbers, kept_list)).tolist():
-            n = int(a.step_numbers[k])
-            v = a.buckets[k, coll_idx]
-            per_step_sum[n] = per_step_sum[n] + v if n in per_step_sum else v.copy()
-            per_step_n[n] = per_step_n.get(n, 0) + 1
+        for j in np.flatnonzero(np.isin(a.step_numbers, kept_list)).tolist():
+            step_n = int(a.step_numbers[j])
+            in_step = a.buckets[j, coll_idx]
+            per_step_sum[step_n] = per_step_sum[step_n] + in_step if step_n in per_step_sum else in_step.copy()
+            per_step_n[step_n] = per_step_n.get(step_n, 0) + 1
         if part.cols:
             # Framework scope of each window as a global id (first seen first).
             sid = np.asarray([scope_ids.setdefault(plane.meta.tf_op[u], len(scope_ids)) for u in part.scope_rows.tolist()],
                              dtype=np.int64)
-            for k, v in part.cols.items():
-                cols.setdefault(k, []).append(sid[part.scope_inv] if k == "scope" else v)
+            for name, col in part.cols.items():
+                cols.setdefault(name, []).append(sid[part.scope_inv] if name == "scope" else col)
         sc.replay(part.sparsecore)
 
     n_core_steps = max(n_core_steps, 1)
@@ -339,7 +337,7 @@ def analyze_overlap(att: Attributed) -> OverlapResult:
     denom = step_mean_ps if step_mean_ps > 0 else 1.0
 
     # Exposed per type from the attribution buckets (same numbers as the breakdown).
-    total = sum(per_step_sum.values()) if per_step_sum else np.zeros(len(coll_buckets), dtype=np.int64)
+    total = np.asarray(sum(per_step_sum.values())) if per_step_sum else np.zeros(len(coll_buckets), dtype=np.int64)
     bucket_mean = {b: float(total[i]) / n_core_steps for i, b in enumerate(coll_buckets)} if per_step_sum else {b: 0.0 for b in coll_buckets}
     w_type = allw["type"] if n_win else np.zeros(0, dtype=np.int8)
     tc_types = {TYPES[t] for t in set(w_type.tolist())}
@@ -351,7 +349,7 @@ def analyze_overlap(att: Attributed) -> OverlapResult:
     exposed_total = sum(bucket_mean.values())
     a2a_share = bucket_mean.get("all_to_all", 0.0) / exposed_total if exposed_total > 0 else 0.0
 
-    sparsecore = _sparsecore_summary(trace, sc, allw["on_sc"] if n_win else np.zeros(0, dtype=bool), w_type, tc_types, n_core_steps)
+    sparsecore = sparsecore_summary(trace, sc, allw["on_sc"] if n_win else np.zeros(0, dtype=bool), w_type, tc_types, n_core_steps)
     comm = CommunicationSummary(
         top_exposed=top,
         per_step_exposed=per_step,
@@ -361,7 +359,7 @@ def analyze_overlap(att: Attributed) -> OverlapResult:
         exposed_total_ps=exposed_total,
         exposed_total_fraction=exposed_total / denom,
     )
-    att.windows.update((w.plane.label, wins) for w, wins in zip(work, all_windows))
+    att.windows.update((w.plane.label, wins) for w, wins in zip(work, all_windows, strict=True))  # one Windows per core
     return OverlapResult(types=types, communication=comm, sparsecore=sparsecore, windows=tuple(all_windows))
 
 
@@ -435,7 +433,7 @@ def critical_path(plane: Plane, wins: Windows, hidden: np.ndarray, memo: TableMe
     known: dict[tuple[int, int], bool] = {} if memo is None else memo.get(
         "overlap.operand_pairs", plane, None, ("md.name", "md.display_name"), dict)  # type: ignore[arg-type]
     hit = np.zeros(len(pair), dtype=bool)
-    for i, (a, b) in enumerate(zip((pair // width).tolist(), (pair % width).tolist())):
+    for i, (a, b) in enumerate(zip((pair // width).tolist(), (pair % width).tolist(), strict=True)):
         v = known.get((a, b))
         if v is None:
             text = md.name[a]
@@ -514,36 +512,6 @@ def _top_windows(allw: Mapping[str, np.ndarray], n_win: int, work: Sequence[Core
     return top
 
 
-@dataclass(eq=False)
-class _SparseCoreTotals:
-    """SparseCore activity summed over the TensorCores (analysis-internal).
-
-    With `record`, the float sums also keep their terms in order, so that
-    one core's totals (computed on a thread) `replay` into the trace's
-    totals exactly as if added there one by one."""
-
-    busy: list[float] = field(default_factory=list)  # busy fraction per (SparseCore, kept step)
-    conc_num: float = 0.0  # busy time with the TensorCore computing
-    conc_den: float = 0.0  # busy time
-    queue: float = 0.0  # offloaded work waiting for a busy SparseCore
-    types: set[str] = field(default_factory=set)  # collective types seen on SparseCore ops
-    active: int = 0  # SparseCore planes with ops
-    record: bool = False
-    terms: list[tuple[str, float]] = field(default_factory=list)  # (field, term) in order, with record
-
-    def add(self, name: str, term: float) -> None:
-        setattr(self, name, getattr(self, name) + term)
-        if self.record:
-            self.terms.append((name, term))
-
-    def replay(self, part: _SparseCoreTotals) -> None:
-        self.busy.extend(part.busy)
-        self.types |= part.types
-        self.active += part.active
-        for name, term in part.terms:
-            self.add(name, term)
-
-
 @dataclass(frozen=True, eq=False)
 class _CoreOverlap:
     """One TensorCore's part of the overlap analysis (merged in core order)."""
@@ -556,94 +524,10 @@ class _CoreOverlap:
     cols: dict[str, np.ndarray]  # the kept windows' columns ("scope" filled at the merge)
     scope_rows: np.ndarray  # distinct metadata rows of the kept windows
     scope_inv: np.ndarray  # window -> index into scope_rows
-    sparsecore: _SparseCoreTotals
+    sparsecore: SparseCoreTotals
 
 
-def _sparsecores_of_core(trace: Trace, w: CoreWork, ks: np.ndarray, ke: np.ndarray, acc: _SparseCoreTotals) -> None:
-    """Add the SparseCores of one TensorCore (kept step windows ks, ke sorted) to `acc`."""
-    plane, covered = w.plane, w.compute
-    start_index = False  # built on first use
-    for sc in trace.sparsecores_of(plane):
-        ln = sc.line(LINE_SC_OPS)
-        if ln is None or len(ln.events) == 0:
-            continue
-        acc.active += 1
-        ev = ln.events
-        top = ev.depth == 0
-        for r in sorted(set(ev.meta[top].tolist())):
-            if r >= 0:
-                c = classify_op(sc.meta.name[r], sc.meta.display_name[r], sc.meta.category[r], sc.meta.tf_op[r])
-                if c.collective:
-                    acc.types.add(c.collective)
-        busy, conc = _sc_busy(ev.start_ps[top], ev.end_ps[top], ks, ke, covered)
-        acc.busy.extend((busy / np.maximum(ke - ks, 1)).tolist())
-        acc.add("conc_num", conc)
-        acc.add("conc_den", float(busy.sum()))
-        # Queueing: offloaded work linked to its TensorCore op that starts
-        # only after the SparseCore finished earlier work (back to back).
-        mods = sc.line(LINE_SC_MODULES)
-        if mods is not None and len(mods.events) > 1:
-            ms, me = mods.events.start_ps, mods.events.end_ps
-            link = mods.events.int_stat("tc_offload_start_id")
-            # Time each module waited after its previous one ended while
-            # its TensorCore start op had already issued it.
-            if start_index is False:
-                start_index = _offload_start_index(plane, w.classes)
-            starts_tc = _offload_start_times(start_index, link)
-            if starts_tc is not None:
-                prev_end = np.concatenate([[np.iinfo(np.int64).min], me[:-1]])
-                wait = np.where((starts_tc >= 0) & (prev_end > starts_tc), np.minimum(ms, prev_end) - starts_tc, 0)
-                in_kept = locate(ks, ke, ms)[1]
-                acc.add("queue", float(np.clip(wait[in_kept], 0, None).sum()))
-
-
-def _sparsecore_summary(trace: Trace, acc: _SparseCoreTotals, on_sc: np.ndarray, w_type: np.ndarray, tc_types: set[str],
-                        n_core_steps: int) -> SparseCoreSummary:
-    """The SparseCore offload verdict: which offloadable types present run on
-    SparseCores (windows handed over, or seen on SparseCore ops)."""
-    offload_types = {TYPES[t] for t in set(w_type[on_sc].tolist())}
-    offload_types |= {t for t in acc.types if t in OFFLOADABLE}
-    present = {t for t in (tc_types | acc.types) if t in OFFLOADABLE}
-    offloaded = {t: (t in offload_types) for t in sorted(present)}
-    detected = acc.active > 0
-    wrappers = bool(on_sc.any())
-    if not present and not tc_types:
-        verdict, reason = "none", "no collectives in the kept steps"
-    elif wrappers and not detected:
-        verdict = "not_visible"
-        reason = (
-            f"TensorCores hand {', '.join(sorted(offload_types & present)) or 'collectives'} to SparseCores "
-            f"(call-start/call-done wrappers) but {'no SparseCore planes are' if not trace.sparsecores else 'the SparseCore planes hold no ops'} "
-            f"in this capture. {CAPTURE_HINT}"
-        )
-    elif not offload_types & present:
-        verdict = "off"
-        on_tc = ", ".join(sorted(present)) or ", ".join(sorted(tc_types))
-        reason = f"{on_tc} run on the TensorCores; no SparseCore offload seen"
-    elif present <= offload_types:
-        verdict = "on"
-        reason = f"{', '.join(sorted(present))} run on SparseCores"
-    else:
-        verdict = "partial"
-        reason = (
-            f"offloaded: {', '.join(sorted(present & offload_types))}; on the TensorCore: "
-            f"{', '.join(sorted(present - offload_types))}"
-        )
-    return SparseCoreSummary(
-        detected=detected,
-        planes=len(trace.sparsecores),
-        planes_with_activity=acc.active,
-        offloaded=offloaded,
-        sc_types=tuple(sorted(acc.types)),
-        busy_fraction=float(np.mean(acc.busy)) if acc.busy else None,
-        concurrency=(acc.conc_num / acc.conc_den) if acc.conc_den > 0 else None,
-        queueing_ps=(acc.queue / n_core_steps) if detected else None,
-        verdict=verdict,
-        reason=reason,
-    )
-
-
-def _window_record(r: Mapping[str, object], plane: Plane) -> WindowRecord:
+def _window_record(r: Mapping[str, Any], plane: Plane) -> WindowRecord:
     start, step_start, step_ps = int(r["start"]), int(r["step_start"]), int(r["step_ps"])
     window, hidden = int(r["window_ps"]), int(r["hidden_ps"])
     row = int(r["row"])
@@ -663,26 +547,6 @@ def _window_record(r: Mapping[str, object], plane: Plane) -> WindowRecord:
         klass=window_class(hidden, window),
         before_first_compute=bool(r["before_first_compute"]),
     )
-
-
-def _sc_busy(s: np.ndarray, e: np.ndarray, ks: np.ndarray, ke: np.ndarray, covered) -> tuple[np.ndarray, float]:
-    """SparseCore busy time inside each step window (ks, ke sorted, disjoint)
-    from its top-level ops (s, e: sorted, non-overlapping), and the part of it
-    with the TensorCore computing. Returns (busy per step, concurrent total)."""
-    if not len(ks):
-        return np.zeros(0, dtype=np.int64), 0.0
-    # First op ending after the step starts (running max: robust to partly
-    # overlapping top-level ops, which then add zero after clipping).
-    lo = np.searchsorted(np.maximum.accumulate(e), ks, side="right")
-    hi = np.searchsorted(s, ke, side="left")  # ops starting before the step ends
-    n = np.maximum(hi - lo, 0)
-    step_of = np.repeat(np.arange(len(ks)), n)
-    idx = np.repeat(lo - np.concatenate([[0], np.cumsum(n)[:-1]]), n) + np.arange(int(n.sum()))
-    ss = np.clip(s[idx], ks[step_of], ke[step_of])
-    ee = np.clip(e[idx], ks[step_of], ke[step_of])
-    busy = np.bincount(step_of, weights=ee - ss, minlength=len(ks)).astype(np.int64)
-    conc = float((covered(ee) - covered(ss)).sum()) if len(ss) else 0.0
-    return busy, conc
 
 
 def _type_labels(w: CoreWork) -> np.ndarray:
@@ -723,47 +587,3 @@ def window_class(hidden: float, window: float) -> str:
         return "exposed"
     f = hidden / window
     return "hidden" if f >= HIDDEN_MIN else ("exposed" if f <= EXPOSED_MAX else "partial")
-
-
-def _offload_start_index(plane: Plane, classes: PlaneClasses) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
-    """The TensorCore's offload_start ops by link id: (ids, first index, count,
-    start times sorted by id then time), or None when it has none. The link id
-    is the op's `all_reduce_unique_id` event stat, else its metadata id."""
-    ops = plane.line(LINE_OPS)
-    if ops is None or not len(classes):
-        return None
-    ev = ops.events
-    rows = ev.meta.astype(np.int64)
-    role = np.where(rows >= 0, classes.role[np.maximum(rows, 0)], 0)
-    is_start = role == ROLE_CODES["offload_start"]
-    if not is_start.any():
-        return None
-    uid = ev.int_stat("all_reduce_unique_id")
-    ids = np.where(uid >= 0, uid, plane.meta.ids[np.maximum(rows, 0)])[is_start]
-    times = ev.start_ps[is_start]
-    order = np.lexsort((times, ids))
-    ids, times = ids[order], times[order]
-    keys, first, counts = np.unique(ids, return_index=True, return_counts=True)
-    return keys, first, counts, times
-
-
-def _offload_start_times(index, link: np.ndarray) -> np.ndarray | None:
-    """Start time of the TensorCore offload_start op each SparseCore module
-    links to (`tc_offload_start_id`; the k-th module with an id links to the
-    k-th start with that id), -1 when unknown. `index`: _offload_start_index."""
-    if index is None or np.all(link < 0):
-        return None
-    keys, first, counts, times = index
-    # occurrence number of each link value, in module order
-    lo = np.argsort(link, kind="stable")
-    sl = link[lo]
-    grp_start = np.flatnonzero(np.r_[True, sl[1:] != sl[:-1]])
-    occ_sorted = np.arange(len(sl)) - np.repeat(grp_start, np.diff(np.r_[grp_start, len(sl)]))
-    occ = np.empty_like(occ_sorted)
-    occ[lo] = occ_sorted
-    k = np.searchsorted(keys, link)
-    kc = np.clip(k, 0, max(len(keys) - 1, 0))
-    ok = (k < len(keys)) & (keys[kc] == link) & (occ < counts[kc]) & (link >= 0)
-    out = np.full(len(link), -1, dtype=np.int64)
-    out[ok] = times[first[kc[ok]] + occ[ok]]
-    return out

@@ -50,7 +50,7 @@ def _progress(quiet: bool, trace: str | None = None):
             state["sizes"] = {}
             if trace is not None:
                 from profanalyzer.errors import ProfanalyzerError
-                from profanalyzer.xspace.reader import resolve_input
+                from profanalyzer.xspace.inputs import resolve_input
 
                 try:
                     state["sizes"] = {f.name: f.stat().st_size for f in resolve_input(trace).files}
@@ -208,7 +208,7 @@ def _analyze(trace: str, label: str, chip: str | None, jobs: int | None, json_ou
              trace_out: str | None = None, trace_steps: str | None = None, what_if_levers: str | None = None,
              history: str | None = None, by_scope: int | None = None, memory: bool = False, host_act: bool = False,
              writes: tuple[tuple[str, str], ...] = ()) -> None:
-    from profanalyzer.model import is_analysis_document
+    from profanalyzer.documents import is_analysis_document
     from profanalyzer.report.registry import RENDERERS, RenderOptions
     from profanalyzer.run import Run, RunOptions, run
 
@@ -332,6 +332,6 @@ def _codes(text: str) -> tuple[str, ...]:
 
 def result_dict(a, f) -> dict:
     """The JSON document (see profanalyzer.findings.result_document)."""
-    from profanalyzer.model import result_document
+    from profanalyzer.documents import result_document
 
     return result_document(a, f)

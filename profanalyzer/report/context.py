@@ -15,15 +15,34 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 
 from profanalyzer.format import count, ms, pct
-from profanalyzer.model import Analysis, Finding, Findings, RuleDoc, TopOp
+from profanalyzer.model import Analysis, Finding, Findings, RuleDoc
 from profanalyzer.report import svg
 from profanalyzer.report.collectives_view import card_sources
+from profanalyzer.report.opviews import (
+    attention_view,
+    op_rows,
+    peaks,
+    remat_view,
+    roofline_view,
+)
 from profanalyzer.report.sections import build_sections, mxu_text
+from profanalyzer.report.summary import (
+    PREDICTED_HEADLINE,
+    bar_width,
+    bucket_label,
+    bucket_rows,
+    cut_name,
+    exposed_comm,
+    first_action,
+    first_saving,
+    headline,
+    median_of_kept,
+    remat_row,
+)
 from profanalyzer.report.views import (
-    AttentionView,
     BreakdownView,
     BucketRow,
     Card,
@@ -38,11 +57,8 @@ from profanalyzer.report.views import (
     Kpi,
     LegendItem,
     NavItem,
-    OpRow,
     RecsView,
-    RematView,
     ReportContext,
-    RooflineView,
     TimelineView,
     WindowRow,
     WorkloadView,
@@ -59,10 +75,7 @@ from profanalyzer.vocab import (
 
 #: Rows of the op tables.
 TOP_OPS_ROWS = 30
-SECTION_OPS_ROWS = 10
 EXPOSED_WINDOW_ROWS = 15
-#: Op names longer than this are cut in table cells (full name in a tooltip).
-NAME_CUT = 90
 #: Cores listed in the per-core table before it folds into <details>.
 CORES_OPEN = 16
 
@@ -82,86 +95,10 @@ COLLECTIVE_LABELS = COLLECTIVE_TYPE_LABELS
 # ---------------------------------------------------------------------------
 
 
-def bucket_label(key: str) -> str:
-    return svg.BUCKET_LABELS.get(key, key)
-
-
-def bucket_rows(a: Analysis) -> tuple[BucketRow, ...]:
-    """The bucket table: every bucket in BUCKETS order (zero rows included,
-    so the table always sums to the step)."""
-    rows = []
-    for b in BUCKETS:
-        s = a.breakdown.get(b)
-        if s is None:
-            continue
-        kind = "idle" if b == "idle" else ("communication" if b in COLLECTIVE_BUCKETS else "compute")
-        rows.append(BucketRow(b, bucket_label(b), svg.colour(b), ms(s.ps), pct(s.fraction), s.fraction, _w(s.fraction), kind, s.ps <= 0))
-    return tuple(rows)
-
-
-def remat_row(a: Analysis) -> BucketRow:
-    return BucketRow("remat", "Recompute (remat, overlaps the buckets)", "#777777", ms(a.remat.ps), pct(a.remat.fraction), a.remat.fraction, _w(a.remat.fraction), "overlay")
-
-
-def exposed_comm(a: Analysis) -> tuple[float, float]:
-    """Exposed collective time per step (ps) and its fraction of the step, as
-    the overlap summary states it (the sum of the collective buckets)."""
-    c = a.communication
-    return float(c.exposed_total_ps), float(c.exposed_total_fraction)
-
-
-#: Prefix of the headline of a report on a compiled program (no TPU ran it).
-PREDICTED_HEADLINE = "PREDICTED (a compiled program, no TPU ran it: every time is the compiler's estimate at an assumed clock): "
-
-
-def headline(a: Analysis) -> str:
-    """One sentence: the step time and where it went (largest groups)."""
-    t = a.steps.step_time_ps
-    groups: dict[str, float] = {}
-    for b in BUCKETS:
-        s = a.breakdown.get(b)
-        if s is None:
-            continue
-        g = "matmul" if b.startswith("matmul") else ("exposed communication" if b in COLLECTIVE_BUCKETS else bucket_label(b).lower())
-        groups[g] = groups.get(g, 0.0) + s.fraction
-    parts = [f"{g} {pct(f)}" for g, f in sorted(groups.items(), key=lambda kv: (-kv[1], kv[0])) if f >= 0.005]
-    return f"Step time {ms(t['median'])} ms ({median_of_kept(a.steps.kept)}): " + ", ".join(parts) + "."
-
-
-def first_action(findings: Findings | None) -> str:
-    if findings is None:
-        return ""
-    recs = findings.recommendations
-    if not recs:
-        return "No tuning lever passed its threshold: nothing to change first."
-    f = _first_saving(findings)
-    if f is None:
-        return "No recommendation has a measurable saving in this trace (see the cards below)."
-    return f"Change first: {f.title} [{f.code}] — saves about {ms(f.estimated_saving_ps)} ms/step ({pct(f.estimated_saving_fraction)})."
-
-
-def _first_saving(findings: Findings | None) -> Finding | None:
-    """The best-ranked recommendation whose saving shows as at least 0.001 ms."""
-    if findings is None:
-        return None
-    return next((f for f in findings.recommendations if f.estimated_saving_ps >= 0.5e6), None)
-
-
-def _w(fraction: float | None) -> str:
-    if fraction is None or fraction != fraction:
-        return "0%"
-    return f"{max(0.0, min(1.0, fraction)) * 100:.2f}%"
-
-
 def _dash(text: str | None) -> str:
     """'' for placeholder values ('-', '—', None)."""
     t = (text or "").strip()
     return "" if t in ("-", "—", "–", "none", "n/a") else t
-
-
-def median_of_kept(n: int) -> str:
-    """What the step time is of: 'median of 12 kept steps'; 'the one kept step' (no median of one)."""
-    return "the one kept step" if n == 1 else f"median of {n} kept steps"
 
 
 def _lane_label(name: str) -> str:
@@ -179,15 +116,6 @@ def _core_short(core: str, plane: str, hosts: int) -> str:
     if not m:
         return core
     return f"{core.split(':', 1)[0]}:{m.group(0)}" if hosts > 1 else m.group(0)
-
-
-def _cut(text: str, n: int = NAME_CUT) -> str:
-    text = " ".join(str(text).split())
-    return text if len(text) <= n else text[: n - 1] + "…"
-
-
-def _num(x: float | None, fmt: str) -> str:
-    return "-" if x is None else format(x, fmt)
 
 
 def _trace_name(source: str) -> str:
@@ -269,7 +197,7 @@ def _kpis(a: Analysis, findings: Findings | None) -> tuple[Kpi, ...]:
             "good" if idle is None or idle.fraction < 0.03 else ("warn" if idle.fraction < 0.1 else "bad"),
         ),
     ]
-    f = _first_saving(findings)
+    f = first_saving(findings)
     if f is not None:
         kpis.append(Kpi("kpi-top-saving", "Top recommendation", f"−{ms(f.estimated_saving_ps)} ms", f"{pct(f.estimated_saving_fraction)} of the step · {f.code}", "warn"))
     else:
@@ -299,7 +227,7 @@ def _card(rank: int, f: Finding, a: Analysis, docs: Mapping[str, RuleDoc]) -> Ca
         severity=f.severity,
         saving_ms=ms(f.estimated_saving_ps),
         saving_pct=pct(f.estimated_saving_fraction),
-        saving_bar=_w(f.estimated_saving_fraction),
+        saving_bar=bar_width(f.estimated_saving_fraction),
         evidence=tuple(f.evidence),
         actions="\n".join(finding_lines(f)),
         assumptions=tuple(f.assumptions),
@@ -353,7 +281,7 @@ def _breakdown(a: Analysis) -> BreakdownView:
     )
     chart = svg.step_bars(bars, st.step_time_ps["median"] if kept else None, "Step time per step, stacked by bucket", desc)
     phases = tuple(
-        BucketRow(p, p.capitalize(), "#777777", ms(s.ps), pct(s.fraction), s.fraction, _w(s.fraction), "overlay") for p, s in a.phases.items()
+        BucketRow(p, p.capitalize(), "#777777", ms(s.ps), pct(s.fraction), s.fraction, bar_width(s.fraction), "overlay") for p, s in a.phases.items()
     )
     phases_note = ""
     kind = a.run_kind.kind if a.run_kind is not None else "unknown"
@@ -405,7 +333,7 @@ def _timeline(a: Analysis) -> TimelineView | None:
         tip = f"{w.name} ({COLLECTIVE_LABELS.get(w.type, w.type)}): {ms(w.end_ps - w.start_ps)} ms window, {pct(w.hidden_fraction)} hidden — {w.klass}"
         windows.append(svg.TLWindow(w.start_ps, w.end_ps, w.klass, tip))
         counts[w.klass] = counts.get(w.klass, 0) + 1
-        rows.append(WindowRow(ms(w.start_ps), ms(w.end_ps - w.start_ps), COLLECTIVE_LABELS.get(w.type, w.type), _cut(w.name, 60), w.name, pct(w.hidden_fraction), w.klass))
+        rows.append(WindowRow(ms(w.start_ps), ms(w.end_ps - w.start_ps), COLLECTIVE_LABELS.get(w.type, w.type), cut_name(w.name, 60), w.name, pct(w.hidden_fraction), w.klass))
     count_text = (
         f"{len(tl.windows)} collective windows: {counts.get('hidden', 0)} hidden, {counts.get('partial', 0)} partly hidden, {counts.get('exposed', 0)} exposed"
         if tl.windows
@@ -447,8 +375,8 @@ def _comm(a: Analysis) -> CommView:
             exposed_ms=ms(t.exposed_ps),
             hidden_pct=pct(t.hidden_fraction),
             step_pct=pct(t.fraction_of_step),
-            hidden_bar=_w(t.hidden_ps / top),
-            exposed_bar=_w(t.exposed_ps / top),
+            hidden_bar=bar_width(t.hidden_ps / top),
+            exposed_bar=bar_width(t.exposed_ps / top),
             scopes="; ".join(getattr(t, "tf_ops", ()) or ()),
         )
         for t in types
@@ -479,7 +407,7 @@ def _comm(a: Analysis) -> CommView:
             core=w.core,
             step=w.step,
             type=COLLECTIVE_LABELS.get(w.type, w.type),
-            name=_cut(w.name, 60),
+            name=cut_name(w.name, 60),
             name_full=w.name,
             engine=w.engine,
             offset_pct=pct(w.offset_fraction),
@@ -504,163 +432,6 @@ def _comm(a: Analysis) -> CommView:
         sc_facts=tuple(facts),
         top_exposed=top_exp,
     )
-
-
-def _tflops_text(op: TopOp, peaks: Mapping[str, tuple[str, float]]) -> str:
-    """An op's TFLOP/s, with its caveat when above the physical peak of its
-    bucket's precision (`peaks`: bucket -> (precision, TFLOP/s per TensorCore))."""
-    text = _num(op.tflops_per_s, ".1f")
-    peak = peaks.get(op.bucket)
-    if op.tflops_per_s is not None and peak is not None and peak[1] > 0 and op.tflops_per_s > peak[1]:
-        text += f" (above the {peak[0]} peak)"
-    return text
-
-
-def _peaks(a: Analysis) -> dict[str, tuple[str, float]]:
-    chip = a.hardware
-    planes = float(chip.planes_per_chip or 1)
-    return {"matmul_bf16": ("BF16", float(chip.peak_bf16_tflops_per_chip or 0) / planes),
-            "matmul_fp8": ("FP8", float(chip.peak_fp8_tflops_per_chip or 0) / planes)}
-
-
-def _op_rows(ops: Sequence[TopOp], start: int = 1, peaks: Mapping[str, tuple[str, float]] | None = None) -> tuple[OpRow, ...]:
-    rows = []
-    for i, op in enumerate(ops, start):
-        rows.append(
-            OpRow(
-                rank=i,
-                name=_cut(op.name),
-                name_full=op.name,
-                bucket=op.bucket,
-                bucket_label=bucket_label(op.bucket),
-                colour=svg.colour(op.bucket),
-                category=op.hlo_category,
-                tags=", ".join(op.tags),
-                ms=ms(op.self_ps),
-                ps=float(op.self_ps),
-                pct=pct(op.fraction),
-                count=count(op.count),
-                count_v=float(op.count),
-                tflops=_tflops_text(op, peaks or {}),
-                tflops_v=float(op.tflops_per_s) if op.tflops_per_s is not None else -1.0,
-                gbps=_num(op.gbps, ",.0f"),
-                gbps_v=float(op.gbps) if op.gbps is not None else -1.0,
-                intensity=_num(op.intensity, ",.1f"),
-                intensity_v=float(op.intensity) if op.intensity is not None else -1.0,
-                bound=op.bound_by,
-                roof=pct(op.roofline_fraction, 0),
-                roof_v=float(op.roofline_fraction) if op.roofline_fraction is not None else -1.0,
-                tf_op=op.tf_op,
-                source=op.source,
-            )
-        )
-    return tuple(rows)
-
-
-def _remat(a: Analysis) -> RematView:
-    ops = getattr(a, "remat_ops", None)
-    if ops is None:
-        ops = tuple(o for o in a.top_ops if "remat" in o.tags)
-    phases = tuple(
-        BucketRow(p, p.capitalize(), "#777777", ms(s.ps), pct(s.fraction), s.fraction, _w(s.fraction), "overlay") for p, s in a.phases.items()
-    )
-    note = "" if ops else "No recomputed ops (no `.remat` names or `rematted_computation` scopes) in the kept steps."
-    return RematView(ms(a.remat.ps), pct(a.remat.fraction), phases, _op_rows(ops[:SECTION_OPS_ROWS]), note)
-
-
-def _attention_kernel_label(ops: Sequence[TopOp]) -> str:
-    """'In attention kernels (Pallas: <families>)': the kernel families of the
-    attention ops shown (their `kernel:` tag, most time first), not a fixed
-    list: a ragged-paged-attention kernel is not splash or flash."""
-    families: list[str] = []
-    for op in ops:  # most time first
-        for t in op.tags:
-            if t.startswith("kernel:") and t[7:] not in families:
-                families.append(t[7:])
-    names = [f.replace("_", " ") for f in families if f != "pallas"]
-    return f"In attention kernels (Pallas: {' / '.join(names)})" if names else "In attention kernels (Pallas)"
-
-
-def _attention(a: Analysis) -> AttentionView:
-    s = a.breakdown.get("attention")
-    seen: set[str] = set()
-    ops = []
-    for op in list(a.top_ops) + list(getattr(a, "kernel_ops", ())):
-        if op.bucket == "attention" and op.name not in seen:
-            seen.add(op.name)
-            ops.append(op)
-    ops.sort(key=lambda o: (-o.self_ps, o.name))
-    facts = []
-    bo = getattr(a, "bucket_ops", {}) or {}
-    for key, label in (("attention_kernel", _attention_kernel_label(ops)), ("attention_unfused", "Unfused attention ops")):
-        b = bo.get(key)
-        if b is not None:
-            facts.append(Fact(label, f"{ms(b.ps)} ms ({pct(b.fraction)}) · {b.ops} ops"))
-    note = "" if ops else "No attention ops among the top ops."
-    return AttentionView(ms(s.ps if s else None), pct(s.fraction if s else None), tuple(facts), _op_rows(ops[:SECTION_OPS_ROWS]), note)
-
-
-def _roofline(a: Analysis) -> RooflineView:
-    chip = a.hardware
-    planes = float(chip.planes_per_chip or 1)
-    bf16 = float(chip.peak_bf16_tflops_per_chip or 0) / planes
-    fp8 = float(chip.peak_fp8_tflops_per_chip or 0) / planes
-    hbm_tbps = float(chip.hbm_gbps_per_chip or 0) / planes / 1000.0
-    pts = []
-    missing = 0
-    kc = {k.op: k for k in (a.kernel_counters or ())}
-    counters = []
-    for i, op in enumerate(a.top_ops, 1):
-        if op.intensity is None or op.tflops_per_s is None or op.intensity <= 0 or op.tflops_per_s <= 0:
-            missing += 1
-            continue
-        use = counter_use_text(kc.get(op.name))
-        tip = (
-            f"#{i} {op.name} — {bucket_label(op.bucket)}; {op.intensity:,.1f} FLOP/B, {op.tflops_per_s:,.1f} TFLOP/s, "
-            f"{pct(op.roofline_fraction, 0)} of its roofline; {ms(op.self_ps)} ms/step ({pct(op.fraction)})"
-            + (f"; counters: {use}" if use else "")
-        )
-        if use:
-            counters.append(Fact(f"#{i} {_cut(op.name, 60)}", use))
-        pts.append(svg.RoofPoint(i, op.intensity, op.tflops_per_s, op.fraction, svg.colour(op.bucket), tip))
-    facts = (
-        Fact("BF16 peak per TensorCore", f"{bf16:,.0f} TFLOP/s"),
-        Fact("FP8 peak per TensorCore", f"{fp8:,.0f} TFLOP/s"),
-        Fact("HBM per TensorCore", f"{hbm_tbps:,.2f} TB/s"),
-        Fact("Ridge points", f"BF16 {bf16 / hbm_tbps:,.0f} · FP8 {fp8 / hbm_tbps:,.0f} FLOP/byte" if hbm_tbps else "-"),
-    )
-    unplotted = f"{missing} of the top {len(a.top_ops)} ops carry no FLOP/byte counts and are not plotted." if missing else ""
-    if not pts or bf16 <= 0:
-        return RooflineView(None, "No top op has both FLOP and byte counts: nothing to plot.", facts, unplotted)
-    roofs = [svg.Roof("BF16", bf16, "bf16")]
-    if fp8 > 0 and fp8 != bf16:
-        roofs.append(svg.Roof("FP8", fp8, "fp8"))
-    desc = (
-        f"Log-log roofline of {len(pts)} top ops for {chip.name}: HBM roof {hbm_tbps:.2f} TB/s, "
-        f"BF16 peak {bf16:,.0f} TFLOP/s, FP8 peak {fp8:,.0f} TFLOP/s per TensorCore. "
-        + " ".join(
-            f"#{p.rank} {_cut(a.top_ops[p.rank - 1].name, 40)}: {p.intensity:,.1f} FLOP/B, {p.tflops:,.1f} TFLOP/s." for p in pts[:10]
-        )
-    )
-    chart = svg.roofline(pts, roofs, hbm_tbps, f"Roofline of the top ops on {chip.name}", desc)
-    return RooflineView(chart, "Each dot is one top op (number = rank in the top-ops table; size = share of the step).", facts, unplotted,
-                        tuple(counters))
-
-
-def counter_use_text(k) -> str:
-    """'MXU 72% · vector 30% · mxu_bound' of an op's hardware counters (KernelCounters; "" without)."""
-    if k is None or not k.utilisation:
-        return ""
-    vec = max((v for u, v in k.utilisation.items() if u.startswith("Vector") and u not in ("Vector Fills", "Vector Spills")),
-              default=None)
-    parts = [f"MXU {k.utilisation.get('MXU', 0.0):.0%}"]
-    if vec is not None:
-        parts.append(f"vector {vec:.0%}")
-    if k.ep_wait_fraction is not None:
-        parts.append(f"ep_wait {k.ep_wait_fraction:.0%}")
-    if k.verdict:
-        parts.append(k.verdict)
-    return " · ".join(parts)
 
 
 def _cores(a: Analysis) -> CoresView:
@@ -759,10 +530,10 @@ def build_context(
         breakdown=_breakdown(a),
         timeline=_timeline(a),
         comm=_comm(a),
-        remat=_remat(a),
-        attention=_attention(a),
-        roofline=_roofline(a),
-        top_ops=_op_rows(listed, peaks=_peaks(a)),
+        remat=remat_view(a),
+        attention=attention_view(a),
+        roofline=roofline_view(a),
+        top_ops=op_rows(listed, peaks=peaks(a)),
         top_ops_note=top_note,
         cores=_cores(a),
         nav=NAV,

@@ -16,8 +16,8 @@ import re
 
 from profanalyzer.format import ms, pct
 from profanalyzer.model import Analysis, Findings
-from profanalyzer.report.context import bucket_rows, exposed_comm, headline, remat_row
 from profanalyzer.report.sections import markdown_sections as _sections_md
+from profanalyzer.report.summary import bucket_rows, exposed_comm, headline, remat_row
 from profanalyzer.shell import finding_lines
 from profanalyzer.vocab import LEVER_LABELS
 

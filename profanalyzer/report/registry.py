@@ -16,7 +16,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from profanalyzer.model import Analysis, Findings, result_document
+from profanalyzer.documents import result_document
+from profanalyzer.model import Analysis, Findings
 
 __all__ = ["RENDERERS", "RenderOptions", "Rendered", "Renderer", "renderer"]
 

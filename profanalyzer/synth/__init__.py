@@ -34,7 +34,8 @@ from .builder import BUCKETS, COLL_BUCKETS
 from .hlo_memory import memory_truth
 from .model import simulate
 from .program import build_plan
-from .scenarios import LEVERS, SCENARIOS, Scenario, get_scenario
+from .scenario import LEVERS, Scenario
+from .scenarios import SCENARIOS, get_scenario
 from .truth import build_truth
 from .writer import hostnames_for, plane_names, run_name_for, write_host
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from ..classify import BUCKETS as PRODUCT_BUCKETS  # noqa: E402
 from ..hardware import TPU7X
 from .hlo import Namer, nbytes, shape
-from .scenarios import Scenario
+from .scenario import Scenario
 
 #: Buckets the truth of issue #14 uses that the product may not have yet (appended, so the
 #: indices of the product's buckets do not move); a truth names them only when it uses them.

@@ -1,6 +1,6 @@
 """Compiled-program model: HLO op templates, their roofline cost, and the per-step op sequence.
 
-:func:`build_plan` turns a :class:`~.scenarios.Scenario` into a :class:`Plan`:
+:func:`build_plan` turns a :class:`~.scenario.Scenario` into a :class:`Plan`:
 
 * ``ops`` -- one :class:`OpT` per HLO instruction (an XLA Ops event metadata entry):
   name, full HLO text, XProf category, tf_op name stack, cost stats, the bucket the
@@ -56,7 +56,7 @@ from .layers import (
     layer_fwd,
     mm_dts,
 )
-from .scenarios import Scenario
+from .scenario import Scenario
 
 # ---------------------------------------------------------------------------
 # Whole programs
