@@ -155,7 +155,7 @@ def test_skipping_lines_the_analysis_does_not_read_changes_nothing(name):
 
 def _scatter(ev: wire.RawEvents, want) -> dict[int, list[int]]:
     """The per-event column of each wanted stat id from the stat columns (what
-    tracebuild._events made of them before `dense`): the last value of an
+    xspace.events made of them before `dense`): the last value of an
     event wins, refs are not values, -1 where an event has none."""
     out = {}
     for sid in want:

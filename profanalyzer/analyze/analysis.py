@@ -1,6 +1,6 @@
 """analyze(path) -> Analysis: the analysis stage of the pipeline.
 
-read (xspace.reader) -> model (tracebuild.load_trace -> trace) -> analyze (this module:
+read (xspace.reader) -> model (xspace.build.load_trace -> trace) -> analyze (this module:
 classification, exclusive attribution, steady-state steps, roofline) ->
 findings (heuristics) -> render (report).
 

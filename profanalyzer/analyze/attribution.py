@@ -397,7 +397,7 @@ def attribute_trace(trace: Trace,
     compute_mask = np.asarray([b in COMPUTE_BUCKETS for b in BUCKETS], dtype=bool)
     memo: dict = {}  # op identity -> OpClass, shared by the cores (same metadata on every core of a host)
     families: dict = {}  # op family (instruction numbers erased) -> verdict (see classify_columns)
-    by_table: dict[int, PlaneClasses] = {}  # planes sharing one metadata table (tracebuild.MetadataCache)
+    by_table: dict[int, PlaneClasses] = {}  # planes sharing one metadata table (xspace.optable.MetadataCache)
     planes = trace.tensorcores
     for plane in planes:
         if id(plane.meta) not in by_table:
