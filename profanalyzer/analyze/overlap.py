@@ -572,7 +572,8 @@ def _sparsecores_of_core(trace: Trace, w: CoreWork, ks: np.ndarray, ke: np.ndarr
         top = ev.depth == 0
         for r in sorted(set(ev.meta[top].tolist())):
             if r >= 0:
-                c = classify_op(sc.meta.name[r], sc.meta.display_name[r], sc.meta.category[r], sc.meta.tf_op[r])
+                c = classify_op(sc.meta.name[r], sc.meta.display_name[r], sc.meta.category[r], sc.meta.tf_op[r],
+                                memo=w.classes.memo)
                 if c.collective:
                     acc.types.add(c.collective)
         busy, conc = _sc_busy(ev.start_ps[top], ev.end_ps[top], ks, ke, covered)

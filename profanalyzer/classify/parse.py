@@ -1,11 +1,11 @@
-"""The op parse: one op's identity split into memoized per-field features
-(`Op`, with the category/opcode/name/tf_op infos), the matmul precision
-helpers and `matmul_kernel_flops`."""
+"""The op parse: one op's identity split into per-field features (`Op`,
+with the category/opcode/name/tf_op infos, memoized per field value in the
+run's `Features`), the matmul precision helpers and `matmul_kernel_flops`."""
 
 from __future__ import annotations
 
 import math
-from functools import lru_cache
+import re
 from typing import Any, NamedTuple
 
 from profanalyzer.classify.tables import (
@@ -52,9 +52,10 @@ from profanalyzer.classify.tables import (
 
 
 # --------------------------------------------------------------------------
-# Parsing. Features of each field are memoized on that field alone: across a
-# profile, categories, opcodes, tf_op stacks, names and dims strings repeat a
-# lot even when whole ops do not.
+# Parsing. Features of each field depend on that field alone: across a
+# profile, categories, opcodes, tf_op stacks and names repeat a lot even when
+# whole ops do not, so `Features` (part of the run's classify memo) keeps
+# them per field value.
 # --------------------------------------------------------------------------
 def as_text(value: Any, cap: int = MAX_FIELD) -> str:
     """Coerce anything (None, NaN, bytes, numbers) to a bounded str."""
@@ -114,7 +115,7 @@ def _sendrecv_role(s: str) -> str:
     return "done" if s.lower().split(".", 1)[0].endswith("-done") else "start"
 
 
-class _CatInfo(NamedTuple):
+class CategoryInfo(NamedTuple):
     norm: str
     coll_kind: str | None  # category names a collective
     coll_role: str
@@ -125,8 +126,7 @@ class _CatInfo(NamedTuple):
     generic_async: str  # "start" | "done" | "" (category async-start/-done)
 
 
-@lru_cache(maxsize=1024)
-def _cat_info(category: str) -> _CatInfo:
+def category_info(category: str) -> CategoryInfo:
     norm = " ".join(category.lower().split())
     kind, role, is_fusion = None, "sync", False
     for k, rx in COLLECTIVE_FUSION_CATEGORIES:
@@ -140,7 +140,7 @@ def _cat_info(category: str) -> _CatInfo:
         elif kind is not None:
             role = _role_of(norm)
     ga = GENERIC_ASYNC.match(norm)
-    return _CatInfo(
+    return CategoryInfo(
         norm=norm,
         coll_kind=kind,
         coll_role=role,
@@ -152,7 +152,7 @@ def _cat_info(category: str) -> _CatInfo:
     )
 
 
-class _OpcInfo(NamedTuple):
+class OpcodeInfo(NamedTuple):
     coll_kind: str | None
     coll_role: str
     matmul: bool
@@ -161,8 +161,7 @@ class _OpcInfo(NamedTuple):
     custom_call: bool
 
 
-@lru_cache(maxsize=1024)
-def _opc_info(opcode: str) -> _OpcInfo:
+def opcode_info(opcode: str) -> OpcodeInfo:
     kind = _kind_of(opcode) if opcode else None
     if kind == "send_recv":
         role = _sendrecv_role(opcode)
@@ -171,7 +170,7 @@ def _opc_info(opcode: str) -> _OpcInfo:
     else:
         role = _role_of(opcode)
     ga = GENERIC_ASYNC.match(opcode)
-    return _OpcInfo(
+    return OpcodeInfo(
         coll_kind=kind,
         coll_role=role,
         matmul=bool(opcode and MATMUL_OPCODES.match(opcode)),
@@ -181,7 +180,7 @@ def _opc_info(opcode: str) -> _OpcInfo:
     )
 
 
-class _NameInfo(NamedTuple):
+class NameInfo(NamedTuple):
     hint: bool  # anything below can be true
     async_copy: bool
     offload_role: str  # "offload_start" | "offload_done" | ""
@@ -194,15 +193,14 @@ class _NameInfo(NamedTuple):
     remat: bool
 
 
-_EMPTY_NAME = _NameInfo(False, False, "", "", None, "sync", None, False, None, False)
+_EMPTY_NAME = NameInfo(False, False, "", "", None, "sync", None, False, None, False)
 
 
 _COLL_PREFIXES = ("all-", "reduce-scatter", "ragged-all", "collective-", "send", "recv", "infeed", "outfeed")
 _KIND_WORDS = ("gather", "scatter", "reduce", "to-all", "to_all", "permute", "broadcast")
 
 
-@lru_cache(maxsize=65536)
-def _name_info(name: str) -> _NameInfo:
+def name_info(name: str) -> NameInfo:
     low = name.lower()
     if not low or not NAME_HINT.search(low):
         return _EMPTY_NAME
@@ -219,7 +217,7 @@ def _name_info(name: str) -> _NameInfo:
                 break
         if attn is None and OTHER_ATTENTION_KERNEL_NAME.search(low):
             attn = "pallas"
-    return _NameInfo(
+    return NameInfo(
         hint=True,
         async_copy=low.startswith("copy-") and bool(ASYNC_COPY.match(low)),
         offload_role=(("offload_" + off.group(1)) if off else ""),
@@ -233,7 +231,7 @@ def _name_info(name: str) -> _NameInfo:
     )
 
 
-class _TfInfo(NamedTuple):
+class TfOpInfo(NamedTuple):
     tokens: tuple[str, ...]
     attn_core: str  # first attention-core token, or ""
     attn_generic: str  # first generic attention token, or ""
@@ -246,11 +244,10 @@ class _TfInfo(NamedTuple):
     remat: bool
 
 
-_EMPTY_TF = _TfInfo((), "", "", False, "", None, False, False, None, False)
+_EMPTY_TF = TfOpInfo((), "", "", False, "", None, False, False, None, False)
 
 
-@lru_cache(maxsize=65536)
-def _tf_info(tf_op: str) -> _TfInfo:
+def tf_op_info(tf_op: str) -> TfOpInfo:
     if not tf_op.strip():
         return _EMPTY_TF
     stripped = TF_PARAMS.sub("", tf_op)
@@ -288,7 +285,7 @@ def _tf_info(tf_op: str) -> _TfInfo:
         phase = "optimizer"
     else:
         phase = None
-    return _TfInfo(
+    return TfOpInfo(
         tokens=tokens,
         attn_core=core,
         attn_generic=generic,
@@ -302,7 +299,6 @@ def _tf_info(tf_op: str) -> _TfInfo:
     )
 
 
-@lru_cache(maxsize=65536)
 def _dims(dims: str) -> tuple[int, int]:
     """'1,2048,<=16' -> (elements, number of dims larger than 1)."""
     elems, big = 1, 0
@@ -340,14 +336,72 @@ def op_names(text: str, display: str) -> tuple[str, ...]:
     return (name,) if name == display or not display else (name, display)
 
 
-class Op:
-    """One op's parsed identity; heavier features are computed lazily."""
+def opcode_end(text: str) -> int:
+    """The position right after ``opcode(`` in an HLO text, -1 when not visible (as `Op.op_end`)."""
+    m = INSTR.match(text)
+    if not m:
+        return -1
+    om = OPCODE.search(text, m.end() - 1)
+    return om.end() if om else -1
 
-    def __init__(self, text: str, display: str, category: str, tf_op: str, swl: str):
+
+class Features:
+    """The per-field features of the ops one run classifies, each computed
+    once per distinct field value (part of the run's `classify.Memo`)."""
+
+    __slots__ = ("categories", "opcodes", "names", "tf_ops")
+
+    def __init__(self) -> None:
+        self.categories: dict[str, CategoryInfo] = {}
+        self.opcodes: dict[str, OpcodeInfo] = {}
+        self.names: dict[str, NameInfo] = {}
+        self.tf_ops: dict[str, TfOpInfo] = {}
+
+    def category(self, s: str) -> CategoryInfo:
+        v = self.categories.get(s)
+        if v is None:
+            v = self.categories[s] = category_info(s)
+        return v
+
+    def opcode(self, s: str) -> OpcodeInfo:
+        v = self.opcodes.get(s)
+        if v is None:
+            v = self.opcodes[s] = opcode_info(s)
+        return v
+
+    def name(self, s: str) -> NameInfo:
+        v = self.names.get(s)
+        if v is None:
+            v = self.names[s] = name_info(s)
+        return v
+
+    def tf_op(self, s: str) -> TfOpInfo:
+        v = self.tf_ops.get(s)
+        if v is None:
+            v = self.tf_ops[s] = tf_op_info(s)
+        return v
+
+
+#: An instruction number (`fusion.123`, `%param.4`, `.cloned.1`): what tells
+#: apart the clones of one op in an unrolled or recompiled program.
+NUMBER = re.compile(r"\.[0-9]+")
+
+
+class Op:
+    """One op's parsed identity; heavier features are computed lazily.
+
+    Every excerpt of the op's own strings that a rule writes into a reason
+    goes through `quote`, which notes the excerpts that hold an instruction
+    number (`numbered`): what lets one classification stand for the op's
+    whole family (see `classify.classify_columns`)."""
+
+    def __init__(self, text: str, display: str, category: str, tf_op: str, swl: str,
+                 features: Features | None = None):
+        f = features if features is not None else Features()
         self.text = text
         self.display = display.strip().lstrip("%")
-        self.cat = _cat_info(category)
-        self.tf = _tf_info(tf_op)
+        self.cat = f.category(category)
+        self.tf = f.tf_op(tf_op)
         self.tf_op = tf_op
         self.swl = swl
         self.head_end = -1  # end of "name = "
@@ -368,10 +422,18 @@ class Op:
             if nm:
                 opcode = nm.group(1)
         self.opcode = opcode
-        self.opc = _opc_info(opcode)
+        self.opc = f.opcode(opcode)
         self.names = op_names(text, display)
-        self.nis = tuple(_name_info(n) for n in self.names)
+        self.nis = tuple(f.name(n) for n in self.names)
         self._attrs: str | None = None
+        #: The excerpts `quote` gave out that hold an instruction number.
+        self.numbered: list[str] = []
+
+    def quote(self, s: str, n: int = 48) -> str:
+        """`clip(s, n)`, noting `s` in `numbered` when it holds an instruction number."""
+        if "." in s and NUMBER.search(s):
+            self.numbered.append(s)
+        return clip(s, n)
 
     @property
     def operand_text(self) -> str:
