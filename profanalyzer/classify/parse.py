@@ -299,7 +299,7 @@ def tf_op_info(tf_op: str) -> TfOpInfo:
     )
 
 
-def _dims(dims: str) -> tuple[int, int]:
+def dims_info(dims: str) -> tuple[int, int]:
     """'1,2048,<=16' -> (elements, number of dims larger than 1)."""
     elems, big = 1, 0
     for d in dims.split(","):
@@ -349,13 +349,20 @@ class Features:
     """The per-field features of the ops one run classifies, each computed
     once per distinct field value (part of the run's `classify.Memo`)."""
 
-    __slots__ = ("categories", "opcodes", "names", "tf_ops")
+    __slots__ = ("categories", "opcodes", "names", "tf_ops", "dim_lists")
 
     def __init__(self) -> None:
         self.categories: dict[str, CategoryInfo] = {}
         self.opcodes: dict[str, OpcodeInfo] = {}
         self.names: dict[str, NameInfo] = {}
         self.tf_ops: dict[str, TfOpInfo] = {}
+        self.dim_lists: dict[str, tuple[int, int]] = {}
+
+    def dims(self, s: str) -> tuple[int, int]:
+        v = self.dim_lists.get(s)
+        if v is None:
+            v = self.dim_lists[s] = dims_info(s)
+        return v
 
     def category(self, s: str) -> CategoryInfo:
         v = self.categories.get(s)
@@ -397,7 +404,7 @@ class Op:
 
     def __init__(self, text: str, display: str, category: str, tf_op: str, swl: str,
                  features: Features | None = None):
-        f = features if features is not None else Features()
+        f = self.features = features if features is not None else Features()
         self.text = text
         self.display = display.strip().lstrip("%")
         self.cat = f.category(category)
@@ -505,7 +512,7 @@ class Op:
 # --------------------------------------------------------------------------
 # Precision
 # --------------------------------------------------------------------------
-def _pick_precision(segment: str, allow_int: bool) -> str | None:
+def _pick_precision(segment: str, allow_int: bool, features: Features) -> str | None:
     if not segment:
         return None
     if "f8e" in segment and any(d.startswith("f8e") for d, _ in PREC_ARRAY.findall(segment)):
@@ -514,7 +521,7 @@ def _pick_precision(segment: str, allow_int: bool) -> str | None:
     if not arrays:
         return None
     dtypes = {d for d, _ in arrays}
-    matrix = {d for d, dims in arrays if _dims(dims)[1] >= 2}
+    matrix = {d for d, dims in arrays if features.dims(dims)[1] >= 2}
     for pool in (matrix, dtypes):
         if allow_int and pool & INT8:
             return "int8"
@@ -529,12 +536,12 @@ def _pick_precision(segment: str, allow_int: bool) -> str | None:
 
 def matmul_precision(op: Op, allow_int: bool = True) -> tuple[str | None, str]:
     """(precision, where) -- see the module docstring for the rule."""
-    p = _pick_precision(op.operand_text, allow_int)
+    p = _pick_precision(op.operand_text, allow_int, op.features)
     if p:
         return p, "operands"
     if op.swl and "f8e" in op.swl.lower():
         return "fp8", "shape_with_layout"
-    p = _pick_precision(op.output_text, allow_int)
+    p = _pick_precision(op.output_text, allow_int, op.features)
     if p:
         return p, "output type"
     return None, "no element type"
@@ -554,14 +561,14 @@ def public_precision(p: str | None) -> str | None:
     return p if p in PRECISIONS else None
 
 
-def infer_kind_from_buffers(segment: str) -> tuple[str | None, str]:
+def infer_kind_from_buffers(segment: str, features: Features) -> tuple[str | None, str]:
     """Continuation fusion buffers: (shard, full, ...) -> kind.
 
     The first two arrays with more than 2 elements are the buffers (the
     scalar u32 sync flags and the s32[2] counter are skipped)."""
     bufs = []
     for d, dims in _arrays(segment):
-        n = _dims(dims)[0]
+        n = features.dims(dims)[0]
         if dims.strip() and n > 2:
             bufs.append((d.lower(), n))
             if len(bufs) == 2:

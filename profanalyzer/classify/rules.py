@@ -122,7 +122,7 @@ def _r_async_collective_fusion(op: Op) -> Verdict | None:
         kind = kind_in_text(calls) if calls else None
         if kind:
             return _collective(kind, role, f"continuation fusion '{op.quote(n)}', calls={op.quote(calls, 32)} -> {kind}")
-        kind, how = infer_kind_from_buffers(op.output_text if role == "start" else op.operand_text)
+        kind, how = infer_kind_from_buffers(op.output_text if role == "start" else op.operand_text, op.features)
         if kind:
             return _collective(kind, role, f"continuation fusion '{op.quote(n)}', {how} -> {kind} (inferred)")
         return _collective(None, role, f"continuation fusion '{op.quote(n)}', kind not in text ({how}); pair with start")
