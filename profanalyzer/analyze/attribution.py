@@ -25,8 +25,8 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from profanalyzer.classify import (
-    Memo,
     ROLE_CODES,
+    Memo,
     OpClass,
     async_pair_key,
     classify_codes,

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
 from profanalyzer.classify.tables import (
@@ -247,7 +248,26 @@ class TfOpInfo(NamedTuple):
 _EMPTY_TF = TfOpInfo((), "", "", False, "", None, False, False, None, False)
 
 
-def tf_op_info(tf_op: str) -> TfOpInfo:
+class TokenInfo(NamedTuple):
+    """What the tf_op rules read of one name-stack token."""
+
+    attn_core: bool  # an attention-core scope
+    attn_generic: bool  # a generic attention scope (not a projection/rotary/norm one)
+    attn_excluded: bool  # a projection/rotary/norm scope
+    softmax_scope: bool
+    optimizer: bool
+    gmm: bool
+
+
+def token_info(t: str) -> TokenInfo:
+    excluded = bool(ATTN_EXCLUDED_TOKEN.match(t))
+    return TokenInfo(bool(ATTN_CORE_TOKEN.match(t)), bool(ATTN_GENERIC_TOKEN.search(t)) and not excluded, excluded,
+                     bool(SOFTMAX_SCOPE.search(t)), bool(OPTIMIZER_TOKEN.match(t)), bool(GMM.search(t.lower())))
+
+
+def tf_op_info(tf_op: str, token: Callable[[str], TokenInfo] = token_info) -> TfOpInfo:
+    """The features of a tf_op name stack; `token`: the info of one token
+    (`Features.token`: each distinct token's once per run)."""
     if not tf_op.strip():
         return _EMPTY_TF
     stripped = TF_PARAMS.sub("", tf_op)
@@ -256,20 +276,21 @@ def tf_op_info(tf_op: str) -> TfOpInfo:
         if seg:
             toks.extend(t for t in seg.split(".") if t)
     tokens = tuple(toks)
+    infos = [token(t) for t in tokens]
     core, generic, first = "", "", -1
-    for i, t in enumerate(tokens):
-        if ATTN_CORE_TOKEN.match(t):
-            core = t
+    for i, ti in enumerate(infos):
+        if ti.attn_core:
+            core = tokens[i]
             break
-        if first < 0 and ATTN_GENERIC_TOKEN.search(t) and not ATTN_EXCLUDED_TOKEN.match(t):
-            first, generic = i, t
+        if first < 0 and ti.attn_generic:
+            first, generic = i, tokens[i]
     excluded, softmax = False, ""
     if generic and not core:
         below = tokens[first + 1:]
-        excluded = any(ATTN_EXCLUDED_TOKEN.match(t) for t in below)
+        excluded = any(ti.attn_excluded for ti in infos[first + 1:])
         if below and SOFTMAX_PRIMITIVE.match(below[-1]):
             softmax = below[-1]
-        elif any(SOFTMAX_SCOPE.search(t) for t in below):
+        elif any(ti.softmax_scope for ti in infos[first + 1:]):
             softmax = "softmax"
     low = tf_op.lower()
     kernel = None
@@ -281,7 +302,7 @@ def tf_op_info(tf_op: str) -> TfOpInfo:
         phase = "backward"
     elif FORWARD.search(tf_op):
         phase = "forward"
-    elif any(OPTIMIZER_TOKEN.match(t) for t in tokens):
+    elif any(ti.optimizer for ti in infos):
         phase = "optimizer"
     else:
         phase = None
@@ -292,7 +313,7 @@ def tf_op_info(tf_op: str) -> TfOpInfo:
         attn_excluded=excluded,
         attn_softmax=softmax,
         attn_kernel=kernel,
-        gmm_scope=("gmm" in low) and any(GMM.search(t.lower()) for t in tokens),
+        gmm_scope=("gmm" in low) and any(ti.gmm for ti in infos),
         pallas_last=bool(tokens and PALLAS_TOKEN.match(tokens[-1])),
         phase=phase,
         remat=bool(REMAT_TF_OP.search(tf_op)),
@@ -349,13 +370,14 @@ class Features:
     """The per-field features of the ops one run classifies, each computed
     once per distinct field value (part of the run's `classify.Memo`)."""
 
-    __slots__ = ("categories", "opcodes", "names", "tf_ops", "dim_lists")
+    __slots__ = ("categories", "opcodes", "names", "tf_ops", "tokens", "dim_lists")
 
     def __init__(self) -> None:
         self.categories: dict[str, CategoryInfo] = {}
         self.opcodes: dict[str, OpcodeInfo] = {}
         self.names: dict[str, NameInfo] = {}
         self.tf_ops: dict[str, TfOpInfo] = {}
+        self.tokens: dict[str, TokenInfo] = {}
         self.dim_lists: dict[str, tuple[int, int]] = {}
 
     def dims(self, s: str) -> tuple[int, int]:
@@ -385,7 +407,13 @@ class Features:
     def tf_op(self, s: str) -> TfOpInfo:
         v = self.tf_ops.get(s)
         if v is None:
-            v = self.tf_ops[s] = tf_op_info(s)
+            v = self.tf_ops[s] = tf_op_info(s, self.token)
+        return v
+
+    def token(self, s: str) -> TokenInfo:
+        v = self.tokens.get(s)
+        if v is None:
+            v = self.tokens[s] = token_info(s)
         return v
 
 
