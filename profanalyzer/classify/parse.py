@@ -47,7 +47,7 @@ from profanalyzer.classify.tables import (
     SOFTMAX_PRIMITIVE,
     SOFTMAX_SCOPE,
     TF_PARAMS,
-    TF_SPLIT,
+    TF_TOKEN_SPLIT,
     UNSAFE,
 )
 
@@ -270,12 +270,8 @@ def tf_op_info(tf_op: str, token: Callable[[str], TokenInfo] = token_info) -> Tf
     (`Features.token`: each distinct token's once per run)."""
     if not tf_op.strip():
         return _EMPTY_TF
-    stripped = TF_PARAMS.sub("", tf_op)
-    toks: list[str] = []
-    for seg in TF_SPLIT.split(stripped):
-        if seg:
-            toks.extend(t for t in seg.split(".") if t)
-    tokens = tuple(toks)
+    # the name stack's segments (split on TF_SPLIT), each split on '.': one split on both
+    tokens = tuple(t for t in TF_TOKEN_SPLIT.split(TF_PARAMS.sub("", tf_op)) if t)
     infos = [token(t) for t in tokens]
     core, generic, first = "", "", -1
     for i, ti in enumerate(infos):
@@ -415,6 +411,7 @@ class Features:
         if v is None:
             v = self.tokens[s] = token_info(s)
         return v
+
 
 
 #: An instruction number (`fusion.123`, `%param.4`, `.cloned.1`): what tells
