@@ -2,7 +2,7 @@
 `e2e_bench.py` (issue #15: fast on every trace shape).
 
     python benchmarks/shapes_bench.py [--keep DIR] [--base-events 1600000] [--scales 0.25,0.5,1,2]
-                                      [--shapes host_bulk,many_ops,few_ops]
+                                      [--shapes host_bulk,many_ops,many_families,few_ops]
                                       [--tasks touch_floor,profanalyze,xprof_overlap] [--repeat 3]
 
 Shapes (one host file each, built once and reused from --keep):
@@ -11,7 +11,7 @@ Shapes (one host file each, built once and reused from --keep):
              events and `/host:metadata` HLO-proto bulk (80% of its bytes)
              that profanalyzer skips and the touch floor has to parse.
 
-The other two have device planes only (no host planes):
+The others have device planes only (no host planes):
 
   many_ops   `dense_short_fsdp` with its layer loop *unrolled*: every
              occurrence of a looped instruction within a step is its own
