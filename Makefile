@@ -5,9 +5,7 @@ PY     := $(VENV)/bin/python
 SAMPLE ?= sample_traces/dense_short_fsdp.xplane.pb.gz
 #: The modules mypy checks (`make lint`): every module of profanalyzer/ but synth/ (the test-data
 #: generator) and the generated *_pb2.py, and every rule of heuristics/ -- found, so a new one is in.
-#: UNTYPED: modules whose errors other work in progress fixes (until #24's split/caches merge).
-UNTYPED ?= profanalyzer/classify/__init__.py
-TYPED  ?= $(filter-out $(UNTYPED),$(sort $(shell find profanalyzer heuristics -name '*.py' -not -path 'profanalyzer/synth/*' -not -name '*_pb2.py')))
+TYPED  ?= $(sort $(shell find profanalyzer heuristics -name '*.py' -not -path 'profanalyzer/synth/*' -not -name '*_pb2.py'))
 #: What ruff checks (`make lint`; rules in pyproject.toml).
 LINTED ?= profanalyzer heuristics tests tools benchmarks setup.py
 

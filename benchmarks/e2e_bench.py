@@ -109,7 +109,7 @@ def build(path: Path, events: int, bulk_mb: int, layers: int) -> None:
     rng = np.random.default_rng(0)
     extra = bytearray()
     # /host:metadata: HLO protos of many programs (incompressible bulk).
-    md = pb.XPlane(id=900, name="/host:metadata")
+    md = pb.XPlane(id=900, name="/host:metadata")  # type: ignore[attr-defined]  # generated protobuf classes
     md.stat_metadata[1].id = 1
     md.stat_metadata[1].name = "Hlo Proto"
     chunk = 4 * 1024 * 1024
@@ -120,7 +120,7 @@ def build(path: Path, events: int, bulk_mb: int, layers: int) -> None:
         m.stats.add(metadata_id=1, bytes_value=rng.bytes(chunk))
     extra += _field(1, md.SerializeToString())
     # /host:CPU: python / runtime threads with many short events.
-    host = pb.XPlane(id=901, name="/host:CPU")
+    host = pb.XPlane(id=901, name="/host:CPU")  # type: ignore[attr-defined]  # generated protobuf classes
     for k in range(1, 200):
         host.event_metadata[k].id = k
         host.event_metadata[k].name = f"host_fn_{k}"

@@ -122,7 +122,7 @@ def main(argv: list[str] | None = None) -> int:
         rows = []
         ref = None
         for label, kw in runs:
-            secs, res = _timed(lambda: run_fleet(paths, **kw))
+            secs, res = _timed(lambda kw=kw: run_fleet(paths, **kw))
             if res.files_ok != len(files):
                 raise SystemExit(f"'{label}': {res.files_failed} host files failed, e.g. {res.failures[0].error}")
             d = res.to_dict()

@@ -2,7 +2,7 @@
 `e2e_bench.py` (issue #15: fast on every trace shape).
 
     python benchmarks/shapes_bench.py [--keep DIR] [--base-events 1600000] [--scales 0.25,0.5,1,2]
-                                      [--shapes host_bulk,many_ops,few_ops]
+                                      [--shapes host_bulk,many_ops,many_families,few_ops]
                                       [--tasks touch_floor,profanalyze,xprof_overlap] [--repeat 3]
 
 Shapes (one host file each, built once and reused from --keep):
@@ -11,7 +11,7 @@ Shapes (one host file each, built once and reused from --keep):
              events and `/host:metadata` HLO-proto bulk (80% of its bytes)
              that profanalyzer skips and the touch floor has to parse.
 
-The other two have device planes only (no host planes):
+The others have device planes only (no host planes):
 
   many_ops   `dense_short_fsdp` with its layer loop *unrolled*: every
              occurrence of a looped instruction within a step is its own
@@ -24,6 +24,14 @@ The other two have device planes only (no host planes):
   few_ops    `dense_short_fsdp` with 2 layers and as many steps as it takes
              to reach the same number of events: a few hundred distinct ops,
              many events each.
+  many_families  many_ops whose unrolled layers also carry their own scope
+             (`.../layers/...` in a clone's tf_op becomes `.../layers_<k>/...`,
+             as in a model unrolled without a scan): the clones of one op no
+             longer differ in their instruction numbers alone, so the
+             distinct op *families* (op identity with the instruction numbers
+             erased, what classification groups by) number several thousand
+             (~7k at 128 layers), not a few hundred; the variants still
+             differ by numbers only.
 
 Scaling (--scales): `events` scales the number of steps of the many-ops
 shape (distinct ops fixed); `ops` scales the number of unrolled layers at a
@@ -69,6 +77,7 @@ BEFORE = (
 )
 
 _INSTR = re.compile(r"(?<![\w.\-])(%?[A-Za-z_][\w\-]*)\.(\d+)")
+_NUMBER = re.compile(r"\.[0-9]+")  # an instruction number, as classification erases it
 _RENUMBER = 1_000_000  # clone k of instruction `x.N` is `x.(N + k * _RENUMBER)`
 
 
@@ -78,12 +87,20 @@ def _renumber(text: str, k: int) -> str:
     return _INSTR.sub(lambda m: f"{m.group(1)}.{int(m.group(2)) + k * _RENUMBER}", text)
 
 
-def unroll(tl, variants: int = 1) -> int:
+def _scoped(tf_op: str | None, layer: int) -> str | None:
+    """`tf_op` with its layer scope (`/layers/`) numbered (`/layers_<layer>/`)."""
+    if not tf_op or not layer or "/layers/" not in tf_op:
+        return tf_op
+    return tf_op.replace("/layers/", f"/layers_{layer}/", 1)
+
+
+def unroll(tl, variants: int = 1, scoped: bool = False) -> int:
     """Give each occurrence of an op template within a step its own template
     (clone k of a template that runs n times a step, k < n), and with
     `variants` > 1 a step-dependent one too (step s runs recompiled variant
-    s % variants: other instruction numbers). Mutates the timeline's plan and
-    `occ_tid`; returns the number of templates."""
+    s % variants: other instruction numbers). With `scoped`, clone k's
+    layer scope is numbered too (`_scoped`: its own op family). Mutates the
+    timeline's plan and `occ_tid`; returns the number of templates."""
     plan = tl.plan
     ops = list(plan.ops)
     tid, step = tl.occ_tid, tl.occ_step
@@ -95,28 +112,29 @@ def unroll(tl, variants: int = 1) -> int:
     k_sorted = np.arange(len(key)) - start_of_run
     k = np.empty_like(k_sorted)
     k[order] = k_sorted
+    width = int(k.max()) + 1 if len(k) else 1  # clone k of variant v is v * width + k
     if variants > 1:
-        k = (step.astype(np.int64) % variants) * (int(k.max()) + 1) + k
+        k = (step.astype(np.int64) % variants) * width + k
     clones: dict[tuple[int, int], int] = {}
-    pairs = sorted(set(zip(tid[k > 0].tolist(), k[k > 0].tolist())))
+    pairs = sorted(set(zip(tid[k > 0].tolist(), k[k > 0].tolist(), strict=True)))
     for t, kk in pairs:
         clones[(t, kk)] = len(ops)
         o = ops[t]
         ops.append(replace(o, idx=len(ops), name=_renumber(o.name, kk), hlo=_renumber(o.hlo, kk),
-                           sc_name=_renumber(o.sc_name, kk)))
+                           sc_name=_renumber(o.sc_name, kk), tf_op=_scoped(o.tf_op, kk % width) if scoped else o.tf_op))
     for (t, kk), new in clones.items():  # start <-> done peers follow their clone
         p = ops[t].peer
         if p >= 0:
             ops[new].peer = clones.get((p, kk), p)
     new_tid = tid.copy()
     sel = np.nonzero(k > 0)[0]
-    new_tid[sel] = [clones[(t, kk)] for t, kk in zip(tid[sel].tolist(), k[sel].tolist())]
+    new_tid[sel] = [clones[(t, kk)] for t, kk in zip(tid[sel].tolist(), k[sel].tolist(), strict=True)]
     plan.ops[:] = ops
     tl.occ_tid = new_tid
     return len(ops)
 
 
-def build(path: Path, layers: int, steps: int, unrolled: bool, variants: int = 1) -> dict:
+def build(path: Path, layers: int, steps: int, unrolled: bool, variants: int = 1, scoped: bool = False) -> dict:
     from profanalyzer.synth import get_scenario, real_shapes
     from profanalyzer.synth.model import simulate
     from profanalyzer.synth.program import build_plan
@@ -126,7 +144,7 @@ def build(path: Path, layers: int, steps: int, unrolled: bool, variants: int = 1
     plan = build_plan(spec, seed=0, layers=layers, programs_of=real_shapes.PROGRAM_BUILDERS,
                       host_offload=real_shapes.splice_host_offload)
     tl = simulate(plan, seed=0, hosts=1, steps=steps)
-    templates = unroll(tl, variants) if unrolled else len(plan.ops)
+    templates = unroll(tl, variants, scoped) if unrolled else len(plan.ops)
     counts: dict = {}
     data = write_host(tl, 0, hostnames_for(spec.name, 0, 1)[0], 0, counts)
     path.write_bytes(data)
@@ -146,7 +164,7 @@ def _events_per_step(layers: int) -> float:
 
 
 def variants(shapes: list[str], base_events: int, scales: list[float], layers: int) -> list[tuple[str, str, int, int, bool]]:
-    """(label, file stem, layers, steps, unrolled)."""
+    """(label, file stem, layers, steps, unrolled); a stem starting `many_families` is also scoped."""
     per_layer_step = _events_per_step(layers) / layers
     out = []
     if "host_bulk" in shapes:
@@ -154,6 +172,8 @@ def variants(shapes: list[str], base_events: int, scales: list[float], layers: i
     base_steps = max(2, round(base_events / (per_layer_step * layers)))
     if "many_ops" in shapes:
         out.append(("many_ops 1x", f"many_ops-L{layers}-S{base_steps}", layers, base_steps, True))
+    if "many_families" in shapes:
+        out.append(("many_families 1x", f"many_families-L{layers}-S{base_steps}", layers, base_steps, True))
     if "few_ops" in shapes:
         per_step2 = _events_per_step(2)
         s = max(2, round(base_events / per_step2))
@@ -180,7 +200,7 @@ def main() -> None:
     ap.add_argument("--variants", type=int, default=5,
                     help="recompiled program variants the many-ops steps rotate through (distinct ops x this)")
     ap.add_argument("--scales", default="0.25,0.5,1,2")
-    ap.add_argument("--shapes", default="host_bulk,many_ops,few_ops")
+    ap.add_argument("--shapes", default="host_bulk,many_ops,many_families,few_ops")
     ap.add_argument("--tasks", default="touch_floor,profanalyze,xprof_overlap")
     ap.add_argument("--xprof-repeat", type=int, default=1)
     ap.add_argument("--scaling-tasks", default="profanalyze", help="tasks for the scaling rows")
@@ -201,14 +221,14 @@ def main() -> None:
             if stem == "host_bulk":
                 build_host_bulk(path, 1_500_000, 260, layers)
             else:
-                build(path, layers, steps, unrolled, args.variants if unrolled else 1)
+                build(path, layers, steps, unrolled, args.variants if unrolled else 1, stem.startswith("many_families"))
             print(f"(build took {time.perf_counter() - t0:.0f} s)", flush=True)
         infos[label] = path
     warm_up()
     out = folder / "shapes.report.html"
     print(f"\npython {sys.version.split()[0]}; {os.cpu_count()} CPUs; load average {os.getloadavg()[0]:.2f} at start")
     scaling_header = False
-    for label, stem, layers, steps, unrolled in todo:
+    for label, *_ in todo:
         path = infos[label]
         one_x = label.endswith(" 1x")
         tasks = [t for t in (args.tasks if one_x else args.scaling_tasks).split(",") if t]
@@ -216,10 +236,11 @@ def main() -> None:
                for t in tasks}
         if args.before:
             res["before"] = best_of(BEFORE, args.repeat, str(path), str(out), str(args.before))
-        n_meta, n_events = _distinct_ops(path)
+        n_meta, n_fam, n_events = _distinct_ops(path)
         mb = path.stat().st_size / 1e6
         if one_x:
-            print(f"\n### {label[:-3]}: {mb:.0f} MB, {n_events:,} device events, {n_meta:,} distinct op metadata\n")
+            print(f"\n### {label[:-3]}: {mb:.0f} MB, {n_events:,} device events, {n_meta:,} distinct op metadata, "
+                  f"{n_fam:,} op families\n")
             print("| task | seconds | peak RSS MiB | x touch floor |")
             print("|---|---:|---:|---:|")
             floor = res.get("touch_floor", {}).get("seconds")
@@ -247,21 +268,32 @@ def main() -> None:
                   f"{r['maxrss_kib'] / 1024:.0f} |", flush=True)
 
 
-def _distinct_ops(path: Path) -> tuple[int, int]:
-    """(distinct XLA Ops metadata used on TensorCore planes, device events)."""
+def _distinct_ops(path: Path) -> tuple[int, int, int]:
+    """(distinct XLA Ops metadata used on TensorCore planes, their op families, device events). A family is
+    what classification groups by: the (HLO text, display name, hlo_category, tf_op, shape_with_layout) of
+    an op with every instruction number (`.<digits>`) of the text and the display name erased."""
     from profanalyzer.xspace import xplane_pb2 as pb
 
-    sp = pb.XSpace.FromString(path.read_bytes())
+    sp = pb.XSpace.FromString(path.read_bytes())  # type: ignore[attr-defined]  # generated protobuf classes
     used: set[str] = set()
+    families: set[tuple[str, ...]] = set()
     n = 0
     for p in sp.planes:
         if not p.name.startswith("/device:"):
             continue
+        stat_names = {k: v.name for k, v in p.stat_metadata.items()}
         for ln in p.lines:
             n += len(ln.events)
-            if ln.name == "XLA Ops":
-                used.update(p.event_metadata[i].name for i in {e.metadata_id for e in ln.events})
-    return len(used), n
+            if ln.name != "XLA Ops":
+                continue
+            for i in {e.metadata_id for e in ln.events}:
+                md = p.event_metadata[i]
+                used.add(md.name)
+                stats = {stat_names.get(s.metadata_id, ""): s.str_value or stat_names.get(s.ref_value, "")
+                         for s in md.stats}
+                families.add((_NUMBER.sub(".0", md.name), _NUMBER.sub(".0", md.display_name),
+                              *(stats.get(k, "") for k in ("hlo_category", "tf_op", "shape_with_layout"))))
+    return len(used), len(families), n
 
 
 if __name__ == "__main__":

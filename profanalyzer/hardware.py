@@ -33,10 +33,24 @@ class Chip:
     sparsecores: int
     planes_per_chip: int  # TensorCore device planes per chip in a trace
     vmem_mib_per_core: int
+    #: MXUs per chip and the MXU dimension (dim x dim systolic array): ASSUMED
+    #: (the facts and the guide publish no per-chip MXU count); they only
+    #: serve to infer `clock_ghz`. v6e: 4 MXUs of 256x256; TPU7x: 2
+    #: TensorCores x 4 MXUs of 256x256; v5p: 8 MXUs of 128x128.
+    mxus: int
+    mxu_dim: int
     #: TensorCore clock (GHz): an ASSUMPTION, no published figure was found.
-    #: Inferred from the published BF16 peak as peak = MXUs x 2 x dim x dim x f
-    #: (see MXU_ASSUMPTIONS); the compiler's `estimated_cycles` are read at it.
+    #: Inferred from the published BF16 peak when the chip is built, as peak =
+    #: MXUs x 2 x dim x dim x f (v6e: 918e12 / (4 x 2 x 256 x 256) = 1.75 GHz;
+    #: TPU7x: 2307e12 / (8 x 2 x 256 x 256) = 2.20 GHz; v5p: 459e12 / (8 x 2 x
+    #: 128 x 128) = 1.75 GHz); the compiler's `estimated_cycles` are read at it.
+    #: A peak read from a trace later (`dataclasses.replace`) keeps the clock.
     clock_ghz: float = 0.0
+
+    def __post_init__(self) -> None:
+        if not self.clock_ghz:
+            f = self.peak_bf16_tflops * TERA / (self.mxus * 2 * self.mxu_dim * self.mxu_dim) / GIGA
+            object.__setattr__(self, "clock_ghz", round(f, 4))
 
     @property
     def clock_hz(self) -> float:
@@ -110,16 +124,6 @@ class Chip:
         }
 
 
-#: How each chip's assumed clock is inferred: (MXUs per chip, MXU dimension).
-#: f = peak BF16 FLOP/s / (MXUs x 2 x dim x dim). v6e: 918e12 / (4 x 2 x 256 x 256)
-#: = 1.75 GHz; TPU7x: 2307e12 / (8 x 2 x 256 x 256) = 2.20 GHz (2 TensorCores
-#: x 4 MXUs of 256x256 assumed); v5p: 459e12 / (8 x 2 x 128 x 128) = 1.75 GHz.
-MXU_ASSUMPTIONS: dict[str, tuple[int, int]] = {"tpu7x": (8, 256), "v6e": (4, 256), "v5p": (8, 128)}
-
-
-def inferred_clock_ghz(key: str, peak_bf16_tflops: float) -> float:
-    mxus, dim = MXU_ASSUMPTIONS[key]
-    return round(peak_bf16_tflops * TERA / (mxus * 2 * dim * dim) / GIGA, 4)
 
 
 #: The guide's stated hardware arithmetic intensity against ICI (FLOP/byte).
@@ -138,7 +142,8 @@ TPU7X = Chip(
     sparsecores=4,
     planes_per_chip=2,
     vmem_mib_per_core=64,
-    clock_ghz=inferred_clock_ghz("tpu7x", 2307.0),
+    mxus=8,
+    mxu_dim=256,
 )
 
 V6E = Chip(
@@ -154,7 +159,8 @@ V6E = Chip(
     sparsecores=2,
     planes_per_chip=1,
     vmem_mib_per_core=128,
-    clock_ghz=inferred_clock_ghz("v6e", 918.0),
+    mxus=4,
+    mxu_dim=256,
 )
 
 V5P = Chip(
@@ -170,7 +176,8 @@ V5P = Chip(
     sparsecores=4,
     planes_per_chip=1,  # megacore: one plane drives both TensorCores
     vmem_mib_per_core=64,
-    clock_ghz=inferred_clock_ghz("v5p", 459.0),
+    mxus=8,
+    mxu_dim=128,
 )
 
 CHIPS: dict[str, Chip] = {c.key: c for c in (TPU7X, V6E, V5P)}

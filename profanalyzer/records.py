@@ -11,9 +11,8 @@ import collections.abc
 import math
 import types
 import typing
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import MISSING, fields, is_dataclass
-from functools import cache
 from typing import Any, Union
 
 from profanalyzer.vocab import MAPPING_ORDERS
@@ -81,9 +80,18 @@ class SchemaError(ValueError):
     """A JSON value does not have the type its record field declares."""
 
 
-@cache
-def _hints(cls: type) -> tuple[tuple[str, Any, bool], ...]:
-    """(name, resolved type, required) of each field of a record class."""
+def _class_fact(cls: type, attr: str, make: Callable[[type], Any]) -> Any:
+    """`make(cls)`, worked out once per class and kept on the class itself
+    (`attr` in its own __dict__, never inherited): facts of a class's
+    definition, not of any data, living as long as the class."""
+    v = cls.__dict__.get(attr)
+    if v is None:
+        v = make(cls)
+        setattr(cls, attr, v)
+    return v
+
+
+def _make_hints(cls: type) -> tuple[tuple[str, Any, bool], ...]:
     hints = typing.get_type_hints(cls)
     return tuple(
         (f.name, hints[f.name], f.default is MISSING and f.default_factory is MISSING)
@@ -91,17 +99,17 @@ def _hints(cls: type) -> tuple[tuple[str, Any, bool], ...]:
     )
 
 
-_JSON_FIELDS: dict[type, tuple[str, ...]] = {}
+def _hints(cls: type) -> tuple[tuple[str, Any, bool], ...]:
+    """(name, resolved type, required) of each field of a record class."""
+    return _class_fact(cls, "__record_hints__", _make_hints)
 
 
 def json_fields(cls: type) -> tuple[str, ...]:
     """The fields of a record class that its JSON holds: all but those
     declared with `metadata={"json": False}` (what travels with a record in
     memory only, e.g. a finding's rule doc)."""
-    out = _JSON_FIELDS.get(cls)
-    if out is None:
-        out = _JSON_FIELDS[cls] = tuple(f.name for f in fields(cls) if f.metadata.get("json", True))
-    return out
+    return _class_fact(cls, "__record_json_fields__",
+                       lambda c: tuple(f.name for f in fields(c) if f.metadata.get("json", True)))
 
 
 def _key(tp: Any, k: str) -> Any:
@@ -159,7 +167,7 @@ def from_jsonable(tp: Any, v: Any, where: str = "") -> Any:
             return tuple(from_jsonable(args[0], x, f"{where}[{i}]") for i, x in enumerate(v))
         if len(args) != len(v):
             raise SchemaError(f"{where}: expected {len(args)} items, got {len(v)}")
-        return tuple(from_jsonable(a, x, f"{where}[{i}]") for i, (a, x) in enumerate(zip(args, v)))
+        return tuple(from_jsonable(a, x, f"{where}[{i}]") for i, (a, x) in enumerate(zip(args, v, strict=True)))
     if tp is float:
         if v is None:
             return math.nan  # to_jsonable writes a non-finite float as null
@@ -192,15 +200,9 @@ def _record_from(cls: type, d: Mapping, where: str) -> Any:
     return cls(**kw)
 
 
-_PS_FIELDS: dict[type, tuple[str, ...]] = {}
-
-
 def _ps_fields(cls: type) -> tuple[str, ...]:
-    """The picosecond fields of a record class (cached per class)."""
-    out = _PS_FIELDS.get(cls)
-    if out is None:
-        out = _PS_FIELDS[cls] = tuple(f.name for f in fields(cls) if is_ps_field(f.name))
-    return out
+    """The picosecond fields of a record class (worked out once per class)."""
+    return _class_fact(cls, "__record_ps_fields__", lambda c: tuple(f.name for f in fields(c) if is_ps_field(f.name)))
 
 
 class Record:

@@ -2,7 +2,8 @@
 
     source -> read (a trace, a run folder, a log dir, or a compiled program:
               analysis.read_trace) -> attribute once (analysis.attribute ->
-              Attributed) -> analyse (analysis.analyze_attributed) -> rules
+              Attributed, holding the run's one classify cache,
+              classify.Memo) -> analyse (analysis.analyze_attributed) -> rules
               (findings.run_rules) -> what a firing rule needs (Rule.needs:
               "memory" reads the HBM use, then the rules run again) -> Run
 
@@ -84,13 +85,14 @@ def run(source: str | os.PathLike, options: RunOptions = RunOptions()) -> Run:
         attribute,
         read_trace,
     )
+    from profanalyzer.classify import Memo
 
     aopts = AnalysisOptions(chip=options.chip, top_ops=options.top_ops, jobs=options.jobs, progress=options.progress,
                             memory=options.memory, host_activity=options.host_activity)
     trace = read_trace(path, aopts)
     if options.on_read is not None:
         options.on_read(trace)
-    att = attribute(trace)
+    att = attribute(trace, Memo())  # the run's one classify cache, kept by the Attributed it builds
     a = analyze_attributed(att, aopts)
     if options.label is not None and options.label != os.fspath(source):
         a = replace(a, source=options.label)

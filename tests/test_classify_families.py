@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import realcap
 
-from profanalyzer.classify import OpClass, classify_columns, classify_op
+from profanalyzer.classify import Memo, OpClass, classify_columns, classify_op
 from profanalyzer.xspace.build import load_trace
 
 SAMPLES = Path(__file__).resolve().parents[1] / "sample_traces"
@@ -37,9 +37,9 @@ def _tables(path: Path) -> list[dict[str, list]]:
     return out
 
 
-def _assert_rowwise(cols: dict[str, list], families: dict | None = None, memo: dict | None = None) -> int:
+def _assert_rowwise(cols: dict[str, list], memo: Memo | None = None) -> int:
     n = len(cols["hlo_text"])
-    got = classify_columns(cols, n=n, families={} if families is None else families, memo=memo)
+    got = classify_columns(cols, n=n, memo=memo)
     for i, row in enumerate(zip(*(cols[c] for c in COLS), strict=True)):
         want = classify_op(*row)
         for f in OUT:
@@ -86,27 +86,26 @@ def test_families_equal_rowwise_on_unrolled_clones(name):
 
 @pytest.mark.parametrize("name", ["dense_short_fsdp", "serving_tp2_w4"])
 def test_families_shared_across_tables_equal_rowwise(name):
-    """The trace-wide family memo carried from table to table (the planes of
-    a run folder, the programs of a capture): a later table's rows take the
+    """The run's memo carried from table to table (the planes of a run
+    folder, the programs of a capture): a later table's rows take the
     verdicts of families an earlier table found, quoted names included."""
     base = _tables(SAMPLES / f"{name}.xplane.pb.gz")[0]
-    families: dict = {}
-    memo: dict = {}
-    assert _assert_rowwise(base, families, memo) > 0
-    known = len(families)
+    memo = Memo()
+    assert _assert_rowwise(base, memo) > 0
+    known = len(memo.families)
     for k, width in enumerate((1, 3, 6), start=1):  # the same ops renumbered: every family known already
-        assert _assert_rowwise(_renumbered(base, k, width), families, memo) == len(base["hlo_text"])
-    assert len(families) == known
-    assert any(not isinstance(v, OpClass) for v in families.values())  # per-member families met again too
+        assert _assert_rowwise(_renumbered(base, k, width), memo) == len(base["hlo_text"])
+    assert len(memo.families) == known
+    assert any(not isinstance(v, int) for v in memo.families.values())  # per-member families met again too
 
 
 def test_quoted_names_get_each_members_own_name():
     names = [f"all-gather.{i}.cloned.1.call-start" for i in (3, 40, 5000)]
     cols = {"hlo_text": [f"%{n} = bf16[8,128]{{1,0}} call-start(bf16[8,128]{{1,0}} %p.1)" for n in names],
             "display_name": names, "category": ["async-start"] * 3, "tf_op": [""] * 3, "shape_with_layout": [""] * 3}
-    fam: dict = {}
-    got = classify_columns(cols, families=fam)
-    assert len(fam) == 1  # one family
+    memo = Memo()
+    got = classify_columns(cols, memo=memo)
+    assert len(memo.families) == 1  # one family
     for i, n in enumerate(names):
         assert n in got["reason"][i]
         assert got["reason"][i] == classify_op(cols["hlo_text"][i], n, "async-start").reason
@@ -120,7 +119,7 @@ def test_erase_numbers_c_equals_regex(monkeypatch):
     for p in FILES[:3]:
         for t in _tables(p):
             texts += t["hlo_text"][:200] + t["display_name"][:200]
-    want = [C._NUMBER.sub(".0", t) for t in texts]
+    want = [C.NUMBER.sub(".0", t) for t in texts]
     if C._canon is None:
         pytest.skip("C accelerator not built (no compiler at install)")
     assert C._erase_numbers(list(texts)) == want

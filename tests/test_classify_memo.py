@@ -11,7 +11,7 @@ import pytest
 import realcap
 
 from profanalyzer.analyze.attribution import classify_plane
-from profanalyzer.classify import classify_op
+from profanalyzer.classify import Memo, classify_op
 from profanalyzer.xspace.build import load_trace
 
 SAMPLES = Path(__file__).resolve().parents[1] / "sample_traces"
@@ -28,7 +28,7 @@ def _same(a, b) -> None:
 
 def _check(path: Path) -> int:
     trace = load_trace(str(path))
-    memo: dict = {}
+    memo = Memo()
     rows = 0
     for plane in trace.tensorcores:
         shared = classify_plane(plane, memo)
@@ -57,11 +57,12 @@ def test_memo_matches_per_plane_classification_on_real_captures(name):
 
 def test_memo_is_filled_once_per_distinct_op():
     trace = load_trace(str(SAMPLES / "dense_short_fsdp.xplane.pb.gz"))
-    memo: dict = {}
+    memo = Memo()
     planes = trace.tensorcores
     assert len(planes) > 1
     for plane in planes:
         classify_plane(plane, memo)
     distinct = {tuple(str(x) for x in row) for p in planes
                 for row in zip(p.meta.name, p.meta.display_name, p.meta.category, p.meta.tf_op, p.meta.shape_with_layout, strict=True)}
-    assert len(memo) == len(distinct)
+    assert len(memo.ops) == len(distinct)
+    assert len(memo.verdicts) <= len(distinct)  # each verdict made once

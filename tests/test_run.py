@@ -26,7 +26,7 @@ def _counting(monkeypatch) -> list[int]:
     """Count attributions: each entry point attributes the trace once, in run()."""
     calls: list[int] = []
     real = analysis.attribute
-    monkeypatch.setattr(analysis, "attribute", lambda t: calls.append(1) or real(t))
+    monkeypatch.setattr(analysis, "attribute", lambda t, *a: calls.append(1) or real(t, *a))
     return calls
 
 

@@ -47,6 +47,7 @@ from profanalyzer.analyze.scopes import scope_rollup
 from profanalyzer.analyze.sourcelines import with_source_lines
 from profanalyzer.analyze.stepclass import step_classes
 from profanalyzer.analyze.timeline import build_timeline
+from profanalyzer.classify import Memo
 from profanalyzer.errors import InputError
 from profanalyzer.model import (
     SCHEMA_VERSION,
@@ -212,16 +213,18 @@ class _Tables:
     peaks_note: str  # where the chip's peaks came from ("" when the hardware table's)
 
 
-def attribute(trace: Trace) -> Attributed:
+def attribute(trace: Trace, memo: Memo | None = None) -> Attributed:
     """Classify and attribute every TensorCore, then keep the steady-state
     steps: the context every analysis stage takes (built once per run). The
-    chip's peaks come from the device planes when they carry them."""
+    chip's peaks come from the device planes when they carry them. `memo`:
+    the run's classify memo (a new one when None), kept by the Attributed."""
+    memo = memo if memo is not None else Memo()
     trace, peaks_note = with_device_peaks(trace)
-    work = attribute_trace(trace)
+    work = attribute_trace(trace, memo=memo)
     lines = trace_counter_lines(trace)  # read once per run: the re-bucketing and the kernel counters use them
     moved = counter_matmul_rows(trace, work, lines)  # counters as matmul evidence: re-bucket, then attribute again
     if moved:
-        work = attribute_trace(trace, moved)
+        work = attribute_trace(trace, moved, memo)
     if not work or all(len(w.attribution.step_numbers) == 0 for w in work):
         raise InputError(f"{trace.source}: no steps and no XLA Ops events on any TensorCore: nothing to attribute")
     rows = _core_step_rows(work)
@@ -238,7 +241,7 @@ def attribute(trace: Trace) -> Attributed:
     step_mean = float(avg[col["step_ps"]])
     return Attributed(trace, work, kept_steps, step_mean, table,
                       _Tables(rows, kept_mask, step_med, core_ids, core_means, core_counts, avg, peaks_note),
-                      lazy={"counter_lines": lines})
+                      lazy={"counter_lines": lines}, classify=memo)
 
 
 def analyze_attributed(att: Attributed, options: AnalysisOptions = DEFAULT_ANALYSIS_OPTIONS) -> Analysis:

@@ -6,7 +6,9 @@ timeline, hostplanes, capture).
 
 It holds the built trace, each TensorCore's work (classification and
 exclusive attribution, `attribution.CoreWork`), the steady-state steps kept,
-the mean step time over them and the consensus step table. `run.Run` keeps
+the mean step time over them, the consensus step table and the run's two
+memos: `classify` (the classify path's one cache, `classify.Memo`) and
+`memo` (the stages' per-table features, `TableMemo`). `run.Run` keeps
 it so that later consumers (the trace export, the notebook's per-core steps)
 read it instead of attributing the trace again.
 """
@@ -18,6 +20,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
+
+from profanalyzer.classify import Memo
 
 if TYPE_CHECKING:
     from profanalyzer.analyze.attribution import CoreWork, PlaneClasses
@@ -81,7 +85,7 @@ class TableMemo:
         cols = tuple(self.column(plane, classes, d) for d in deps)
         seen = self._values.setdefault(name, [])
         for c, value in seen:
-            if all(self.same(a, b) for a, b in zip(c, cols)):
+            if all(self.same(a, b) for a, b in zip(c, cols, strict=True)):
                 return value  # type: ignore[return-value]
         value = compute()
         seen.append((cols, value))
@@ -105,6 +109,10 @@ class Attributed:
     #: Each TensorCore's collective windows (all steps) by plane label, as the
     #: overlap stage built them (the trace export reads them).
     windows: dict[str, Any] = field(default_factory=dict, repr=False)
+    #: The run's one classify cache (`classify.Memo`): what analysis.attribute
+    #: classified, for the stages that classify an op again (overlap's windows,
+    #: the SparseCore ops).
+    classify: Memo = field(default_factory=Memo, repr=False)
     #: What the stages read once per run (the capture's HLO programs on first use; the counter lines,
     #: read by analysis.attribute for the re-bucketing and kept for the kernel counters).
     lazy: dict[str, Any] = field(default_factory=dict, repr=False)

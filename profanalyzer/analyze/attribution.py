@@ -26,6 +26,7 @@ import numpy as np
 
 from profanalyzer.classify import (
     ROLE_CODES,
+    Memo,
     OpClass,
     async_pair_key,
     classify_codes,
@@ -294,7 +295,7 @@ class PlaneClasses:
     phase: np.ndarray  # int64 index into PHASES or -1
     role: np.ndarray  # int8 ROLE_CODES (0: not a collective half)
     columns: Mapping[str, np.ndarray]  # classify_columns output (bucket, collective, role, ... reason)
-    memo: dict = field(default_factory=dict)  # the trace's op identity -> OpClass memo (see classify_columns)
+    memo: Memo = field(default_factory=Memo)  # the run's classify memo (see classify_columns)
 
     def __len__(self) -> int:
         return len(self.bucket)
@@ -303,16 +304,14 @@ class PlaneClasses:
         """``classify_op`` of one metadata row of `plane` as classified (before
         the done ops inherit their start's kind), from the memo when there."""
         md = plane.meta
-        key = (md.name[row], md.display_name[row], md.category[row], md.tf_op[row], md.shape_with_layout[row])
-        try:
-            hit = self.memo.get(key)
-        except TypeError:  # an unhashable cell
-            hit = None
-        return hit if hit is not None else classify_op(*key)
+        return classify_op(md.name[row], md.display_name[row], md.category[row], md.tf_op[row],
+                           md.shape_with_layout[row], memo=self.memo)
 
 
-def classify_plane(plane: Plane, memo: dict | None = None, families: dict | None = None) -> PlaneClasses:
-    """``memo``, ``families``: shared by the planes of one trace (see ``classify_columns``)."""
+def classify_plane(plane: Plane, memo: Memo | None = None) -> PlaneClasses:
+    """``memo``: the run's, shared by the planes of one trace (see ``classify_columns``)."""
+    if memo is None:
+        memo = Memo()
     md = plane.meta
     codes, uniq = classify_codes(
         {
@@ -324,7 +323,6 @@ def classify_plane(plane: Plane, memo: dict | None = None, families: dict | None
         },
         n=len(md),
         memo=memo,
-        families=families,
     )
     cols = columns_of(codes, uniq)
     bucket_name, collective, reason = cols["bucket"], cols["collective"], cols["reason"]
@@ -354,7 +352,7 @@ def classify_plane(plane: Plane, memo: dict | None = None, families: dict | None
     phase = np.asarray([phase_idx.get(r.phase, -1) for r in uniq], dtype=np.int64)[codes]  # type: ignore[arg-type]
     role_code = np.asarray([ROLE_CODES.get(r.role, 0) if isinstance(r.role, str) else 0 for r in uniq],
                            dtype=np.int8)[codes]
-    return PlaneClasses(bucket, cols["remat"], phase, role_code, cols, memo if memo is not None else {})
+    return PlaneClasses(bucket, cols["remat"], phase, role_code, cols, memo)
 
 
 @dataclass(frozen=True, eq=False)
@@ -387,21 +385,23 @@ def with_rebucketed(classes: PlaneClasses, rows: Mapping[int, tuple[str, str, st
 
 
 def attribute_trace(trace: Trace,
-                    rebucket: Mapping[str, Mapping[int, tuple[str, str, str | None, str]]] | None = None) -> list[CoreWork]:
+                    rebucket: Mapping[str, Mapping[int, tuple[str, str, str | None, str]]] | None = None,
+                    memo: Memo | None = None) -> list[CoreWork]:
     """Classify and attribute every TensorCore of the trace (one CoreWork each).
     Classification runs first, once per distinct metadata table; the per-core
     attribution (array passes) then runs on a few threads (`parallel`).
     `rebucket`: plane label -> {metadata row: (bucket, kernel, precision, reason)}, evidence read after a
-    first classification (counters.counter_matmul_rows) applied to the plane's table before attribution."""
+    first classification (counters.counter_matmul_rows) applied to the plane's table before attribution.
+    `memo`: the run's classify memo (a new one when None)."""
     other = BUCKET_INDEX["other_compute"]
     compute_mask = np.asarray([b in COMPUTE_BUCKETS for b in BUCKETS], dtype=bool)
-    memo: dict = {}  # op identity -> OpClass, shared by the cores (same metadata on every core of a host)
-    families: dict = {}  # op family (instruction numbers erased) -> verdict (see classify_columns)
+    if memo is None:
+        memo = Memo()  # shared by the cores (same metadata on every core of a host)
     by_table: dict[int, PlaneClasses] = {}  # planes sharing one metadata table (xspace.optable.MetadataCache)
     planes = trace.tensorcores
     for plane in planes:
         if id(plane.meta) not in by_table:
-            by_table[id(plane.meta)] = classify_plane(plane, memo, families)
+            by_table[id(plane.meta)] = classify_plane(plane, memo)
     for plane in planes if rebucket else ():
         rows = (rebucket or {}).get(plane.label)
         if rows:

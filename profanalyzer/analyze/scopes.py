@@ -60,22 +60,28 @@ _INDEXED = re.compile(r"^(?P<base>(?:[A-Za-z_]\w*_)?(?:layers?|blocks?|h|stages?
 _NUMBER = re.compile(r"^\d+$")
 
 
+_BRACKET = re.compile(r"[()\[\]{}]")
+
+
 def _split(tf_op: str) -> list[str]:
-    """Split on '/' outside brackets and parentheses."""
+    """Split on '/' outside brackets and parentheses (a closing one with none open is ignored)."""
+    segs = tf_op.split("/")
+    if len(segs) == 1 or not _BRACKET.search(tf_op):
+        return segs
     parts: list[str] = []
     cur: list[str] = []
     depth = 0
-    for ch in tf_op:
-        if ch in "([{":
-            depth += 1
-        elif ch in ")]}" and depth:
-            depth -= 1
-        if ch == "/" and depth == 0:
-            parts.append("".join(cur))
+    last = len(segs) - 1
+    for i, seg in enumerate(segs):  # the '/' after segment i splits when no bracket is open there
+        cur.append(seg)
+        for ch in _BRACKET.findall(seg):
+            if ch in "([{":
+                depth += 1
+            elif depth:
+                depth -= 1
+        if depth == 0 or i == last:
+            parts.append("/".join(cur))
             cur = []
-        else:
-            cur.append(ch)
-    parts.append("".join(cur))
     return parts
 
 

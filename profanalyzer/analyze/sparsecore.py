@@ -76,7 +76,8 @@ def add_sparsecores(trace: Trace, w: CoreWork, ks: np.ndarray, ke: np.ndarray, a
         top = ev.depth == 0
         for r in sorted(set(ev.meta[top].tolist())):
             if r >= 0:
-                c = classify_op(sc.meta.name[r], sc.meta.display_name[r], sc.meta.category[r], sc.meta.tf_op[r])
+                c = classify_op(sc.meta.name[r], sc.meta.display_name[r], sc.meta.category[r], sc.meta.tf_op[r],
+                                memo=w.classes.memo)
                 if c.collective:
                     acc.types.add(c.collective)
         busy, conc = _sc_busy(ev.start_ps[top], ev.end_ps[top], ks, ke, covered)

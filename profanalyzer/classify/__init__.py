@@ -110,15 +110,21 @@ Checked against XProf's own per-op table of a real v5p MaxText run by
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
-from functools import lru_cache
+from dataclasses import dataclass
 
 import numpy as np
 
 from profanalyzer.arrays import unique_ids
-from profanalyzer.classify.parse import Op, as_text, clip, op_names
+from profanalyzer.classify.parse import (
+    NUMBER,
+    Features,
+    Op,
+    as_text,
+    clip,
+    op_names,
+    opcode_end,
+)
 from profanalyzer.classify.parse import matmul_kernel_flops as matmul_kernel_flops
 from profanalyzer.classify.rules import RULES, Rule, Verdict, op_phase, op_remat
 from profanalyzer.classify.tables import (
@@ -171,6 +177,7 @@ __all__ = [
     "PHASES",
     "RULES",
     "OpClass",
+    "Memo",
     "Rule",
     "classify_op",
     "classify_columns",
@@ -197,26 +204,73 @@ class OpClass:
     shape_flops: float | None = None  # 2*M*N*K from a matmul kernel's operand shapes
 
 
+class Memo:
+    """The classify path's one cache: what one run has classified, kept as
+    long as the run (`analyze.attribution.attribute_trace` makes one per
+    trace, `Attributed.classify` keeps it for the later stages). Nothing else
+    on the classify path caches.
+
+    * ``ops``: op identity (the five input cells) -> verdict id;
+    * ``verdicts``: verdict id -> ``OpClass``, each verdict made once;
+    * ``families``: op family (identity with instruction numbers erased) ->
+      what its members share: a verdict id, a `_Quoting`, or `_BY_MEMBER`;
+    * ``features``: the per-field parse features (`parse.Features`).
+
+    The TensorCores of a host share their op metadata, so with one memo per
+    trace each op is classified once per trace, not once per core."""
+
+    __slots__ = ("ops", "verdicts", "families", "features")
+
+    def __init__(self) -> None:
+        self.ops: dict[tuple, int] = {}
+        self.verdicts: list[OpClass] = []
+        self.families: dict[tuple, int | _Quoting | object] = {}
+        self.features = Features()
+
+    def add(self, verdict: OpClass) -> int:
+        """A new verdict's id."""
+        self.verdicts.append(verdict)
+        return len(self.verdicts) - 1
+
+    def get(self, key: tuple) -> OpClass | None:
+        """The verdict of an op identity classified before, else None."""
+        try:
+            i = self.ops.get(key)
+        except TypeError:  # an unhashable cell
+            return None
+        return None if i is None else self.verdicts[i]
+
+
 # --------------------------------------------------------------------------
 # Public API
 # --------------------------------------------------------------------------
 def classify_op(hlo_text: str, display_name: str = "", category: str = "", tf_op: str = "",
-                shape_with_layout: str = "") -> OpClass:
-    """Classify one op. Never raises on odd input; see the module docstring."""
-    return _classify_cached(as_text(hlo_text, MAX_TEXT), as_text(display_name), as_text(category), as_text(tf_op),
-                            as_text(shape_with_layout))
+                shape_with_layout: str = "", memo: Memo | None = None) -> OpClass:
+    """Classify one op. Never raises on odd input; see the module docstring.
+    `memo`: the run's (an op met before is not classified again)."""
+    key = (hlo_text, display_name, category, tf_op, shape_with_layout)
+    if memo is not None:
+        hit = memo.get(key)
+        if hit is not None:
+            return hit
+    out = _classify(Op(as_text(hlo_text, MAX_TEXT), as_text(display_name), as_text(category), as_text(tf_op),
+                       as_text(shape_with_layout), memo.features if memo is not None else None))
+    if memo is not None:
+        try:
+            hash(key)
+        except TypeError:  # an unhashable cell: not kept
+            return out
+        memo.ops[key] = memo.add(out)
+    return out
 
 
-@lru_cache(maxsize=4096)
-def _classify_cached(text: str, display: str, category: str, tf_op: str, swl: str) -> OpClass:
-    return _classify(text, display, category, tf_op, swl)
-
-
-def _classify(text: str, display: str, category: str, tf_op: str, swl: str) -> OpClass:
-    op = Op(text, display, category, tf_op, swl)
+def _classify(op: Op) -> OpClass:
+    """The first rule that matches decides; `op.numbered` is left holding the
+    numbered excerpts that rule quoted."""
     verdict: Verdict | None = None
     rule_name = "default"
     for rule in RULES:
+        op.numbered.clear()  # only the deciding rule's quotes count
         try:
             verdict = rule.match(op)
         except Exception as exc:  # defensive: a rule bug must not kill an analysis
@@ -273,15 +327,14 @@ def async_pair_key(display_name: str) -> tuple[str, str] | None:
     return None
 
 
-
 def async_done_operand(hlo_text: str) -> str | None:
     """For a done op's HLO text, the start op it consumes (``copy-done(... %copy-start.50)``
     -> ``"copy-start.50"``), else None. Lets attribution pair ops whose numbering drifted."""
     text = as_text(hlo_text, MAX_TEXT)
-    op = Op(text, "", "", "", "")
-    if op.op_end < 0:
+    op_end = opcode_end(text)
+    if op_end < 0:
         return None
-    m = DONE_OPERAND.search(text, op.op_end)
+    m = DONE_OPERAND.search(text, op_end)
     return m.group(1) if m else None
 
 
@@ -293,48 +346,48 @@ _OUT_COLUMNS = ("bucket", "collective", "role", "remat", "phase", "kernel", "pre
 _IN_COLUMNS = ("hlo_text", "display_name", "category", "tf_op", "shape_with_layout")
 
 
-#: Instruction numbers (`fusion.123`, `%param.4`, `.cloned.1`): what tells
-#: apart the clones of one op in an unrolled or recompiled program.
-_NUMBER = re.compile(r"\.[0-9]+")
-
 try:  # the optional C accelerator (setup.py): the same substitution, one pass per text
-    from profanalyzer.classify import _canon
+    import profanalyzer.classify._canon as _canon  # type: ignore[import-not-found]  # a C extension (no stubs)
 except ImportError:  # no compiler at install time: the regular expression alone
-    _canon = None  # type: ignore[assignment]
+    _canon = None
 
 
 def _erase_numbers(texts: list[str]) -> list[str]:
-    """Each text with every ``.<digits>`` written ``.0`` (texts hold no NUL)."""
+    """Each text with every ``.<digits>`` (`parse.NUMBER`) written ``.0`` (texts hold no NUL)."""
     if _canon is not None:
         out = _canon.erase_numbers(texts)
         for i in [i for i, x in enumerate(out) if x is None]:  # non-ASCII texts
-            out[i] = _NUMBER.sub(".0", texts[i])
+            out[i] = NUMBER.sub(".0", texts[i])
         return out
-    return _NUMBER.sub(".0", "\x00".join(texts)).split("\x00") if texts else []
-#: A family whose verdict depends on its members' numbers beyond a quoted
+    return NUMBER.sub(".0", "\x00".join(texts)).split("\x00") if texts else []
+
+
+#: A family whose members' verdicts depend on their numbers beyond one quoted
 #: name: its members are classified one by one.
 _BY_MEMBER = object()
 
 
 @dataclass(frozen=True)
 class _Quoting:
-    """A family whose verdict is the same for every member except that its
-    reason quotes the member's `index`-th name (``op_names``): `base` is the
-    verdict of the family's ``.0`` form, whose reason quotes `quoted`."""
+    """A family whose members share one verdict except that its reason quotes
+    the member's `index`-th name (``op_names``, `names` of them): `base` is
+    the verdict of the family's first member, whose reason quotes `quoted`
+    (its name, clipped) exactly once."""
 
     base: OpClass
     index: int
+    names: int
     quoted: str
 
-    def member(self, text: str, display: str) -> OpClass:
+    def member(self, text: str, display: str) -> OpClass | None:
+        """The verdict of the member with this text and display name; None
+        when it goes by another number of names than the first member."""
         names = op_names(text, display)
-        # dataclasses.replace(base, reason=...), without its per-call field
-        # walk and frozen __init__ (OpClass has no __post_init__ or slots)
-        out = object.__new__(OpClass)
-        fields = out.__dict__
-        fields.update(self.base.__dict__)
-        fields["reason"] = self.base.reason.replace(self.quoted, clip(names[self.index]))
-        return out
+        if len(names) != self.names:
+            return None
+        b = self.base
+        return OpClass(b.bucket, b.collective, b.role, b.remat, b.phase, b.kernel, b.precision,
+                       b.reason.replace(self.quoted, clip(names[self.index])), b.attention_part, b.shape_flops)
 
 
 def _texts(values: list, cap: int) -> list[str]:
@@ -348,94 +401,112 @@ def _texts(values: list, cap: int) -> list[str]:
     return [as_text(v, cap) for v in values]
 
 
-def _family_verdict(text: str, disp: str, c_text: str, c_disp: str, rest: tuple[str, str, str]):
-    """(the op's own verdict, what its family shares: the verdict, a
-    `_Quoting`, or `_BY_MEMBER`); see `classify_columns`."""
-    r = classify_op(text, disp, *rest)
-    a = classify_op(c_text, c_disp, *rest)
-    s_text, s_disp = _NUMBER.sub(".7", text), _NUMBER.sub(".7", disp)
-    b = classify_op(s_text, s_disp, *rest)
-    if r == a == b:
-        return r, r
-    if not (replace(r, reason="") == replace(a, reason="") == replace(b, reason="")):
-        return r, _BY_MEMBER
-    names_r, names_a, names_b = op_names(text, disp), op_names(c_text, c_disp), op_names(s_text, s_disp)
-    if not len(names_r) == len(names_a) == len(names_b):
-        return r, _BY_MEMBER
-    for i, na in enumerate(names_a):
-        quoted = clip(na)
-        if quoted and a.reason.count(quoted) == 1:
-            q = _Quoting(a, i, quoted)
-            if q.member(text, disp) == r and q.member(s_text, s_disp) == b:
-                return r, q
+def _family_verdict(text: str, disp: str, rest: tuple[str, str, str],
+                    features: Features) -> tuple[OpClass, _Quoting | object | None]:
+    """(the verdict of a family's first member, what the other members take
+    from it: None -- the same verdict; a `_Quoting`; or `_BY_MEMBER`).
+
+    One classification: a verdict that quoted no numbered excerpt of the op
+    (`Op.numbered`) is the whole family's, one that quoted only the op's own
+    name (once) is, with each member's name quoted instead. That nothing else
+    a rule decides from depends on the numbers is a property of the rules,
+    checked by tests (tests/test_classify_numbers.py), not at run time."""
+    category, tf_op, swl = rest
+    op = Op(text, disp, category, tf_op, swl, features)
+    r = _classify(op)
+    if not op.numbered:
+        return r, None
+    for i, name in enumerate(op.names):
+        if all(q == name for q in op.numbered):
+            quoted = clip(name)
+            if r.reason.count(quoted) == 1:
+                return r, _Quoting(r, i, len(op.names), quoted)
+            break
     return r, _BY_MEMBER
 
 
 def classify_codes(cols: Mapping[str, Sequence], n: int | None = None,
-                   memo: dict | None = None, families: dict | None = None) -> tuple[np.ndarray, list[OpClass]]:
+                   memo: Memo | None = None) -> tuple[np.ndarray, list[OpClass]]:
     """Classify every row: (codes, verdicts), row i's ``OpClass`` being
-    ``verdicts[codes[i]]`` (each distinct verdict once). See
-    ``classify_columns`` for the inputs, the cost and the memos."""
+    ``verdicts[codes[i]]`` (each distinct verdict once, in the order `memo`
+    made them). See ``classify_columns`` for the inputs, the cost and the memo."""
     if n is None:
         n = max((len(v) for v in cols.values()), default=0)
+    if memo is None:
+        memo = Memo()
     inputs = [list(cols[c]) if c in cols else [""] * n for c in _IN_COLUMNS]
-    cache: dict[tuple, OpClass] = memo if memo is not None else {}
-    fam: dict = families if families is not None else {}
-    keys = list(zip(*inputs))
+    rows = min(map(len, inputs))
+    if any(len(c) != rows for c in inputs):  # columns of unequal length: the rows they all have
+        inputs = [c[:rows] for c in inputs]
+    known = memo.ops
+    keys = list(zip(*inputs, strict=True))
     as_given = True  # the keys' cells are the input cells
     try:
-        new = dict.fromkeys(k for k in keys if k not in cache)
+        new = dict.fromkeys(k for k in keys if k not in known)
     except TypeError:  # an unhashable cell (list, dict): use the str forms
         keys = [tuple(as_text(v) for v in k) for k in keys]
-        new = dict.fromkeys(k for k in keys if k not in cache)
+        new = dict.fromkeys(k for k in keys if k not in known)
         as_given = False
     # Every row new and distinct (the first table of a trace): the fresh
     # keys are the rows in order, so the input columns serve as they are.
     all_fresh = as_given and len(new) == len(keys)
-    made: list[OpClass] = []
+    made: list[int] = []  # verdict id per fresh key
     if new:
         fresh = keys if all_fresh else list(new)
         cells = inputs if all_fresh else [[k[j] for k in fresh] for j in range(len(_IN_COLUMNS))]
         fields = [_texts(c, MAX_TEXT if j == 0 else MAX_FIELD) for j, c in enumerate(cells)]
         texts, disps = fields[0], fields[1]
-        c_texts, c_disps = _erase_numbers(texts), _erase_numbers(disps)
-        # Rows by family (first seen first), each family's verdict once; then
-        # the rows of families that share one verdict take it without a
-        # per-row step, and only the others are made member by member.
+        # Rows by family (first seen first), each new family classified once
+        # (its first row); the rows of families that share one verdict take
+        # its id, only the others are made member by member.
         index: dict[tuple, int] = {}
-        fids = [index.setdefault(k, len(index)) for k in zip(c_texts, c_disps, *fields[2:])]
+        fids = [index.setdefault(k, len(index))
+                for k in zip(_erase_numbers(texts), _erase_numbers(disps), *fields[2:], strict=True)]
         fid_arr = np.asarray(fids, dtype=np.int64)
         firsts = unique_ids(fid_arr, return_index=True)[1].tolist()  # ids are numbered first seen first
-        verdicts: list = []
-        own: dict[int, OpClass] = {}  # row -> its verdict, for each family's first row that computed it
+        families, features = memo.families, memo.features
+        shared: list[int] = []  # per family: the verdict id its members share, or -1
+        by_member: dict[int, object] = {}  # family -> its _Quoting or _BY_MEMBER
+        own: dict[int, int] = {}  # row -> verdict id, for the first rows of new per-member families
         for f, fkey in enumerate(index):
-            v = fam.get(fkey)
+            v = families.get(fkey)
             if v is None:
                 row = firsts[f]
-                own[row], v = _family_verdict(texts[row], disps[row], fkey[0], fkey[1], fkey[2:])
-                fam[fkey] = v
-            verdicts.append(v)
-        made = [verdicts[f] for f in fids]
-        per_member = np.asarray([v is _BY_MEMBER or isinstance(v, _Quoting) for v in verdicts], dtype=bool)
-        for row in np.flatnonzero(per_member[fid_arr]).tolist():
-            v = verdicts[fids[row]]
-            if v is _BY_MEMBER:
-                made[row] = classify_op(texts[row], disps[row], *(c[row] for c in fields[2:]))
+                r, v = _family_verdict(texts[row], disps[row], fkey[2:], features)
+                rid = memo.add(r)
+                if v is None:
+                    v = rid
+                else:
+                    own[row] = rid
+                families[fkey] = v
+            if isinstance(v, int):
+                shared.append(v)
             else:
-                made[row] = v.member(texts[row], disps[row])
-        for row, r in own.items():  # a family's first row keeps the verdict computed for it
-            made[row] = r
-        cache.update(zip(fresh, made))
-    results = made if all_fresh else [cache[k] for k in keys]
-    _, first, inverse = np.unique(np.fromiter(map(id, results), dtype=np.int64, count=len(results)),
-                                  return_index=True, return_inverse=True)
-    uniq = [results[i] for i in first.tolist()]
-    codes = inverse.reshape(-1)
-    return codes, uniq
+                shared.append(-1)
+                by_member[f] = v
+        made = [shared[f] for f in fids]
+        if by_member:
+            per_member = np.zeros(len(index), dtype=bool)
+            per_member[list(by_member)] = True
+            for row in np.flatnonzero(per_member[fid_arr]).tolist():
+                mine = own.get(row)
+                if mine is None:
+                    v = by_member[fids[row]]
+                    oc = v.member(texts[row], disps[row]) if isinstance(v, _Quoting) else None
+                    if oc is None:
+                        category, tf_op, swl = (c[row] for c in fields[2:])
+                        oc = _classify(Op(texts[row], disps[row], category, tf_op, swl, features))
+                    mine = memo.add(oc)
+                made[row] = mine
+        known.update(zip(fresh, made, strict=True))
+    ids = made if all_fresh else [known[k] for k in keys]
+    uniq, codes = unique_ids(np.asarray(ids, dtype=np.int64), return_inverse=True)
+    verdicts = memo.verdicts
+    return codes.reshape(-1), [verdicts[i] for i in uniq.tolist()]
 
 
 def classify_columns(cols: Mapping[str, Sequence], n: int | None = None,
-                     memo: dict | None = None, families: dict | None = None) -> dict[str, np.ndarray]:
+                     memo: Memo | None = None) -> dict[str, np.ndarray]:
     """Vectorised ``classify_op`` over columns (one row per op metadata).
 
     Input columns: hlo_text, display_name, category, tf_op, shape_with_layout
@@ -447,18 +518,19 @@ def classify_columns(cols: Mapping[str, Sequence], n: int | None = None,
     recompiled programs give thousands of ops that differ only in their
     instruction numbers (``fusion.12`` / ``fusion.1000012``). Rows are grouped
     by their identity with every ``.<digits>`` written ``.0`` (one C pass per
-    text, or one regex pass over all the texts at once); a family's first member is classified as
-    is, and again with its numbers written ``.0`` and ``.7``: when all three
-    verdicts (bucket, tags, reason) are equal, the numbers do not matter and
-    every member shares that verdict; otherwise (a reason that quotes an
-    instruction name, say) each member is classified on its own.
+    text, or one regex pass over all the texts at once) and a family's first
+    member is classified: when its reason quotes none of its numbered strings
+    (`parse.Op.quote`), every member shares its verdict; when it quotes only
+    the op's name, every member takes it with its own name quoted; otherwise
+    (it quotes an operand or a ``calls=`` target, say) each member is
+    classified on its own. Nothing but those quotes depends on the numbers
+    (tests/test_classify_numbers.py checks it over every test corpus).
 
-    ``memo`` (input tuple -> ``OpClass``) and ``families`` (family key ->
-    verdict) are dicts the caller may keep across calls, e.g. one per trace:
-    the TensorCores of a host share their op metadata, so each op is
-    classified once per trace, not once per core.
+    ``memo``: the run's `Memo`, kept across calls (one per trace: the
+    TensorCores of a host share their op metadata, so each op and each family
+    is classified once per trace, not once per core); a new one when None.
     """
-    codes, uniq = classify_codes(cols, n, memo, families)
+    codes, uniq = classify_codes(cols, n, memo)
     return columns_of(codes, uniq)
 
 
@@ -476,7 +548,7 @@ def columns_of(codes: np.ndarray, uniq: Sequence[OpClass]) -> dict[str, np.ndarr
 def classify_table(df):
     """``classify_columns`` over a pandas DataFrame, returning a DataFrame
     with the same index (for notebooks; the analysis uses classify_columns)."""
-    import pandas as pd
+    import pandas as pd  # type: ignore[import-untyped]  # the notebook API's dependency (no stubs)
 
     out = classify_columns({c: df[c].tolist() for c in _IN_COLUMNS if c in df.columns}, n=len(df))
     return pd.DataFrame({c: pd.Series(v, dtype=bool if c == "remat" else object, index=df.index) for c, v in out.items()}, index=df.index)

@@ -1,11 +1,12 @@
-"""The op parse: one op's identity split into memoized per-field features
-(`Op`, with the category/opcode/name/tf_op infos), the matmul precision
-helpers and `matmul_kernel_flops`."""
+"""The op parse: one op's identity split into per-field features (`Op`,
+with the category/opcode/name/tf_op infos, memoized per field value in the
+run's `Features`), the matmul precision helpers and `matmul_kernel_flops`."""
 
 from __future__ import annotations
 
 import math
-from functools import lru_cache
+import re
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
 from profanalyzer.classify.tables import (
@@ -46,15 +47,16 @@ from profanalyzer.classify.tables import (
     SOFTMAX_PRIMITIVE,
     SOFTMAX_SCOPE,
     TF_PARAMS,
-    TF_SPLIT,
+    TF_TOKEN_SPLIT,
     UNSAFE,
 )
 
 
 # --------------------------------------------------------------------------
-# Parsing. Features of each field are memoized on that field alone: across a
-# profile, categories, opcodes, tf_op stacks, names and dims strings repeat a
-# lot even when whole ops do not.
+# Parsing. Features of each field depend on that field alone: across a
+# profile, categories, opcodes, tf_op stacks and names repeat a lot even when
+# whole ops do not, so `Features` (part of the run's classify memo) keeps
+# them per field value.
 # --------------------------------------------------------------------------
 def as_text(value: Any, cap: int = MAX_FIELD) -> str:
     """Coerce anything (None, NaN, bytes, numbers) to a bounded str."""
@@ -114,7 +116,7 @@ def _sendrecv_role(s: str) -> str:
     return "done" if s.lower().split(".", 1)[0].endswith("-done") else "start"
 
 
-class _CatInfo(NamedTuple):
+class CategoryInfo(NamedTuple):
     norm: str
     coll_kind: str | None  # category names a collective
     coll_role: str
@@ -125,8 +127,7 @@ class _CatInfo(NamedTuple):
     generic_async: str  # "start" | "done" | "" (category async-start/-done)
 
 
-@lru_cache(maxsize=1024)
-def _cat_info(category: str) -> _CatInfo:
+def category_info(category: str) -> CategoryInfo:
     norm = " ".join(category.lower().split())
     kind, role, is_fusion = None, "sync", False
     for k, rx in COLLECTIVE_FUSION_CATEGORIES:
@@ -140,7 +141,7 @@ def _cat_info(category: str) -> _CatInfo:
         elif kind is not None:
             role = _role_of(norm)
     ga = GENERIC_ASYNC.match(norm)
-    return _CatInfo(
+    return CategoryInfo(
         norm=norm,
         coll_kind=kind,
         coll_role=role,
@@ -152,7 +153,7 @@ def _cat_info(category: str) -> _CatInfo:
     )
 
 
-class _OpcInfo(NamedTuple):
+class OpcodeInfo(NamedTuple):
     coll_kind: str | None
     coll_role: str
     matmul: bool
@@ -161,8 +162,7 @@ class _OpcInfo(NamedTuple):
     custom_call: bool
 
 
-@lru_cache(maxsize=1024)
-def _opc_info(opcode: str) -> _OpcInfo:
+def opcode_info(opcode: str) -> OpcodeInfo:
     kind = _kind_of(opcode) if opcode else None
     if kind == "send_recv":
         role = _sendrecv_role(opcode)
@@ -171,7 +171,7 @@ def _opc_info(opcode: str) -> _OpcInfo:
     else:
         role = _role_of(opcode)
     ga = GENERIC_ASYNC.match(opcode)
-    return _OpcInfo(
+    return OpcodeInfo(
         coll_kind=kind,
         coll_role=role,
         matmul=bool(opcode and MATMUL_OPCODES.match(opcode)),
@@ -181,7 +181,7 @@ def _opc_info(opcode: str) -> _OpcInfo:
     )
 
 
-class _NameInfo(NamedTuple):
+class NameInfo(NamedTuple):
     hint: bool  # anything below can be true
     async_copy: bool
     offload_role: str  # "offload_start" | "offload_done" | ""
@@ -194,15 +194,14 @@ class _NameInfo(NamedTuple):
     remat: bool
 
 
-_EMPTY_NAME = _NameInfo(False, False, "", "", None, "sync", None, False, None, False)
+_EMPTY_NAME = NameInfo(False, False, "", "", None, "sync", None, False, None, False)
 
 
 _COLL_PREFIXES = ("all-", "reduce-scatter", "ragged-all", "collective-", "send", "recv", "infeed", "outfeed")
 _KIND_WORDS = ("gather", "scatter", "reduce", "to-all", "to_all", "permute", "broadcast")
 
 
-@lru_cache(maxsize=65536)
-def _name_info(name: str) -> _NameInfo:
+def name_info(name: str) -> NameInfo:
     low = name.lower()
     if not low or not NAME_HINT.search(low):
         return _EMPTY_NAME
@@ -219,7 +218,7 @@ def _name_info(name: str) -> _NameInfo:
                 break
         if attn is None and OTHER_ATTENTION_KERNEL_NAME.search(low):
             attn = "pallas"
-    return _NameInfo(
+    return NameInfo(
         hint=True,
         async_copy=low.startswith("copy-") and bool(ASYNC_COPY.match(low)),
         offload_role=(("offload_" + off.group(1)) if off else ""),
@@ -233,7 +232,7 @@ def _name_info(name: str) -> _NameInfo:
     )
 
 
-class _TfInfo(NamedTuple):
+class TfOpInfo(NamedTuple):
     tokens: tuple[str, ...]
     attn_core: str  # first attention-core token, or ""
     attn_generic: str  # first generic attention token, or ""
@@ -246,33 +245,48 @@ class _TfInfo(NamedTuple):
     remat: bool
 
 
-_EMPTY_TF = _TfInfo((), "", "", False, "", None, False, False, None, False)
+_EMPTY_TF = TfOpInfo((), "", "", False, "", None, False, False, None, False)
 
 
-@lru_cache(maxsize=65536)
-def _tf_info(tf_op: str) -> _TfInfo:
+class TokenInfo(NamedTuple):
+    """What the tf_op rules read of one name-stack token."""
+
+    attn_core: bool  # an attention-core scope
+    attn_generic: bool  # a generic attention scope (not a projection/rotary/norm one)
+    attn_excluded: bool  # a projection/rotary/norm scope
+    softmax_scope: bool
+    optimizer: bool
+    gmm: bool
+
+
+def token_info(t: str) -> TokenInfo:
+    excluded = bool(ATTN_EXCLUDED_TOKEN.match(t))
+    return TokenInfo(bool(ATTN_CORE_TOKEN.match(t)), bool(ATTN_GENERIC_TOKEN.search(t)) and not excluded, excluded,
+                     bool(SOFTMAX_SCOPE.search(t)), bool(OPTIMIZER_TOKEN.match(t)), bool(GMM.search(t.lower())))
+
+
+def tf_op_info(tf_op: str, token: Callable[[str], TokenInfo] = token_info) -> TfOpInfo:
+    """The features of a tf_op name stack; `token`: the info of one token
+    (`Features.token`: each distinct token's once per run)."""
     if not tf_op.strip():
         return _EMPTY_TF
-    stripped = TF_PARAMS.sub("", tf_op)
-    toks: list[str] = []
-    for seg in TF_SPLIT.split(stripped):
-        if seg:
-            toks.extend(t for t in seg.split(".") if t)
-    tokens = tuple(toks)
+    # the name stack's segments (split on TF_SPLIT), each split on '.': one split on both
+    tokens = tuple(t for t in TF_TOKEN_SPLIT.split(TF_PARAMS.sub("", tf_op)) if t)
+    infos = [token(t) for t in tokens]
     core, generic, first = "", "", -1
-    for i, t in enumerate(tokens):
-        if ATTN_CORE_TOKEN.match(t):
-            core = t
+    for i, ti in enumerate(infos):
+        if ti.attn_core:
+            core = tokens[i]
             break
-        if first < 0 and ATTN_GENERIC_TOKEN.search(t) and not ATTN_EXCLUDED_TOKEN.match(t):
-            first, generic = i, t
+        if first < 0 and ti.attn_generic:
+            first, generic = i, tokens[i]
     excluded, softmax = False, ""
     if generic and not core:
         below = tokens[first + 1:]
-        excluded = any(ATTN_EXCLUDED_TOKEN.match(t) for t in below)
+        excluded = any(ti.attn_excluded for ti in infos[first + 1:])
         if below and SOFTMAX_PRIMITIVE.match(below[-1]):
             softmax = below[-1]
-        elif any(SOFTMAX_SCOPE.search(t) for t in below):
+        elif any(ti.softmax_scope for ti in infos[first + 1:]):
             softmax = "softmax"
     low = tf_op.lower()
     kernel = None
@@ -284,26 +298,25 @@ def _tf_info(tf_op: str) -> _TfInfo:
         phase = "backward"
     elif FORWARD.search(tf_op):
         phase = "forward"
-    elif any(OPTIMIZER_TOKEN.match(t) for t in tokens):
+    elif any(ti.optimizer for ti in infos):
         phase = "optimizer"
     else:
         phase = None
-    return _TfInfo(
+    return TfOpInfo(
         tokens=tokens,
         attn_core=core,
         attn_generic=generic,
         attn_excluded=excluded,
         attn_softmax=softmax,
         attn_kernel=kernel,
-        gmm_scope=("gmm" in low) and any(GMM.search(t.lower()) for t in tokens),
+        gmm_scope=("gmm" in low) and any(ti.gmm for ti in infos),
         pallas_last=bool(tokens and PALLAS_TOKEN.match(tokens[-1])),
         phase=phase,
         remat=bool(REMAT_TF_OP.search(tf_op)),
     )
 
 
-@lru_cache(maxsize=65536)
-def _dims(dims: str) -> tuple[int, int]:
+def dims_info(dims: str) -> tuple[int, int]:
     """'1,2048,<=16' -> (elements, number of dims larger than 1)."""
     elems, big = 1, 0
     for d in dims.split(","):
@@ -340,14 +353,87 @@ def op_names(text: str, display: str) -> tuple[str, ...]:
     return (name,) if name == display or not display else (name, display)
 
 
-class Op:
-    """One op's parsed identity; heavier features are computed lazily."""
+def opcode_end(text: str) -> int:
+    """The position right after ``opcode(`` in an HLO text, -1 when not visible (as `Op.op_end`)."""
+    m = INSTR.match(text)
+    if not m:
+        return -1
+    om = OPCODE.search(text, m.end() - 1)
+    return om.end() if om else -1
 
-    def __init__(self, text: str, display: str, category: str, tf_op: str, swl: str):
+
+class Features:
+    """The per-field features of the ops one run classifies, each computed
+    once per distinct field value (part of the run's `classify.Memo`)."""
+
+    __slots__ = ("categories", "opcodes", "names", "tf_ops", "tokens", "dim_lists")
+
+    def __init__(self) -> None:
+        self.categories: dict[str, CategoryInfo] = {}
+        self.opcodes: dict[str, OpcodeInfo] = {}
+        self.names: dict[str, NameInfo] = {}
+        self.tf_ops: dict[str, TfOpInfo] = {}
+        self.tokens: dict[str, TokenInfo] = {}
+        self.dim_lists: dict[str, tuple[int, int]] = {}
+
+    def dims(self, s: str) -> tuple[int, int]:
+        v = self.dim_lists.get(s)
+        if v is None:
+            v = self.dim_lists[s] = dims_info(s)
+        return v
+
+    def category(self, s: str) -> CategoryInfo:
+        v = self.categories.get(s)
+        if v is None:
+            v = self.categories[s] = category_info(s)
+        return v
+
+    def opcode(self, s: str) -> OpcodeInfo:
+        v = self.opcodes.get(s)
+        if v is None:
+            v = self.opcodes[s] = opcode_info(s)
+        return v
+
+    def name(self, s: str) -> NameInfo:
+        v = self.names.get(s)
+        if v is None:
+            v = self.names[s] = name_info(s)
+        return v
+
+    def tf_op(self, s: str) -> TfOpInfo:
+        v = self.tf_ops.get(s)
+        if v is None:
+            v = self.tf_ops[s] = tf_op_info(s, self.token)
+        return v
+
+    def token(self, s: str) -> TokenInfo:
+        v = self.tokens.get(s)
+        if v is None:
+            v = self.tokens[s] = token_info(s)
+        return v
+
+
+
+#: An instruction number (`fusion.123`, `%param.4`, `.cloned.1`): what tells
+#: apart the clones of one op in an unrolled or recompiled program.
+NUMBER = re.compile(r"\.[0-9]+")
+
+
+class Op:
+    """One op's parsed identity; heavier features are computed lazily.
+
+    Every excerpt of the op's own strings that a rule writes into a reason
+    goes through `quote`, which notes the excerpts that hold an instruction
+    number (`numbered`): what lets one classification stand for the op's
+    whole family (see `classify.classify_columns`)."""
+
+    def __init__(self, text: str, display: str, category: str, tf_op: str, swl: str,
+                 features: Features | None = None):
+        f = self.features = features if features is not None else Features()
         self.text = text
         self.display = display.strip().lstrip("%")
-        self.cat = _cat_info(category)
-        self.tf = _tf_info(tf_op)
+        self.cat = f.category(category)
+        self.tf = f.tf_op(tf_op)
         self.tf_op = tf_op
         self.swl = swl
         self.head_end = -1  # end of "name = "
@@ -368,10 +454,18 @@ class Op:
             if nm:
                 opcode = nm.group(1)
         self.opcode = opcode
-        self.opc = _opc_info(opcode)
+        self.opc = f.opcode(opcode)
         self.names = op_names(text, display)
-        self.nis = tuple(_name_info(n) for n in self.names)
+        self.nis = tuple(f.name(n) for n in self.names)
         self._attrs: str | None = None
+        #: The excerpts `quote` gave out that hold an instruction number.
+        self.numbered: list[str] = []
+
+    def quote(self, s: str, n: int = 48) -> str:
+        """`clip(s, n)`, noting `s` in `numbered` when it holds an instruction number."""
+        if "." in s and NUMBER.search(s):
+            self.numbered.append(s)
+        return clip(s, n)
 
     @property
     def operand_text(self) -> str:
@@ -443,7 +537,7 @@ class Op:
 # --------------------------------------------------------------------------
 # Precision
 # --------------------------------------------------------------------------
-def _pick_precision(segment: str, allow_int: bool) -> str | None:
+def _pick_precision(segment: str, allow_int: bool, features: Features) -> str | None:
     if not segment:
         return None
     if "f8e" in segment and any(d.startswith("f8e") for d, _ in PREC_ARRAY.findall(segment)):
@@ -452,7 +546,7 @@ def _pick_precision(segment: str, allow_int: bool) -> str | None:
     if not arrays:
         return None
     dtypes = {d for d, _ in arrays}
-    matrix = {d for d, dims in arrays if _dims(dims)[1] >= 2}
+    matrix = {d for d, dims in arrays if features.dims(dims)[1] >= 2}
     for pool in (matrix, dtypes):
         if allow_int and pool & INT8:
             return "int8"
@@ -467,12 +561,12 @@ def _pick_precision(segment: str, allow_int: bool) -> str | None:
 
 def matmul_precision(op: Op, allow_int: bool = True) -> tuple[str | None, str]:
     """(precision, where) -- see the module docstring for the rule."""
-    p = _pick_precision(op.operand_text, allow_int)
+    p = _pick_precision(op.operand_text, allow_int, op.features)
     if p:
         return p, "operands"
     if op.swl and "f8e" in op.swl.lower():
         return "fp8", "shape_with_layout"
-    p = _pick_precision(op.output_text, allow_int)
+    p = _pick_precision(op.output_text, allow_int, op.features)
     if p:
         return p, "output type"
     return None, "no element type"
@@ -492,14 +586,14 @@ def public_precision(p: str | None) -> str | None:
     return p if p in PRECISIONS else None
 
 
-def infer_kind_from_buffers(segment: str) -> tuple[str | None, str]:
+def infer_kind_from_buffers(segment: str, features: Features) -> tuple[str | None, str]:
     """Continuation fusion buffers: (shard, full, ...) -> kind.
 
     The first two arrays with more than 2 elements are the buffers (the
     scalar u32 sync flags and the s32[2] counter are skipped)."""
     bufs = []
     for d, dims in _arrays(segment):
-        n = _dims(dims)[0]
+        n = features.dims(dims)[0]
         if dims.strip() and n > 2:
             bufs.append((d.lower(), n))
             if len(bufs) == 2:

@@ -1,5 +1,10 @@
 """The ordered classification rules: each takes a parsed `Op` and returns a
-`Verdict` or None; `RULES` is the order they are tried in."""
+`Verdict` or None; `RULES` is the order they are tried in.
+
+A reason quotes the op's own strings only through `Op.quote` (short, inert,
+and noted when it holds an instruction number); everything else a rule
+decides from must not depend on instruction numbers (what lets one
+classification stand for a whole op family; tests/test_classify_numbers.py)."""
 
 from __future__ import annotations
 
@@ -10,7 +15,6 @@ from typing import NamedTuple
 from profanalyzer.classify.parse import (
     Op,
     braced_attr,
-    clip,
     elementwise_shapes,
     infer_kind_from_buffers,
     kernel_operand_shapes,
@@ -86,42 +90,42 @@ def _r_host_offload(op: Op) -> Verdict | None:
         copy = bool(generic) and (op.calls.startswith("copy") or any(COMPUTE_ASYNC_NAME.match(n.lower()) for n in op.names))
     if copy and "S(5)" in op.text and HOST_MEMORY_SPACE.search(op.text):
         what = op.opcode or op.cat.norm or op.name
-        return Verdict("host_offload", reason=f"'{clip(what)}' moves a host-memory buffer (memory space S(5)) to or from HBM")
+        return Verdict("host_offload", reason=f"'{op.quote(what)}' moves a host-memory buffer (memory space S(5)) to or from HBM")
     return None
 
 
 def _r_async_copy(op: Op) -> Verdict | None:
     if op.is_async_copy:
         what = op.opcode if op.opc.async_copy else (op.cat.norm if op.cat.async_copy else op.name)
-        return Verdict("other_compute", reason=f"async copy '{clip(what)}' (HBM/VMEM DMA, not a collective)")
+        return Verdict("other_compute", reason=f"async copy '{op.quote(what)}' (HBM/VMEM DMA, not a collective)")
     return None
 
 
 def _r_offload(op: Op) -> Verdict | None:
-    for n, ni in zip(op.names, op.nis):
+    for n, ni in zip(op.names, op.nis, strict=True):
         if ni.offload_role:
             kind = ni.coll_kind or ni.kind_in or kind_in_text(op.calls)
             # `prepare_start_X` / `prepare_done_X`: the TensorCore's set-up of the offloaded call X
             if kind is None and COMPUTE_WRAPPER_NAME.match(PREPARE_PREFIX.sub("", n.lower())):
-                return Verdict("other_compute", reason=f"SparseCore offload of compute '{clip(n)}' (not a collective)")
+                return Verdict("other_compute", reason=f"SparseCore offload of compute '{op.quote(n)}' (not a collective)")
             return _collective(kind, ni.offload_role,
-                               f"SparseCore offload wrapper '{clip(n)}' -> {kind or 'unknown kind'}")
+                               f"SparseCore offload wrapper '{op.quote(n)}' -> {kind or 'unknown kind'}")
     return None
 
 
 def _r_async_collective_fusion(op: Op) -> Verdict | None:
-    for n, ni in zip(op.names, op.nis):
+    for n, ni in zip(op.names, op.nis, strict=True):
         role = ni.acf_role
         if not role:
             continue
         calls = op.calls
         kind = kind_in_text(calls) if calls else None
         if kind:
-            return _collective(kind, role, f"continuation fusion '{clip(n)}', calls={clip(calls, 32)} -> {kind}")
-        kind, how = infer_kind_from_buffers(op.output_text if role == "start" else op.operand_text)
+            return _collective(kind, role, f"continuation fusion '{op.quote(n)}', calls={op.quote(calls, 32)} -> {kind}")
+        kind, how = infer_kind_from_buffers(op.output_text if role == "start" else op.operand_text, op.features)
         if kind:
-            return _collective(kind, role, f"continuation fusion '{clip(n)}', {how} -> {kind} (inferred)")
-        return _collective(None, role, f"continuation fusion '{clip(n)}', kind not in text ({how}); pair with start")
+            return _collective(kind, role, f"continuation fusion '{op.quote(n)}', {how} -> {kind} (inferred)")
+        return _collective(None, role, f"continuation fusion '{op.quote(n)}', kind not in text ({how}); pair with start")
     return None
 
 
@@ -135,7 +139,7 @@ def _r_collective_opcode(op: Op) -> Verdict | None:
     src = "" if op.opcode_from_text else " (from name)"
     if kind == "collective_permute" and op.tf.tokens and MATMUL_PRIMITIVE.match(op.tf.tokens[-1]):
         return _matmul_ring(op, role)
-    return _collective(kind, role, f"opcode '{clip(op.opcode)}'{src} -> {kind} ({role})")
+    return _collective(kind, role, f"opcode '{op.quote(op.opcode)}'{src} -> {kind} ({role})")
 
 
 def _matmul_ring(op: Op, role: str) -> Verdict:
@@ -147,27 +151,27 @@ def _matmul_ring(op: Op, role: str) -> Verdict:
     start's kind (attribution pairs them)."""
     if role == "done":
         return Verdict("other_collective", None, role, None, None,
-                       f"'{clip(op.opcode)}' of a collective-matmul ring (dot scope); kind from its start")
+                       f"'{op.quote(op.opcode)}' of a collective-matmul ring (dot scope); kind from its start")
     if op.tf.phase == "forward":
         kind, why = "all_gather", "forward pass"
     else:
         m = RING_OPERAND.search(op.operands)
         sent = m.group(1).lower() if m else ""
         if sent and RING_PASSTHROUGH.match(sent):
-            kind, why = "all_gather", f"passes %{clip(sent, 32)} along unchanged"
+            kind, why = "all_gather", f"passes %{op.quote(sent, 32)} along unchanged"
         elif sent:
-            kind, why = "reduce_scatter", f"sends the computed %{clip(sent, 32)}"
+            kind, why = "reduce_scatter", f"sends the computed %{op.quote(sent, 32)}"
         else:
             return Verdict("other_collective", "collective_permute", role, None, None,
-                           f"'{clip(op.opcode)}' of a collective-matmul ring, operand not visible")
-    return _collective(kind, role, f"'{clip(op.opcode)}' under a dot scope: a collective-matmul ring hop ({why}) -> {kind}")
+                           f"'{op.quote(op.opcode)}' of a collective-matmul ring, operand not visible")
+    return _collective(kind, role, f"'{op.quote(op.opcode)}' under a dot scope: a collective-matmul ring hop ({why}) -> {kind}")
 
 
 def _r_collective_category(op: Op) -> Verdict | None:
     c = op.cat
     if c.coll_kind is None:
         return None
-    return _collective(c.coll_kind, c.coll_role, f"hlo_category '{clip(c.norm)}' -> {c.coll_kind} ({c.coll_role})")
+    return _collective(c.coll_kind, c.coll_role, f"hlo_category '{op.quote(c.norm)}' -> {c.coll_kind} ({c.coll_role})")
 
 
 def _r_generic_async(op: Op) -> Verdict | None:
@@ -181,28 +185,28 @@ def _r_generic_async(op: Op) -> Verdict | None:
     calls = op.calls
     if calls:
         kind = kind_in_text(calls)
-        how = f"calls={clip(calls, 32)}"
+        how = f"calls={op.quote(calls, 32)}"
         if kind is None and ASYNC_COMPUTE_TARGET.match(calls):
-            return Verdict("other_compute", reason=f"async wrapper '{clip(src)}' around compute ({how})")
+            return Verdict("other_compute", reason=f"async wrapper '{op.quote(src)}' around compute ({how})")
     if kind is None:
-        for n, ni in zip(op.names, op.nis):
+        for n, ni in zip(op.names, op.nis, strict=True):
             if ni.kind_in:
-                kind, how = ni.kind_in, f"name '{clip(n)}'"
+                kind, how = ni.kind_in, f"name '{op.quote(n)}'"
                 break
     if kind is None and op.op_end >= 0:
         m = START_OPERAND.search(op.text, op.op_end)
         if m:
             kind = kind_in_text(m.group(1).lower())
-            how = f"operand %{clip(m.group(1), 32)}"
+            how = f"operand %{op.quote(m.group(1), 32)}"
             if kind is None and COMPUTE_ASYNC_NAME.match(m.group(1).lower()):
-                return Verdict("other_compute", reason=f"async wrapper '{clip(src)}' around compute ({how})")
+                return Verdict("other_compute", reason=f"async wrapper '{op.quote(src)}' around compute ({how})")
     if kind is None:
         for n in op.names:
             if COMPUTE_ASYNC_NAME.match(n.lower()) or COMPUTE_WRAPPER_NAME.match(n.lower()):
-                return Verdict("other_compute", reason=f"async wrapper '{clip(src)}' around compute (name '{clip(n)}')")
+                return Verdict("other_compute", reason=f"async wrapper '{op.quote(src)}' around compute (name '{op.quote(n)}')")
     if kind:
-        return _collective(kind, role, f"async wrapper '{clip(src)}', {how} -> {kind}")
-    return _collective(None, role, f"async wrapper '{clip(src)}', wrapped kind unknown")
+        return _collective(kind, role, f"async wrapper '{op.quote(src)}', {how} -> {kind}")
+    return _collective(None, role, f"async wrapper '{op.quote(src)}', wrapped kind unknown")
 
 
 def _r_collective_name(op: Op) -> Verdict | None:
@@ -211,10 +215,10 @@ def _r_collective_name(op: Op) -> Verdict | None:
     # (`all-gather.clone`, `All-Reduce-Start`).
     if op.opcode_from_text:
         return None
-    for n, ni in zip(op.names, op.nis):
+    for n, ni in zip(op.names, op.nis, strict=True):
         if ni.coll_kind:
             return _collective(ni.coll_kind, ni.coll_role,
-                               f"instruction name '{clip(n)}' -> {ni.coll_kind} ({ni.coll_role})")
+                               f"instruction name '{op.quote(n)}' -> {ni.coll_kind} ({ni.coll_role})")
     return None
 
 
@@ -312,9 +316,9 @@ def _r_matmul_kernel(op: Op) -> Verdict | None:
     Precision from the operand element types (XProf's typed operands, else
     the operand layout constraints); FLOPs 2*M*N*K from the shapes."""
     by, family = "", None
-    for n, ni in zip(op.names, op.nis):
+    for n, ni in zip(op.names, op.nis, strict=True):
         if ni.gmm:
-            by, family = f"name '{clip(n)}'", "megablox_gmm"
+            by, family = f"name '{op.quote(n)}'", "megablox_gmm"
             break
     if not by and not op.is_kernel_op:
         return None
@@ -322,7 +326,7 @@ def _r_matmul_kernel(op: Op) -> Verdict | None:
         for n in op.names:
             family = _kernel_word(n)
             if family:
-                by = f"name '{clip(n)}'"
+                by = f"name '{op.quote(n)}'"
                 break
     if not by:
         for t in op.tf.tokens:
@@ -330,7 +334,7 @@ def _r_matmul_kernel(op: Op) -> Verdict | None:
                 continue
             family = _kernel_word(t)
             if family:
-                by = f"tf_op scope '{clip(t, 40)}'"
+                by = f"tf_op scope '{op.quote(t, 40)}'"
                 break
     meta = braced_attr(op.text, "kernel_metadata")
     if not by:
@@ -394,16 +398,16 @@ def _r_attention_scope(op: Op) -> Verdict | None:
     if tf.attn_core:
         p, _ = matmul_precision(op, allow_int=False)
         return Verdict("attention", None, None, None, public_precision(p),
-                  f"tf_op inside attention core scope '{clip(tf.attn_core, 40)}'", "unfused")
+                  f"tf_op inside attention core scope '{op.quote(tf.attn_core, 40)}'", "unfused")
     if not tf.attn_generic or tf.attn_excluded:
         return None
     mm = _matmul_evidence(op)
     if not (mm or tf.attn_softmax):
         return None
     p, _ = matmul_precision(op, allow_int=False)
-    what = f"matmul ({mm})" if mm else f"softmax-like '{clip(tf.attn_softmax, 24)}'"
+    what = f"matmul ({mm})" if mm else f"softmax-like '{op.quote(tf.attn_softmax, 24)}'"
     return Verdict("attention", None, None, None, public_precision(p),
-              f"{what} under attention scope '{clip(tf.attn_generic, 40)}' (not a projection)", "unfused")
+              f"{what} under attention scope '{op.quote(tf.attn_generic, 40)}' (not a projection)", "unfused")
 
 
 def _r_matmul(op: Op) -> Verdict | None:
@@ -426,7 +430,7 @@ def _r_pallas(op: Op) -> Verdict | None:
 
 def _r_default(op: Op) -> Verdict | None:
     what = f"hlo_category '{op.cat.norm}'" if op.cat.norm else (f"opcode '{op.opcode}'" if op.opcode else "op")
-    return Verdict("other_compute", reason=f"{clip(what, 60)}: no matmul/attention/collective evidence")
+    return Verdict("other_compute", reason=f"{op.quote(what, 60)}: no matmul/attention/collective evidence")
 
 
 RULES: tuple[Rule, ...] = (

@@ -223,6 +223,9 @@ ARRAY = re.compile(
 PREC_ARRAY = re.compile(r"(?<![A-Za-z0-9_])(bf16|f16|f32|f8e[0-9a-z]+|[su][248])\[([0-9,<=?\s]*)\]")
 TF_PARAMS = re.compile(r"\[[^\]]*\]")
 TF_SPLIT = re.compile(r"[/()\s:]+")
+#: TF_SPLIT's separators and '.': what splits a name stack into its tokens
+#: (its segments, each split on '.'; tests/test_classify_features.py).
+TF_TOKEN_SPLIT = re.compile(r"[/()\s:.]+")
 
 INT8 = frozenset({"s8", "u8", "s4", "u4", "s2", "u2"})  # "int8" precision (narrow ints)
 
