@@ -335,7 +335,7 @@ STAGES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("rules", ("profanalyzer.rules", "heuristics", "profanalyzer.findings", "profanalyzer.whatif", "profanalyzer.verify",
                "profanalyzer.explain")),
     ("run", ("profanalyzer.run",)),
-    ("compare", ("profanalyzer.compare", "profanalyzer.budget", "profanalyzer.fleet")),
+    ("compare", ("profanalyzer.compare", "profanalyzer.opmatch", "profanalyzer.budget", "profanalyzer.fleet")),
     ("report", ("profanalyzer.report",)),
     # the entry points; `profanalyzer` itself is the notebook facade (its one
     # import, `load`, runs on first use of profanalyzer.load)

@@ -15,11 +15,11 @@ from profanalyzer.compare import (
     NOISE_K,
     compare,
     load_document,
-    match_name,
     validate_document,
     verdict_of,
 )
 from profanalyzer.errors import InputError
+from profanalyzer.opmatch import match_name
 from profanalyzer.report.diff import format_text, render_diff_html, render_diff_markdown
 
 doc = sample_doc  # a fresh copy of a sample's analysis document

@@ -29,7 +29,7 @@ FLOORS = {
     "profanalyzer.rules": 7,
     "heuristics": 8,
     "profanalyzer.findings": 9, "profanalyzer.verify": 9, "profanalyzer.whatif": 9,
-    "profanalyzer.compare": 10, "profanalyzer.budget": 10,
+    "profanalyzer.compare": 10, "profanalyzer.opmatch": 10, "profanalyzer.budget": 10,
     "profanalyzer.report": 11,
     # issue #17: the interfaces for notebooks, URLs, trace viewers and agents
     "profanalyzer.shell": 0,
@@ -39,7 +39,7 @@ FLOORS = {
 CHECKED = [
     "profanalyzer/outputs.py", "profanalyzer/vocab.py", "profanalyzer/format.py", "profanalyzer/hardware.py", "profanalyzer/records.py", "profanalyzer/parts.py", "profanalyzer/model.py", "profanalyzer/invariants.py", "profanalyzer/documents.py", "profanalyzer/rules.py",
     "profanalyzer/analyze/workload.py", "profanalyzer/analyze/attribution.py", "profanalyzer/analyze/overlap.py", "profanalyzer/analyze/sparsecore.py", "profanalyzer/analyze/opgroups.py", "profanalyzer/analyze/timeline.py", "profanalyzer/analyze/scopes.py", "profanalyzer/analyze/idle.py", "profanalyzer/analyze/memory.py", "profanalyzer/analyze/stepclass.py", "profanalyzer/analyze/hostplanes.py",
-    "profanalyzer/analyze/analysis.py", "profanalyzer/hlo/compiled.py", "profanalyzer/analyze/expected.py", "profanalyzer/findings.py", "profanalyzer/compare.py", "profanalyzer/budget.py",
+    "profanalyzer/analyze/analysis.py", "profanalyzer/hlo/compiled.py", "profanalyzer/analyze/expected.py", "profanalyzer/findings.py", "profanalyzer/compare.py", "profanalyzer/opmatch.py", "profanalyzer/budget.py",
     "profanalyzer/verify.py",
     "profanalyzer/shell.py",
     "profanalyzer/version.py", "profanalyzer/parallel.py", "profanalyzer/arrays.py", "profanalyzer/frames.py", "profanalyzer/schema.py", "profanalyzer/xspace/sources.py",

@@ -25,7 +25,8 @@ from profanalyzer.stats import MIN_EFFECT, NOISE_K, SHORTFALL_RATIO
 from profanalyzer.vocab import IDLE_CAUSE_COLOURS, IDLE_CAUSE_LABELS
 
 if TYPE_CHECKING:  # the records it renders (built by profanalyzer.compare and profanalyzer.verify)
-    from profanalyzer.compare import Comparison, ExposedChange, OpChange, ShareChange
+    from profanalyzer.compare import Comparison, ExposedChange, ShareChange
+    from profanalyzer.opmatch import OpChange
     from profanalyzer.verify import RuleCheck
 
 TEMPLATE = "diff.html.j2"
