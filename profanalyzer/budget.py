@@ -36,7 +36,6 @@ for every collective type and `total`. Fractions are of the step time, 0..1.
 from __future__ import annotations
 
 import difflib
-import math
 import os
 import re
 import tomllib
@@ -45,6 +44,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from profanalyzer.documents import is_finite_number
 from profanalyzer.errors import InputError
 from profanalyzer.format import NOT_AVAILABLE, noise
 from profanalyzer.model import Analysis, BucketShare, Findings, SchemaError, to_jsonable
@@ -168,7 +168,7 @@ def _findings(doc: Analysis | Mapping) -> Findings | None:
 
 
 def _num(x: Any, scale: float = 1.0) -> float | None:
-    if isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(x):
+    if not is_finite_number(x):
         return None
     return float(x) * scale
 
@@ -313,10 +313,6 @@ def _flatten(table: Mapping, valid: Iterable[str], where: str, name: str) -> lis
     return out
 
 
-def _is_number(v: Any) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
-
-
 def _check_range(metric: str, unit: str, v: float, where: str, table: str, what: str) -> None:
     if v < 0:
         raise BudgetError(f"{where}: bad value for [{table}] {metric}: {what} must be >= 0, got {v:g}")
@@ -336,7 +332,7 @@ def _parse_limits(table: Mapping, where: str) -> tuple[Limit, ...]:
         bounds = {}
         for k in BOUND_KEYS:
             if k in v:
-                if not _is_number(v[k]):
+                if not is_finite_number(v[k]):
                     raise BudgetError(f"{where}: bad value for [budget] {metric}.{k}: expected a number, got {_show(v[k])}")
                 _check_range(metric, METRICS[metric].unit, float(v[k]), where, "budget", k)
                 bounds[k] = float(v[k])
@@ -355,7 +351,7 @@ def _parse_regressions(table: Mapping, where: str) -> tuple[RegressionLimit, ...
             if not m:
                 raise BudgetError(f'{where}: bad value for [max_regression] {metric}: expected "N%" or a number in {unit}, got {_show(v)}')
             out.append(RegressionLimit(metric, float(m.group(1)) / 100.0, None, v.strip()))
-        elif _is_number(v):
+        elif is_finite_number(v):
             _check_range(metric, unit, float(v), where, "max_regression", "the limit")
             text = f"{float(v):g} {unit}" if unit in ("ms", "bytes") else f"{float(v) * 100:g} pts ({float(v):g})"
             out.append(RegressionLimit(metric, None, float(v), text))

@@ -50,7 +50,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from profanalyzer.documents import is_json_document, read_json, validate_document
+from profanalyzer.documents import (
+    is_finite_number,
+    is_json_document,
+    read_json,
+    validate_document,
+)
 from profanalyzer.errors import InputError
 from profanalyzer.format import ms, signed_ms
 from profanalyzer.model import (
@@ -252,11 +257,7 @@ def verdict_of(delta: float, noise_ps: float | None, base_step_ps: float, higher
 
 
 def _f(x: Any, default: float = 0.0) -> float:
-    return float(x) if _is_num(x) else default
-
-
-def _is_num(x: Any) -> bool:
-    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+    return float(x) if is_finite_number(x) else default
 
 
 def typed_side(doc: Mapping | Analysis | tuple[Analysis, Findings | None], label: str = "analysis") -> tuple[Analysis, Findings | None]:
@@ -498,7 +499,7 @@ def _exposed_changes(base: Analysis, new: Analysis, b_step: float) -> dict[str, 
 
 
 def _opt(x: Any) -> float | None:
-    return float(x) if _is_num(x) else None
+    return float(x) if is_finite_number(x) else None
 
 
 def _ps_fraction(s: BucketShare | None) -> tuple[float, float]:

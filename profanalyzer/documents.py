@@ -14,7 +14,7 @@ import json
 import math
 import zlib
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 from profanalyzer.errors import InputError
 from profanalyzer.invariants import check_analysis, check_findings
@@ -26,7 +26,8 @@ STEPS_KEYS = ("table", "step_time_ps", "kept", "count")
 _HINT = "write one with `profanalyze analyze TRACE --json FILE`"
 
 
-def _is_num(x: Any) -> bool:
+def is_finite_number(x: Any) -> TypeGuard[int | float]:
+    """A JSON number a document may carry: an int or float, finite, not a bool."""
     return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
 
 
@@ -55,9 +56,9 @@ def validate_document(doc: Any, label: str = "analysis") -> None:
         if not isinstance(doc[key], dict):
             raise InputError(f"{label}: malformed analysis JSON ({key} must be an object)")
     for b, s in doc["breakdown"].items():
-        if not isinstance(s, dict) or not _is_num(s.get("ps")) or not _is_num(s.get("fraction")):
+        if not isinstance(s, dict) or not is_finite_number(s.get("ps")) or not is_finite_number(s.get("fraction")):
             raise InputError(f"{label}: malformed analysis JSON (breakdown.{b} needs numeric ps and fraction)")
-    if not _is_num(steps["step_time_ps"].get("mean") if isinstance(steps["step_time_ps"], dict) else None):
+    if not is_finite_number(steps["step_time_ps"].get("mean") if isinstance(steps["step_time_ps"], dict) else None):
         raise InputError(f"{label}: malformed analysis JSON (steps.step_time_ps.mean must be a number)")
     if not isinstance(doc["top_ops"], list):
         raise InputError(f"{label}: malformed analysis JSON (top_ops must be a list)")

@@ -10,11 +10,11 @@ only `entered` or `left` them.
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from profanalyzer.documents import is_finite_number
 from profanalyzer.model import Analysis, TopOp
 
 #: Ops whose time changed by less than this fraction of the base step are not listed.
@@ -55,7 +55,7 @@ class OpsChange:
 
 def _seconds(x: object) -> float:
     """A finite number of the JSON form, else 0."""
-    return float(x) if isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) else 0.0
+    return float(x) if is_finite_number(x) else 0.0
 
 
 def match_name(op: TopOp | Mapping) -> str:
