@@ -272,20 +272,27 @@ _PROGRAM_ENDINGS = (".after_codegen.hlo.pb.gz", ".after_codegen.hlo.pb", ".hlo_p
                     ".hlo.pb.gz", ".hlo.pb", ".hlo.txt.gz", ".hlo.txt", ".txt.gz", ".txt")
 
 
+def _beside(p: Path, end: str, other: str, limit: int) -> bytes | None:
+    """The bytes of the file beside `p` named with `other` in place of its
+    ending `end` (None when `p` does not end so, or that file is absent, unreadable
+    or over `limit` bytes)."""
+    if not p.name.endswith(end):
+        return None
+    side = p.with_name(p.name[: -len(end)] + other)
+    try:
+        if side.is_file() and side.stat().st_size <= limit:
+            return side.read_bytes()
+    except OSError:
+        pass
+    return None
+
+
 def _compiler_json(p: Path) -> str:
     """The `NAME.compiler.json` beside a program file `NAME.<ending>` (the
     compiler's own memory and cost analysis), or ""."""
-    name = p.name
-    for end in _PROGRAM_ENDINGS:
-        if name.endswith(end):
-            side = p.with_name(name[: -len(end)] + ".compiler.json")
-            try:
-                if side.is_file() and side.stat().st_size < (1 << 20):
-                    return side.read_text("utf-8", "replace")
-            except OSError:
-                return ""
-            return ""
-    return ""
+    end = next((e for e in _PROGRAM_ENDINGS if p.name.endswith(e)), None)
+    data = _beside(p, end, ".compiler.json", (1 << 20) - 1) if end else None
+    return data.decode("utf-8", "replace") if data is not None else ""
 
 
 #: A final-stage program file -> the file beside it whose HloProto carries the buffer assignment.
@@ -299,14 +306,13 @@ def _assignment_siblings(p: Path) -> tuple[bytes, ...]:
     final stage carries no buffer assignment."""
     out = []
     for end, other in _ASSIGNMENT_SIBLINGS:
-        if p.name.endswith(end):
-            side = p.with_name(p.name[: -len(end)] + other)
-            try:
-                if side.is_file() and side.stat().st_size <= MAX_BYTES:
-                    data = side.read_bytes()
-                    out.append(_gunzip(data, str(side)) if data[:2] == b"\x1f\x8b" else data)
-            except (OSError, InputError):
-                continue
+        data = _beside(p, end, other, MAX_BYTES)
+        if data is None:
+            continue
+        try:
+            out.append(_gunzip(data, p.name) if data[:2] == b"\x1f\x8b" else data)
+        except InputError:
+            continue
     return tuple(out)
 
 
