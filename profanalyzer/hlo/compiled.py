@@ -73,10 +73,10 @@ def _assignment(program: Program) -> MemoryStats | None:
     name = program.main.name
     for proto in ((program.main.proto,) if program.main.proto else ()) + program.files.assignment_protos:
         if proto is program.main.proto or proto_module_name(proto) == name:
-            got = final_stats(proto)
+            allocs = proto_allocations(proto)
+            got = final_stats(proto, allocs)
             if got is not None:
                 return got
-            allocs = proto_allocations(proto)
             if allocs:  # an assignment with no color-0 heap: nothing temporary in HBM
                 return replace(assignment_stats(allocs), source="buffer assignment (no HBM heap)")
     ba_text = program.files.buffer_assignment

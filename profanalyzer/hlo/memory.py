@@ -271,19 +271,22 @@ def _trace_peak(sizes: dict[int, int], events: list[tuple[int, int, int]]) -> in
     return peak
 
 
-def proto_heap(proto: bytes) -> Heap | None:
+def proto_heap(proto: bytes, allocs: tuple[Allocation, ...] | None = None) -> Heap | None:
     """The color-0 heap of a serialized HloProto's buffer assignment (field 1
     the HloModuleProto, field 3 the BufferAssignmentProto: 1 logical buffers
     {1 id, 3 defined_at {3 shape index, 4 instruction id}}, 3 allocations
     {9 assigned {1 logical buffer, 2 offset, 3 size}}, 4 heap-simulator traces
     {1 events {1 kind, 2 buffer, 5 canonical}, 3 allocation}, 5 peak buffers
-    {1 allocation, 2 logical buffers}); None without one."""
+    {1 allocation, 2 logical buffers}); None without one. `allocs`: its
+    `proto_allocations`, when the caller has them already."""
     try:
         top = _fields(proto, 0, len(proto))
         if 3 not in top:
             return None
         ba = _fields(proto, *top[3][0])
-        heap = next((a for a in proto_allocations(proto) if a.color == HBM and a.temp), None)
+        if allocs is None:
+            allocs = proto_allocations(proto)
+        heap = next((a for a in allocs if a.color == HBM and a.temp), None)
         if heap is None:
             return None
         assigned: dict[int, int] = {}
@@ -376,11 +379,13 @@ def text_heap(ba_text: str, live_range_text: str) -> Heap | None:
     return Heap(size, peak, held, "live ranges of the heap's values")
 
 
-def final_stats(proto: bytes) -> MemoryStats | None:
+def final_stats(proto: bytes, allocs: tuple[Allocation, ...] | None = None) -> MemoryStats | None:
     """argument / output / alias of the assignment and the final executable's
-    temp (`final_temp` of its heap); None without a buffer assignment."""
-    allocs = proto_allocations(proto)
-    heap = proto_heap(proto) if allocs else None
+    temp (`final_temp` of its heap); None without a buffer assignment.
+    `allocs`: the proto's `proto_allocations`, when the caller has them."""
+    if allocs is None:
+        allocs = proto_allocations(proto)
+    heap = proto_heap(proto, allocs) if allocs else None
     if heap is None:
         return None
     ba = assignment_stats(allocs)
