@@ -127,3 +127,13 @@ def test_collapse_sums_exactly():
     assert (a.ps, a.exposed_comm_ps, a.remat_ps, a.ops, a.count) == (6.0, 2.0, 1.0, 4, 8)
     assert a.buckets == {"all_gather": 2.0, "matmul_bf16": 4.0}
     assert [r.scope for r in collapse(rows, 2)] == ["a/b", "a/e", NO_SCOPE]
+
+
+def test_fold_scope_with_a_parts_memo_equals_fold_scope():
+    """The roll-up folds many paths with one dict of components (`parts`): the same folds."""
+    trace = load_trace("sample_traces/dense_short_fsdp.xplane.pb.gz")
+    paths = sorted({t for p in trace.tensorcores for t in p.meta.tf_op if t}) + [
+        "a/layers_3/b/c:", "a/layers_3/(x/y)/c", " / /layers.7/ 4 /mlp/x:", "jit(f)/while/body/h_2/mlp/dot"]
+    parts: dict = {}
+    assert [fold_scope(t, parts) for t in paths] == [fold_scope(t) for t in paths]
+    assert parts and len(parts) < sum(t.count("/") for t in paths)

@@ -106,3 +106,21 @@ def test_report_links_a_finding_to_its_line_escaped():
     assert 'id="top-op-1"' in html
     if fake is not None:
         assert '<a href="#top-op-1">' in html
+
+
+def test_family_members_are_the_names_the_row_folds():
+    """A top-ops family row `x.* (k ops)` takes its members' lines: `x` covers `x` and `x.<digits>`
+    (what the regex `x(\\.\\d+)?$` matches), whatever the names hold; one index for every row."""
+    import random
+    import re
+
+    from profanalyzer.analyze.sourcelines import _members
+
+    rng = random.Random(7)
+    names = sorted({"".join(rng.choice("ab.12\n-\u0663") for _ in range(rng.randint(1, 6))) for _ in range(5000)})
+    index = _members(names)
+    stems = {n.rsplit(".", 1)[0] for n in names} | set(names)
+    for stem in (s for s in stems if s and "\n" not in s):
+        rx = re.compile(re.escape(stem) + r"(?:\.\d+)?$")
+        assert index.get(stem, []) == [m for m in names if rx.match(m)], stem
+

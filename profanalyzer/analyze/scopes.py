@@ -85,28 +85,46 @@ def _split(tf_op: str) -> list[str]:
     return parts
 
 
-def fold_scope(tf_op: str) -> tuple[str, tuple[int, ...]]:
-    """(folded path, layer indices folded out of it) of one tf_op stat."""
+def _fold_part(p: str) -> tuple[str, int] | None:
+    """What one component of a path keeps: None (plumbing, a wrapper, empty),
+    else (the name kept, "" for none; the layer index folded out, -1 for none)."""
+    p = p.strip()
+    if not p or p in PLUMBING or _WRAPPER.match(p):
+        return None
+    if _NUMBER.match(p):
+        return "", int(p)
+    m = _INDEXED.match(p)
+    if m:
+        return m.group("base"), int(m.group("idx"))
+    return p, -1
+
+
+
+def fold_scope(tf_op: str, parts: dict[str, tuple[str, int] | None] | None = None) -> tuple[str, tuple[int, ...]]:
+    """(folded path, layer indices folded out of it) of one tf_op stat.
+    `parts`: a dict the caller keeps while folding many paths (each distinct
+    component is then looked at once)."""
     text = (tf_op or "").strip()
     if not text:
         return NO_SCOPE, ()
     if text.endswith(":"):
         text = text[:-1]
-    parts = _split(text)[:-1]  # the last component is the primitive
     out: list[str] = []
     idx: list[int] = []
-    for p in parts:
-        p = p.strip()
-        if not p or p in PLUMBING or _WRAPPER.match(p):
+    for p in _split(text)[:-1]:  # the last component is the primitive
+        if parts is None:
+            got = _fold_part(p)
+        elif p in parts:
+            got = parts[p]
+        else:
+            got = parts[p] = _fold_part(p)
+        if got is None:
             continue
-        if _NUMBER.match(p):
-            idx.append(int(p))
-            continue
-        m = _INDEXED.match(p)
-        if m:
-            idx.append(int(m.group("idx")))
-            p = m.group("base")
-        out.append(p)
+        name, i = got
+        if i >= 0:
+            idx.append(i)
+        if name:
+            out.append(name)
     if not out:
         return TOP_LEVEL, tuple(idx)
     return "/".join(out[:MAX_DEPTH]), tuple(idx)
@@ -122,7 +140,8 @@ def _scope_rows(md, ids: dict[str, int], names: dict[str, int],
     code: dict = {}
     n = len(md)
     tf_code = np.fromiter((code.setdefault(t, len(code)) for t in md.tf_op), dtype=np.int64, count=n)
-    fold = [fold_scope(t) for t in code]
+    parts: dict[str, tuple[str, int] | None] = {}
+    fold = [fold_scope(t, parts) for t in code]
     scope_of = np.asarray([ids.setdefault(f, len(ids)) for f, _ in fold], dtype=np.int64)
     row_scope = np.concatenate([scope_of[tf_code], [ids.setdefault(NO_SCOPE, len(ids))]]).astype(np.int64)
     row_name = np.asarray([names.setdefault(t, len(names)) for t in md.name] + [names.setdefault("", len(names))], dtype=np.int64)

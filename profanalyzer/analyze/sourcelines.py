@@ -94,19 +94,42 @@ def _hlo_locations(program) -> tuple[dict[str, SourceLine], dict[str, tuple[str,
     return own, graph
 
 
+#: A name's last instruction number.
+_LAST_NUMBER = re.compile(r"(.+)\.\d+")
+
+
+def _members(names: list[str]) -> dict[str, list[str]]:
+    """Family stem -> the names it covers, in the order given: `x` covers
+    `x` and `x.<digits>` (what the top ops' row `x.* (k ops)` folds; a
+    trailing newline is ignored, as a regex `$` does)."""
+    out: dict[str, list[str]] = {}
+    for m in names:
+        t = m[:-1] if m.endswith("\n") else m
+        out.setdefault(t, []).append(m)
+        g = _LAST_NUMBER.fullmatch(t)
+        if g is not None:
+            out.setdefault(g.group(1), []).append(m)
+    return out
+
+
 def source_lines(trace: Trace, names: Iterable[str], program=None) -> dict[str, SourceLine]:
     """The location of each op named (instruction / display names), where one is
     known: from `program` (the HLO the trace carries, hlo.model.Program), else
     the ops' `source` stats."""
     own, graph = _hlo_locations(program)
     stat: dict[str, SourceLine] = {}
+    parsed: dict[str, SourceLine | None] = {}  # each distinct `source` stat parsed once
     for p in trace.tensorcores[:1] or trace.tensorcores:
         md = p.meta
         for row, s in enumerate(md.source):
             if s:
-                fl = _split_file_line(s)
-                if fl is not None:
-                    stat.setdefault(md.short_name(row), SourceLine(*fl))
+                if s in parsed:
+                    loc = parsed[s]
+                else:
+                    fl = _split_file_line(s)
+                    loc = parsed[s] = SourceLine(*fl) if fl is not None else None
+                if loc is not None:
+                    stat.setdefault(md.short_name(row), loc)
 
     def direct(n: str) -> SourceLine | None:
         return own.get(n) or stat.get(n)
@@ -135,16 +158,15 @@ def source_lines(trace: Trace, names: Iterable[str], program=None) -> dict[str, 
         return direct(n) or moved(n)
 
     out: dict[str, SourceLine] = {}
-    known = None
+    members: dict[str, list[str]] | None = None
     for n in dict.fromkeys(names):
         loc = one(n)
         g = GROUP.match(n) if loc is None else None
         if g is not None:
             # a family row of the top ops (`copy.* (5 ops)`): its members' most common line
-            if known is None:
-                known = sorted(set(graph) | set(stat))
-            rx = re.compile(re.escape(g.group(1)) + r"(?:\.\d+)?$")
-            locs = [x for x in (one(m) for m in known if rx.match(m)) if x is not None]
+            if members is None:
+                members = _members(sorted(set(graph) | set(stat)))
+            locs = [x for x in (one(m) for m in members.get(g.group(1), ())) if x is not None]
             if locs:
                 texts = Counter(x.text for x in locs)
                 best, k = texts.most_common(1)[0]
