@@ -9,6 +9,7 @@ from pathlib import Path
 import realcap
 
 from profanalyzer.classify import parse as P
+from profanalyzer.classify.stack import tf_op_info
 from profanalyzer.classify.tables import TF_PARAMS, TF_SPLIT
 from profanalyzer.xspace.build import load_trace
 
@@ -41,7 +42,7 @@ def test_tokens_equal_the_segment_split():
                                    for _ in range(20000)}
     for t in tf_ops:
         if t.strip():
-            assert P.tf_op_info(t).tokens == _segment_tokens(t), repr(t)
+            assert tf_op_info(t).tokens == _segment_tokens(t), repr(t)
 
 
 def test_memoized_features_equal_fresh_ones():
@@ -49,9 +50,9 @@ def test_memoized_features_equal_fresh_ones():
     fields = _fields()
     assert all(len(v) > 5 for v in fields.values())
     for t in fields["tf_op"]:
-        assert f.tf_op(t) == P.tf_op_info(t) == f.tf_op(t)
+        assert f.tf_op(t) == tf_op_info(t) == f.tf_op(t)
     for c in fields["category"]:
         assert f.category(c) == P.category_info(c)
     for n in fields["name"]:
         assert f.name(n) == P.name_info(n)
-    assert len(f.tf_ops) == len(fields["tf_op"]) and len(f.tokens) < sum(len(P.tf_op_info(t).tokens) for t in fields["tf_op"])
+    assert len(f.tf_ops) == len(fields["tf_op"]) and len(f.tokens) < sum(len(tf_op_info(t).tokens) for t in fields["tf_op"])

@@ -21,7 +21,7 @@ import realcap
 
 import profanalyzer.classify as C
 from profanalyzer.classify import Memo, classify_columns, classify_op
-from profanalyzer.classify.parse import NUMBER, Op, as_text, clip, op_names
+from profanalyzer.classify.parse import NUMBER, Features, Op, as_text, clip, op_names
 from profanalyzer.classify.tables import MAX_FIELD, MAX_TEXT
 from profanalyzer.xspace.build import load_trace
 
@@ -98,6 +98,14 @@ def test_the_three_kinds_of_family_occur():
     assert all(n > 0 for n in total.values()), total
 
 
+_VIEW = Features()
+
+
+def _family(r: tuple) -> tuple:
+    """An op's family as classify_codes forms it: numbers erased, the name stack as the rules see it."""
+    return (NUMBER.sub(".0", r[0]), NUMBER.sub(".0", r[1]), r[2], _VIEW.tf_view(r[3]), r[4])
+
+
 def _count_classifications(monkeypatch) -> list[int]:
     calls = [0]
     real = C._classify
@@ -123,7 +131,7 @@ def test_a_family_is_classified_once(monkeypatch):
     got = classify_columns(cols, memo=memo)
     families = {}
     for r in rows:
-        families.setdefault((NUMBER.sub(".0", r[0]), NUMBER.sub(".0", r[1]), *r[2:]), []).append(r)
+        families.setdefault(_family(r), []).append(r)
     per_member = sum(len(m) - 1 for k, m in families.items() if memo.families[k] is C._BY_MEMBER)
     assert len(families) < len(rows)
     assert calls[0] == len(families) + per_member
@@ -132,6 +140,78 @@ def test_a_family_is_classified_once(monkeypatch):
     calls[0] = 0
     classify_columns(cols, memo=memo)  # the same rows again: nothing classified
     assert calls[0] == 0
+
+
+def _full_view_verdicts(ops: list[tuple]) -> int:
+    """Each op classified as the rules see its name stack (`Op.tf`, its `rules_view`) and with the
+    whole stack in its place: the same verdict. Returns how many stacks the view cut."""
+    f = Features()
+    cut = 0
+    for text, disp, cat, tf, swl in ops:
+        op = Op(text, disp, cat, tf, swl, f)
+        full = Op(text, disp, cat, tf, swl, f)
+        full.tf = f.tf_op(tf)
+        cut += op.tf != full.tf
+        assert C._classify(full) == C._classify(op), (text[:100], tf[:100])
+    return cut
+
+
+@pytest.mark.parametrize("path", FILES, ids=lambda p: p.name.split(".")[0])
+def test_the_rules_read_the_name_stack_through_its_view_on_samples(path):
+    """What lets name stacks that differ only in tokens no rule reads (`layers_3/...`, `layers_4/...`)
+    share a family: the rules give every op the verdict they give it on its whole name stack."""
+    ops = _ops(path)
+    cut = _full_view_verdicts(ops)
+    assert cut > 0 or not any(o[3] for o in ops)
+
+
+@pytest.mark.parametrize("name", [realcap.VLLM, realcap.V6E])
+def test_the_rules_read_the_name_stack_through_its_view_on_real_captures(name):
+    _full_view_verdicts(_ops(realcap.real_path(name)))
+
+
+#: Name-stack tokens that rules read: kernel families, the Pallas call, a dot as the last primitive,
+#: attention, softmax and optimizer scopes, phase and remat markers, plus plain layer scopes.
+_TOKENS = ("gmm", "tgmm", "quantized_matmul", "pallas_call", "dot_general", "matmul", "layers_3", "layers_12",
+           "self_attention", "AttentionOp_0", "query", "softmax", "exp", "optimizer", "adam", "transpose(jvp(main))",
+           "jvp(main)", "rematted_computation", "checkpoint", "mlp", "wi_0", "ragged_paged_attention", "splash_mha")
+
+
+def test_the_rules_read_the_name_stack_through_its_view_on_mixed_stacks():
+    """Every sample op under name stacks built from the tokens the rules read, in random orders."""
+    import random
+
+    rng = random.Random(24)
+    base = _ops(SAMPLES / "dense_short_fsdp.xplane.pb.gz") + _ops(SAMPLES / "moe_short_fsdp_ep.xplane.pb.gz") + _ops(SAMPLES / "pallas_kernel_counters.xplane.pb.gz") \
+        + [o for o in _ops(SAMPLES / "moe_large_pp.xplane.pb.gz") if "collective-permute" in o[0]]
+    ops = []
+    for text, disp, cat, _, swl in base:
+        for _ in range(3):
+            tf = "/".join(rng.choice(_TOKENS) for _ in range(rng.randint(1, 7)))
+            ops.append((text, disp, cat, "jit(train_step)/" + tf, swl))
+    assert _full_view_verdicts(ops) > len(ops) // 2
+
+
+def test_layers_unrolled_with_their_own_scopes_are_one_family(monkeypatch):
+    """Clones of every op of a sample under numbered layer scopes (`/layers/` -> `/layers_<k>/`, a model
+    unrolled without a scan): one classification per family, not per layer; rows equal classify_op."""
+    base = _ops(SAMPLES / "dense_short_fsdp.xplane.pb.gz")
+    scoped = [o for o in base if "/layers/" in o[3]]
+    assert scoped
+    rows = [(t, d, c, tf.replace("/layers/", f"/layers_{k}/", 1), s) for t, d, c, tf, s in scoped for k in range(6)]
+    cols = {c: [r[j] for r in rows] for j, c in enumerate(C._IN_COLUMNS)}
+    want = [classify_op(*r) for r in rows]
+    calls = _count_classifications(monkeypatch)
+    memo = Memo()
+    got = classify_columns(cols, memo=memo)
+    families = {}
+    for r in rows:
+        families.setdefault(_family(r), []).append(r)
+    per_member = sum(len(m) - 1 for k, m in families.items() if memo.families[k] is C._BY_MEMBER)
+    assert len(families) <= len(scoped) < len(rows)
+    assert calls[0] == len(families) + per_member
+    for i, w in enumerate(want):
+        assert got["reason"][i] == w.reason and got["bucket"][i] == w.bucket and got["phase"][i] == w.phase
 
 
 def test_quoting_member_with_another_number_of_names():

@@ -212,7 +212,8 @@ class Memo:
 
     * ``ops``: op identity (the five input cells) -> verdict id;
     * ``verdicts``: verdict id -> ``OpClass``, each verdict made once;
-    * ``families``: op family (identity with instruction numbers erased) ->
+    * ``families``: op family (identity with instruction numbers erased and
+      the name stack as the rules see it, `parse.rules_view`) ->
       what its members share: a verdict id, a `_Quoting`, or `_BY_MEMBER`;
     * ``features``: the per-field parse features (`parse.Features`).
 
@@ -459,12 +460,14 @@ def classify_codes(cols: Mapping[str, Sequence], n: int | None = None,
         # Rows by family (first seen first), each new family classified once
         # (its first row); the rows of families that share one verdict take
         # its id, only the others are made member by member.
+        families, features = memo.families, memo.features
+        view = features.tf_view
         index: dict[tuple, int] = {}
         fids = [index.setdefault(k, len(index))
-                for k in zip(_erase_numbers(texts), _erase_numbers(disps), *fields[2:], strict=True)]
+                for k in zip(_erase_numbers(texts), _erase_numbers(disps), fields[2], map(view, fields[3]), fields[4],
+                             strict=True)]
         fid_arr = np.asarray(fids, dtype=np.int64)
         firsts = unique_ids(fid_arr, return_index=True)[1].tolist()  # ids are numbered first seen first
-        families, features = memo.families, memo.features
         shared: list[int] = []  # per family: the verdict id its members share, or -1
         by_member: dict[int, object] = {}  # family -> its _Quoting or _BY_MEMBER
         own: dict[int, int] = {}  # row -> verdict id, for the first rows of new per-member families
@@ -472,7 +475,7 @@ def classify_codes(cols: Mapping[str, Sequence], n: int | None = None,
             v = families.get(fkey)
             if v is None:
                 row = firsts[f]
-                r, v = _family_verdict(texts[row], disps[row], fkey[2:], features)
+                r, v = _family_verdict(texts[row], disps[row], (fields[2][row], fields[3][row], fields[4][row]), features)
                 rid = memo.add(r)
                 if v is None:
                     v = rid
@@ -516,9 +519,13 @@ def classify_columns(cols: Mapping[str, Sequence], n: int | None = None,
 
     Cost grows with op *families*, not distinct ops. Unrolled layers and
     recompiled programs give thousands of ops that differ only in their
-    instruction numbers (``fusion.12`` / ``fusion.1000012``). Rows are grouped
-    by their identity with every ``.<digits>`` written ``.0`` (one C pass per
-    text, or one regex pass over all the texts at once) and a family's first
+    instruction numbers (``fusion.12`` / ``fusion.1000012``), and layers
+    unrolled with their own scopes give name stacks that differ only in a
+    token no rule reads (``layers_3/mlp/dot_general``, ``layers_4/...``).
+    Rows are grouped by their identity with every ``.<digits>`` written ``.0``
+    (one C pass per text, or one regex pass over all the texts at once) and
+    the name stack as the rules see it (`parse.rules_view`: the rules read it
+    through that alone, `Op.tf`), and a family's first
     member is classified: when its reason quotes none of its numbered strings
     (`parse.Op.quote`), every member shares its verdict; when it quotes only
     the op's name, every member takes it with its own name quoted; otherwise

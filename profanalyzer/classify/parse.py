@@ -1,27 +1,23 @@
 """The op parse: one op's identity split into per-field features (`Op`,
-with the category/opcode/name/tf_op infos, memoized per field value in the
-run's `Features`), the matmul precision helpers and `matmul_kernel_flops`."""
+with the category/opcode/name infos and the name stack's, from
+`classify.stack`, memoized per field value in the run's `Features`), the
+matmul precision helpers and `matmul_kernel_flops`."""
 
 from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable
 from typing import Any, NamedTuple
 
+from profanalyzer.classify.stack import TfOpInfo, TokenInfo, rules_view, tf_op_info
 from profanalyzer.classify.tables import (
     ARRAY,
     ASYNC_COLLECTIVE_FUSION,
     ASYNC_COPY,
     ATTENTION_KERNELS,
-    ATTN_CORE_TOKEN,
-    ATTN_EXCLUDED_TOKEN,
-    ATTN_GENERIC_TOKEN,
-    BACKWARD,
     CALLS,
     COLLECTIVE_FUSION_CATEGORIES,
     COLLECTIVE_KINDS,
-    FORWARD,
     GENERIC_ASYNC,
     GMM,
     INSTR,
@@ -36,18 +32,11 @@ from profanalyzer.classify.tables import (
     NAME_OPCODE,
     OFFLOAD_CALL,
     OPCODE,
-    OPTIMIZER_TOKEN,
     OTHER_ATTENTION_KERNEL_NAME,
-    PALLAS_TOKEN,
     PREC_ARRAY,
     PRECISIONS,
     REMAT_NAME,
-    REMAT_TF_OP,
     ROLE_SUFFIX,
-    SOFTMAX_PRIMITIVE,
-    SOFTMAX_SCOPE,
-    TF_PARAMS,
-    TF_TOKEN_SPLIT,
     UNSAFE,
 )
 
@@ -232,90 +221,6 @@ def name_info(name: str) -> NameInfo:
     )
 
 
-class TfOpInfo(NamedTuple):
-    tokens: tuple[str, ...]
-    attn_core: str  # first attention-core token, or ""
-    attn_generic: str  # first generic attention token, or ""
-    attn_excluded: bool  # a projection/rotary/norm token below the generic one
-    attn_softmax: str  # softmax-like primitive/scope below the generic one, or ""
-    attn_kernel: str | None  # attention kernel named in tf_op
-    gmm_scope: bool
-    pallas_last: bool  # last token is pallas_call
-    phase: str | None
-    remat: bool
-
-
-_EMPTY_TF = TfOpInfo((), "", "", False, "", None, False, False, None, False)
-
-
-class TokenInfo(NamedTuple):
-    """What the tf_op rules read of one name-stack token."""
-
-    attn_core: bool  # an attention-core scope
-    attn_generic: bool  # a generic attention scope (not a projection/rotary/norm one)
-    attn_excluded: bool  # a projection/rotary/norm scope
-    softmax_scope: bool
-    optimizer: bool
-    gmm: bool
-
-
-def token_info(t: str) -> TokenInfo:
-    excluded = bool(ATTN_EXCLUDED_TOKEN.match(t))
-    return TokenInfo(bool(ATTN_CORE_TOKEN.match(t)), bool(ATTN_GENERIC_TOKEN.search(t)) and not excluded, excluded,
-                     bool(SOFTMAX_SCOPE.search(t)), bool(OPTIMIZER_TOKEN.match(t)), bool(GMM.search(t.lower())))
-
-
-def tf_op_info(tf_op: str, token: Callable[[str], TokenInfo] = token_info) -> TfOpInfo:
-    """The features of a tf_op name stack; `token`: the info of one token
-    (`Features.token`: each distinct token's once per run)."""
-    if not tf_op.strip():
-        return _EMPTY_TF
-    # the name stack's segments (split on TF_SPLIT), each split on '.': one split on both
-    tokens = tuple(t for t in TF_TOKEN_SPLIT.split(TF_PARAMS.sub("", tf_op)) if t)
-    infos = [token(t) for t in tokens]
-    core, generic, first = "", "", -1
-    for i, ti in enumerate(infos):
-        if ti.attn_core:
-            core = tokens[i]
-            break
-        if first < 0 and ti.attn_generic:
-            first, generic = i, tokens[i]
-    excluded, softmax = False, ""
-    if generic and not core:
-        below = tokens[first + 1:]
-        excluded = any(ti.attn_excluded for ti in infos[first + 1:])
-        if below and SOFTMAX_PRIMITIVE.match(below[-1]):
-            softmax = below[-1]
-        elif any(ti.softmax_scope for ti in infos[first + 1:]):
-            softmax = "softmax"
-    low = tf_op.lower()
-    kernel = None
-    for k, rx in ATTENTION_KERNELS:
-        if rx.search(low):
-            kernel = k
-            break
-    if BACKWARD.search(tf_op):
-        phase = "backward"
-    elif FORWARD.search(tf_op):
-        phase = "forward"
-    elif any(ti.optimizer for ti in infos):
-        phase = "optimizer"
-    else:
-        phase = None
-    return TfOpInfo(
-        tokens=tokens,
-        attn_core=core,
-        attn_generic=generic,
-        attn_excluded=excluded,
-        attn_softmax=softmax,
-        attn_kernel=kernel,
-        gmm_scope=("gmm" in low) and any(ti.gmm for ti in infos),
-        pallas_last=bool(tokens and PALLAS_TOKEN.match(tokens[-1])),
-        phase=phase,
-        remat=bool(REMAT_TF_OP.search(tf_op)),
-    )
-
-
 def dims_info(dims: str) -> tuple[int, int]:
     """'1,2048,<=16' -> (elements, number of dims larger than 1)."""
     elems, big = 1, 0
@@ -366,13 +271,14 @@ class Features:
     """The per-field features of the ops one run classifies, each computed
     once per distinct field value (part of the run's `classify.Memo`)."""
 
-    __slots__ = ("categories", "opcodes", "names", "tf_ops", "tokens", "dim_lists")
+    __slots__ = ("categories", "opcodes", "names", "tf_ops", "views", "tokens", "dim_lists")
 
     def __init__(self) -> None:
         self.categories: dict[str, CategoryInfo] = {}
         self.opcodes: dict[str, OpcodeInfo] = {}
         self.names: dict[str, NameInfo] = {}
         self.tf_ops: dict[str, TfOpInfo] = {}
+        self.views: dict[str, TfOpInfo] = {}
         self.tokens: dict[str, TokenInfo] = {}
         self.dim_lists: dict[str, tuple[int, int]] = {}
 
@@ -403,13 +309,14 @@ class Features:
     def tf_op(self, s: str) -> TfOpInfo:
         v = self.tf_ops.get(s)
         if v is None:
-            v = self.tf_ops[s] = tf_op_info(s, self.token)
+            v = self.tf_ops[s] = tf_op_info(s, self.tokens)
         return v
 
-    def token(self, s: str) -> TokenInfo:
-        v = self.tokens.get(s)
+    def tf_view(self, s: str) -> TfOpInfo:
+        """`rules_view` of the name stack `s`."""
+        v = self.views.get(s)
         if v is None:
-            v = self.tokens[s] = token_info(s)
+            v = self.views[s] = rules_view(self.tf_op(s))
         return v
 
 
@@ -433,8 +340,7 @@ class Op:
         self.text = text
         self.display = display.strip().lstrip("%")
         self.cat = f.category(category)
-        self.tf = f.tf_op(tf_op)
-        self.tf_op = tf_op
+        self.tf = f.tf_view(tf_op)  # the rules see the name stack only through its view
         self.swl = swl
         self.head_end = -1  # end of "name = "
         self.op_end = -1  # position right after "opcode("

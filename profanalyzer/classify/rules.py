@@ -26,6 +26,7 @@ from profanalyzer.classify.parse import (
     public_precision,
     shape_dims,
 )
+from profanalyzer.classify.stack import kernel_word
 from profanalyzer.classify.tables import (
     ARRAY,
     ASYNC_COMPUTE_TARGET,
@@ -34,17 +35,14 @@ from profanalyzer.classify.tables import (
     BITS,
     COMPUTE_ASYNC_NAME,
     COMPUTE_WRAPPER_NAME,
-    GMM,
     HOST_MEMORY_SPACE,
     HOST_TRANSFER_ATTR,
     INT8,
     KIND_BUCKET,
     LOWBIT_ARRAY,
-    MATMUL_NAME,
     MATMUL_PRIMITIVE,
     OUTPUT_FUSION_KIND,
     PREPARE_PREFIX,
-    QUANT_MATMUL,
     RING_OPERAND,
     RING_PASSTHROUGH,
     START_OPERAND,
@@ -290,20 +288,6 @@ def _quant_precision(op: Op, seg: str | None = None) -> tuple[str, str]:
     return prec, bucket
 
 
-def _kernel_word(text: str) -> str | None:
-    """The matmul family a kernel's name, scope token or metadata names:
-    megablox_gmm (gmm/tgmm), quantized_matmul (quantized / low-bit names),
-    pallas_matmul (any other matmul/gemm/mm/dot word), else None."""
-    low = text.lower()
-    if "gmm" in low and GMM.search(low):
-        return "megablox_gmm"
-    if QUANT_MATMUL.search(low):
-        return "quantized_matmul"
-    if MATMUL_NAME.search(low):
-        return "pallas_matmul"
-    return None
-
-
 def _r_matmul_kernel(op: Op) -> Verdict | None:
     """A custom kernel is what it computes. Evidence, first that holds: its
     instruction/display name (an op *named* gmm/tgmm counts even when the
@@ -324,7 +308,7 @@ def _r_matmul_kernel(op: Op) -> Verdict | None:
         return None
     if not by:
         for n in op.names:
-            family = _kernel_word(n)
+            family = kernel_word(n)
             if family:
                 by = f"name '{op.quote(n)}'"
                 break
@@ -332,7 +316,7 @@ def _r_matmul_kernel(op: Op) -> Verdict | None:
         for t in op.tf.tokens:
             if t.lower() == "pallas_call":
                 continue
-            family = _kernel_word(t)
+            family = kernel_word(t)
             if family:
                 by = f"tf_op scope '{op.quote(t, 40)}'"
                 break
@@ -341,7 +325,7 @@ def _r_matmul_kernel(op: Op) -> Verdict | None:
         attrs = op.attrs.split("backend_config=")[0].split("frontend_attributes=")[0]
         for where, seg in (("custom-call attributes", attrs),
                            ("kernel metadata", meta)):
-            family = _kernel_word(seg) if seg else None
+            family = kernel_word(seg) if seg else None
             if family:
                 by = where
                 break
