@@ -118,25 +118,33 @@ def _count_classifications(monkeypatch) -> list[int]:
     return calls
 
 
+def _classified_once(rows: list[tuple], monkeypatch):
+    """classify_columns over `rows` with a fresh memo: one classification per family (`_family`) plus
+    one per further member of the families classified member by member, and every row as classify_op
+    gives it. Returns (columns, memo, the classification counter, families)."""
+    cols = {c: [r[j] for r in rows] for j, c in enumerate(C._IN_COLUMNS)}
+    want = [classify_op(*r) for r in rows]
+    calls = _count_classifications(monkeypatch)
+    memo = Memo()
+    got = classify_columns(cols, memo=memo)
+    families: dict[tuple, list] = {}
+    for r in rows:
+        families.setdefault(_family(r), []).append(r)
+    per_member = sum(len(m) - 1 for k, m in families.items() if memo.families[k] is C._BY_MEMBER)
+    assert calls[0] == len(families) + per_member
+    for i, w in enumerate(want):
+        assert got["reason"][i] == w.reason and got["bucket"][i] == w.bucket and got["phase"][i] == w.phase
+    return cols, memo, calls, families
+
+
 def test_a_family_is_classified_once(monkeypatch):
     """A table of clones (each op five times, renumbered): one classification per family that shares
     its verdict or quotes only its name, one per member for the others; rows equal classify_op."""
     base = _ops(SAMPLES / "dense_short_fsdp.xplane.pb.gz")
     rows = [(t2, d2, *rest) for text, disp, *rest in base for t2, d2 in [(text, disp)] + _variants(text, disp)[2:]]
     rows = list(dict.fromkeys(rows))
-    cols = {c: [r[j] for r in rows] for j, c in enumerate(C._IN_COLUMNS)}
-    want = [classify_op(*r) for r in rows]
-    calls = _count_classifications(monkeypatch)
-    memo = Memo()
-    got = classify_columns(cols, memo=memo)
-    families = {}
-    for r in rows:
-        families.setdefault(_family(r), []).append(r)
-    per_member = sum(len(m) - 1 for k, m in families.items() if memo.families[k] is C._BY_MEMBER)
+    cols, memo, calls, families = _classified_once(rows, monkeypatch)
     assert len(families) < len(rows)
-    assert calls[0] == len(families) + per_member
-    for i, w in enumerate(want):
-        assert got["reason"][i] == w.reason and got["bucket"][i] == w.bucket
     calls[0] = 0
     classify_columns(cols, memo=memo)  # the same rows again: nothing classified
     assert calls[0] == 0
@@ -199,19 +207,8 @@ def test_layers_unrolled_with_their_own_scopes_are_one_family(monkeypatch):
     scoped = [o for o in base if "/layers/" in o[3]]
     assert scoped
     rows = [(t, d, c, tf.replace("/layers/", f"/layers_{k}/", 1), s) for t, d, c, tf, s in scoped for k in range(6)]
-    cols = {c: [r[j] for r in rows] for j, c in enumerate(C._IN_COLUMNS)}
-    want = [classify_op(*r) for r in rows]
-    calls = _count_classifications(monkeypatch)
-    memo = Memo()
-    got = classify_columns(cols, memo=memo)
-    families = {}
-    for r in rows:
-        families.setdefault(_family(r), []).append(r)
-    per_member = sum(len(m) - 1 for k, m in families.items() if memo.families[k] is C._BY_MEMBER)
+    _, _, _, families = _classified_once(rows, monkeypatch)
     assert len(families) <= len(scoped) < len(rows)
-    assert calls[0] == len(families) + per_member
-    for i, w in enumerate(want):
-        assert got["reason"][i] == w.reason and got["bucket"][i] == w.bucket and got["phase"][i] == w.phase
 
 
 def test_quoting_member_with_another_number_of_names():
