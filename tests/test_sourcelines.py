@@ -118,9 +118,9 @@ def test_family_members_are_the_names_the_row_folds():
 
     rng = random.Random(7)
     names = sorted({"".join(rng.choice("ab.12\n-\u0663") for _ in range(rng.randint(1, 6))) for _ in range(5000)})
-    index = _members(names)
-    stems = {n.rsplit(".", 1)[0] for n in names} | set(names)
-    for stem in (s for s in stems if s and "\n" not in s):
+    stems = {s for s in {n.rsplit(".", 1)[0] for n in names} | set(names) if s and "\n" not in s}
+    index = _members(reversed(names), stems)
+    for stem in stems:
         rx = re.compile(re.escape(stem) + r"(?:\.\d+)?$")
         assert index.get(stem, []) == [m for m in names if rx.match(m)], stem
 

@@ -94,21 +94,20 @@ def _hlo_locations(program) -> tuple[dict[str, SourceLine], dict[str, tuple[str,
     return own, graph
 
 
-#: A name's last instruction number.
-_LAST_NUMBER = re.compile(r"(.+)\.\d+")
-
-
-def _members(names: list[str]) -> dict[str, list[str]]:
-    """Family stem -> the names it covers, in the order given: `x` covers
-    `x` and `x.<digits>` (what the top ops' row `x.* (k ops)` folds; a
-    trailing newline is ignored, as a regex `$` does)."""
+def _members(names: Iterable[str], stems: set[str]) -> dict[str, list[str]]:
+    """Family stem (of `stems`) -> the names it covers, sorted: `x` covers `x`
+    and `x.<digits>` (what the top ops' row `x.* (k ops)` folds: the regex
+    `x(\\.\\d+)?$`, whose `$` also takes a trailing newline)."""
     out: dict[str, list[str]] = {}
     for m in names:
         t = m[:-1] if m.endswith("\n") else m
-        out.setdefault(t, []).append(m)
-        g = _LAST_NUMBER.fullmatch(t)
-        if g is not None:
-            out.setdefault(g.group(1), []).append(m)
+        if t in stems:
+            out.setdefault(t, []).append(m)
+        head, dot, tail = t.rpartition(".")
+        if dot and head in stems and tail.isdecimal():  # isdecimal: the digits `\d` matches
+            out.setdefault(head, []).append(m)
+    for v in out.values():
+        v.sort()
     return out
 
 
@@ -157,25 +156,25 @@ def source_lines(trace: Trace, names: Iterable[str], program=None) -> dict[str, 
     def one(n: str) -> SourceLine | None:
         return direct(n) or moved(n)
 
-    out: dict[str, SourceLine] = {}
-    members: dict[str, list[str]] | None = None
+    found: dict[str, SourceLine | None] = {}
+    stems: dict[str, str] = {}  # a family row of the top ops (`copy.* (5 ops)`) -> its stem (`copy`)
     for n in dict.fromkeys(names):
-        loc = one(n)
+        found[n] = loc = one(n)
         g = GROUP.match(n) if loc is None else None
         if g is not None:
-            # a family row of the top ops (`copy.* (5 ops)`): its members' most common line
-            if members is None:
-                members = _members(sorted(set(graph) | set(stat)))
-            locs = [x for x in (one(m) for m in members.get(g.group(1), ())) if x is not None]
+            stems[n] = g.group(1)
+    if stems:  # a family row's line: its members' most common one
+        members = _members(set(graph) | set(stat), set(stems.values()))
+        for n, stem in stems.items():
+            locs = [x for x in (one(m) for m in members.get(stem, ())) if x is not None]
             if locs:
                 texts = Counter(x.text for x in locs)
                 best, k = texts.most_common(1)[0]
                 loc = next(x for x in locs if x.text == best)
                 if len(texts) > 1:
                     loc = replace(loc, via=(loc.via + "; " if loc.via else "") + f"{k} of {len(locs)} ops")
-        if loc is not None:
-            out[n] = loc
-    return out
+                found[n] = loc
+    return {n: loc for n, loc in found.items() if loc is not None}
 
 
 def with_source_lines(analysis: Analysis, att: Attributed) -> Analysis:
