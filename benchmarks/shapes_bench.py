@@ -29,9 +29,11 @@ The others have device planes only (no host planes):
              as in a model unrolled without a scan): the clones of one op no
              longer differ in their instruction numbers alone, so the
              distinct op *families* (op identity with the instruction numbers
-             erased, what classification groups by) number several thousand
-             (~7k at 128 layers), not a few hundred; the variants still
-             differ by numbers only.
+             erased) number several thousand (~7k at 128 layers), not a few
+             hundred; the variants still differ by numbers only. Classification
+             also reads the name stack only as its rules see it
+             (`classify.stack.rules_view`), which folds the layer scopes
+             away: the tables print both counts.
 
 Scaling (--scales): `events` scales the number of steps of the many-ops
 shape (distinct ops fixed); `ops` scales the number of unrolled layers at a
@@ -236,11 +238,11 @@ def main() -> None:
                for t in tasks}
         if args.before:
             res["before"] = best_of(BEFORE, args.repeat, str(path), str(out), str(args.before))
-        n_meta, n_fam, n_events = _distinct_ops(path)
+        n_meta, n_fam, n_classified, n_events = _distinct_ops(path)
         mb = path.stat().st_size / 1e6
         if one_x:
             print(f"\n### {label[:-3]}: {mb:.0f} MB, {n_events:,} device events, {n_meta:,} distinct op metadata, "
-                  f"{n_fam:,} op families\n")
+                  f"{n_fam:,} op families ({n_classified:,} as classification groups them)\n")
             print("| task | seconds | peak RSS MiB | x touch floor |")
             print("|---|---:|---:|---:|")
             floor = res.get("touch_floor", {}).get("seconds")
@@ -268,15 +270,28 @@ def main() -> None:
                   f"{r['maxrss_kib'] / 1024:.0f} |", flush=True)
 
 
-def _distinct_ops(path: Path) -> tuple[int, int, int]:
-    """(distinct XLA Ops metadata used on TensorCore planes, their op families, device events). A family is
-    what classification groups by: the (HLO text, display name, hlo_category, tf_op, shape_with_layout) of
-    an op with every instruction number (`.<digits>`) of the text and the display name erased."""
+def _classified_families(rows: list[tuple[str, ...]]) -> int:
+    """The op families this checkout's classification makes of these op identities (HLO text, display
+    name, hlo_category, tf_op, shape_with_layout): numbers erased, the name stack as the rules see it."""
+    from profanalyzer.classify import Memo, classify_codes
+
+    memo = Memo()
+    cols = ("hlo_text", "display_name", "category", "tf_op", "shape_with_layout")
+    classify_codes({c: [r[j] for r in rows] for j, c in enumerate(cols)}, n=len(rows), memo=memo)
+    return len(memo.families)
+
+
+def _distinct_ops(path: Path) -> tuple[int, int, int, int]:
+    """(distinct XLA Ops metadata used on TensorCore planes, their op families, the families
+    classification makes of them, device events). A family here is the (HLO text, display name, hlo_category, tf_op, shape_with_layout) of an op with every
+    instruction number (`.<digits>`) of the text and the display name erased (`_classified_families`:
+    what classification groups by, the name stack folded too)."""
     from profanalyzer.xspace import xplane_pb2 as pb
 
     sp = pb.XSpace.FromString(path.read_bytes())  # type: ignore[attr-defined]  # generated protobuf classes
     used: set[str] = set()
     families: set[tuple[str, ...]] = set()
+    ops: dict[tuple[str, ...], None] = {}
     n = 0
     for p in sp.planes:
         if not p.name.startswith("/device:"):
@@ -291,9 +306,10 @@ def _distinct_ops(path: Path) -> tuple[int, int, int]:
                 used.add(md.name)
                 stats = {stat_names.get(s.metadata_id, ""): s.str_value or stat_names.get(s.ref_value, "")
                          for s in md.stats}
-                families.add((_NUMBER.sub(".0", md.name), _NUMBER.sub(".0", md.display_name),
-                              *(stats.get(k, "") for k in ("hlo_category", "tf_op", "shape_with_layout"))))
-    return len(used), len(families), n
+                fields = tuple(stats.get(k, "") for k in ("hlo_category", "tf_op", "shape_with_layout"))
+                families.add((_NUMBER.sub(".0", md.name), _NUMBER.sub(".0", md.display_name), *fields))
+                ops[(md.name, md.display_name, *fields)] = None
+    return len(used), len(families), _classified_families(list(ops)), n
 
 
 if __name__ == "__main__":
