@@ -178,6 +178,25 @@ def test_the_rules_read_the_name_stack_through_its_view_on_real_captures(name):
     _full_view_verdicts(_ops(realcap.real_path(name)))
 
 
+_GOLDEN = ROOT.parent / "shared" / "reference" / "xprof-golden-v5p-hlo_stats.json.gz"
+
+
+@pytest.mark.skipif(not _GOLDEN.exists(), reason=f"reference file not present: {_GOLDEN}")
+def test_the_rules_read_the_name_stack_through_its_view_on_the_xprof_golden_table():
+    """The ops of XProf's own table of a real v5p MaxText run (their real name stacks)."""
+    import importlib.util
+    import sys
+
+    spec = importlib.util.spec_from_file_location("check_golden", ROOT / "tools" / "check_golden.py")
+    assert spec is not None and spec.loader is not None
+    cg = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = cg  # dataclasses resolve annotations through sys.modules
+    spec.loader.exec_module(cg)
+    rows = cg.load_golden(_GOLDEN)
+    assert len(rows) > 300
+    assert _full_view_verdicts([(r.text, r.name, r.category, r.tf_op, "") for r in rows]) > 0
+
+
 #: Name-stack tokens that rules read: kernel families, the Pallas call, a dot as the last primitive,
 #: attention, softmax and optimizer scopes, phase and remat markers, plus plain layer scopes.
 _TOKENS = ("gmm", "tgmm", "quantized_matmul", "pallas_call", "dot_general", "matmul", "layers_3", "layers_12",
