@@ -99,7 +99,6 @@ def _fold_part(p: str) -> tuple[str, int] | None:
     return p, -1
 
 
-
 def fold_scope(tf_op: str, parts: dict[str, tuple[str, int] | None] | None = None) -> tuple[str, tuple[int, ...]]:
     """(folded path, layer indices folded out of it) of one tf_op stat.
     `parts`: a dict the caller keeps while folding many paths (each distinct

@@ -213,7 +213,7 @@ class Memo:
     * ``ops``: op identity (the five input cells) -> verdict id;
     * ``verdicts``: verdict id -> ``OpClass``, each verdict made once;
     * ``families``: op family (identity with instruction numbers erased and
-      the name stack as the rules see it, `parse.rules_view`) ->
+      the name stack as the rules see it, `stack.rules_view`) ->
       what its members share: a verdict id, a `_Quoting`, or `_BY_MEMBER`;
     * ``features``: the per-field parse features (`parse.Features`).
 
@@ -524,7 +524,7 @@ def classify_columns(cols: Mapping[str, Sequence], n: int | None = None,
     token no rule reads (``layers_3/mlp/dot_general``, ``layers_4/...``).
     Rows are grouped by their identity with every ``.<digits>`` written ``.0``
     (one C pass per text, or one regex pass over all the texts at once) and
-    the name stack as the rules see it (`parse.rules_view`: the rules read it
+    the name stack as the rules see it (`stack.rules_view`: the rules read it
     through that alone, `Op.tf`), and a family's first
     member is classified: when its reason quotes none of its numbered strings
     (`parse.Op.quote`), every member shares its verdict; when it quotes only

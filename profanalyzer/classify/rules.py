@@ -312,14 +312,9 @@ def _r_matmul_kernel(op: Op) -> Verdict | None:
             if family:
                 by = f"name '{op.quote(n)}'"
                 break
-    if not by:
-        for t in op.tf.tokens:
-            if t.lower() == "pallas_call":
-                continue
-            family = kernel_word(t)
-            if family:
-                by = f"tf_op scope '{op.quote(t, 40)}'"
-                break
+    if not by and op.tf.kernel_token:  # the first scope token naming a kernel family, pallas_call aside
+        family = kernel_word(op.tf.kernel_token)
+        by = f"tf_op scope '{op.quote(op.tf.kernel_token, 40)}'"
     meta = braced_attr(op.text, "kernel_metadata")
     if not by:
         attrs = op.attrs.split("backend_config=")[0].split("frontend_attributes=")[0]

@@ -136,12 +136,12 @@ def tf_op_info(tf_op: str, known: dict[str, TokenInfo] | None = None) -> TfOpInf
 
 def rules_view(info: TfOpInfo) -> TfOpInfo:
     """What the classification rules read of a name stack: `info` with its
-    tokens cut to its kernel token (when it has one) and its last. The rules
-    read the tokens only so: whether there are any (`_r_empty`), the last
-    (`_r_collective`: a collective-permute under a dot), the first that names
-    a matmul kernel family (`_r_matmul_kernel`), and the fields `tf_op_info`
-    derived from all of them. Two name stacks with one view get one verdict,
+    tokens cut to the last. The rules read the tokens only so: whether there
+    are any (`_r_empty`) and the last (`_r_collective`: a collective-permute
+    under a dot); everything else they read is a field `tf_op_info` derived
+    from all of them (`kernel_token` for `_r_matmul_kernel`, the attention,
+    phase and remat fields). Two name stacks with one view get one verdict,
     which lets the ops of layers unrolled with their own scopes
     (`layers_3/...`, `layers_4/...`) form one family (`classify.classify_codes`;
     tests/test_classify_numbers.py checks the verdicts on the full stacks)."""
-    return info._replace(tokens=((info.kernel_token,) if info.kernel_token else ()) + info.tokens[-1:])
+    return info._replace(tokens=info.tokens[-1:])
