@@ -1,13 +1,21 @@
 """TPU generations profanalyzer knows: peaks, memory, interconnect, ridge points.
 
-Figures are per chip as published (see ../shared/reference/tpu-xspace-facts.md
-section 6 and the TPU7x guide); per-core figures divide by the number of
-device planes a chip shows in a trace (TPU7x: 2 TensorCores, each its own
-plane; v5p: megacore, one plane per chip; v6e: one TensorCore).
+Figures are per chip as published (each chip's `source`; see also
+../shared/reference/tpu-xspace-facts.md section 6, real-tpu.md and the TPU7x
+guide); per-core figures divide by the number of device planes a chip shows
+in a trace (TPU7x: 2 TensorCores, each its own plane; v4 and v5p: megacore,
+one plane per chip; v5e and v6e: one TensorCore).
+
+A chip is recognised from what the input itself says, in this order: the
+device planes' `device_type_string`, the `/host:metadata` plane's
+`tpu_version` ("TFRT TPU v5 lite"), an XLA dump's `target_arguments.txt`
+(`tpu_topology_args { version: TPU_VERSION_VIPERFISH variant: "lite" }`),
+a compile log's `compile_topology`; TPU7x is *assumed* only when none says.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from profanalyzer.vocab import CHIP_TABLE
@@ -46,6 +54,14 @@ class Chip:
     #: 128 x 128) = 1.75 GHz); the compiler's `estimated_cycles` are read at it.
     #: A peak read from a trace later (`dataclasses.replace`) keeps the clock.
     clock_ghz: float = 0.0
+    #: INT8 MXU peak, TOPS per chip as published; 0 where none is published
+    #: (TPU7x: its FP8 rate is assumed for int8 x int8 matmuls, see core_peak_int8_flops).
+    peak_int8_tops: float = 0.0
+    #: `tpu_topology_args { version: ... variant: ... }` of an XLA dump's target_arguments.txt
+    #: ("VIPERFISH:lite"; a version alone where the dump gives no variant)
+    target_versions: tuple[str, ...] = ()
+    #: where the figures come from
+    source: str = ""
 
     def __post_init__(self) -> None:
         if not self.clock_ghz:
@@ -63,13 +79,50 @@ class Chip:
 
     @property
     def core_peak_fp8_flops(self) -> float:
-        return self.peak_fp8_tflops * TERA / self.planes_per_chip
+        """FP8 MXU rate; a chip whose MXU has no FP8 (v4, v5e) runs FP8 data
+        through its BF16 path, at the BF16 rate."""
+        return (self.peak_fp8_tflops or self.peak_bf16_tflops) * TERA / self.planes_per_chip
 
     @property
     def core_peak_int8_flops(self) -> float:
-        """INT8 MXU rate: taken as the FP8 figure (the facts and the guide
-        publish no INT8 figure); used only for int8 x int8 matmuls."""
+        """INT8 MXU rate (int8 x int8 matmuls): the published INT8 figure;
+        where none is published (TPU7x) the FP8 figure is assumed."""
+        if self.peak_int8_tops:
+            return self.peak_int8_tops * TERA / self.planes_per_chip
         return self.core_peak_fp8_flops
+
+    # -- levers the MXU has ------------------------------------------------
+    @property
+    def fp8_speedup(self) -> float:
+        """FP8 over BF16 MXU peak: 2 on TPU7x; 1 where FP8 runs at the BF16
+        rate (v5p, v6e) or the MXU has none (v4, v5e)."""
+        return (self.peak_fp8_tflops / self.peak_bf16_tflops) if self.peak_fp8_tflops else 1.0
+
+    @property
+    def has_fp8_mxu(self) -> bool:
+        """FP8 is a compute lever on this chip (its MXU runs FP8 faster than BF16)."""
+        return self.fp8_speedup > 1.01
+
+    @property
+    def int8_speedup(self) -> float:
+        """Published INT8 over BF16 MXU peak (1 where no INT8 figure is published)."""
+        return (self.peak_int8_tops / self.peak_bf16_tflops) if self.peak_int8_tops else 1.0
+
+    @property
+    def has_int8_mxu(self) -> bool:
+        """INT8 is a compute lever on this chip (a published INT8 peak above BF16's)."""
+        return self.int8_speedup > 1.01
+
+    @property
+    def low_precision(self) -> str | None:
+        """The low-precision matmul lever of this chip: 'fp8' where the MXU runs
+        FP8 faster (TPU7x), else 'int8' where it runs INT8 faster (v5e, v5p,
+        v6e: MaxText's own guidance is int8 there), else None (v4)."""
+        if self.has_fp8_mxu:
+            return "fp8"
+        if self.has_int8_mxu:
+            return "int8"
+        return None
 
     @property
     def core_hbm_bytes_per_s(self) -> float:
@@ -104,6 +157,9 @@ class Chip:
             "name": self.name,
             "peak_bf16_tflops_per_chip": self.peak_bf16_tflops,
             "peak_fp8_tflops_per_chip": self.peak_fp8_tflops,
+            "peak_int8_tops_per_chip": self.peak_int8_tops,
+            "low_precision_lever": self.low_precision,
+            "source": self.source,
             "hbm_gib_per_chip": self.hbm_gib,
             "hbm_gbps_per_chip": self.hbm_gbps,
             "ici_gbps_per_chip": self.ici_gbps,
@@ -144,6 +200,8 @@ TPU7X = Chip(
     vmem_mib_per_core=64,
     mxus=8,
     mxu_dim=256,
+    target_versions=("6acc60406",),
+    source="Google Cloud TPU7x (Ironwood) documentation and the TPU7x performance guide; INT8: none published",
 )
 
 V6E = Chip(
@@ -161,6 +219,9 @@ V6E = Chip(
     vmem_mib_per_core=128,
     mxus=4,
     mxu_dim=256,
+    peak_int8_tops=1836.0,
+    source="Google Cloud TPU v6e documentation (BF16 918 TFLOP/s, INT8 1,836 TOPS, 32 GB HBM at 1,640 GB/s); "
+           "FP8 runs at the BF16 rate",
 )
 
 V5P = Chip(
@@ -178,9 +239,56 @@ V5P = Chip(
     vmem_mib_per_core=64,
     mxus=8,
     mxu_dim=128,
+    peak_int8_tops=918.0,
+    target_versions=("VIPERFISH",),
+    source="Google Cloud TPU v5p documentation (BF16 459 TFLOP/s, INT8 918 TOPS, 95 GiB HBM at 2,765 GB/s); "
+           "FP8 runs at the BF16 rate",
 )
 
-CHIPS: dict[str, Chip] = {c.key: c for c in (TPU7X, V6E, V5P)}
+V5E = Chip(
+    key="v5e",
+    name=CHIP_DISPLAY["v5e"],
+    device_type_strings=("TPU v5 Lite", "TPU v5e", "TPU v5 litepod"),
+    peak_bf16_tflops=197.0,
+    peak_fp8_tflops=0.0,  # the MXU has no FP8
+    hbm_gib=16.0,
+    hbm_gbps=819.0,
+    ici_gbps=200.0,  # 1,600 Gbps per chip
+    tensorcores=1,
+    sparsecores=0,
+    planes_per_chip=1,
+    vmem_mib_per_core=128,  # ASSUMED: as v6e (no published per-core figure found)
+    #: 4 MXUs of 128x128 per TensorCore: 197e12 / (4 x 2 x 128 x 128) = 1.50 GHz
+    mxus=4,
+    mxu_dim=128,
+    peak_int8_tops=394.0,
+    target_versions=("VIPERFISH:lite",),
+    source="Google Cloud TPU v5e documentation (BF16 197 TFLOP/s, INT8 394 TOPS, 16 GB HBM at 819 GB/s, "
+           "ICI 1,600 Gbps, one TensorCore, no SparseCore, no FP8 on the MXU)",
+)
+
+V4 = Chip(
+    key="v4",
+    name=CHIP_DISPLAY["v4"],
+    device_type_strings=("TPU v4",),
+    peak_bf16_tflops=275.0,
+    peak_fp8_tflops=0.0,  # the MXU has no FP8
+    hbm_gib=32.0,
+    hbm_gbps=1200.0,
+    ici_gbps=300.0,  # 6 links x 50 GB/s
+    tensorcores=2,
+    sparsecores=4,
+    planes_per_chip=1,  # megacore
+    vmem_mib_per_core=16,  # ASSUMED (no published figure found)
+    #: 2 TensorCores x 4 MXUs of 128x128: 275e12 / (8 x 2 x 128 x 128) = 1.05 GHz
+    mxus=8,
+    mxu_dim=128,
+    peak_int8_tops=275.0,
+    target_versions=("PUFFERFISH",),
+    source="Google Cloud TPU v4 documentation (BF16 and INT8 275 TFLOP/s, 32 GiB HBM at 1,200 GB/s)",
+)
+
+CHIPS: dict[str, Chip] = {c.key: c for c in (TPU7X, V6E, V5P, V5E, V4)}
 
 
 # ---------------------------------------------------------------------------
@@ -244,10 +352,57 @@ def chip_from_device_type(device_type: str | None) -> Chip | None:
         for known in chip.device_type_strings:
             if s == known.lower():
                 return chip
-    if "v7" in s or "7x" in s or "ironwood" in s:
+    if "v7" in s or "7x" in s or "ironwood" in s or re.search(r"\btpu7\b", s):
         return TPU7X
-    if "v6" in s:
+    if "v6" in s or "trillium" in s:
         return V6E
+    if re.search(r"v5\s*(lite|e\b)", s):
+        return V5E
     if "v5p" in s or s == "tpu v5":
         return V5P
+    if re.search(r"\bv4\b", s):
+        return V4
+    return None
+
+
+def chip_from_peaks(tflops_per_core: float, hbm_gbps_per_core: float) -> Chip | None:
+    """The one chip whose per-TensorCore BF16 peak and HBM bandwidth are both
+    near what a device plane states (`peak_teraflops_per_second`,
+    `peak_hbm_bw_gigabytes_per_second`): within 15% and 10% (a plane states
+    the clock it runs at: v5e 202.7 against 197 published; TPU7x reportedly
+    1028.75 against 1153.5). None when none or several are."""
+    if tflops_per_core <= 0 or hbm_gbps_per_core <= 0:
+        return None
+    near = [c for c in CHIPS.values()
+            if abs(c.core_peak_bf16_flops / TERA / tflops_per_core - 1) <= 0.15
+            and abs(c.core_hbm_bytes_per_s / GIGA / hbm_gbps_per_core - 1) <= 0.10]
+    return near[0] if len(near) == 1 else None
+
+
+def chip_from_tpu_version(text: str | None) -> Chip | None:
+    """A chip from the `/host:metadata` plane's `tpu_version` stat
+    ("PJRT C API\\nTFRT TPU v5 lite\\nBuilt on ...")."""
+    if not text:
+        return None
+    for line in text.splitlines():
+        m = re.search(r"\b(TPU\s*\S.*)$", line.strip())
+        if m and "TFRT" in line:
+            return chip_from_device_type(m.group(1))
+    return None
+
+
+def chip_from_target_arguments(text: str | None) -> Chip | None:
+    """A chip from an XLA dump's target_arguments.txt (`tpu_topology_args {
+    version: TPU_VERSION_VIPERFISH variant: "lite" }`)."""
+    if not text:
+        return None
+    m = re.search(r"tpu_topology_args\s*\{[^}]*?version:\s*TPU_VERSION_([A-Za-z0-9_]+)", text, re.S)
+    if not m:
+        return None
+    version = m.group(1).upper()
+    v = re.search(r'tpu_topology_args\s*\{[^}]*?variant:\s*"([^"]*)"', text, re.S)
+    key = f"{version}:{v.group(1)}".upper() if v and v.group(1) else version
+    for chip in CHIPS.values():
+        if key in {t.upper() for t in chip.target_versions}:
+            return chip
     return None

@@ -131,6 +131,9 @@ class ChipSpec(Record):
     name: str
     peak_bf16_tflops_per_chip: float
     peak_fp8_tflops_per_chip: float
+    peak_int8_tops_per_chip: float
+    low_precision_lever: str | None
+    source: str
     hbm_gib_per_chip: float
     hbm_gbps_per_chip: float
     ici_gbps_per_chip: float

@@ -167,6 +167,8 @@ CHIP_TABLE: tuple[ChipName, ...] = (
     ChipName("tpu7x", "TPU7x (Ironwood)"),
     ChipName("v6e", "TPU v6e (Trillium)"),
     ChipName("v5p", "TPU v5p"),
+    ChipName("v5e", "TPU v5e"),
+    ChipName("v4", "TPU v4"),
 )
 #: `click.Choice(CHIP_CHOICES, case_sensitive=False)` for every --chip option.
 CHIP_CHOICES: tuple[str, ...] = tuple(c.key for c in CHIP_TABLE)

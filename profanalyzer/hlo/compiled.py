@@ -19,7 +19,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from profanalyzer.errors import InputError
-from profanalyzer.hardware import TPU7X, Chip, chip_by_key, chip_from_device_type
+from profanalyzer.hardware import TPU7X, Chip, chip_by_key, chip_from_device_type, chip_from_target_arguments
 from profanalyzer.hlo.load import is_program_path, read_program
 from profanalyzer.hlo.memory import (
     MemoryStats,
@@ -56,6 +56,9 @@ def _tmpdir() -> Path:
 def _chip(program, chip: str | None) -> tuple[Chip, str]:
     if chip:
         return chip_by_key(chip), "--chip flag"
+    by_target = chip_from_target_arguments(program.files.target_arguments)
+    if by_target is not None:
+        return by_target, "the dump's target_arguments.txt (tpu_topology_args)"
     m = re.search(r"compile_topology: ([A-Za-z0-9]+)-\d+", program.files.compile_log)
     found = chip_from_device_type(m.group(1)) if m else None
     if found is not None:

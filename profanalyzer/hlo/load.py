@@ -147,6 +147,7 @@ def _aux(names: list[str], read, chosen: list[tuple[str, str]]) -> DumpFiles:
         buffer_assignment=first(lambda b: b.endswith("after_optimizations-buffer-assignment.txt")),
         memory_report=first(lambda b: b.endswith("memory-usage-report.txt")),
         flagfile=first(lambda b: b.endswith(".flagfile")),
+        target_arguments=first(lambda b: b.endswith("target_arguments.txt")),
         live_range=first(lambda b: b.endswith("after_optimizations-live-range.txt")),
         assignment_protos=tuple(protos),
     )

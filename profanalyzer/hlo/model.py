@@ -298,6 +298,8 @@ class DumpFiles:
     buffer_assignment: str = ""
     memory_report: str = ""
     flagfile: str = ""
+    #: the dump's `*.target_arguments.txt` (the chip: `tpu_topology_args { version: ... variant: ... }`)
+    target_arguments: str = ""
     #: the compiler's memory_analysis() / cost_analysis() saved beside a program file as JSON
     #: (`NAME.compiler.json`, tools/compile_corpus.py)
     compiler_json: str = ""

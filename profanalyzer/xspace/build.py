@@ -26,7 +26,7 @@ import numpy as np
 from google.protobuf.message import DecodeError  # type: ignore[import-untyped]
 
 from profanalyzer.errors import InputError, NoTpuPlanesError
-from profanalyzer.hardware import TPU7X, Chip, chip_by_key, chip_from_device_type
+from profanalyzer.hardware import TPU7X, Chip, chip_by_key, chip_from_device_type, chip_from_peaks
 from profanalyzer.trace import HostInfo, Line, OpMetadata, Plane, Trace, derive_steps
 from profanalyzer.xspace import inputs, reader, wire, xplane_pb2
 from profanalyzer.xspace.events import (
@@ -437,13 +437,27 @@ def _device_type(planes: list[Plane]) -> str | None:
     return None
 
 
-def _chip(chip: str | None, device_type: str | None) -> tuple[Chip, str]:
-    """The chip (`--chip`, else detected from the device type, else TPU7x) and where it came from."""
+def _peaks(planes: list[Plane]) -> tuple[float, float]:
+    """The first device plane's stated (peak_teraflops_per_second, peak_hbm_bw_gigabytes_per_second)."""
+    for p in planes:
+        tf, bw = p.stats.get("peak_teraflops_per_second"), p.stats.get("peak_hbm_bw_gigabytes_per_second")
+        if isinstance(tf, (int, float)) and isinstance(bw, (int, float)) and tf > 0 and bw > 0:
+            return float(tf), float(bw)
+    return 0.0, 0.0
+
+
+def _chip(chip: str | None, device_type: str | None, peaks: tuple[float, float] = (0.0, 0.0)) -> tuple[Chip, str]:
+    """The chip (`--chip`, else detected from the device type, else from the
+    peaks the planes state, else TPU7x) and where it came from."""
     if chip:
         return chip_by_key(chip), "--chip flag"
     detected = chip_from_device_type(device_type)
     if detected is not None:
         return detected, f'device_type_string "{device_type}"'
+    by_peaks = chip_from_peaks(*peaks)
+    if by_peaks is not None:
+        return by_peaks, (f"the device planes' stated peaks ({peaks[0]:g} TFLOP/s, {peaks[1]:g} GB/s per TensorCore)"
+                          + (f'; device_type_string "{device_type}" not recognised' if device_type else ""))
     return TPU7X, (
         f'assumed TPU7x (unrecognised device_type_string "{device_type}"; pass --chip)'
         if device_type
@@ -487,7 +501,7 @@ def load_trace(
     del results
     origin_ns, planes = _to_common_origin(built)
     device_type = _device_type(planes)
-    chosen, chip_source = _chip(chip, device_type)
+    chosen, chip_source = _chip(chip, device_type, _peaks(planes))
     steps = {p.label: derive_steps(p) for p in planes if p.kind == "tensorcore"}
     return Trace(
         source=str(path),
