@@ -1,4 +1,9 @@
-"""Lever L1 — FP8 low-precision training (`fp8`)."""
+"""Lever L1 — FP8 low-precision training (`fp8`), and its analogue on chips
+whose MXU has no faster FP8: INT8 (v5e, v5p, v6e; MaxText's own guidance).
+
+Each rule fires only on a chip that has its lever (`hardware.low_precision_lever`):
+FP8 where the MXU runs FP8 faster than BF16 (TPU7x), INT8 where it runs INT8
+faster (v5e, v5p, v6e); neither on v4."""
 
 from __future__ import annotations
 
@@ -20,12 +25,12 @@ FP8_EFFICIENCY_RATIO = 0.92
 QUANTISATION_OVERHEAD = 0.06
 
 
-def fp8_saving(bf16_ps: float, flops: float = 0.0, fp8_peak_flops: float = 0.0) -> float:
-    """Time FP8 saves on `bf16_ps` of BF16 matmuls: twice the peak at
-    FP8_EFFICIENCY_RATIO of today's efficiency, but never faster than their
-    FLOPs at the FP8 peak (matmuls already above the BF16 peak, e.g. quantized
-    kernels, gain less), minus the quantisation fusions."""
-    new = bf16_ps / (2.0 * FP8_EFFICIENCY_RATIO)
+def fp8_saving(bf16_ps: float, flops: float = 0.0, fp8_peak_flops: float = 0.0, speedup: float = 2.0) -> float:
+    """Time FP8 (or INT8) saves on `bf16_ps` of BF16 matmuls: `speedup` times
+    the peak at FP8_EFFICIENCY_RATIO of today's efficiency, but never faster
+    than their FLOPs at the low-precision peak (matmuls already above the BF16
+    peak, e.g. quantized kernels, gain less), minus the quantisation fusions."""
+    new = bf16_ps / (speedup * FP8_EFFICIENCY_RATIO)
     if flops > 0 and fp8_peak_flops > 0:
         new = max(new, flops / fp8_peak_flops * 1e12)
     return max(0.0, bf16_ps - new - QUANTISATION_OVERHEAD * bf16_ps)
@@ -33,6 +38,16 @@ def fp8_saving(bf16_ps: float, flops: float = 0.0, fp8_peak_flops: float = 0.0) 
 
 def _fp8_peak(analysis) -> float:
     return analysis.hardware.per_core.peak_fp8_tflops * 1e12
+
+
+def _has(analysis, lever: str) -> bool:
+    """The chip's MXU has this low-precision lever (fp8 or int8)."""
+    return analysis.hardware.low_precision_lever == lever
+
+
+def _int8_peak(analysis) -> float:
+    hw = analysis.hardware
+    return hw.peak_int8_tops_per_chip * 1e12 / max(hw.planes_per_chip, 1)
 
 
 def bounded_saving(analysis, raw_ps: float, share: float) -> tuple[float, list[str]]:
@@ -84,10 +99,13 @@ def bf16_to_fp8(self, analysis):
     What to change: train in FP8 with the guide's recipe: per-tensor scaling
     first (per-axis on quality/performance problems), dynamic scaling, E4M3
     for weights and activations in the forward pass, E5M2 for gradients,
-    round-to-nearest-even; in MaxText `use_qwix_quantization=true`.
+    round-to-nearest-even; in MaxText `use_qwix_quantization=true
+    quantization=fp8_full` (the first alone quantizes nothing).
+
+    Quiet on chips whose MXU has no faster FP8 (v4, v5e, v5p, v6e).
     """
     mm = analysis.bucket_ops.get("matmul_bf16")
-    if mm is None or mm.fraction < BF16_MIN_FRACTION or serving(analysis):
+    if mm is None or mm.fraction < BF16_MIN_FRACTION or serving(analysis) or not _has(analysis, "fp8"):
         return []
     raw = fp8_saving(mm.ps, mm.flops, _fp8_peak(analysis))
     saving, bound = bounded_saving(analysis, raw, mm.fraction)
@@ -100,7 +118,7 @@ def bf16_to_fp8(self, analysis):
         evidence.append(f"matmul MXU utilisation now {pct(analysis.utilisation.mxu_matmul)} of the precision's peak")
     evidence += [op_line(op) for op in analysis.top_ops if op.bucket == "matmul_bf16"][:4]
     actions = [
-        "use_qwix_quantization=true",
+        "use_qwix_quantization=true quantization=fp8_full",
         "# recipe: per-tensor scaling (per-axis if quality/perf suffers), dynamic scaling, E4M3 (float8_e4m3fn) "
         "weights/activations forward, E5M2 (float8_e5m2) gradients, round-to-nearest-even",
     ]
@@ -132,7 +150,7 @@ def serve_fp8_activations(self, analysis):
     serving eval set.
     """
     mm = analysis.bucket_ops.get("matmul_bf16")
-    if mm is None or mm.fraction < BF16_MIN_FRACTION or not serving(analysis):
+    if mm is None or mm.fraction < BF16_MIN_FRACTION or not serving(analysis) or not _has(analysis, "fp8"):
         return []
     raw = fp8_saving(mm.ps, mm.flops, _fp8_peak(analysis))
     saving, bound = bounded_saving(analysis, raw, mm.fraction)
@@ -163,4 +181,55 @@ def serve_fp8_activations(self, analysis):
     return [self.finding(analysis, saving, evidence, actions, assumptions, claims={"bucket:matmul_bf16": saving})]
 
 
-RULES = (bf16_to_fp8, serve_fp8_activations)
+@rule("FP003", "fp8", "BF16 matmuls that the INT8 MXU would run at twice the peak", fixtures=("bf16_dense@v6e", "bf16_dense"))
+def bf16_to_int8(self, analysis):
+    """
+    What it detects: on a chip whose MXU runs INT8 faster than BF16 and FP8
+    no faster (v5e, v5p, v6e: published INT8 peaks twice the BF16 ones),
+    BF16 matmul time above 8% of the step, training or serving.
+
+    Why it costs time: the MXU runs int8 x int8 at twice the BF16 rate and
+    int8 operands move half the bytes; FP8 gives nothing on these chips (its
+    rate is BF16's, or the MXU has none), so INT8 is the low-precision lever
+    (MaxText's own guidance: int8 on v6e and earlier, fp8_full on v7x).
+
+    What to change: training: MaxText `use_qwix_quantization=true
+    quantization=int8` (int8 weights and activations in the forward matmuls);
+    serving: w8a8 int8 matmuls (per-channel weight scales, dynamic per-token
+    activation scales), int8 KV cache where quality allows.
+    """
+    mm = analysis.bucket_ops.get("matmul_bf16")
+    if mm is None or mm.fraction < BF16_MIN_FRACTION or not _has(analysis, "int8"):
+        return []
+    speedup = analysis.hardware.peak_int8_tops_per_chip / max(analysis.hardware.peak_bf16_tflops_per_chip, 1e-9)
+    raw = fp8_saving(mm.ps, mm.flops, _int8_peak(analysis), speedup=speedup)
+    saving, bound = bounded_saving(analysis, raw, mm.fraction)
+    hw = analysis.hardware
+    evidence = [
+        f"BF16 matmuls: {ms(mm.ps)} per step ({pct(mm.fraction)} of the step) over {mm.ops} distinct ops",
+        f"{hw.name}: INT8 {hw.peak_int8_tops_per_chip:g} TOPS vs BF16 {hw.peak_bf16_tflops_per_chip:g} TFLOP/s per chip "
+        f"({speedup:.1f}x); FP8 {'none on the MXU' if not hw.peak_fp8_tflops_per_chip else 'at the BF16 rate'} "
+        f"({hw.source or 'the chip table'})",
+        f"compute-bound {ms(mm.compute_bound_ps)}, HBM-bound {ms(mm.hbm_bound_ps)}",
+    ]
+    evidence += [op_line(op) for op in analysis.top_ops if op.bucket == "matmul_bf16"][:3]
+    if serving(analysis):
+        actions = ["# serve the linear layers as w8a8 int8 matmuls: per-channel int8 weights, dynamic per-token "
+                   "int8 activations (int32 accumulation); int8 KV cache where quality allows"]
+    else:
+        actions = ["use_qwix_quantization=true quantization=int8",
+                   "# int8 weights and activations in the forward matmuls (MaxText's guidance on v6e and earlier; "
+                   "fp8_full is TPU7x's)"]
+    assumptions = [
+        f"INT8 matmuls reach {FP8_EFFICIENCY_RATIO:.0%} of today's efficiency at {speedup:.1f}x the peak "
+        f"(compute-bound) or move half the bytes (HBM-bound); quantising adds {QUANTISATION_OVERHEAD:.0%} of the "
+        "converted time",
+        *bound,
+        "no published end-to-end INT8 step figure is in the tables: the bound is the fastest measured low-precision "
+        "recipe (Ironwood fp8_full)",
+        "model quality holds in int8 (check convergence / an eval set)",
+    ]
+    return [self.finding(analysis, saving, evidence, actions, assumptions, claims={"bucket:matmul_bf16": saving})]
+
+
+RULES = (bf16_to_fp8, serve_fp8_activations, bf16_to_int8)

@@ -56,10 +56,16 @@ def use_splash(self, analysis):
 
     What to change: use the splash attention kernel (MaxText
     `attention=flash`, which selects splash on TPU).
+
+    Quiet on a decode step (attention over a KV cache, analyze.kvcache):
+    splash is a prefill and training kernel; the softmax beside a decode
+    step's cache contractions is not the lever there.
     """
     un = analysis.bucket_ops.get("attention_unfused")
     fused = analysis.bucket_ops.get("attention_kernel")
-    if un is None or un.fraction < UNFUSED_MIN_FRACTION or (fused is not None and fused.ps > 0):
+    decode = analysis.bucket_ops.get("attention_decode")
+    if un is None or un.fraction < UNFUSED_MIN_FRACTION or (fused is not None and fused.ps > 0) or (
+            decode is not None and decode.ps > 0):
         return []
     eff, how = splash_efficiency(analysis)
     peak = analysis.hardware.per_core.peak_bf16_tflops * 1e12

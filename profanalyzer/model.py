@@ -291,7 +291,7 @@ class KernelCounters(Record):
 class AntiPattern(Record):
     """One HLO anti-pattern of the compiled program (profanalyzer.analyze.antipatterns)."""
 
-    kind: str  # layout_copy | f32_promotion | runtime_fp8_scaling | unfused_reshape | unfused_update
+    kind: str  # layout_copy | f32_promotion | runtime_fp8_scaling | unfused_reshape | unfused_update | state_copy
     op: str  # instruction name
     opcode: str
     detail: str  # what it is, with the shapes and neighbours that show it

@@ -131,9 +131,6 @@ class ChipSpec(Record):
     name: str
     peak_bf16_tflops_per_chip: float
     peak_fp8_tflops_per_chip: float
-    peak_int8_tops_per_chip: float
-    low_precision_lever: str | None
-    source: str
     hbm_gib_per_chip: float
     hbm_gbps_per_chip: float
     ici_gbps_per_chip: float
@@ -143,6 +140,11 @@ class ChipSpec(Record):
     vmem_mib_per_core: int
     per_core: CorePeaks
     ridge_points_flop_per_byte: RidgePoints
+    peak_int8_tops_per_chip: float = 0.0
+    #: the chip's low-precision matmul lever: fp8 (TPU7x), int8 (v5e, v5p, v6e) or None (v4)
+    low_precision_lever: str | None = None
+    #: where the chip's figures come from
+    source: str = ""
 
 
 @dataclass(frozen=True)

@@ -109,7 +109,7 @@ SPARSECORE_CAPTURE_HINT = (
 #: Per-bucket op summaries add attention split into the fused kernel itself,
 #: the layout ops that feed it (under the kernel's own scope) and attention
 #: computed from separate ops (unfused).
-ATTENTION_SPLIT: tuple[str, ...] = ("attention_kernel", "attention_layout", "attention_unfused")
+ATTENTION_SPLIT: tuple[str, ...] = ("attention_kernel", "attention_layout", "attention_unfused", "attention_decode")
 
 #: Run kinds of a capture (profanalyzer.analyze.runkind).
 RUN_KINDS: tuple[str, ...] = ("training", "inference", "unknown")

@@ -33,9 +33,12 @@ def truth_of(name: str) -> dict:
 
 @functools.cache
 def analysis_of(name: str):
-    from profanalyzer.analyze.analysis import analyze
+    """The analysis of a sample; `NAME@CHIP` analyses it as that chip (`--chip`): a rule whose lever
+    exists on some chips only fires on the chip that has it (FP003: int8 on v6e, not on TPU7x)."""
+    from profanalyzer.analyze.analysis import AnalysisOptions, analyze
 
-    return analyze(sample_path(name))
+    base, _, chip = name.partition("@")
+    return analyze(sample_path(base), AnalysisOptions(chip=chip or None))
 
 
 @functools.cache

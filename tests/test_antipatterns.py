@@ -63,13 +63,15 @@ FIXTURE = """HloModule jit_step, is_scheduled=true
   ROOT %d2 = bf16[512,128]{1,0} dot(bf16[512,256]{1,0} %n0, bf16[256,128]{1,0} %n1), lhs_contracting_dims={1}, rhs_contracting_dims={0}
 }
 
-ENTRY %main (x: bf16[256,1024], w: bf16[1024,512], w2: bf16[256,128], cache: bf16[8,512], upd: bf16[1,512], i: s32[]) -> (bf16[512,128], f32[256], bf16[8,512]) {
+ENTRY %main (x: bf16[256,1024], w: bf16[1024,512], w2: bf16[256,128], cache: bf16[8,512], upd: bf16[1,512], i: s32[], kv: bf16[1024,1024]) -> (bf16[512,128], f32[256], bf16[8,512]) {
   %x = bf16[256,1024]{1,0} parameter(0)
   %w = bf16[1024,512]{1,0} parameter(1)
   %w2 = bf16[256,128]{1,0} parameter(2)
   %cache = bf16[8,512]{1,0} parameter(3)
   %upd = bf16[1,512]{1,0} parameter(4)
   %i = s32[] parameter(5)
+  %kv = bf16[1024,1024]{1,0} parameter(7)
+  %copy.7 = bf16[1024,1024]{1,0} copy(bf16[1024,1024]{1,0} %kv)
   %amax.1 = f32[] fusion(bf16[256,1024]{1,0} %x), kind=kLoop, calls=%amax_body
   %quant.1 = f8e4m3fn[256,1024]{1,0} fusion(bf16[256,1024]{1,0} %x, f32[] %amax.1), kind=kLoop, calls=%quant_body
   %mm.1 = bf16[256,512]{1,0} fusion(f8e4m3fn[256,1024]{1,0} %quant.1, bf16[1024,512]{1,0} %w), kind=kOutput, calls=%mm_body
@@ -96,6 +98,7 @@ def _quiet_twin() -> str:
     t = t.replace("f32[256]{0} reduce(f32[256,512]{1,0} %convert.9", "f32[256]{0} reduce(f32[256,512]{1,0} %zero.3")
     t = t.replace("  %zero.2 = f32[] constant(0)\n", "  %zero.2 = f32[] constant(0)\n  %zero.3 = f32[256,512]{1,0} broadcast(f32[] %zero.2), dimensions={}\n")
     t = t.replace("  %reshape.4 = bf16[8,64]{1,0} reshape(bf16[1,512]{1,0} %upd)\n", "")
+    t = t.replace("  %copy.7 = bf16[1024,1024]{1,0} copy(bf16[1024,1024]{1,0} %kv)\n", "")
     t = t.replace("dynamic-update-slice(bf16[8,512]{1,0} %cache, bf16[1,512]{1,0} %upd, s32[] %i, s32[] %zero.i)",
                   "copy(bf16[8,512]{1,0} %cache)")
     return t
@@ -109,6 +112,8 @@ def test_fixture_has_each_kind_once():
     assert by["f32_promotion"][0] == "convert.9" and "reduce.3" in by["f32_promotion"][1]
     assert by["runtime_fp8_scaling"][0] == "amax.1"
     assert by["unfused_reshape"][0] == "reshape.4" and by["unfused_update"][0] == "dynamic-update-slice.5"
+    # a whole copy of a state buffer: the array of entry parameter kv (2 MiB)
+    assert by["state_copy"][0] == "copy.7" and "entry parameter kv" in by["state_copy"][1]
 
 
 def test_quiet_twin_has_none():

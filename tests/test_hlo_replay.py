@@ -73,7 +73,8 @@ def test_analyze_a_compiled_program(dump, capsys, tmp_path):
 
     comp = compiler_stats(dump.files.compile_log)
     assert comp is not None and f"temp {comp.temp} = {comp.peak} bytes" in mem and "GiB per TensorCore" in mem
-    assert "compile_topology tpu7x" in doc["chip_source"]
+    # the dump names its chip in target_arguments.txt (TPU7x's version), read before compile.log
+    assert "target_arguments" in doc["chip_source"] and doc["hardware"]["key"] == "tpu7x"
     assert doc["run_kind"]["kind"] == "training"
     rep = replay(dump, TPU7X)
     step = doc["steps"]["step_time_ps"]["median"]

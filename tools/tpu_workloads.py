@@ -153,7 +153,7 @@ def dense_attention(q, k, v, cfg: Config):
     return out.reshape(b, s, h, hd)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _splash_kernel(heads: int, seq: int, block: int, interpret: bool):
     from jax.experimental.pallas.ops.tpu import splash_attention as sa
 

@@ -36,6 +36,7 @@ from profanalyzer.analyze.counters import (
 from profanalyzer.analyze.expected import summarize as expected_summary
 from profanalyzer.analyze.hostplanes import host_activity, no_host_planes_note
 from profanalyzer.analyze.idle import idle_causes
+from profanalyzer.analyze.kvcache import cache_attention_rows
 from profanalyzer.analyze.opstats import (
     RATE_MIN_RUN_PS,
     ops_and_roofline,
@@ -213,6 +214,15 @@ class _Tables:
     peaks_note: str  # where the chip's peaks came from ("" when the hardware table's)
 
 
+def _program(trace: Trace):
+    """The HLO programs the trace's first host file carries (Attributed.program's reading)."""
+    from profanalyzer.hlo.load import read_trace_program
+    from profanalyzer.trace import module_names
+
+    ran = module_names(trace)
+    return read_trace_program(trace.hosts[0].file if trace.hosts else None, ran or None)
+
+
 def attribute(trace: Trace, memo: Memo | None = None) -> Attributed:
     """Classify and attribute every TensorCore, then keep the steady-state
     steps: the context every analysis stage takes (built once per run). The
@@ -223,6 +233,10 @@ def attribute(trace: Trace, memo: Memo | None = None) -> Attributed:
     work = attribute_trace(trace, memo=memo)
     lines = trace_counter_lines(trace)  # read once per run: the re-bucketing and the kernel counters use them
     moved = counter_matmul_rows(trace, work, lines)  # counters as matmul evidence: re-bucket, then attribute again
+    program = _program(trace)  # read once per run: the KV-cache contractions, anti-patterns, source lines use it
+    kv = cache_attention_rows(work, program[0].main if program[0] is not None and program[0].modules else None)
+    for label, kv_rows in kv.items():
+        moved = {**moved, label: {**moved.get(label, {}), **kv_rows}}
     if moved:
         work = attribute_trace(trace, moved, memo)
     if not work or all(len(w.attribution.step_numbers) == 0 for w in work):
@@ -241,7 +255,7 @@ def attribute(trace: Trace, memo: Memo | None = None) -> Attributed:
     step_mean = float(avg[col["step_ps"]])
     return Attributed(trace, work, kept_steps, step_mean, table,
                       _Tables(rows, kept_mask, step_med, core_ids, core_means, core_counts, avg, peaks_note),
-                      lazy={"counter_lines": lines}, classify=memo)
+                      lazy={"counter_lines": lines, "program": program}, classify=memo)
 
 
 def analyze_attributed(att: Attributed, options: AnalysisOptions = DEFAULT_ANALYSIS_OPTIONS) -> Analysis:

@@ -21,6 +21,15 @@ order):
                      computed at run time on every step
   unfused_reshape    a `reshape` (not a bitcast) run on its own
   unfused_update     a `dynamic-update-slice` run on its own
+  state_copy         a whole copy of the program's state: a `copy`, or a
+                     fusion that copies or updates a slice of, an array of
+                     the dimensions and type of one of the program's entry
+                     parameters (a KV cache, parameters, optimizer state,
+                     typically donated and aliased to an output), at least
+                     STATE_MIN_BYTES; a slice update counts only when its
+                     time is that of moving the whole array (at least half
+                     its bytes at the chip's HBM bandwidth), i.e. it was not
+                     done in place
 
 Time: the op's measured self time on the trace (mean per kept step per
 TensorCore) when the trace has the op, else its share of the replay (a
@@ -64,7 +73,20 @@ KINDS: dict[str, tuple[str, str, str]] = {
         "dynamic-update-slice left outside any fusion", "tokamax",
         "update in place: donate the buffer (jit donate_argnums), keep the updated array in a scan carry, or write "
         "the slice from the producing kernel"),
+    "state_copy": (
+        "whole copy of a state buffer (an entry parameter's array) every step", "tokamax",
+        "update the state in place: donate it (jit donate_argnums) and write only the new slot with "
+        "dynamic_update_slice into the buffer the parameter arrives in; a layer's slice taken out of a stacked "
+        "array inside a loop (a scan's xs/ys, or a carry sliced per layer) makes XLA copy the whole array: keep "
+        "one buffer per layer, or write the slot from a kernel with input_output_aliases; the dump's buffer "
+        "assignment shows whether the output shares the parameter's buffer"),
 }
+
+#: A state copy smaller than this is not worth naming.
+STATE_MIN_BYTES = 1 << 20
+#: A fusion that updates a slice of a state-sized array is a whole copy when its time moves at least
+#: this fraction of the array's bytes at the HBM bandwidth (an in-place update touches the slice only).
+STATE_COPY_MIN_FRACTION = 0.5
 
 COMPUTE = frozenset({"fusion", "dot", "convolution", "custom-call", "reduce", "ragged-dot"})
 REDUCE = frozenset({"reduce", "reduce-window", "all-reduce", "reduce-scatter"})
@@ -96,11 +118,53 @@ def _is_amax(module, ins) -> bool:
     return False
 
 
+def _state_shapes(module) -> dict[tuple[str, tuple[int, ...]], str]:
+    """(dtype, dims) -> entry parameter name, for every entry parameter array of at least STATE_MIN_BYTES."""
+    entry = module.entry_computation
+    out: dict[tuple[str, tuple[int, ...]], str] = {}
+    if entry is None:
+        return out
+    for ins in entry.instructions:
+        if ins.opcode != "parameter":
+            continue
+        for leaf in ins.shape.leaves():
+            if leaf.bytes >= STATE_MIN_BYTES:
+                out.setdefault((leaf.dtype, tuple(leaf.dims)), ins.name)
+    return out
+
+
+def _state_copy(row, shapes, states) -> tuple[str, int, bool] | None:
+    """(detail, bytes, needs_time_check) when the row copies a state-sized array."""
+    ins = row.instruction
+    leaves = ins.shape.leaves()
+    hit = next(((leaf, states[(leaf.dtype, tuple(leaf.dims))]) for leaf in leaves
+                if (leaf.dtype, tuple(leaf.dims)) in states and leaf.memory_space == 0), None)
+    if hit is None:
+        return None
+    leaf, param = hit
+    if row.opcode == "copy":
+        return (f"{_shape(leaf)} ({leaf.bytes / 1e6:.1f} MB), the array of entry parameter {param}", leaf.bytes, False)
+    body = row.body
+    if row.opcode == "fusion" and body is not None and (
+            "copy" in body.opcodes or "dynamic-update-slice" in body.opcodes) and not body.has_matmul:
+        what = "slice update" if "dynamic-update-slice" in body.opcodes else "copy"
+        return (f"{what} fusion writing {_shape(leaf)} ({leaf.bytes / 1e6:.1f} MB), the array of entry parameter "
+                f"{param}", leaf.bytes, True)
+    return None
+
+
 def detect(module) -> list[tuple[str, str, str, str]]:
     """(kind, instruction, opcode, detail) of every anti-pattern in the module's schedule."""
+    return [f[:4] for f in _detect(module)]
+
+
+def _detect(module) -> list[tuple[str, str, str, str, int, int]]:
+    """detect's rows with (bytes moved, runs per step) for state copies that need a time check (runs 0:
+    no check)."""
     from profanalyzer.hlo.schedule import operand_shapes, schedule
 
     rows = schedule(module)
+    states = _state_shapes(module)
     comp_of = {c.name: c for c in module.computations}
     users: dict[str, list[str]] = {}
     by_name = {}
@@ -136,13 +200,22 @@ def detect(module) -> list[tuple[str, str, str, str]]:
 
     has_f8 = any(d.startswith("f8") for r in rows for d in r.result_dtypes) or any(
         d.startswith("f8") for r in rows for d in r.operand_dtypes)
-    out: list[tuple[str, str, str, str]] = []
+    out: list[tuple[str, str, str, str, int, int]] = []
+
+    def add(kind: str, name: str, oc: str, detail: str, nbytes: int = 0, check: int = 0) -> None:
+        out.append((kind, name, oc, detail, nbytes, check))
+
     for r in rows:
         ins, oc = r.instruction, r.opcode
         if r.sparsecore:
             continue
         comp = comp_of.get(r.computation)
         shapes = operand_shapes(ins, comp) if comp is not None else ()
+        if states and oc in ("copy", "fusion"):
+            sc = _state_copy(r, shapes, states)
+            if sc is not None:
+                add("state_copy", ins.name, oc, sc[0], sc[1], max(1, r.count) if sc[2] else 0)
+                continue
         if oc in ("copy", "transpose") and shapes and not shapes[0].is_tuple and not ins.shape.is_tuple:
             src = shapes[0]
             if src.memory_space != 0 or ins.shape.memory_space != 0 or src.elements != ins.shape.elements:
@@ -150,24 +223,23 @@ def detect(module) -> list[tuple[str, str, str, str]]:
             before, after = through(ins.name, False), through(ins.name, True)
             if opcode(before) in COMPUTE and opcode(after) in COMPUTE:
                 what = "dimension order" if oc == "transpose" or src.dims != ins.shape.dims else "layout"
-                out.append(("layout_copy", ins.name, oc,
-                            f"{_shape(src)} -> {_shape(ins.shape)} ({what} only) between {before} and {after}"))
+                add("layout_copy", ins.name, oc,
+                    f"{_shape(src)} -> {_shape(ins.shape)} ({what} only) between {before} and {after}")
         root = _fusion_root(module, ins)
         is_convert = oc == "convert" or (root is not None and root.opcode == "convert")
         if is_convert and shapes and ins.shape.dtype == "f32" and any(
                 s.dtype == "bf16" and s.dims == ins.shape.dims for s in shapes):
             readers = [u for u in users.get(ins.name, []) if opcode(u) in REDUCE or _reduces(module, by_name.get(u))]
             if readers:
-                out.append(("f32_promotion", ins.name, oc,
-                            f"bf16[{_dims(ins.shape.dims)}] -> f32 ({ins.shape.bytes / 1e6:.1f} MB), read by {readers[0]}"))
+                add("f32_promotion", ins.name, oc,
+                    f"bf16[{_dims(ins.shape.dims)}] -> f32 ({ins.shape.bytes / 1e6:.1f} MB), read by {readers[0]}")
         if has_f8 and _is_amax(module, ins):
-            out.append(("runtime_fp8_scaling", ins.name, oc, "max(|x|) reduction in a program that converts to FP8"))
+            add("runtime_fp8_scaling", ins.name, oc, "max(|x|) reduction in a program that converts to FP8")
         if oc == "reshape":
-            out.append(("unfused_reshape", ins.name, oc,
-                        f"{_shape(shapes[0]) if shapes else '?'} -> {_shape(ins.shape)}"))
+            add("unfused_reshape", ins.name, oc, f"{_shape(shapes[0]) if shapes else '?'} -> {_shape(ins.shape)}")
         if oc == "dynamic-update-slice":
             upd = f" with {_shape(shapes[1])}" if len(shapes) > 1 else ""
-            out.append(("unfused_update", ins.name, oc, f"{_shape(ins.shape)}{upd}"))
+            add("unfused_update", ins.name, oc, f"{_shape(ins.shape)}{upd}")
     return out
 
 
@@ -220,14 +292,23 @@ def find_antipatterns(att: Attributed) -> tuple[AntiPattern, ...] | None:
     if program is None or not program.modules:
         return None
     module = program.main
-    found = detect(module)
+    found = _detect(module)
     if not found:
         return ()
     tot, n = _measured(trace, work, kept_steps, {f[1] for f in found})
     n = max(1, n)
+    hbm = trace.chip.core_hbm_bytes_per_s
     out = []
-    for kind, name, oc, detail in found:
+    for kind, name, oc, detail, nbytes, check in found:
         ps = tot.get(name, 0.0) / n
+        if check:
+            # a slice update of a state-sized array: a whole copy only when it took the time of moving it
+            # (per execution: the op may run once per loop iteration)
+            runs = check
+            if ps / runs < STATE_COPY_MIN_FRACTION * nbytes / hbm * 1e12:
+                continue
+            detail += f"; {ps / runs / 1e9:.3f} ms per run, the time of moving {ps / runs * 1e-12 * hbm / nbytes:.1f}x " \
+                      f"its bytes at {hbm / 1e9:.0f} GB/s (an in-place update touches the slice only)"
         what, lever, fix = KINDS[kind]
         out.append(AntiPattern(kind=kind, op=name, opcode=oc, detail=f"{what}: {detail}", ps=ps,
                                fraction=ps / step_mean_ps if step_mean_ps > 0 else 0.0, lever=lever, fix=fix))

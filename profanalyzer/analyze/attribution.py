@@ -368,24 +368,28 @@ class CoreWork:
     compute: Callable[[np.ndarray], np.ndarray]  # f(t): TensorCore compute time before t (matmul, attention, other compute)
 
 
-def with_rebucketed(classes: PlaneClasses, rows: Mapping[int, tuple[str, str, str | None, str]]) -> PlaneClasses:
-    """`classes` with the metadata rows in `rows` (row -> (bucket, kernel, precision, reason)) moved to
-    that bucket: the explicit re-bucketing step of evidence read after classification (hardware counters)."""
+def with_rebucketed(classes: PlaneClasses, rows: Mapping[int, tuple]) -> PlaneClasses:
+    """`classes` with the metadata rows in `rows` (row -> (bucket, kernel, precision, reason[, attention
+    part])) moved to that bucket: the explicit re-bucketing step of evidence read after classification
+    (hardware counters, the program's KV-cache contractions)."""
     if not rows:
         return classes
     bucket = classes.bucket.copy()
     cols = dict(classes.columns)
-    for c in ("bucket", "kernel", "precision", "reason"):
-        cols[c] = cols[c].copy()
-    for row, (b, kernel, precision, reason) in sorted(rows.items()):
+    for c in ("bucket", "kernel", "precision", "reason", "attention_part"):
+        if c in cols:
+            cols[c] = cols[c].copy()
+    for row, (b, kernel, precision, reason, *part) in sorted(rows.items()):
         if 0 <= row < len(bucket):
             bucket[row] = BUCKET_INDEX[b]
             cols["bucket"][row], cols["kernel"][row], cols["precision"][row], cols["reason"][row] = b, kernel, precision, reason
+            if part and "attention_part" in cols:
+                cols["attention_part"][row] = part[0]
     return replace(classes, bucket=bucket, columns=cols)
 
 
 def attribute_trace(trace: Trace,
-                    rebucket: Mapping[str, Mapping[int, tuple[str, str, str | None, str]]] | None = None,
+                    rebucket: Mapping[str, Mapping[int, tuple]] | None = None,
                     memo: Memo | None = None) -> list[CoreWork]:
     """Classify and attribute every TensorCore of the trace (one CoreWork each).
     Classification runs first, once per distinct metadata table; the per-core

@@ -261,6 +261,8 @@ def _intensity(flops: float, nbytes: float) -> float:
 
 
 def _attention_part(g: OpGroup) -> str:
+    if g.part == "decode":  # contractions over a KV cache (analyze.kvcache)
+        return "attention_decode"
     if g.part == "layout":
         return "attention_layout"
     if g.part == "kernel" or (g.kernel is not None and str(g.kernel) != ""):

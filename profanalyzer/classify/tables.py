@@ -30,7 +30,7 @@ KERNELS: tuple[str, ...] = ("splash", "flash", "ragged_paged_attention", "paged_
 PRECISIONS: tuple[str, ...] = ("bf16", "fp8", "f32", "int8", "w8a16", "w4a16", "w4a8", "w8a8")
 #: Parts of the attention bucket: the fused kernel itself, the layout ops that
 #: feed it (under the kernel's scope), and attention computed from separate ops.
-ATTENTION_PARTS: tuple[str, ...] = ("kernel", "layout", "unfused")
+ATTENTION_PARTS: tuple[str, ...] = ("kernel", "layout", "unfused", "decode")  # decode: analyze.kvcache
 
 
 # collective kind -> bucket: vocab.COLLECTIVE_KIND_BUCKET

@@ -19,7 +19,13 @@ from dataclasses import replace
 from pathlib import Path
 
 from profanalyzer.errors import InputError
-from profanalyzer.hardware import TPU7X, Chip, chip_by_key, chip_from_device_type, chip_from_target_arguments
+from profanalyzer.hardware import (
+    TPU7X,
+    Chip,
+    chip_by_key,
+    chip_from_device_type,
+    chip_from_target_arguments,
+)
 from profanalyzer.hlo.load import is_program_path, read_program
 from profanalyzer.hlo.memory import (
     MemoryStats,

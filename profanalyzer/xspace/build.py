@@ -26,7 +26,13 @@ import numpy as np
 from google.protobuf.message import DecodeError  # type: ignore[import-untyped]
 
 from profanalyzer.errors import InputError, NoTpuPlanesError
-from profanalyzer.hardware import TPU7X, Chip, chip_by_key, chip_from_device_type, chip_from_peaks
+from profanalyzer.hardware import (
+    TPU7X,
+    Chip,
+    chip_by_key,
+    chip_from_device_type,
+    chip_from_peaks,
+)
 from profanalyzer.trace import HostInfo, Line, OpMetadata, Plane, Trace, derive_steps
 from profanalyzer.xspace import inputs, reader, wire, xplane_pb2
 from profanalyzer.xspace.events import (

@@ -1,0 +1,156 @@
+"""Attention over a KV cache, decided from the program, never from a name.
+
+A decode step's attention is two contractions over the cache: q.K (scores
+over the cache's positions) and p.V (the positions reduced). The compiler
+emits them as convolution fusions, as dots, or (small batches) as loop
+fusions that multiply and reduce; none carries an attention scope the
+classifier can trust. What the program does show is the cache itself: a
+state buffer (an entry parameter's array, or one layer's slice of a stacked
+one) that the step updates with a `dynamic-update-slice` whose update is one
+position wide (extent 1 on an axis of at least MIN_POSITIONS positions).
+
+An op is attention over the cache when it contracts such a buffer: a top-level
+`dot` / `convolution`, or a fusion whose body holds a dot or convolution or
+multiplies and reduces, reading a cache-updated array (directly, through
+bitcasts / tuple elements, or a fusion whose body performs the update) of at
+least MIN_CACHE_BYTES, with an output smaller than that array (it reduces
+it). Paged and ragged attention kernels are custom calls the classifier
+already names from their kernel.
+"""
+
+from __future__ import annotations
+
+from profanalyzer.hlo.model import Computation, Instruction, Module
+
+__all__ = ["cache_attention", "MIN_CACHE_BYTES", "MIN_POSITIONS"]
+
+#: A cache smaller than this is not a KV cache worth the name.
+MIN_CACHE_BYTES = 1 << 20
+#: The position axis a one-wide update writes into has at least this many positions.
+MIN_POSITIONS = 64
+
+_PASS = frozenset({"bitcast", "get-tuple-element", "copy", "reshape"})
+_CONTRACT = frozenset({"dot", "convolution"})
+
+
+def _one_position_update(ins: Instruction, comp) -> bool:
+    """A dynamic-update-slice writing one position of a large state array."""
+    from profanalyzer.hlo.schedule import operand_shapes
+
+    if ins.opcode != "dynamic-update-slice":
+        return False
+    shapes = operand_shapes(ins, comp)
+    if len(shapes) < 2 or shapes[0].is_tuple or shapes[1].is_tuple:
+        return False
+    target, update = shapes[0], shapes[1]
+    if target.bytes < MIN_CACHE_BYTES or len(target.dims) != len(update.dims):
+        return False
+    return any(u == 1 and t >= MIN_POSITIONS for t, u in zip(target.dims, update.dims, strict=True))
+
+
+def _state_dims(module: Module) -> set[tuple[int, ...]]:
+    """Entry parameters' array dims, and each without its leading (layer) axis."""
+    entry = module.entry_computation
+    out: set[tuple[int, ...]] = set()
+    for ins in entry.instructions if entry is not None else ():
+        if ins.opcode == "parameter":
+            for leaf in ins.shape.leaves():
+                if leaf.bytes >= MIN_CACHE_BYTES:
+                    out.add(tuple(leaf.dims))
+                    out.add(tuple(leaf.dims[1:]))
+    return out
+
+
+def _body_has(module: Module, ins: Instruction, pred, depth: int = 0) -> bool:
+    if depth > 4:
+        return False
+    for name in ins.called:
+        comp = module.by_name.get(name)
+        for i in comp.instructions if comp is not None else ():
+            if pred(i, comp) or (i.opcode in ("fusion", "call") and _body_has(module, i, pred, depth + 1)):
+                return True
+    return False
+
+
+def _contracts(module: Module, ins: Instruction) -> bool:
+    if ins.opcode in _CONTRACT:
+        return True
+    if ins.opcode != "fusion":
+        return False
+    ops: set[str] = set()
+
+    def note(i: Instruction, _comp) -> bool:
+        ops.add(i.opcode)
+        return False
+
+    _body_has(module, ins, note)
+    return bool(ops & _CONTRACT) or {"multiply", "reduce"} <= ops
+
+
+def cache_attention(module: Module) -> dict[str, str]:
+    """Instruction name -> why, for every op of the module that contracts a KV cache."""
+    states = _state_dims(module)
+    if not states:
+        return {}
+    producers: dict[str, tuple[Instruction, Computation]] = {}
+    for comp in module.computations:
+        for ins in comp.instructions:
+            producers[ins.name] = (ins, comp)
+    cache: dict[str, str] = {}  # instruction name -> the cache update it carries
+    for name, (ins, comp) in producers.items():
+        if tuple(ins.shape.dims) not in states and not ins.shape.is_tuple:
+            continue
+        if _one_position_update(ins, comp) or (
+                ins.opcode == "fusion" and _body_has(module, ins, _one_position_update)):
+            cache[name] = name
+
+    def cache_of(name: str, hops: int = 4) -> str | None:
+        for _ in range(hops):
+            if name in cache:
+                return cache[name]
+            got = producers.get(name)
+            if got is None or got[0].opcode not in _PASS or not got[0].operands:
+                return None
+            name = got[0].operands[0]
+        return cache.get(name)
+
+    out: dict[str, str] = {}
+    for name, (ins, comp) in producers.items():
+        if name in cache or not _contracts(module, ins):
+            continue
+        from profanalyzer.hlo.schedule import operand_shapes
+
+        shapes = operand_shapes(ins, comp)
+        for op_name, shape in zip(ins.operands, shapes, strict=False):
+            src = cache_of(op_name)
+            if src is None or shape.is_tuple or shape.bytes < MIN_CACHE_BYTES:
+                continue
+            if ins.shape.is_tuple or ins.shape.elements >= shape.elements:
+                continue
+            out[name] = (f"contracts the KV cache {src} ({shape.dtype}[{','.join(map(str, shape.dims))}], "
+                         "updated one position per step): attention over the cache")
+            break
+    return out
+
+
+def cache_attention_rows(work, module: Module | None) -> dict[str, dict[int, tuple]]:
+    """plane label -> {metadata row: (bucket, kernel, precision, reason, attention part)} of the ops
+    that contract a KV cache, unless classified as an attention kernel or its layout ops: they move to
+    the attention bucket's decode part (the re-bucketing that `attribution.attribute_trace` applies)."""
+    found = cache_attention(module) if module is not None else {}
+    if not found:
+        return {}
+    out: dict[str, dict[int, tuple]] = {}
+    for w in work:
+        cols = w.classes.columns
+        rows: dict[int, tuple] = {}
+        for i, short in enumerate(w.plane.meta.short_names):
+            why = found.get(short)
+            part = cols["attention_part"][i] if "attention_part" in cols else None
+            if why is None or part in ("kernel", "layout") or cols["collective"][i] is not None:
+                continue
+            rows[i] = ("attention", cols["kernel"][i], cols["precision"][i],
+                       f"{why} (was {cols['bucket'][i]}: {cols['reason'][i]})", "decode")
+        if rows:
+            out[w.plane.label] = rows
+    return out

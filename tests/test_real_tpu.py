@@ -1,0 +1,192 @@
+"""Programs that ran on a real TPU (issue #31): the committed corpus
+(sample_traces/real-tpu/, captured on a lent TPU v5e by tools/capture_tpu.py)
+and the two runs in ../shared/real-tpu/ (skipped when absent). Each archive
+holds the capture, the XLA dump of the same module and truth.json (the host's
+wall clock, the compiler's figures)."""
+
+from __future__ import annotations
+
+import json
+import re
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from profanalyzer.analyze.analysis import AnalysisOptions, analyze
+from profanalyzer.findings import run_rules
+
+ROOT = Path(__file__).resolve().parents[1]
+CORPUS = ROOT / "sample_traces" / "real-tpu"
+SHARED = ROOT.parent / "shared" / "real-tpu"
+MANIFEST = json.loads((CORPUS / "manifest.json").read_text())
+
+#: Captures the manifest marks incomplete (no device plane, or steps captured in part; it says why):
+#: their dump and wall clock stand.
+NO_DEVICE = {Path(p["archive"]).name.removesuffix(".tar.gz") for p in MANIFEST["programs"]
+             if not p.get("capture_complete", True)}
+
+#: XProf names a decode step's cache contractions by their einsum's dot_general under the attention scope;
+#: the cache is the operand with a time axis (`bhd,bthd->bht`, `bht,bthd->bhd`; not a projection `bd,de->be`).
+XPROF_ATTENTION_DOT = re.compile(r"/attention/[a-z]+,[a-z]*t[a-z]*->[a-z]+/dot_general")
+
+
+def _archives() -> list[Path]:
+    out = sorted(CORPUS.glob("*.tar.gz"))
+    out += sorted(SHARED.glob("*.tar.gz")) if SHARED.is_dir() else []
+    return out
+
+
+@pytest.fixture(scope="module")
+def unpacked(tmp_path_factory) -> dict[str, Path]:
+    """archive stem -> its unpacked folder (logdir/, dump/, truth.json)."""
+    base = tmp_path_factory.mktemp("real_tpu")
+    out = {}
+    for a in _archives():
+        with tarfile.open(a) as tar:
+            top = tar.getmembers()[0].name.split("/")[0]
+            tar.extractall(base / a.name.removesuffix(".tar.gz"), filter="data")
+        out[a.name.removesuffix(".tar.gz")] = base / a.name.removesuffix(".tar.gz") / top
+    return out
+
+
+_CACHE: dict[tuple[str, str], object] = {}
+
+
+def _analysis(folder: Path, what: str):
+    key = (str(folder), what)
+    if key not in _CACHE:
+        _CACHE[key] = analyze(folder / what, AnalysisOptions(top_ops=10_000))
+    return _CACHE[key]
+
+
+def test_a_capture_without_device_planes_is_one_clear_error(unpacked):
+    """The capture the manifest marks (the profiler stopped before the device ran) is refused with the
+    reader's one-line error, and its dump still analyses."""
+    from profanalyzer.errors import NoTpuPlanesError
+
+    for name in NO_DEVICE & set(unpacked):
+        if b"/device:TPU:" in next((unpacked[name] / "logdir").rglob("*.xplane.pb")).read_bytes():
+            continue  # a device plane, steps in part: not this test's case
+        with pytest.raises(NoTpuPlanesError, match="no TPU device planes"):
+            analyze(unpacked[name] / "logdir")
+
+
+def test_corpus_manifest_covers_the_issue():
+    """>= 12 programs and >= 5 one-lever pairs, each pair's programs in the corpus."""
+    names = {p["workload"] for p in MANIFEST["programs"]}
+    assert len(names) >= 12
+    assert len(MANIFEST["pairs"]) >= 5
+    for pair in MANIFEST["pairs"]:
+        assert pair["before"] in names and pair["after"] in names
+    for p in MANIFEST["programs"]:
+        assert (CORPUS / p["archive"]).is_file()
+        assert p["device_kind"] == "TPU v5 lite" and p["measured_step_ms"] > 0
+
+
+def test_corpus_paths_are_rewritten(unpacked):
+    """No machine path of the capture host is left in a committed file."""
+    for name, folder in unpacked.items():
+        if not (CORPUS / f"{name}.tar.gz").exists():
+            continue
+        for f in folder.rglob("*"):
+            if f.is_file():
+                data = f.read_bytes()
+                assert b"/home/" not in data and b"site-packages" not in data and b"capture_tpu_" not in data, f
+
+
+def test_the_chip_is_read_from_the_capture_and_from_the_dump(unpacked):
+    """TPU v5e from the device planes' device_type_string and from the dump's target_arguments.txt."""
+    for name, folder in unpacked.items():
+        dump = _analysis(folder, "dump")
+        assert dump.hardware.key == "v5e", name
+        assert "target_arguments" in dump.chip_source, name
+        if name in NO_DEVICE:
+            continue
+        cap = _analysis(folder, "logdir")
+        assert cap.hardware.key == "v5e", name
+        assert "device_type_string" in cap.chip_source and "assumed" not in cap.chip_source, name
+
+
+def test_no_fp8_advice_on_a_chip_without_fp8(unpacked):
+    """v5e's MXU has no FP8: FP001/FP002 are quiet; where BF16 matmuls are worth it, the lever is int8
+    with a MaxText override that quantizes (quantization=int8, not use_qwix_quantization alone)."""
+    int8 = 0
+    for name, folder in ((n, f) for n, f in unpacked.items() if n not in NO_DEVICE):
+        f = run_rules(_analysis(folder, "logdir"))
+        codes = {r.code for r in f.recommendations}
+        assert not codes & {"FP001", "FP002"}, (name, codes)
+        for r in f.recommendations:
+            if r.code == "FP003":
+                int8 += 1
+                text = " ".join(r.actions)
+                assert "int8" in text and "fp8" not in text.replace("fp8_full is", ""), (name, r.actions)
+    assert int8 >= 3
+
+
+def _xprof_attention(a) -> tuple[float, float]:
+    """(time of the ops XProf names as attention dot_generals, the part of it in the attention bucket)."""
+    named = [op for op in a.top_ops if XPROF_ATTENTION_DOT.search(op.tf_op or "")]
+    return sum(op.self_ps for op in named), sum(op.self_ps for op in named if op.bucket == "attention")
+
+
+def test_decode_attention_is_attention(unpacked):
+    """The q.K and p.V contractions over a KV cache (convolution fusions, or loop fusions that multiply
+    and reduce) are attention: >= 90% of the XProf-named attention time, decided from the program."""
+    decode = [n for n in unpacked if "decode" in n]
+    assert len(decode) >= 4
+    for name in decode:
+        a = _analysis(unpacked[name], "logdir")
+        total, attention = _xprof_attention(a)
+        assert total > 0, name
+        assert attention >= 0.9 * total, (name, attention / total)
+        assert a.bucket_ops["attention_decode"].ps > 0, name
+        # splash is a prefill / training kernel: never the decode lever
+        assert "TK001" not in {r.code for r in run_rules(a).recommendations}, name
+
+
+def test_training_attention_is_not_decode(unpacked):
+    """A training step's attention contracts activations, not a cache: nothing is filed as decode."""
+    for name in (n for n in unpacked if n.startswith(("train_", "long_"))):
+        assert _analysis(unpacked[name], "logdir").bucket_ops["attention_decode"].ps == 0, name
+
+
+def test_whole_cache_copies_are_named_with_their_time(unpacked):
+    """A decode step that copies its KV cache whole (a copy of the parameter's array, or a slice update
+    that moves the whole array) names each copy with its measured time; the step spends most of it there
+    on the scan-carried cache."""
+    for name in ("decode_gqa_scan_cache", "decode_gqa_bf16", "decode_mha_bf16"):
+        if name not in unpacked:
+            continue
+        a = _analysis(unpacked[name], "logdir")
+        copies = [x for x in a.antipatterns or () if x.kind == "state_copy"]
+        assert copies, name
+        assert all(x.ps > 0 and "entry parameter" in x.detail for x in copies), name
+        assert sum(x.fraction for x in copies) >= 0.25, (name, sum(x.fraction for x in copies))
+    # the pair: the scan-carried cache copies more than the loop-carried one, and ran slower
+    by = {p["workload"]: p["measured_step_ms"] for p in MANIFEST["programs"]}
+    scan = _analysis(unpacked["decode_gqa_scan_cache"], "logdir")
+    carry = _analysis(unpacked["decode_gqa_bf16"], "logdir")
+
+    def copied(a) -> float:
+        return sum(x.ps for x in a.antipatterns or () if x.kind == "state_copy")
+
+    assert copied(scan) > copied(carry) and by["decode_gqa_scan_cache"] > by["decode_gqa_bf16"]
+
+
+def test_train_steps_have_no_state_copy(unpacked):
+    """Donated parameters and optimizer state updated in place: no whole copy is named."""
+    for name in (n for n in unpacked if n.startswith("train_")):
+        a = _analysis(unpacked[name], "logdir")
+        assert not [x for x in a.antipatterns or () if x.kind == "state_copy"], name
+
+
+def test_capture_step_matches_the_wall_clock(unpacked):
+    """The step the capture shows is the host's back-to-back wall clock within 5% (the profiler's own
+    cost), on every program of the corpus."""
+    by = {p["workload"]: p["measured_step_ms"] for p in MANIFEST["programs"]}
+    for name, folder in ((n, f) for n, f in unpacked.items() if n not in NO_DEVICE):
+        truth = json.loads((folder / "truth.json").read_text())
+        wall = by.get(truth["workload"], truth["wall_step_ms_pipelined_mean"])
+        step_ms = _analysis(folder, "logdir").steps.step_time_ps["median"] / 1e9
+        assert abs(step_ms / wall - 1) <= 0.05 or (wall - step_ms) <= 1.5, (name, step_ms, wall)
