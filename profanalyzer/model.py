@@ -247,11 +247,13 @@ class BucketOps(Record):
 
 @dataclass(frozen=True)
 class Utilisation(Record):
-    mfu: float | None  # model FLOPs / (step time x BF16 peak), per core
+    mfu: float | None  # model FLOPs / (step time x BF16 peak), per core; recomputed (remat) ops excluded
     mfu_flops_source: str  # 'model_flops' | 'flops' | 'none'
     mxu_matmul: float | None  # matmul FLOPs / (matmul time x peak of its precision)
     flops_coverage: float | None = None  # share of compute time whose FLOPs are known (stat or operand shapes)
     low_confidence: bool = False  # MFU rests on FLOPs of less than 90% of the compute time
+    #: hardware FLOPs utilisation: every executed FLOP (recompute included) / (step time x BF16 peak)
+    hfu: float | None = None
 
 
 @dataclass(frozen=True)

@@ -163,14 +163,16 @@ def ref_group_rows(w: CoreWork, chip, rows, counts, self_sum, groups: dict, acc:
                 else:
                     f, mf, unknown = math.nan, math.nan, True
         tot_f = (0.0 if f != f else f) * cnt
+        remat = bool(known and remat_c[r])  # recomputed work is not the model's: out of MFU, in HFU
         if mf == mf:
             acc["any_model"] = True
-            acc["mf_model"] += mf * cnt
+            acc["mf_model"] += 0.0 if remat else mf * cnt
         else:
-            acc["mf_model"] += tot_f
+            acc["mf_model"] += 0.0 if remat else tot_f
         if f == f:
             acc["any_flops"] = True
-            acc["mf_flops"] += tot_f
+            acc["mf_flops"] += 0.0 if remat else tot_f
+            acc["hw_flops"] += tot_f
             if bucket in MATMUL_BUCKETS:
                 acc["mm_self"] += sp
                 acc["mm_cap"] += sp * 1e-12 * ref_peak(chip, bucket)
@@ -257,8 +259,11 @@ def ref_utilisation(agg: list[RefGroup], acc: dict, chip, step_mean: float, n_co
         mfu = None  # no matmul and no attention: MFU says nothing about this loop
         src = "none (no matmul or attention in the step)"
     mxu = (acc["mm_flops"] / acc["mm_cap"] if acc["mm_cap"] > 0 else None) if acc["mm_self"] > 0 else None
+    hfu = (acc["hw_flops"] / (total_time_s * chip.core_peak_bf16_flops)
+           if mfu is not None and acc["any_flops"] and total_time_s > 0 else None)
     return Utilisation(mfu, src, mxu, flops_coverage=coverage,
-                       low_confidence=bool(mfu is not None and coverage is not None and coverage < FLOPS_COVERAGE_MIN))
+                       low_confidence=bool(mfu is not None and coverage is not None and coverage < FLOPS_COVERAGE_MIN),
+                       hfu=hfu)
 
 
 def ref_run_kind_of(agg: tuple[RefGroup, ...], step_ps: float, n_core_steps: int, phases: Mapping, remat_ps: float,
@@ -408,7 +413,7 @@ def ref_ops_and_roofline(trace: Trace, work: list[CoreWork], kept_steps: set[int
     chip = trace.chip
     kept_list = np.asarray(sorted(kept_steps), dtype=np.int64)
     groups: dict[tuple[str, str, str], RefGroup] = {}
-    acc = {"mf_model": 0.0, "mf_flops": 0.0, "any_model": False, "any_flops": False,
+    acc = {"mf_model": 0.0, "mf_flops": 0.0, "any_model": False, "any_flops": False, "hw_flops": 0.0,
            "mm_self": 0, "mm_cap": 0.0, "mm_flops": 0.0}
     n_core_steps = 0
     for w in work:

@@ -190,3 +190,67 @@ def test_capture_step_matches_the_wall_clock(unpacked):
         wall = by.get(truth["workload"], truth["wall_step_ms_pipelined_mean"])
         step_ms = _analysis(folder, "logdir").steps.step_time_ps["median"] / 1e9
         assert abs(step_ms / wall - 1) <= 0.05 or (wall - step_ms) <= 1.5, (name, step_ms, wall)
+
+
+def _pairs(lever: str) -> list[tuple[str, str]]:
+    return [(p["before"], p["after"]) for p in MANIFEST["pairs"] if p["lever"] == lever]
+
+
+def test_mfu_counts_the_models_work_once(unpacked):
+    """A lighter remat policy that ran faster never shows a lower MFU (recompute is not model work);
+    HFU, every executed FLOP, stays beside it and is at least the MFU."""
+    by = {p["workload"]: p["measured_step_ms"] for p in MANIFEST["programs"]}
+    checked = 0
+    for before, after in _pairs("remat policy"):
+        a, b = _analysis(unpacked[before], "logdir"), _analysis(unpacked[after], "logdir")
+        for x in (a, b):
+            assert x.utilisation.hfu is not None and x.utilisation.hfu >= x.utilisation.mfu - 1e-9
+        if by[after] < by[before]:
+            assert b.utilisation.mfu >= a.utilisation.mfu, (before, after)
+            checked += 1
+    assert checked >= 1
+    full = _analysis(unpacked["train_remat_full"], "logdir").utilisation
+    assert full.hfu > full.mfu * 1.05  # full remat recomputes the forward: the two differ
+
+
+def test_optimizer_phase_from_the_programs_structure(unpacked):
+    """The update is the training step's work outside the forward (jvp) and backward: on the shared
+    capture (no optimizer scope in its names) it is not 0; the Adam vs SGD-momentum pair's optimizer
+    phases differ by the wall clock's difference within 40%; a small-batch step spends a large share there."""
+    by = {p["workload"]: p["measured_step_ms"] for p in MANIFEST["programs"]}
+    ((adam, sgdm),) = _pairs("optimizer")
+    pa = _analysis(unpacked[adam], "logdir").phases["optimizer"].ps / 1e9
+    ps = _analysis(unpacked[sgdm], "logdir").phases["optimizer"].ps / 1e9
+    wall = by[adam] - by[sgdm]
+    assert wall > 0 and abs((pa - ps) / wall - 1) <= 0.4, (pa, ps, wall)
+    assert _analysis(unpacked["train_small_batch"], "logdir").phases["optimizer"].fraction >= 0.3
+    if "v5e_train_remat_full" in unpacked:
+        shared = _analysis(unpacked["v5e_train_remat_full"], "logdir")
+        assert shared.phases["optimizer"].fraction >= 0.03
+
+
+def test_splash_kernel_flops_from_shapes_and_block_mask(unpacked):
+    """A splash kernel's FLOPs from its q/k/v shapes, its half (forward 4, dq 6, dkv 8 per pair and head
+    dimension) and the block pairs its mask computes (the dump's proto carries the mask's literal:
+    causal at 128 blocks computes 528 of 32x32 pairs, at 512 blocks 36 of 8x8)."""
+    from profanalyzer.analyze.kernelflops import attention_kernel_flops
+    from profanalyzer.hlo.proto import parse_hlo_proto_bytes
+
+    for name, pairs in (("long_splash_b128", 528 / 1024), ("long_splash_b512", 36 / 64)):
+        f = next((unpacked[name] / "dump").glob("*.after_optimizations.hlo.pb"))
+        m = parse_hlo_proto_bytes(f.read_bytes(), f.name)
+        kernels = {i.name for c in m.computations for i in c.instructions
+                   if i.opcode == "custom-call" and "tpu_custom_call" in i.text and "block_q" in i.text}
+        got = attention_kernel_flops(m, kernels)
+        assert len(got) == len(kernels) >= 3, name
+        dense = 2 * 8 * 4096 * 4096 * 128  # batch 2 x 8 heads, Sq = Skv = 4096, D = 128
+        per_pair = sorted({round(flops / (dense * pairs), 6) for flops, _ in got.values()})
+        assert per_pair == [4.0, 6.0, 8.0], (name, per_pair)
+
+
+def test_a_capture_without_the_mask_keeps_kernel_flops_unknown(unpacked):
+    """A capture's HloProto holds no constant's literal: the splash kernels' FLOPs stay unknown (said in
+    the reason) rather than counted for every pair."""
+    a = _analysis(unpacked["long_splash_b512"], "logdir")
+    kernels = [op for op in a.kernel_ops if op.bucket == "attention"]
+    assert kernels and all(op.flops is None for op in kernels)

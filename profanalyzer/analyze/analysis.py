@@ -36,6 +36,7 @@ from profanalyzer.analyze.counters import (
 from profanalyzer.analyze.expected import summarize as expected_summary
 from profanalyzer.analyze.hostplanes import host_activity, no_host_planes_note
 from profanalyzer.analyze.idle import idle_causes
+from profanalyzer.analyze.kernelflops import attention_kernel_rows
 from profanalyzer.analyze.kvcache import cache_attention_rows
 from profanalyzer.analyze.opstats import (
     RATE_MIN_RUN_PS,
@@ -234,9 +235,10 @@ def attribute(trace: Trace, memo: Memo | None = None) -> Attributed:
     lines = trace_counter_lines(trace)  # read once per run: the re-bucketing and the kernel counters use them
     moved = counter_matmul_rows(trace, work, lines)  # counters as matmul evidence: re-bucket, then attribute again
     program = _program(trace)  # read once per run: the KV-cache contractions, anti-patterns, source lines use it
-    kv = cache_attention_rows(work, program[0].main if program[0] is not None and program[0].modules else None)
-    for label, kv_rows in kv.items():
-        moved = {**moved, label: {**moved.get(label, {}), **kv_rows}}
+    main = program[0].main if program[0] is not None and program[0].modules else None
+    for found in (cache_attention_rows(work, main), attention_kernel_rows(work, main)):
+        for label, found_rows in found.items():
+            moved = {**moved, label: {**moved.get(label, {}), **found_rows}}
     if moved:
         work = attribute_trace(trace, moved, memo)
     if not work or all(len(w.attribution.step_numbers) == 0 for w in work):
@@ -477,7 +479,10 @@ def _definitions(steps: StepsSummary) -> dict[str, str]:
         "remat": "self time of recomputed ops (.remat instruction names or /rematted_computation/ in tf_op); overlaps the buckets",
         "breakdown": "mean per kept step on each TensorCore, then averaged over TensorCores",
         "hidden_fraction": "TensorCore compute time inside a collective's window (start to done, or the op itself when synchronous) / window",
-        "mfu": "model FLOPs of the step's ops / (step time x BF16 peak of one TensorCore)",
+        "mfu": "model FLOPs of the step's ops, each counted once (rematerialised ops excluded) / (step time x BF16 "
+               "peak of one TensorCore)",
+        "hfu": "hardware FLOPs utilisation: every FLOP the step executed, recompute included / (step time x BF16 "
+               "peak of one TensorCore)",
         "op_rates": (f"an op's TFLOP/s, GB/s and share of its roofline are over its self time, and only for ops whose runs "
                      f"last at least {RATE_MIN_RUN_PS / 1e6:g} us on average: under that the duration is a launch or a few "
                      "timestamp ticks, not a rate"),

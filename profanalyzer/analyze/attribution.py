@@ -352,7 +352,34 @@ def classify_plane(plane: Plane, memo: Memo | None = None) -> PlaneClasses:
     phase = np.asarray([phase_idx.get(r.phase, -1) for r in uniq], dtype=np.int64)[codes]  # type: ignore[arg-type]
     role_code = np.asarray([ROLE_CODES.get(r.role, 0) if isinstance(r.role, str) else 0 for r in uniq],
                            dtype=np.int8)[codes]
+    phase = update_phase(phase, bucket, md.tf_op, cols)
     return PlaneClasses(bucket, cols["remat"], phase, role_code, cols, memo)
+
+
+#: Buckets of the work an update phase can hold (compute; not collectives, host transfers or idle).
+_UPDATE_BUCKETS = np.asarray([b in COMPUTE_BUCKETS for b in BUCKETS], dtype=bool)
+
+
+def update_phase(phase: np.ndarray, bucket: np.ndarray, tf_ops, cols: dict) -> np.ndarray:
+    """The optimizer phase from the program's structure: in a training program (one whose name stacks
+    hold a backward pass, `transpose(jvp(...))`), the compute ops of the step whose name stack lies
+    outside the forward (`jvp`) and the backward are the update of the parameters and optimizer states
+    (Adam's or any optimizer's elementwise work, gradient clipping, the step counter), whatever its
+    scopes are named. Ops without a name stack stay without a phase. Their reason says so."""
+    backward = PHASES.index("backward")
+    if not (phase == backward).any():
+        return phase
+    optimizer = PHASES.index("optimizer")
+    named = np.fromiter((bool(t) for t in tf_ops), dtype=bool, count=len(phase))
+    move = (phase < 0) & named & _UPDATE_BUCKETS[bucket]
+    if not move.any():
+        return phase
+    out = phase.copy()
+    out[move] = optimizer
+    reason = cols["reason"] = cols["reason"].copy()
+    for row in np.flatnonzero(move).tolist():
+        reason[row] = f"{reason[row]}; phase optimizer: outside the forward (jvp) and backward of a training step"
+    return out
 
 
 @dataclass(frozen=True, eq=False)
@@ -370,21 +397,23 @@ class CoreWork:
 
 def with_rebucketed(classes: PlaneClasses, rows: Mapping[int, tuple]) -> PlaneClasses:
     """`classes` with the metadata rows in `rows` (row -> (bucket, kernel, precision, reason[, attention
-    part])) moved to that bucket: the explicit re-bucketing step of evidence read after classification
-    (hardware counters, the program's KV-cache contractions)."""
+    part[, FLOPs]])) moved to that bucket: the explicit re-bucketing step of evidence read after
+    classification (hardware counters, the program's KV-cache contractions and kernel FLOPs)."""
     if not rows:
         return classes
     bucket = classes.bucket.copy()
     cols = dict(classes.columns)
-    for c in ("bucket", "kernel", "precision", "reason", "attention_part"):
+    for c in ("bucket", "kernel", "precision", "reason", "attention_part", "shape_flops"):
         if c in cols:
             cols[c] = cols[c].copy()
-    for row, (b, kernel, precision, reason, *part) in sorted(rows.items()):
+    for row, (b, kernel, precision, reason, *rest) in sorted(rows.items()):
         if 0 <= row < len(bucket):
             bucket[row] = BUCKET_INDEX[b]
             cols["bucket"][row], cols["kernel"][row], cols["precision"][row], cols["reason"][row] = b, kernel, precision, reason
-            if part and "attention_part" in cols:
-                cols["attention_part"][row] = part[0]
+            if rest and "attention_part" in cols:
+                cols["attention_part"][row] = rest[0]
+            if len(rest) > 1 and "shape_flops" in cols:
+                cols["shape_flops"][row] = rest[1]
     return replace(classes, bucket=bucket, columns=cols)
 
 

@@ -332,10 +332,14 @@ def _utilisation_sums(c: _Contributions, chip, acc: dict) -> None:
     f_ok = ~np.isnan(c.f)
     mf_ok = ~np.isnan(c.mf)
     tot_f = np.where(f_ok, c.f, 0.0) * cnt_f
+    # the model's work counted once: a rematerialised op recomputes work the forward already did
+    remat = c.col(lambda t: t.remat)
     acc["any_model"] = bool(mf_ok.any())
-    acc["mf_model"] = seq_sum(np.where(mf_ok, c.mf * cnt_f, tot_f))
+    acc["mf_model"] = seq_sum(np.where(remat, 0.0, np.where(mf_ok, c.mf * cnt_f, tot_f)))
     acc["any_flops"] = bool(f_ok.any())
-    acc["mf_flops"] = seq_sum(tot_f[f_ok])
+    acc["mf_flops"] = seq_sum(np.where(remat, 0.0, tot_f)[f_ok])
+    acc["hw_flops"] = seq_sum(tot_f[f_ok])  # every FLOP the hardware executed, recompute included
+    acc["remat_flops"] = seq_sum(np.where(remat, tot_f, 0.0)[f_ok])
     m = f_ok & mm
     acc["mm_self"] = int(c.sp[m].sum())
     acc["mm_cap"] = seq_sum(c.sp[m].astype(np.float64) * 1e-12 * peak_by_bucket[bucket[m]])

@@ -75,7 +75,7 @@ def ops_and_roofline(att: Attributed, top_n: int) -> tuple[OpsResult, Utilisatio
     trace, work, kept_steps, step_mean = att.trace, att.work, att.kept_steps, att.step_mean
     chip = trace.chip
     kept_list = np.asarray(sorted(kept_steps), dtype=np.int64)
-    acc: dict = {"mf_model": 0.0, "mf_flops": 0.0, "any_model": False, "any_flops": False,
+    acc: dict = {"mf_model": 0.0, "mf_flops": 0.0, "any_model": False, "any_flops": False, "hw_flops": 0.0,
                  "mm_self": 0, "mm_cap": 0.0, "mm_flops": 0.0}
     groups, n_core_steps = group_ops(trace, work, kept_list, chip, acc, att.memo)
     n_core_steps = n_core_steps or 1
@@ -123,8 +123,11 @@ def _utilisation(agg: OpGroups, acc: dict, chip, step_mean: float, n_core_steps:
         mfu = None  # no matmul and no attention: MFU says nothing about this loop
         src = "none (no matmul or attention in the step)"
     mxu = (acc["mm_flops"] / acc["mm_cap"] if acc["mm_cap"] > 0 else None) if acc["mm_self"] > 0 else None
+    hfu = (acc.get("hw_flops", 0.0) / (total_time_s * chip.core_peak_bf16_flops)
+           if mfu is not None and acc["any_flops"] and total_time_s > 0 else None)
     return Utilisation(mfu, src, mxu, flops_coverage=coverage,
-                       low_confidence=bool(mfu is not None and coverage is not None and coverage < FLOPS_COVERAGE_MIN))
+                       low_confidence=bool(mfu is not None and coverage is not None and coverage < FLOPS_COVERAGE_MIN),
+                       hfu=hfu)
 
 
 def host_offload_summary(agg: list[OpGroup], n_core_steps: int, denom: float) -> HostOffloadSummary | None:

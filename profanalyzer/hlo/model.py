@@ -124,6 +124,8 @@ class Instruction:
     is_root: bool = False
     parameter_number: int = -1
     literal: str = ""  # constants: the literal text (`15`, `{...}`)
+    #: constants of 8-bit integers read from a proto: (elements, nonzero, min, max); () otherwise
+    literal_stats: tuple[int, ...] = ()
 
     def attr(self, key: str, default: str = "") -> str:
         for k, v in self.attrs:

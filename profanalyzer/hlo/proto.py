@@ -58,6 +58,8 @@ _L_MINOR_TO_MAJOR, _L_MEMORY_SPACE = 1, 8
 _MD_OP_TYPE, _MD_OP_NAME, _MD_SOURCE_FILE, _MD_SOURCE_LINE, _MD_STACK_FRAME = 1, 2, 3, 4, 15
 # LiteralProto: s32s, s64s, u32s, u64s, f32s (packed)
 _LIT_S32, _LIT_S64, _LIT_U32, _LIT_U64, _LIT_F32 = 4, 5, 6, 7, 8
+#: LiteralProto's byte-packed 8-bit integer arrays (s8s, u8s)
+_LIT_S8, _LIT_U8 = 15, 3
 # HloScheduleProto {map<int64, InstructionSequence> sequences = 1}; entry {key=1, value=2}; sequence {ids=1}
 # StackFrameIndexProto
 _SF_FILES, _SF_FUNCS, _SF_LOCS, _SF_FRAMES = 1, 2, 3, 4
@@ -137,6 +139,16 @@ def _literal(buf, a: int, b: int) -> str:
     return "{...}"
 
 
+def _byte_literal_stats(buf, a: int, b: int) -> tuple[int, ...]:
+    """(elements, nonzero, min, max) of an 8-bit integer literal (a kernel's block mask, say), else ()."""
+    for f, wt, _v, pa, pb, _ in _fields(buf, a, b):
+        if wt == 2 and f in (_LIT_S8, _LIT_U8) and pb > pa:
+            raw = bytes(buf[pa:pb])
+            vals = [x - 256 if f == _LIT_S8 and x > 127 else x for x in raw]
+            return (len(vals), sum(1 for x in vals if x), min(vals), max(vals))
+    return ()
+
+
 def _frontend(buf, a: int, b: int) -> str:
     items = []
     for f, wt, _v, pa, pb, _ in _fields(buf, a, b):
@@ -153,11 +165,13 @@ def _frontend(buf, a: int, b: int) -> str:
 
 class _Raw:
     __slots__ = ("name", "opcode", "shape", "meta", "literal", "pnum", "kind", "dims", "target", "id", "operands",
-                 "called", "backend", "direction", "frontend", "thread", "tuple_index", "channel", "group", "math")
+                 "called", "backend", "direction", "frontend", "thread", "tuple_index", "channel", "group", "math",
+                 "lit_stats")
 
     def __init__(self) -> None:
         self.name = self.opcode = self.kind = self.target = self.backend = self.direction = ""
         self.frontend = self.thread = self.literal = ""
+        self.lit_stats: tuple[int, ...] = ()
         self.shape = Shape("unknown")
         self.meta = OpMetadata()
         self.pnum, self.id, self.tuple_index, self.channel = -1, -1, -1, 0
@@ -239,6 +253,7 @@ def _instruction(buf, a: int, b: int) -> _Raw:
                 r.meta = _metadata(buf, pa, pb)
             elif f == _I_LITERAL:
                 r.literal = _literal(buf, pa, pb)
+                r.lit_stats = _byte_literal_stats(buf, pa, pb)
             elif f == _I_FUSION_KIND:
                 r.kind = _str(buf, pa, pb)
             elif f == _I_CUSTOM_CALL_TARGET:
@@ -382,7 +397,8 @@ def _render(r: _Raw, names: dict[int, str], comp_names: dict[int, str], root: bo
                       called=tuple(called), attrs=tuple((k, v) for k, v in attrs if k not in ("frontend_attributes",))
                       + ((("frontend_attributes", r.frontend),) if r.frontend else ()),
                       metadata=md, backend_config=r.backend, text=text, is_root=root, parameter_number=r.pnum,
-                      literal=r.literal if r.opcode == "constant" else "")
+                      literal=r.literal if r.opcode == "constant" else "",
+                      literal_stats=r.lit_stats if r.opcode == "constant" else ())
     return ins, text
 
 

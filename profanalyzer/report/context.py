@@ -151,7 +151,9 @@ def _facts(a: Analysis, findings: Findings | None) -> tuple[Fact, ...]:
         facts.insert(2 if a.run else 1, Fact("Run kind", a.run_kind.kind, "fact-run-kind", "; ".join(a.run_kind.reasons)))
     u = a.utilisation
     low = f"; low confidence: FLOPs known for {pct(u.flops_coverage, 0)} of the compute" if u.low_confidence else ""
-    facts.append(Fact("MFU", pct(u.mfu) + (f" ({u.mfu_flops_source}{low})" if u.mfu is not None else f" ({u.mfu_flops_source})"), "fact-mfu"))
+    facts.append(Fact("MFU", pct(u.mfu) + (f" ({u.mfu_flops_source}, recompute excluded{low})" if u.mfu is not None else f" ({u.mfu_flops_source})"), "fact-mfu"))
+    if u.mfu is not None and u.hfu is not None and abs(u.hfu - u.mfu) >= 5e-4:
+        facts.append(Fact("HFU", pct(u.hfu) + " (every executed FLOP, recompute included)", "fact-hfu"))
     if u.mxu_matmul is not None:
         facts.append(Fact("Matmul MXU utilisation", mxu_text(u.mxu_matmul), "fact-mxu"))
     stragglers = [c.core for c in a.per_core if c.straggler]

@@ -79,7 +79,7 @@ def render_markdown(analysis: Analysis, findings: Findings | None, *, max_recomm
     )
     out.append("")
     kpis = [f"**Step time {ms(t['median'])} ms** (median; {ms(t['min'])}–{ms(t['max'])})"]
-    kpis.append((f"MFU {pct(u.mfu)}" + (f" (low confidence: FLOPs known for {pct(u.flops_coverage, 0)} of the compute)"
+    kpis.append((f"MFU {pct(u.mfu)}" + (f", HFU {pct(u.hfu)}" if u.hfu is not None and abs(u.hfu - u.mfu) >= 5e-4 else "") + (f" (low confidence: FLOPs known for {pct(u.flops_coverage, 0)} of the compute)"
                                       if u.low_confidence else "")) if u.mfu is not None else "MFU unknown")
     kpis.append(f"exposed communication {pct(exp_f)} ({ms(exp_ps)} ms)")
     if idle is not None:

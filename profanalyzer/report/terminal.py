@@ -112,7 +112,9 @@ def format_summary(a: Analysis, top: int = 10, findings=None, by_scope: int | No
     util = []
     if u.mfu is not None:
         low = f", low confidence: FLOPs known for {pct(u.flops_coverage, 0)} of the compute" if u.low_confidence else ""
-        util.append(f"MFU {pct(u.mfu)} ({u.mfu_flops_source}{low})")
+        util.append(f"MFU {pct(u.mfu)} ({u.mfu_flops_source}, recompute excluded{low})")
+        if u.hfu is not None and abs(u.hfu - u.mfu) >= 5e-4:
+            util.append(f"HFU {pct(u.hfu)} (every executed FLOP)")
     if u.mxu_matmul is not None:
         from profanalyzer.report.sections import mxu_text
 
