@@ -1,9 +1,10 @@
 """Lever L6 — Tokamax kernels (`tokamax`): splash attention, Megablox GMM,
-tune-jax block sizes, max-logit estimate."""
+tune-jax block sizes, max-logit estimate, state buffers updated in place."""
 
 from __future__ import annotations
 
 from heuristics._util import ms, op_line, pct
+from heuristics.state_copy import state_copies
 from profanalyzer.analyze.workload import classify_workload
 from profanalyzer.rules import rule
 
@@ -258,4 +259,4 @@ def max_logit_estimate(self, analysis):
     ]
 
 
-RULES = (use_splash, use_megablox, tune_block_sizes, max_logit_estimate, attention_native_layout)
+RULES = (use_splash, use_megablox, tune_block_sizes, max_logit_estimate, attention_native_layout, state_copies)

@@ -28,6 +28,19 @@ TERA = 1e12
 
 
 @dataclass(frozen=True)
+class ReplayCalibration:
+    """How the compiler's `estimated_cycles` turn into time on a chip, fitted on programs that ran
+    on it (tools/calibrate_replay.py over sample_traces/real-tpu/): per op, cycles / clock is divided
+    by the factor of its class (compute-bound: HLO FLOPs at the BF16 peak exceed its HBM bytes at the
+    HBM bandwidth; else memory-bound)."""
+
+    compute: float
+    memory: float
+    #: the fit's provenance: the corpus, its size, the command
+    source: str
+
+
+@dataclass(frozen=True)
 class Chip:
     key: str  # CLI name: tpu7x, v6e, v5p
     name: str  # human name
@@ -62,6 +75,8 @@ class Chip:
     target_versions: tuple[str, ...] = ()
     #: where the figures come from
     source: str = ""
+    #: the before-the-run cost model fitted on this chip's real programs (None: not fitted, cycles at the clock)
+    replay_calibration: ReplayCalibration | None = None
 
     def __post_init__(self) -> None:
         if not self.clock_ghz:
@@ -263,6 +278,11 @@ V5E = Chip(
     mxu_dim=128,
     peak_int8_tops=394.0,
     target_versions=("VIPERFISH:lite",),
+    replay_calibration=ReplayCalibration(
+        compute=1.134, memory=1.828,
+        source="fitted by tools/calibrate_replay.py on the 17 complete programs of sample_traces/real-tpu/ "
+               "(jax 0.10.2, TPU v5 lite): medians of (cycles / clock) / measured per class; per-program ranges "
+               "0.87-1.41 (compute) and 1.08-2.52 (memory)"),
     source="Google Cloud TPU v5e documentation (BF16 197 TFLOP/s, INT8 394 TOPS, 16 GB HBM at 819 GB/s, "
            "ICI 1,600 Gbps, one TensorCore, no SparseCore, no FP8 on the MXU)",
 )

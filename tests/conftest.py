@@ -12,7 +12,25 @@ ROOT = Path(__file__).resolve().parents[1]
 SAMPLES = ROOT / "sample_traces"
 
 
+#: A rule fixture `real-tpu/NAME` is the capture of sample_traces/real-tpu/NAME.tar.gz (a program that
+#: ran on a TPU v5e), unpacked once per session.
+REAL_TPU = "real-tpu/"
+
+
+@functools.cache
+def _real_tpu_logdir(name: str) -> Path:
+    import tarfile
+    import tempfile
+
+    base = Path(tempfile.mkdtemp(prefix="profanalyzer-real-tpu-"))
+    with tarfile.open(SAMPLES / "real-tpu" / f"{name}.tar.gz") as tar:
+        tar.extractall(base, filter="data")
+    return base / name / "logdir"
+
+
 def sample_path(name: str) -> Path:
+    if name.startswith(REAL_TPU):
+        return _real_tpu_logdir(name[len(REAL_TPU):])
     for suffix in (".xplane.pb.gz", ".xplane.pb"):
         p = SAMPLES / f"{name}{suffix}"
         if p.exists():
@@ -25,6 +43,11 @@ def sample_names() -> list[str]:
     for p in SAMPLES.glob("*.xplane.pb*"):
         names.add(p.name.split(".xplane.pb")[0])
     return sorted(names)
+
+
+def real_tpu_names() -> list[str]:
+    """The rule fixtures the real-TPU corpus offers: `real-tpu/NAME`."""
+    return sorted(REAL_TPU + p.name.removesuffix(".tar.gz") for p in (SAMPLES / "real-tpu").glob("*.tar.gz"))
 
 
 def truth_of(name: str) -> dict:

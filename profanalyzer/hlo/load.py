@@ -116,7 +116,8 @@ def _choose(names: list[str]) -> list[tuple[str, str]]:
     out = []
     for mod in sorted(by_mod):
         got = by_mod[mod]
-        for key in ("after_codegen:text", "after_optimizations:text", "after_codegen:proto",
+        # the final stage first (it carries the compiler's estimated_cycles), text before proto within a stage
+        for key in ("after_codegen:text", "after_codegen:proto", "after_optimizations:text",
                     "after_optimizations:proto"):
             if key in got:
                 out.append((got[key], key.split(":")[0]))

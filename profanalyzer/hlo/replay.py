@@ -54,7 +54,7 @@ from profanalyzer.hlo.schedule import (
 )
 from profanalyzer.hlo.truth import category_of, collective_kind
 
-__all__ = ["ReplayOp", "Replay", "replay", "to_xspace", "PREDICTED_NOTE"]
+__all__ = ["ReplayOp", "Replay", "replay", "to_xspace", "PREDICTED_NOTE", "op_bound"]
 
 PS = 1e12
 MIN_PS = 1000  # 1 ns: the shortest event written
@@ -134,7 +134,13 @@ class _Player:
     def cost(self, ins: Instruction, comp: Computation) -> tuple[int, str]:
         cyc = ins.estimated_cycles
         if cyc is not None:
-            return int(cyc / self.clock * PS), "estimated_cycles"
+            ps = cyc / self.clock * PS
+            cal = self.chip.replay_calibration
+            if cal is not None:
+                f = self.flops.of(ins, comp) or 0
+                b = accessed_bytes(self.m, ins, comp) or 0
+                ps /= cal.compute if _compute_bound(f, b, self.chip) else cal.memory
+            return int(ps), "estimated_cycles"
         if collective_kind(ins.opcode):
             return self.collective_ps(ins, comp), "ici_bytes"
         return int(self.bytes_of(ins, comp) / self.hbm * PS), "hbm_bytes"
@@ -252,6 +258,16 @@ class _Player:
             self.t += max(MIN_PS, dur)
 
 
+def _compute_bound(flops: float, nbytes: float, chip: Chip) -> bool:
+    """An op's FLOPs at the BF16 peak take longer than its bytes at the HBM bandwidth."""
+    return flops / chip.core_peak_bf16_flops > nbytes / chip.core_hbm_bytes_per_s
+
+
+def op_bound(op: ReplayOp, chip: Chip) -> str:
+    """'compute' or 'memory': what bounds a replayed op by its HLO FLOPs and bytes (the calibration's classes)."""
+    return "compute" if _compute_bound(op.flops or 0, op.bytes or 0, chip) else "memory"
+
+
 def replay(program: Program, chip: Chip) -> Replay:
     m = program.main
     entry = m.entry_computation
@@ -259,8 +275,23 @@ def replay(program: Program, chip: Chip) -> Replay:
     if entry is not None:
         p.run(entry, entry.execution_thread)
     step = max([p.t] + [o.start_ps + o.dur_ps for o in p.ops])
+    cal = chip.replay_calibration
+    kernels: dict[str, int] = {}
+    for o in p.ops:
+        if o.how == "hbm_bytes" and o.instruction.opcode == "custom-call" and not o.sparsecore:
+            kernels[o.instruction.name] = kernels.get(o.instruction.name, 0) + o.dur_ps
+    unpriced = ()
+    if kernels:
+        top = sorted(kernels.items(), key=lambda kv: (-kv[1], kv[0]))
+        share = sum(kernels.values()) / max(step, 1)
+        unpriced = (f"not priced honestly: {len(kernels)} custom-call kernel(s) with no compiler estimate "
+                    f"({', '.join(n for n, _ in top[:4])}{', ...' if len(top) > 4 else ''}) take their bytes over "
+                    f"HBM, a lower bound of their time: {share:.1%} of the predicted step",)
     assumptions = (
         f"clock {chip.clock_ghz:g} GHz ({chip.name}; inferred from the BF16 peak, not published)",
+        (f"estimated_cycles calibrated on {chip.name} programs that ran: cycles / clock divided by "
+         f"{cal.compute:g} for compute-bound ops and {cal.memory:g} for memory-bound ones ({cal.source})"
+         if cal is not None else f"estimated_cycles not calibrated for {chip.name} (no programs that ran on it)"),
         f"ICI {chip.core_ici_bytes_per_s / 1e9:g} GB/s per TensorCore (the chip's ICI figure / {chip.planes_per_chip})",
         f"HBM {chip.core_hbm_bytes_per_s / 1e9:g} GB/s per TensorCore for ops without an estimate (a lower bound)",
         f"collective groups span all {max(1, m.num_partitions)} partitions",
@@ -268,7 +299,7 @@ def replay(program: Program, chip: Chip) -> Replay:
         "FLOPs derived from the HLO: 2 x the multiply-adds of each dot and convolution (fusion bodies included) "
         "from its shapes, dimension numbers and window, loop bodies counted per iteration; elementwise work not "
         "counted (a lower bound); custom-call kernels from their operand shapes where the classifier derives them",
-    )
+    ) + unpriced
     return Replay(m, chip, tuple(p.ops), int(step), assumptions)
 
 
