@@ -280,7 +280,7 @@ def replay(program: Program, chip: Chip) -> Replay:
     for o in p.ops:
         if o.how == "hbm_bytes" and o.instruction.opcode == "custom-call" and not o.sparsecore:
             kernels[o.instruction.name] = kernels.get(o.instruction.name, 0) + o.dur_ps
-    unpriced = ()
+    unpriced: tuple[str, ...] = ()
     if kernels:
         top = sorted(kernels.items(), key=lambda kv: (-kv[1], kv[0]))
         share = sum(kernels.values()) / max(step, 1)
