@@ -232,4 +232,51 @@ def bf16_to_int8(self, analysis):
     return [self.finding(analysis, saving, evidence, actions, assumptions, claims={"bucket:matmul_bf16": saving})]
 
 
-RULES = (bf16_to_fp8, serve_fp8_activations, bf16_to_int8)
+#: MXU passes of an f32 matmul at precision HIGHEST (bf16 x 6; HIGH is 3): ASSUMED, the trace does not
+#: say which precision a dot asked for.
+F32_PASSES = 6
+
+
+@rule("FP004", "fp8", "F32 matmuls on the MXU: compute in BF16", fixtures=("real-tpu/train_f32", "real-tpu/train_remat_none"))
+def f32_to_bf16(self, analysis):
+    """
+    What it detects: matmuls (and attention contractions) whose operands are
+    f32 above 8% of the step.
+
+    Why it costs time: the MXU multiplies bf16; an f32 matmul at full
+    precision runs as several bf16 passes (6 at HIGHEST, 3 at HIGH) and
+    moves twice the bytes of bf16 operands. Measured on a TPU v5e training
+    step: f32 matmuls made the step 3.5x slower than the same step in bf16.
+
+    What to change: compute in bf16 (activations and the matmuls' operands;
+    keep fp32 master weights and optimizer states, accumulate in f32 with
+    preferred_element_type); in MaxText `dtype=bfloat16` with
+    `weight_dtype=float32` and `matmul_precision=default`.
+    """
+    f32 = [op for op in analysis.top_ops if op.bucket in ("matmul_other", "attention")
+           and "precision:f32" in op.tags]
+    ps = sum(op.self_ps for op in f32)
+    step = analysis.steps.step_time_ps["mean"] or 1
+    if ps / step < BF16_MIN_FRACTION:
+        return []
+    compute = sum(op.self_ps for op in f32 if op.bound_by == "compute")
+    saving = compute * (1 - 1 / F32_PASSES) + (ps - compute) * 0.5
+    claims: dict[str, float] = {}
+    for op in f32:
+        part = op.self_ps * ((1 - 1 / F32_PASSES) if op.bound_by == "compute" else 0.5)
+        claims[f"bucket:{op.bucket}"] = claims.get(f"bucket:{op.bucket}", 0.0) + part
+    evidence = [f"f32 matmuls and attention contractions: {ms(ps)} per step ({pct(ps / step)}), compute-bound "
+                f"{ms(compute)}", *(op_line(op) for op in f32[:4])]
+    return [self.finding(
+        analysis, saving, evidence,
+        ["dtype=bfloat16 weight_dtype=float32 matmul_precision=default",
+         "# JAX: cast the matmul operands to bfloat16 (jnp.einsum(..., preferred_element_type=jnp.float32)); keep "
+         "fp32 master weights and optimizer states"],
+        [f"an f32 matmul at precision HIGHEST takes {F32_PASSES} bf16 MXU passes (ASSUMED: HIGH takes 3, and the "
+         "trace does not say which): compute-bound ones fall to 1/6 of their time, HBM-bound ones to half (half the "
+         "bytes)", "only the top ops' f32 contractions are counted; the rest of the step is unchanged",
+         "model quality holds in bf16 compute with fp32 weights (the usual mixed-precision recipe)"],
+        claims=claims)]
+
+
+RULES = (bf16_to_fp8, serve_fp8_activations, bf16_to_int8, f32_to_bf16)

@@ -86,11 +86,22 @@ def merge(findings: list[Finding], analysis: Analysis) -> tuple[Finding, ...]:
     return tuple(out)
 
 
+#: A finding that claims step time but would save less than this share of the step is not ranked as a
+#: recommendation (a finding that claims no time, a capture-quality warning, stays).
+MIN_RECOMMENDATION_FRACTION = 0.005
+
+
+def _worth_ranking(f: Finding, analysis: Analysis) -> bool:
+    step = analysis.steps.step_time_ps.get("mean") or 0
+    return not f.claims or step <= 0 or f.estimated_saving_ps >= MIN_RECOMMENDATION_FRACTION * step
+
+
 def run_rules(analysis: Analysis, select: Iterable[str] = (), ignore: Iterable[str] = ()) -> Findings:
     rules = [r for r in all_rules() if _selected(r.code, select, ignore)]
     found: list[Finding] = []
     for r in rules:
-        found.extend(x if x.doc is not None else replace(x, doc=r.doc) for x in r.check(analysis))
+        found.extend(x if x.doc is not None else replace(x, doc=r.doc) for x in r.check(analysis)
+                     if _worth_ranking(x, analysis))
     findings = Findings(
         recommendations=tuple(finding_sources(f, analysis) for f in merge(found, analysis)),
         workload=classify_workload(analysis),

@@ -51,7 +51,8 @@ class Config:
     cache: int = 2048
     weights: str = "bf16"
     #: carry: the cache is the loop carry, updated in place at the layer's slot;
-    #: scan_xs: the cache is the scan's xs and its ys (a new stacked buffer)
+    #: scan_xs: the cache is the scan's xs and its ys (a new stacked buffer);
+    #: per_layer: one donated buffer per layer, layers unrolled, each written at the new position only
     cache_update: str = "carry"
     #: prefill: the FFN matmuls by XLA or by the project's Pallas matmul at these blocks
     matmul: str = "xla"
@@ -383,7 +384,14 @@ def _decode_layer(x, p, k_cache, v_cache, pos, cfg: Config):
 def make_decode_step(cfg: Config):
     def decode_step(params, cache, tokens, pos):
         x = params["embed"][tokens].astype(cfg.cdt)
-        if cfg.cache_update == "scan_xs":
+        if cfg.cache_update == "per_layer":
+            new = []
+            for i, layer_cache in enumerate(cache):
+                p = jax.tree_util.tree_map(lambda a, i=i: a[i], params["layers"])
+                x, k_i, v_i = _decode_layer(x, p, layer_cache["k"], layer_cache["v"], pos, cfg)
+                new.append({"k": k_i, "v": v_i})
+            cache = new
+        elif cfg.cache_update == "scan_xs":
             def body(x, xs):
                 p, kc, vc = xs
                 x, kc, vc = _decode_layer(x, p, kc, vc, pos, cfg)
@@ -407,6 +415,9 @@ def make_decode_step(cfg: Config):
 
 
 def init_cache(cfg: Config):
+    if cfg.cache_update == "per_layer":
+        one = (cfg.batch, cfg.cache, cfg.kv_heads, cfg.head_dim)
+        return [{"k": jnp.zeros(one, jnp.bfloat16), "v": jnp.zeros(one, jnp.bfloat16)} for _ in range(cfg.layers)]
     shape = (cfg.layers, cfg.batch, cfg.cache, cfg.kv_heads, cfg.head_dim)
     return {"k": jnp.zeros(shape, jnp.bfloat16), "v": jnp.zeros(shape, jnp.bfloat16)}
 
@@ -450,6 +461,9 @@ WORKLOADS: dict[str, tuple[Config, str]] = {
     "moe_dense": (dataclasses.replace(_MOE, ffn="moe_dense"), "MoE 8 experts top-2, every expert on every token"),
     "decode_gqa_bf16": (_DECODE, "decode, GQA 16q/4kv heads, bf16 weights, cache updated in place (carry)"),
     "decode_mha_bf16": (dataclasses.replace(_DECODE, kv_heads=16), "decode, MHA 16 heads, bf16 weights"),
+    "decode_gqa_per_layer": (dataclasses.replace(_DECODE, cache_update="per_layer"),
+                             "decode, GQA, one donated cache buffer per layer, written at the new position only "
+                             "(not captured yet: the next lent TPU)"),
     "decode_gqa_int8": (dataclasses.replace(_DECODE, weights="int8"), "decode, GQA, int8 weights (dequantized)"),
     "decode_gqa_scan_cache": (dataclasses.replace(_DECODE, cache_update="scan_xs"),
                               "decode, GQA, cache as the scan's xs/ys (a new buffer each step)"),
@@ -472,6 +486,7 @@ PAIRS: tuple[tuple[str, str, str], ...] = (
     ("decode_mha_bf16", "decode_gqa_bf16", "KV layout (GQA)"),
     ("decode_gqa_bf16", "decode_gqa_int8", "weight precision"),
     ("decode_gqa_scan_cache", "decode_gqa_bf16", "in-place cache update"),
+    ("decode_gqa_bf16", "decode_gqa_per_layer", "in-place cache update"),
     ("prefill_pallas_b128", "prefill_pallas_b512", "Pallas matmul block sizes"),
     ("prefill_pallas_b512", "prefill_xla", "custom kernel vs XLA"),
 )

@@ -22,11 +22,12 @@ order):
   unfused_reshape    a `reshape` (not a bitcast) run on its own
   unfused_update     a `dynamic-update-slice` run on its own
   state_copy         a whole copy of the program's state: a `copy`, or a
-                     fusion that copies or updates a slice of, an array of
-                     the dimensions and type of one of the program's entry
-                     parameters (a KV cache, parameters, optimizer state,
+                     fusion that copies, slices out or updates a slice of, an
+                     array of the dimensions and type of one of the program's
+                     entry parameters or of one entry of a stacked one (a KV
+                     cache or a layer's, parameters, optimizer state,
                      typically donated and aliased to an output), at least
-                     STATE_MIN_BYTES; a slice update counts only when its
+                     STATE_MIN_BYTES; a fusion counts only when its
                      time is that of moving the whole array (at least half
                      its bytes at the chip's HBM bandwidth), i.e. it was not
                      done in place
@@ -118,18 +119,28 @@ def _is_amax(module, ins) -> bool:
     return False
 
 
+def _squeezed(dims) -> tuple[int, ...]:
+    """Dimensions without the unit ones (a slice [1, ...] of a stacked array is that array's entry)."""
+    return tuple(d for d in dims if d != 1)
+
+
 def _state_shapes(module) -> dict[tuple[str, tuple[int, ...]], str]:
     """(dtype, dims) -> entry parameter name, for every entry parameter array of at least STATE_MIN_BYTES."""
     entry = module.entry_computation
     out: dict[tuple[str, tuple[int, ...]], str] = {}
     if entry is None:
         return out
+    slices: dict[tuple[str, tuple[int, ...]], str] = {}
     for ins in entry.instructions:
         if ins.opcode != "parameter":
             continue
         for leaf in ins.shape.leaves():
             if leaf.bytes >= STATE_MIN_BYTES:
-                out.setdefault((leaf.dtype, tuple(leaf.dims)), ins.name)
+                out.setdefault((leaf.dtype, _squeezed(leaf.dims)), ins.name)
+                if len(leaf.dims) > 1 and leaf.bytes // max(1, leaf.dims[0]) >= STATE_MIN_BYTES:
+                    slices.setdefault((leaf.dtype, _squeezed(leaf.dims[1:])), f"{ins.name}[i]")
+    for k, v in slices.items():  # one entry of a stacked state (a layer's KV cache), where it is no parameter itself
+        out.setdefault(k, v)
     return out
 
 
@@ -137,8 +148,8 @@ def _state_copy(row, shapes, states) -> tuple[str, int, bool] | None:
     """(detail, bytes, needs_time_check) when the row copies a state-sized array."""
     ins = row.instruction
     leaves = ins.shape.leaves()
-    hit = next(((leaf, states[(leaf.dtype, tuple(leaf.dims))]) for leaf in leaves
-                if (leaf.dtype, tuple(leaf.dims)) in states and leaf.memory_space == 0), None)
+    hit = next(((leaf, states[(leaf.dtype, _squeezed(leaf.dims))]) for leaf in leaves
+                if (leaf.dtype, _squeezed(leaf.dims)) in states and leaf.memory_space == 0), None)
     if hit is None:
         return None
     leaf, param = hit
@@ -146,8 +157,9 @@ def _state_copy(row, shapes, states) -> tuple[str, int, bool] | None:
         return (f"{_shape(leaf)} ({leaf.bytes / 1e6:.1f} MB), the array of entry parameter {param}", leaf.bytes, False)
     body = row.body
     if row.opcode == "fusion" and body is not None and (
-            "copy" in body.opcodes or "dynamic-update-slice" in body.opcodes) and not body.has_matmul:
-        what = "slice update" if "dynamic-update-slice" in body.opcodes else "copy"
+            {"copy", "dynamic-update-slice", "dynamic-slice"} & set(body.opcodes)) and not body.has_matmul:
+        what = ("slice update" if "dynamic-update-slice" in body.opcodes
+                else "slice copy" if "dynamic-slice" in body.opcodes else "copy")
         return (f"{what} fusion writing {_shape(leaf)} ({leaf.bytes / 1e6:.1f} MB), the array of entry parameter "
                 f"{param}", leaf.bytes, True)
     return None
