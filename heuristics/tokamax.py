@@ -4,6 +4,7 @@ tune-jax block sizes, max-logit estimate, state buffers updated in place."""
 from __future__ import annotations
 
 from heuristics._util import ms, op_line, pct
+from heuristics.attention_blocks import attention_block_sizes
 from heuristics.state_copy import state_copies
 from profanalyzer.analyze.workload import classify_workload
 from profanalyzer.rules import rule
@@ -259,4 +260,5 @@ def max_logit_estimate(self, analysis):
     ]
 
 
-RULES = (use_splash, use_megablox, tune_block_sizes, max_logit_estimate, attention_native_layout, state_copies)
+RULES = (use_splash, use_megablox, tune_block_sizes, max_logit_estimate, attention_native_layout, state_copies,
+         attention_block_sizes)

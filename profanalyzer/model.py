@@ -84,6 +84,7 @@ __all__ = [
     "CollectiveTypeSummary",
     "CollectiveDiagnosis",
     "AntiPattern",
+    "AttentionKernel",
     "KernelCounters",
     "CollectiveDiagnostics",
     "WindowRecord",
@@ -304,6 +305,29 @@ class AntiPattern(Record):
 
 
 @dataclass(frozen=True)
+class AttentionKernel(Record):
+    """One fused attention kernel's work from the program (profanalyzer.analyze.kernelflops): its half,
+    shapes, block sizes, FLOPs for every (q, k) pair and the share of pairs its block mask computes."""
+
+    op: str  # instruction name
+    half: str  # forward | dq | dkv
+    heads: int  # batch x heads
+    seq_q: int
+    seq_kv: int
+    head_dim: int
+    block_q: int | None
+    block_kv: int | None
+    dense_flops: float  # every (q, k) pair, per run
+    computed_fraction: float | None  # of the block pairs, from the mask's values; None: the program lacks them
+    ps: float  # measured (or predicted) self time per step per TensorCore, all runs
+
+    @property
+    def flops_upper(self) -> float:
+        """FLOPs per run, at most: the computed pairs' when known, else every pair's."""
+        return self.dense_flops * (self.computed_fraction if self.computed_fraction is not None else 1.0)
+
+
+@dataclass(frozen=True)
 class CollectiveDiagnosis(Record):
     """One collective type across the TensorCores (profanalyzer.analyze.collectives)."""
 
@@ -484,6 +508,8 @@ class Analysis(Record):
     collective_diagnosis: CollectiveDiagnostics | None = None  # per collective type, the late core (profanalyzer.analyze.collectives)
     antipatterns: tuple[AntiPattern, ...] | None = None  # HLO anti-patterns (profanalyzer.analyze.antipatterns); None: no program
     kernel_counters: tuple[KernelCounters, ...] | None = None  # per op counters (profanalyzer.analyze.counters); None: no counter lines
+    #: fused attention kernels' work from the program (profanalyzer.analyze.kernelflops); None: no program or none
+    attention_kernels: tuple[AttentionKernel, ...] | None = None
     # "measured" (a capture) or "predicted" (a compiled program replayed from the compiler's estimates: every
     # time of the document is predicted; steps, breakdown, remat, phases and the op tables say so too)
     time_basis: str = "measured"

@@ -36,7 +36,7 @@ from profanalyzer.analyze.counters import (
 from profanalyzer.analyze.expected import summarize as expected_summary
 from profanalyzer.analyze.hostplanes import host_activity, no_host_planes_note
 from profanalyzer.analyze.idle import idle_causes
-from profanalyzer.analyze.kernelflops import attention_kernel_rows
+from profanalyzer.analyze.kernelflops import attention_kernel_rows, attention_kernels
 from profanalyzer.analyze.kvcache import cache_attention_rows
 from profanalyzer.analyze.opstats import (
     RATE_MIN_RUN_PS,
@@ -224,6 +224,12 @@ def _program(trace: Trace):
     return read_trace_program(trace.hosts[0].file if trace.hosts else None, ran or None)
 
 
+def _main(att: Attributed):
+    """The main module of the program the trace carries, or None."""
+    program = att.program()[0]
+    return program.main if program is not None and program.modules else None
+
+
 def attribute(trace: Trace, memo: Memo | None = None) -> Attributed:
     """Classify and attribute every TensorCore, then keep the steady-state
     steps: the context every analysis stage takes (built once per run). The
@@ -333,6 +339,7 @@ def analyze_attributed(att: Attributed, options: AnalysisOptions = DEFAULT_ANALY
         idle_causes_by_step=idle.by_step,
         collective_diagnosis=diagnose_collectives(att, overlap),
         antipatterns=find_antipatterns(att),
+        attention_kernels=attention_kernels(ops.kernels, _main(att)),
         kernel_counters=kernel_counters(att, ops_precision(ops.top)),
         expected=expected_summary(att, steps.count),
     )

@@ -28,8 +28,9 @@ from __future__ import annotations
 import re
 
 from profanalyzer.hlo.model import Instruction, Module
+from profanalyzer.model import AttentionKernel
 
-__all__ = ["attention_kernel_flops"]
+__all__ = ["attention_kernel_flops", "attention_kernel_work", "attention_kernels", "attention_kernel_rows"]
 
 _FLOAT = ("bf16", "f16", "f32", "f8e4m3fn", "f8e5m2")
 _BLOCK = re.compile(r'\\?"(block_(?:q|kv)(?:_dq|_dkv)?)\\?"\s*:\s*(\d+)')
@@ -62,12 +63,14 @@ def _masks(module: Module) -> dict[tuple[int, int], list[float]]:
     return out
 
 
-def attention_kernel_flops(module: Module, names: set[str]) -> dict[str, tuple[float, str]]:
-    """Instruction name -> (FLOPs per run, how) for the named attention kernel custom calls."""
+def attention_kernel_work(module: Module, names: set[str]) -> dict[str, dict]:
+    """Instruction name -> its work (half, heads, seq_q, seq_kv, head_dim, block_q, block_kv, dense_flops,
+    computed_fraction (None: the mask's values are not in the program), how) for the named attention
+    kernel custom calls."""
     from profanalyzer.hlo.schedule import operand_shapes
 
     masks: dict[tuple[int, int], list[float]] | None = None
-    out: dict[str, tuple[float, str]] = {}
+    out: dict[str, dict] = {}
     for comp in module.computations:
         for ins in comp.instructions:
             if ins.name not in names or ins.opcode != "custom-call":
@@ -92,24 +95,51 @@ def attention_kernel_flops(module: Module, names: set[str]) -> dict[str, tuple[f
             blocks = _block_sizes(ins)
             suffix = {"forward": "", "dq": "_dq", "dkv": "_dkv"}[half]
             bq, bkv = blocks.get(f"block_q{suffix}"), blocks.get(f"block_kv{suffix}")
-            frac, how = 1.0, "no block mask in the program: every (q, k) pair computed"
+            frac: float | None = 1.0
+            how = "no block mask in the program: every (q, k) pair computed"
             if bq and bkv and sq % bq == 0 and skv % bkv == 0:
                 if masks is None:
                     masks = _masks(module)
                 seen = masks.get((sq // bq, skv // bkv), [])
+                got = sorted(set(round(x, 6) for x in seen if x == x))
                 if any(x != x for x in seen):
-                    continue  # a mask whose values are not in the program: FLOPs unknown (see the module doc)
-                got = sorted(set(round(x, 6) for x in seen))
-                if len(got) == 1:
+                    frac, how = None, ("a block mask whose values the program does not carry (a capture's HLO holds "
+                                       "no constant's literal): the share of pairs computed is unknown")
+                elif len(got) == 1:
                     frac = got[0]
                     how = (f"block mask [{sq // bq}x{skv // bkv}] at blocks {bq}x{bkv}: {frac:.1%} of the block pairs "
                            "computed")
                 elif got:
                     frac = max(got)
                     how = f"{len(got)} block masks of that shape: the largest share counted ({frac:.1%})"
-            out[ins.name] = (dense * frac, f"{half} attention kernel: {_PER_PAIR[half]} x heads {heads} x Sq {sq} x "
-                             f"Skv {skv} x D {dim} = {dense:.4g} FLOPs for every pair; {how}")
+            out[ins.name] = dict(
+                half=half, heads=heads, seq_q=sq, seq_kv=skv, head_dim=dim, block_q=bq, block_kv=bkv,
+                dense_flops=dense, computed_fraction=frac,
+                how=f"{half} attention kernel: {_PER_PAIR[half]} x heads {heads} x Sq {sq} x Skv {skv} x D {dim} = "
+                    f"{dense:.4g} FLOPs for every pair; {how}")
     return out
+
+
+def attention_kernel_flops(module: Module, names: set[str]) -> dict[str, tuple[float, str]]:
+    """Instruction name -> (FLOPs per run, how) for the named attention kernels whose FLOPs the program
+    tells (the mask's values known, or no mask)."""
+    return {n: (w["dense_flops"] * w["computed_fraction"], w["how"])
+            for n, w in attention_kernel_work(module, names).items() if w["computed_fraction"] is not None}
+
+
+def attention_kernels(kernel_ops, module: Module | None) -> tuple[AttentionKernel, ...] | None:
+    """The fused attention kernels among the analysis' kernel ops, with their work from the program;
+    None without a program or without such kernels."""
+    ops = {op.name: op for op in kernel_ops if op.bucket == "attention"}
+    if module is None or not ops:
+        return None
+    work = attention_kernel_work(module, set(ops))
+    out = tuple(AttentionKernel(op=n, half=w["half"], heads=w["heads"], seq_q=w["seq_q"], seq_kv=w["seq_kv"],
+                                head_dim=w["head_dim"], block_q=w["block_q"], block_kv=w["block_kv"],
+                                dense_flops=w["dense_flops"], computed_fraction=w["computed_fraction"],
+                                ps=float(ops[n].self_ps))
+                for n, w in sorted(work.items()))
+    return out or None
 
 
 def attention_kernel_rows(work, module: Module | None) -> dict[str, dict[int, tuple]]:
