@@ -169,3 +169,23 @@ def test_layout_copies_of_the_collective_matmul_program_cost_time():
 def test_no_program_no_antipatterns():
     a = analyze(ROOT / "sample_traces" / "dense_short_fsdp.xplane.pb.gz")
     assert a.antipatterns is None
+
+
+def test_paged_cache_gathered_every_step_is_a_state_copy():
+    """A gather of a state array's pages into a contiguous buffer (a paged KV cache made dense each step)
+    is named a state copy when its time is that of moving the gathered bytes; the same gather into a
+    small buffer is not."""
+    from profanalyzer.analyze.antipatterns import _detect
+
+    text = """HloModule decode, is_scheduled=true
+
+ENTRY %main (pages: bf16[512,16,8,128], idx: s32[64,1]) -> bf16[64,16,8,128] {
+  %pages = bf16[512,16,8,128]{3,2,1,0} parameter(0)
+  %idx = s32[64,1]{1,0} parameter(1)
+  ROOT %gather.1 = bf16[64,16,8,128]{3,2,1,0} gather(bf16[512,16,8,128]{3,2,1,0} %pages, s32[64,1]{1,0} %idx), offset_dims={1,2,3}, collapsed_slice_dims={0}, start_index_map={0}, index_vector_dim=1, slice_sizes={1,16,8,128}
+}
+"""
+    found = [f for f in _detect(parse_text(text)) if f[0] == "state_copy"]
+    assert [f[1] for f in found] == ["gather.1"] and "pages" in found[0][3] and found[0][5] == 1
+    small = text.replace("bf16[64,16,8,128]", "bf16[4,16,8,128]").replace("s32[64,1]", "s32[4,1]")
+    assert not [f for f in _detect(parse_text(small)) if f[0] == "state_copy"]

@@ -27,7 +27,9 @@ order):
                      entry parameters or of one entry of a stacked one (a KV
                      cache or a layer's, parameters, optimizer state,
                      typically donated and aliased to an output), at least
-                     STATE_MIN_BYTES; a fusion counts only when its
+                     STATE_MIN_BYTES, or gathers a state array's pages into a
+                     new contiguous array that large (a paged KV cache made
+                     dense); a fusion or gather counts only when its
                      time is that of moving the whole array (at least half
                      its bytes at the chip's HBM bandwidth), i.e. it was not
                      done in place
@@ -151,7 +153,7 @@ def _state_copy(row, shapes, states) -> tuple[str, int, bool] | None:
     hit = next(((leaf, states[(leaf.dtype, _squeezed(leaf.dims))]) for leaf in leaves
                 if (leaf.dtype, _squeezed(leaf.dims)) in states and leaf.memory_space == 0), None)
     if hit is None:
-        return None
+        return _gathered(row, shapes, states)
     leaf, param = hit
     if row.opcode == "copy":
         return (f"{_shape(leaf)} ({leaf.bytes / 1e6:.1f} MB), the array of entry parameter {param}", leaf.bytes, False)
@@ -163,6 +165,23 @@ def _state_copy(row, shapes, states) -> tuple[str, int, bool] | None:
         return (f"{what} fusion writing {_shape(leaf)} ({leaf.bytes / 1e6:.1f} MB), the array of entry parameter "
                 f"{param}", leaf.bytes, True)
     return None
+
+
+def _gathered(row, shapes, states) -> tuple[str, int, bool] | None:
+    """A gather (or a fusion of one, no matmul) reading a state array (a paged KV cache) into a new
+    contiguous array of at least STATE_MIN_BYTES: its pages copied every step (time-checked)."""
+    body = row.body
+    gathers = row.opcode == "gather" or (row.opcode == "fusion" and body is not None and "gather" in body.opcodes
+                                         and not body.has_matmul)
+    if not gathers or row.instruction.shape.is_tuple or row.instruction.shape.bytes < STATE_MIN_BYTES:
+        return None
+    src = next((states[(s.dtype, _squeezed(s.dims))] for s in shapes
+                if not s.is_tuple and (s.dtype, _squeezed(s.dims)) in states), None)
+    if src is None:
+        return None
+    out = row.instruction.shape
+    return (f"gather of entry parameter {src}'s pages into a contiguous {_shape(out)} ({out.bytes / 1e6:.1f} MB)",
+            out.bytes, True)
 
 
 def detect(module) -> list[tuple[str, str, str, str]]:
@@ -223,7 +242,7 @@ def _detect(module) -> list[tuple[str, str, str, str, int, int]]:
             continue
         comp = comp_of.get(r.computation)
         shapes = operand_shapes(ins, comp) if comp is not None else ()
-        if states and oc in ("copy", "fusion"):
+        if states and oc in ("copy", "fusion", "gather"):
             sc = _state_copy(r, shapes, states)
             if sc is not None:
                 add("state_copy", ins.name, oc, sc[0], sc[1], max(1, r.count) if sc[2] else 0)
@@ -319,8 +338,10 @@ def find_antipatterns(att: Attributed) -> tuple[AntiPattern, ...] | None:
             runs = check
             if ps / runs < STATE_COPY_MIN_FRACTION * nbytes / hbm * 1e12:
                 continue
+            why = ("a consumer reading the slice where it lies copies nothing" if detail.startswith("slice copy")
+                   else "an in-place update touches the slice only")
             detail += f"; {ps / runs / 1e9:.3f} ms per run, the time of moving {ps / runs * 1e-12 * hbm / nbytes:.1f}x " \
-                      f"its bytes at {hbm / 1e9:.0f} GB/s (an in-place update touches the slice only)"
+                      f"its bytes at {hbm / 1e9:.0f} GB/s ({why})"
         what, lever, fix = KINDS[kind]
         out.append(AntiPattern(kind=kind, op=name, opcode=oc, detail=f"{what}: {detail}", ps=ps,
                                fraction=ps / step_mean_ps if step_mean_ps > 0 else 0.0, lever=lever, fix=fix))
