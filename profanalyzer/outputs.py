@@ -150,6 +150,9 @@ def check_outputs(
     cache creates them).
     """
     files, folders, caches = list(files), list(folders), list(caches)
+    stdout = [label or "an output" for label, raw in files if raw is not None and str(raw) == "-"]
+    if len(stdout) > 1:  # two documents on one stream: neither could be read back
+        raise OutputError(f"{' and '.join(stdout)} both write to stdout (-): send one of them to a file")
     if not any(_is_local(raw) for _, raw in [*files, *folders, *caches]):
         return  # stdout only: nothing to check, no folder to walk
     ins = Inputs.of(inputs)

@@ -147,3 +147,21 @@ def test_analyze_a_saved_json_renders_what_the_trace_did(capsys, tmp_path, name)
         assert rc == 0, err
         outs.append((out, md.read_text()))
     assert outs[0] == outs[1]  # the saved document names the trace it came from
+
+
+@pytest.mark.parametrize("option", ["--select", "--ignore"])
+def test_a_rule_prefix_that_names_no_rule_is_a_usage_error(capsys, tmp_path, option):
+    """A typo in a CI gate's rule filter (`--select ZZ`) must not pass green with no rule run: exit 2, one
+    error line naming the prefix; known prefixes in any case still work."""
+    rc, _out, err = run_cli(capsys, "analyze", sample_path("bf16_dense"), option, "FP,ZZ", "--no-html")
+    assert rc == 2 and "ZZ names no rule" in err and "FP001" in err
+    rc, out, _err = run_cli(capsys, "analyze", sample_path("bf16_dense"), option, "fp,rm", "--no-html",
+                            "--json", tmp_path / "a.json")
+    assert rc == 0
+
+
+def test_two_documents_on_stdout_are_refused(capsys):
+    """`--json - --markdown -` would interleave two documents on one stream: one error line, exit 2,
+    nothing written."""
+    rc, out, err = run_cli(capsys, "analyze", sample_path("bf16_dense"), "--json", "-", "--markdown", "-", "--no-html")
+    assert rc == 2 and out == "" and "--json and --markdown both write to stdout" in err

@@ -138,8 +138,10 @@ def _no_cyclic_gc():
 @jobs_option
 @click.option("--json", "json_out", type=OUTPUT_FILE, metavar="FILE", default=None, help="Write the analysis + recommendations JSON (- for stdout).")
 @click.option("--top", default=10, show_default=True, type=click.IntRange(0, 1000), help="Top ops shown in the terminal summary.")
-@click.option("--select", default="", help="Only rules whose code starts with one of these comma-separated prefixes (e.g. SC,RM001).")
-@click.option("--ignore", default="", help="Skip rules whose code starts with one of these comma-separated prefixes.")
+@click.option("--select", default="", callback=lambda _c, p, v: _known_prefixes(p, v),
+              help="Only rules whose code starts with one of these comma-separated prefixes (e.g. SC,RM001).")
+@click.option("--ignore", default="", callback=lambda _c, p, v: _known_prefixes(p, v),
+              help="Skip rules whose code starts with one of these comma-separated prefixes.")
 @click.option("-o", "--output", type=OUTPUT_FILE, metavar="FILE", default=None, help="HTML report path (default ./<trace-stem>.report.html).")
 @click.option("--no-html", is_flag=True, help="Do not write the HTML report.")
 @click.option("--markdown", "md_out", type=OUTPUT_FILE, metavar="FILE", default=None, help="Write a Markdown summary for tickets (- for stdout).")
@@ -328,6 +330,18 @@ def _hash_in_background(trace: str):
 
 def _codes(text: str) -> tuple[str, ...]:
     return tuple(c.strip().upper() for c in text.split(",") if c.strip())
+
+
+def _known_prefixes(param, value: str) -> str:
+    """--select / --ignore as given, when each prefix names at least one rule: a typo in a CI gate must
+    not pass green with no rule run (a usage error, exit 2)."""
+    from profanalyzer.explain import known_codes
+
+    codes = known_codes()
+    unknown = [p for p in _codes(value or "") if not any(c.startswith(p) for c in codes)]
+    if unknown:
+        raise click.BadParameter(f"{', '.join(unknown)} names no rule; the rules are {', '.join(codes)}", param=param)
+    return value
 
 
 def result_dict(a, f) -> dict:
