@@ -179,13 +179,23 @@ def test_paged_cache_gathered_every_step_is_a_state_copy():
 
     text = """HloModule decode, is_scheduled=true
 
-ENTRY %main (pages: bf16[512,16,8,128], idx: s32[64,1]) -> bf16[64,16,8,128] {
+ENTRY %main (pages: bf16[512,16,8,128], idx: s32[64,1], new: bf16[1,1,8,128], p: s32[]) -> (bf16[64,16,8,128], bf16[512,16,8,128]) {
   %pages = bf16[512,16,8,128]{3,2,1,0} parameter(0)
   %idx = s32[64,1]{1,0} parameter(1)
-  ROOT %gather.1 = bf16[64,16,8,128]{3,2,1,0} gather(bf16[512,16,8,128]{3,2,1,0} %pages, s32[64,1]{1,0} %idx), offset_dims={1,2,3}, collapsed_slice_dims={0}, start_index_map={0}, index_vector_dim=1, slice_sizes={1,16,8,128}
+  %new = bf16[1,1,8,128]{3,2,1,0} parameter(2)
+  %p = s32[] parameter(3)
+  %z = s32[] constant(0)
+  %written = bf16[512,16,8,128]{3,2,1,0} dynamic-update-slice(bf16[512,16,8,128]{3,2,1,0} %pages, bf16[1,1,8,128]{3,2,1,0} %new, s32[] %p, s32[] %p, s32[] %z, s32[] %z)
+  %gather.1 = bf16[64,16,8,128]{3,2,1,0} gather(bf16[512,16,8,128]{3,2,1,0} %written, s32[64,1]{1,0} %idx), offset_dims={1,2,3}, collapsed_slice_dims={0}, start_index_map={0}, index_vector_dim=1, slice_sizes={1,16,8,128}
+  ROOT %t = (bf16[64,16,8,128]{3,2,1,0}, bf16[512,16,8,128]{3,2,1,0}) tuple(%gather.1, %written)
 }
 """
-    found = [f for f in _detect(parse_text(text)) if f[0] == "state_copy"]
-    assert [f[1] for f in found] == ["gather.1"] and "pages" in found[0][3] and found[0][5] == 1
+    found = [f for f in _detect(parse_text(text)) if f[0] == "state_copy" and f[1] == "gather.1"]
+    assert len(found) == 1 and "pages" in found[0][3] and found[0][5] == 1
     small = text.replace("bf16[64,16,8,128]", "bf16[4,16,8,128]").replace("s32[64,1]", "s32[4,1]")
-    assert not [f for f in _detect(parse_text(small)) if f[0] == "state_copy"]
+    assert not [f for f in _detect(parse_text(small)) if f[0] == "state_copy" and f[1] == "gather.1"]
+    # a table the step only reads (an embedding looked up) is no cache: its gather is not a state copy
+    table = text.replace("%written = bf16[512,16,8,128]{3,2,1,0} dynamic-update-slice(bf16[512,16,8,128]{3,2,1,0} "
+                         "%pages, bf16[1,1,8,128]{3,2,1,0} %new, s32[] %p, s32[] %p, s32[] %z, s32[] %z)",
+                         "%written = bf16[512,16,8,128]{3,2,1,0} negate(bf16[512,16,8,128]{3,2,1,0} %pages)")
+    assert not [f for f in _detect(parse_text(table)) if f[0] == "state_copy" and f[1] == "gather.1"]

@@ -42,6 +42,7 @@ Nothing is reported without a program (`None`).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 import numpy as np
@@ -146,14 +147,31 @@ def _state_shapes(module) -> dict[tuple[str, tuple[int, ...]], str]:
     return out
 
 
-def _state_copy(row, shapes, states) -> tuple[str, int, bool] | None:
+def _slot_updated(module, states) -> dict:
+    """The states the program writes position by position (a dynamic-update-slice or scatter into an
+    array of their dimensions, fusion bodies included): a cache, not a table read as it is."""
+    from profanalyzer.hlo.schedule import operand_shapes
+
+    out = {}
+    for comp in module.computations:
+        for ins in comp.instructions:
+            if ins.opcode in ("dynamic-update-slice", "scatter"):
+                shapes = operand_shapes(ins, comp)
+                if shapes and not shapes[0].is_tuple:
+                    key = (shapes[0].dtype, _squeezed(shapes[0].dims))
+                    if key in states:
+                        out[key] = states[key]
+    return out
+
+
+def _state_copy(row, shapes, states, updated, module=None) -> tuple[str, int, bool] | None:
     """(detail, bytes, needs_time_check) when the row copies a state-sized array."""
     ins = row.instruction
     leaves = ins.shape.leaves()
     hit = next(((leaf, states[(leaf.dtype, _squeezed(leaf.dims))]) for leaf in leaves
                 if (leaf.dtype, _squeezed(leaf.dims)) in states and leaf.memory_space == 0), None)
     if hit is None:
-        return _gathered(row, shapes, states)
+        return _gathered(row, shapes, updated, module)
     leaf, param = hit
     if row.opcode == "copy":
         return (f"{_shape(leaf)} ({leaf.bytes / 1e6:.1f} MB), the array of entry parameter {param}", leaf.bytes, False)
@@ -167,13 +185,31 @@ def _state_copy(row, shapes, states) -> tuple[str, int, bool] | None:
     return None
 
 
-def _gathered(row, shapes, states) -> tuple[str, int, bool] | None:
-    """A gather (or a fusion of one, no matmul) reading a state array (a paged KV cache) into a new
-    contiguous array of at least STATE_MIN_BYTES: its pages copied every step (time-checked)."""
+def _gathers_blocks(module, row) -> bool:
+    """The op (or its fusion body) gathers blocks (slices of two or more non-unit dimensions: pages of
+    positions x heads x head dim), not rows (an embedding lookup's one vector per index)."""
+    ins = row.instruction
+    cands = [ins] if ins.opcode == "gather" else []
+    if ins.opcode == "fusion" and module is not None:
+        for name in ins.called:
+            comp = module.by_name.get(name)
+            cands += [i for i in (comp.instructions if comp is not None else ()) if i.opcode == "gather"]
+    for g in cands:
+        sizes = [int(x) for x in re.findall(r"\d+", g.attr("slice_sizes"))]
+        if sum(1 for x in sizes if x > 1) >= 2:
+            return True
+    return False
+
+
+def _gathered(row, shapes, states, module=None) -> tuple[str, int, bool] | None:
+    """A gather (or a fusion of one, no matmul) reading a state array the step writes position by position
+    (a paged KV cache; `states`: those) into a new contiguous array of at least STATE_MIN_BYTES: its pages
+    copied every step (time-checked). An embedding table, read as it is, is no such state."""
     body = row.body
     gathers = row.opcode == "gather" or (row.opcode == "fusion" and body is not None and "gather" in body.opcodes
                                          and not body.has_matmul)
-    if not gathers or row.instruction.shape.is_tuple or row.instruction.shape.bytes < STATE_MIN_BYTES:
+    if not gathers or row.instruction.shape.is_tuple or row.instruction.shape.bytes < STATE_MIN_BYTES or not (
+            _gathers_blocks(module, row)):
         return None
     src = next((states[(s.dtype, _squeezed(s.dims))] for s in shapes
                 if not s.is_tuple and (s.dtype, _squeezed(s.dims)) in states), None)
@@ -196,6 +232,7 @@ def _detect(module) -> list[tuple[str, str, str, str, int, int]]:
 
     rows = schedule(module)
     states = _state_shapes(module)
+    updated = _slot_updated(module, states) if states else {}
     comp_of = {c.name: c for c in module.computations}
     users: dict[str, list[str]] = {}
     by_name = {}
@@ -243,7 +280,7 @@ def _detect(module) -> list[tuple[str, str, str, str, int, int]]:
         comp = comp_of.get(r.computation)
         shapes = operand_shapes(ins, comp) if comp is not None else ()
         if states and oc in ("copy", "fusion", "gather"):
-            sc = _state_copy(r, shapes, states)
+            sc = _state_copy(r, shapes, states, updated, module)
             if sc is not None:
                 add("state_copy", ins.name, oc, sc[0], sc[1], max(1, r.count) if sc[2] else 0)
                 continue
