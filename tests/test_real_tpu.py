@@ -248,12 +248,30 @@ def test_splash_kernel_flops_from_shapes_and_block_mask(unpacked):
         assert per_pair == [4.0, 6.0, 8.0], (name, per_pair)
 
 
-def test_a_capture_without_the_mask_keeps_kernel_flops_unknown(unpacked):
-    """A capture's HloProto holds no constant's literal: the splash kernels' FLOPs stay unknown (said in
-    the reason) rather than counted for every pair."""
-    a = _analysis(unpacked["long_splash_b512"], "logdir")
+def test_a_capture_without_the_mask_keeps_kernel_flops_unknown(unpacked, tmp_path):
+    """A capture's HloProto holds no constant's literal: alone, the splash kernels' FLOPs stay unknown
+    rather than counted for every pair; with the XLA dump of the same compile beside it (the corpus'
+    layout) the mask's values come from the dump and the FLOPs are known."""
+    import shutil
+
+    alone = tmp_path / "logdir"
+    shutil.copytree(unpacked["long_splash_b512"] / "logdir", alone)
+    a = analyze(alone, AnalysisOptions(top_ops=10_000))
     kernels = [op for op in a.kernel_ops if op.bucket == "attention"]
     assert kernels and all(op.flops is None for op in kernels)
+    assert all(k.computed_fraction is None for k in a.attention_kernels)
+    beside = _analysis(unpacked["long_splash_b512"], "logdir")
+    assert all(k.computed_fraction == 36 / 64 for k in beside.attention_kernels)
+    assert any("XLA dump of the same compile" in n for n in beside.notes)
+    assert not any("XLA dump of the same compile" in n for n in a.notes)
+
+
+def test_kernel_flops_known_for_the_compute_time(unpacked):
+    """FLOPs are known for >= 95% of the compute time of every complete capture (kernels included: splash
+    from shapes and mask, grouped and custom matmuls from shapes)."""
+    for name, folder in ((n, f) for n, f in unpacked.items() if n not in NO_DEVICE):
+        cov = _analysis(folder, "logdir").utilisation.flops_coverage
+        assert cov is not None and cov >= 0.95, (name, cov)
 
 
 def _truth_step_ms(name: str, folder: Path) -> float:

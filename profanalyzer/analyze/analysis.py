@@ -278,6 +278,10 @@ def analyze_attributed(att: Attributed, options: AnalysisOptions = DEFAULT_ANALY
         notes.append(trace.note)
     if t.peaks_note:
         notes.append(t.peaks_note)
+    program = att.program()[0]
+    if program is not None and program.literal_source:
+        notes.append(f"the capture's HLO carries no constant values: kernels' masks read from the XLA dump of the "
+                     f"same compile beside it ({program.literal_source})")
     denom = step_mean if step_mean > 0 else 1.0
     breakdown = {b: BucketShare(float(avg[col[b]]), float(avg[col[b]]) / denom) for b in BUCKETS}
     remat = BucketShare(float(avg[col["remat_ps"]]), float(avg[col["remat_ps"]]) / denom)

@@ -334,8 +334,59 @@ def read_trace_program(file: str | os.PathLike | None,
     if not file:
         return None, "no host files"
     try:
-        return read_program(file, programs), ""
+        return with_dump_literals(read_program(file, programs), Path(file)), ""
     except InputError as e:
         return None, f"no HLO: {e}"
     except Exception as e:  # noqa: BLE001 - a corrupt HLO proto: no source lines, no anti-patterns, no expectations
         return None, f"no HLO: the program could not be decoded ({type(e).__name__})"
+
+
+#: How many folders up from a capture's host file a dump of the same program is looked for
+#: (`RUN/logdir/plugins/profile/<run>/<host>.xplane.pb` beside `RUN/dump/`).
+DUMP_SEARCH_LEVELS = 5
+
+
+def _stripped_constants(m: Module) -> bool:
+    """The module has 8-bit integer constants whose values it does not carry (a capture's HloProto)."""
+    return any(i.opcode == "constant" and i.shape.dtype in ("s8", "u8") and not i.literal_stats and len(i.shape.dims) >= 2
+               for c in m.computations for i in c.instructions)
+
+
+def _dump_twin(main: Module, host_file: Path) -> tuple[Module, Path] | None:
+    """The same compiled program in an XLA dump near the capture: a `module_*.<name>.*` proto of the main
+    module's name in a folder at most DUMP_SEARCH_LEVELS up, whose instructions are the capture's, name
+    for name (the same compile, not another program of that name)."""
+    want = {i.name for c in main.computations for i in c.instructions}
+    for up in list(host_file.parents)[:DUMP_SEARCH_LEVELS]:
+        try:
+            folders = sorted(d for d in up.iterdir() if d.is_dir())
+        except OSError:
+            continue
+        for d in folders:
+            for f in sorted(d.glob(f"module_*.{main.name}.*after_optimizations.hlo.pb")):
+                try:
+                    twin = parse_hlo_proto_bytes(f.read_bytes(), str(f))
+                except (OSError, ValueError):
+                    continue
+                if {i.name for c in twin.computations for i in c.instructions} == want:
+                    return twin, f
+    return None
+
+
+def with_dump_literals(program: Program, host_file: Path) -> Program:
+    """A capture's program with the constant values its HloProto leaves out (kernels' block masks), taken
+    from an XLA dump of the same compile beside the capture when there is one (a note says which)."""
+    if not program.modules or not host_file.is_file() or not _stripped_constants(program.main):
+        return program
+    found = _dump_twin(program.main, host_file)
+    if found is None:
+        return program
+    twin, path = found
+    stats = {i.name: i.literal_stats for c in twin.computations for i in c.instructions if i.literal_stats}
+    main = program.main
+    comps = tuple(replace(c, instructions=tuple(
+        replace(i, literal_stats=stats[i.name]) if i.opcode == "constant" and i.name in stats else i
+        for i in c.instructions)) for c in main.computations)
+    modules = tuple(replace(m, computations=comps) if k == program.main_index else m
+                    for k, m in enumerate(program.modules))
+    return replace(program, modules=modules, literal_source=path.name)

@@ -323,6 +323,8 @@ class Program:
     why_main: str = ""
     notes: tuple[str, ...] = field(default_factory=tuple)
     files: DumpFiles = DumpFiles()
+    #: the XLA dump file the main module's constant values came from (a capture's HloProto lacks them), or ""
+    literal_source: str = ""
 
     @property
     def main(self) -> Module:
