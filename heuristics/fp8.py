@@ -8,6 +8,7 @@ faster (v5e, v5p, v6e); neither on v4."""
 from __future__ import annotations
 
 from heuristics._util import fp8_cap, ms, op_line, pct, serving, step_ps
+from heuristics.kv_cache import kv_cache_8bit
 from profanalyzer.hardware import (
     FP8_GUIDE_TYPICAL_SPEEDUP,
     FP8_MEASURED_SPEEDUPS,
@@ -279,4 +280,4 @@ def f32_to_bf16(self, analysis):
         claims=claims)]
 
 
-RULES = (bf16_to_fp8, serve_fp8_activations, bf16_to_int8, f32_to_bf16)
+RULES = (bf16_to_fp8, serve_fp8_activations, bf16_to_int8, f32_to_bf16, kv_cache_8bit)

@@ -85,6 +85,7 @@ __all__ = [
     "CollectiveDiagnosis",
     "AntiPattern",
     "AttentionKernel",
+    "DecodeCache",
     "KernelCounters",
     "CollectiveDiagnostics",
     "WindowRecord",
@@ -305,6 +306,21 @@ class AntiPattern(Record):
 
 
 @dataclass(frozen=True)
+class DecodeCache(Record):
+    """What a decode step's attention over its KV cache reads (profanalyzer.analyze.kvcache)."""
+
+    dtypes: tuple[str, ...]  # the cache's element types
+    bytes_per_step: float  # cache bytes the contractions read per step (every run)
+    ps: float  # attention over the cache, per step per TensorCore
+    contractions: int  # distinct ops contracting the cache
+
+    @property
+    def gbps(self) -> float:
+        """Achieved cache read bandwidth, GB/s."""
+        return self.bytes_per_step / (self.ps * 1e-12) / 1e9 if self.ps > 0 else 0.0
+
+
+@dataclass(frozen=True)
 class AttentionKernel(Record):
     """One fused attention kernel's work from the program (profanalyzer.analyze.kernelflops): its half,
     shapes, block sizes, FLOPs for every (q, k) pair and the share of pairs its block mask computes."""
@@ -510,6 +526,8 @@ class Analysis(Record):
     kernel_counters: tuple[KernelCounters, ...] | None = None  # per op counters (profanalyzer.analyze.counters); None: no counter lines
     #: fused attention kernels' work from the program (profanalyzer.analyze.kernelflops); None: no program or none
     attention_kernels: tuple[AttentionKernel, ...] | None = None
+    #: what the attention over a KV cache reads per step (profanalyzer.analyze.kvcache); None: no decode attention
+    decode_cache: DecodeCache | None = None
     # "measured" (a capture) or "predicted" (a compiled program replayed from the compiler's estimates: every
     # time of the document is predicted; steps, breakdown, remat, phases and the op tables say so too)
     time_basis: str = "measured"

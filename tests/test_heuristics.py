@@ -123,7 +123,7 @@ def test_recommendation_json_fields():
 
 #: Analysis fields a rule may read that a capture can lack (None then): issue 26's per-collective
 #: diagnosis, hardware counters, HLO anti-patterns.
-OPTIONAL_EVIDENCE = ("collective_diagnosis", "kernel_counters", "antipatterns")
+OPTIONAL_EVIDENCE = ("collective_diagnosis", "kernel_counters", "antipatterns", "attention_kernels", "decode_cache")
 
 
 def _optional_reads(rule) -> tuple[str, ...]:

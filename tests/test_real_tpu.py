@@ -337,3 +337,27 @@ def test_no_recommendation_under_half_a_percent(unpacked):
         step = a.steps.step_time_ps["mean"]
         for r in run_rules(a).recommendations:
             assert not r.claims or r.estimated_saving_ps >= 0.005 * step, (name, r.code)
+
+
+def test_decode_cache_read_per_step_and_its_8bit_lever(unpacked):
+    """What the attention over a KV cache reads from HBM per step: each contraction the slice (one layer) it
+    reads of the stacked cache, every run; never above the HBM peak. A 16-bit cache whose reading takes
+    >= 10% of the step gets FP005 (8-bit KV) with half that time; a training step has none."""
+    shared = unpacked.get("v5e_serve_decode_int8")
+    if shared is not None:
+        a = _analysis(shared, "logdir")
+        # K and V: 4 layers x batch 64 x 2048 positions x 16 heads x 128 x 2 bytes each
+        assert a.decode_cache.bytes_per_step == 2 * 4 * 64 * 2048 * 16 * 128 * 2
+    for name, folder in unpacked.items():
+        if name in NO_DEVICE:
+            continue
+        a = _analysis(folder, "logdir")
+        kv = a.decode_cache
+        if "decode" not in name:
+            assert kv is None, name
+            continue
+        if kv is not None:
+            assert kv.gbps <= a.hardware.per_core.hbm_gbps * 1.02, (name, kv.gbps)
+            fp5 = [r for r in run_rules(a).recommendations if r.code == "FP005"]
+            if kv.ps >= 0.1 * a.steps.step_time_ps["mean"] and set(kv.dtypes) <= {"bf16", "f16"}:
+                assert fp5 and abs(fp5[0].estimated_saving_ps - 0.5 * kv.ps) <= 1e-3 * kv.ps, name

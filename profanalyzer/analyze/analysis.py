@@ -37,7 +37,7 @@ from profanalyzer.analyze.expected import summarize as expected_summary
 from profanalyzer.analyze.hostplanes import host_activity, no_host_planes_note
 from profanalyzer.analyze.idle import idle_causes
 from profanalyzer.analyze.kernelflops import attention_kernel_rows, attention_kernels
-from profanalyzer.analyze.kvcache import cache_attention_rows
+from profanalyzer.analyze.kvcache import cache_attention_rows, decode_cache
 from profanalyzer.analyze.opstats import (
     RATE_MIN_RUN_PS,
     ops_and_roofline,
@@ -344,6 +344,8 @@ def analyze_attributed(att: Attributed, options: AnalysisOptions = DEFAULT_ANALY
         collective_diagnosis=diagnose_collectives(att, overlap),
         antipatterns=find_antipatterns(att),
         attention_kernels=attention_kernels(ops.kernels, _main(att)),
+        decode_cache=decode_cache(_main(att), ops.buckets["attention_decode"].ps if "attention_decode" in ops.buckets
+                                  else 0.0),
         kernel_counters=kernel_counters(att, ops_precision(ops.top)),
         expected=expected_summary(att, steps.count),
     )

@@ -21,15 +21,17 @@ already names from their kernel.
 from __future__ import annotations
 
 from profanalyzer.hlo.model import Computation, Instruction, Module
+from profanalyzer.model import DecodeCache
 
-__all__ = ["cache_attention", "MIN_CACHE_BYTES", "MIN_POSITIONS"]
+__all__ = ["cache_attention", "cache_contractions", "decode_cache", "cache_attention_rows", "MIN_CACHE_BYTES",
+           "MIN_POSITIONS"]
 
 #: A cache smaller than this is not a KV cache worth the name.
 MIN_CACHE_BYTES = 1 << 20
 #: The position axis a one-wide update writes into has at least this many positions.
 MIN_POSITIONS = 64
 
-_PASS = frozenset({"bitcast", "get-tuple-element", "copy", "reshape"})
+_PASS = frozenset({"bitcast", "get-tuple-element", "copy", "reshape", "copy-start", "copy-done"})
 _CONTRACT = frozenset({"dot", "convolution"})
 
 
@@ -87,8 +89,33 @@ def _contracts(module: Module, ins: Instruction) -> bool:
     return bool(ops & _CONTRACT) or {"multiply", "reduce"} <= ops
 
 
+def _read_bytes(module: Module, ins: Instruction, k: int, whole: int) -> int:
+    """The bytes a fusion reads of its operand k: a (dynamic) slice's (one layer of a stacked cache) when its
+    body only slices it, else the whole operand."""
+    if ins.opcode != "fusion" or not ins.called:
+        return whole
+    comp = module.by_name.get(ins.called[0])
+    if comp is None:
+        return whole
+    param = next((i.name for i in comp.instructions if i.opcode == "parameter" and i.parameter_number == k), None)
+    names = {param} if param else set()
+    for i in comp.instructions:  # the parameter through bitcasts
+        if i.opcode in ("bitcast", "reshape") and i.operands and i.operands[0] in names:
+            names.add(i.name)
+    users = [i for i in comp.instructions if any(o in names for o in i.operands) and i.name not in names]
+    if users and all(u.opcode in ("dynamic-slice", "slice") for u in users):
+        return min(whole, sum(u.shape.bytes for u in users))
+    return whole
+
+
 def cache_attention(module: Module) -> dict[str, str]:
     """Instruction name -> why, for every op of the module that contracts a KV cache."""
+    return {n: why for n, (why, _dtype, _bytes) in cache_contractions(module).items()}
+
+
+def cache_contractions(module: Module) -> dict[str, tuple[str, str, int]]:
+    """Instruction name -> (why, the cache's element type, the cache bytes one run reads from HBM), for
+    every op of the module that contracts a KV cache."""
     states = _state_dims(module)
     if not states:
         return {}
@@ -114,7 +141,7 @@ def cache_attention(module: Module) -> dict[str, str]:
             name = got[0].operands[0]
         return cache.get(name)
 
-    out: dict[str, str] = {}
+    out: dict[str, tuple[str, str, int]] = {}
     for name, (ins, comp) in producers.items():
         if name in cache or not _contracts(module, ins):
             continue
@@ -125,10 +152,12 @@ def cache_attention(module: Module) -> dict[str, str]:
             src = cache_of(op_name)
             if src is None or shape.is_tuple or shape.bytes < MIN_CACHE_BYTES:
                 continue
+            hbm = shape.memory_space == 0  # a cache slice copied into VMEM (S(1)) is not read from HBM
             if ins.shape.is_tuple or ins.shape.elements >= shape.elements:
                 continue
             out[name] = (f"contracts the KV cache {src} ({shape.dtype}[{','.join(map(str, shape.dims))}], "
-                         "updated one position per step): attention over the cache")
+                         "updated one position per step): attention over the cache", shape.dtype,
+                         _read_bytes(module, ins, ins.operands.index(op_name), shape.bytes) if hbm else 0)
             break
     return out
 
@@ -154,3 +183,24 @@ def cache_attention_rows(work, module: Module | None) -> dict[str, dict[int, tup
         if rows:
             out[w.plane.label] = rows
     return out
+
+
+def decode_cache(module: Module | None, attention_decode_ps: float) -> DecodeCache | None:
+    """What the step's attention over its KV cache reads: the cache's element types and the bytes the
+    contractions read per step (each run counted, loops by their trip counts), beside their time."""
+    if module is None or attention_decode_ps <= 0:
+        return None
+    found = cache_contractions(module)
+    if not found:
+        return None
+    from profanalyzer.hlo.schedule import schedule
+
+    runs: dict[str, int] = {}
+    for r in schedule(module):
+        if r.name in found:
+            runs[r.name] = runs.get(r.name, 0) + max(1, r.count)
+    nbytes = sum(found[n][2] * runs.get(n, 1) for n in found)
+    if nbytes <= 0:
+        return None  # the cache is read from VMEM copies: no HBM read to halve
+    return DecodeCache(dtypes=tuple(sorted({d for _w, d, _b in found.values()})), bytes_per_step=float(nbytes),
+                       ps=float(attention_decode_ps), contractions=len(found))

@@ -371,6 +371,8 @@ def _render(r: _Raw, names: dict[int, str], comp_names: dict[int, str], root: bo
     if r.frontend:
         attrs.append(("frontend_attributes", r.frontend))
     inner = ", ".join("%" + o for o in ops)
+    if r.opcode == "parameter" and r.pnum < 0:
+        r.pnum = 0  # proto3 leaves a parameter's number 0 out (the field's default)
     if r.opcode == "constant":
         inner = r.literal
     elif r.opcode == "parameter":
