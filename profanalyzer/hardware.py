@@ -279,7 +279,7 @@ V5E = Chip(
     peak_int8_tops=394.0,
     target_versions=("VIPERFISH:lite",),
     replay_calibration=ReplayCalibration(
-        compute=1.134, memory=1.828,
+        compute=1.134, memory=1.867,
         source="fitted by tools/calibrate_replay.py on the 17 complete programs of sample_traces/real-tpu/ "
                "(jax 0.10.2, TPU v5 lite): medians of (cycles / clock) / measured per class; per-program ranges "
                "0.87-1.41 (compute) and 1.08-2.52 (memory)"),
