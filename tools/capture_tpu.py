@@ -8,11 +8,11 @@ On the TPU machine (through the `device` tool; jax is installed there):
 
 Back here, to lay the archives into the repository and rewrite the manifest:
 
-    python3 tools/capture_tpu.py unpack /work/.device/.../corpus.tar [more.tar ...]
+    python3 tools/capture_tpu.py unpack corpus.tar [corpus-2.tar ...]
 
 On a CPU, to test the tool itself at tiny shapes (Pallas kernels interpreted):
 
-    python3 tools/capture_tpu.py all --tiny --out /tmp/corpus.tar --only train_remat_full
+    python3 tools/capture_tpu.py all --tiny --out out/corpus.tar --only train_remat_full
 
 Each workload (tools/tpu_workloads.py) runs in its own child process, one
 after another (one program at a time can hold the chip). The child sets

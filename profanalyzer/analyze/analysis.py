@@ -21,7 +21,7 @@ from typing import cast
 import numpy as np
 
 from profanalyzer.analyze.antipatterns import find_antipatterns
-from profanalyzer.analyze.attributed import Attributed
+from profanalyzer.analyze.attributed import Attributed, trace_program
 from profanalyzer.analyze.attribution import CoreWork, attribute_trace
 from profanalyzer.analyze.capture import assumptions, capture_quality
 from profanalyzer.analyze.collectives import diagnose_collectives
@@ -37,7 +37,11 @@ from profanalyzer.analyze.expected import summarize as expected_summary
 from profanalyzer.analyze.hostplanes import host_activity, no_host_planes_note
 from profanalyzer.analyze.idle import idle_causes
 from profanalyzer.analyze.kernelflops import attention_kernel_rows, attention_kernels
-from profanalyzer.analyze.kvcache import cache_attention_rows, decode_cache
+from profanalyzer.analyze.kvcache import (
+    cache_attention_rows,
+    cache_contractions,
+    decode_cache,
+)
 from profanalyzer.analyze.opstats import (
     RATE_MIN_RUN_PS,
     ops_and_roofline,
@@ -215,21 +219,6 @@ class _Tables:
     peaks_note: str  # where the chip's peaks came from ("" when the hardware table's)
 
 
-def _program(trace: Trace):
-    """The HLO programs the trace's first host file carries (Attributed.program's reading)."""
-    from profanalyzer.hlo.load import read_trace_program
-    from profanalyzer.trace import module_names
-
-    ran = module_names(trace)
-    return read_trace_program(trace.hosts[0].file if trace.hosts else None, ran or None)
-
-
-def _main(att: Attributed):
-    """The main module of the program the trace carries, or None."""
-    program = att.program()[0]
-    return program.main if program is not None and program.modules else None
-
-
 def attribute(trace: Trace, memo: Memo | None = None) -> Attributed:
     """Classify and attribute every TensorCore, then keep the steady-state
     steps: the context every analysis stage takes (built once per run). The
@@ -240,9 +229,10 @@ def attribute(trace: Trace, memo: Memo | None = None) -> Attributed:
     work = attribute_trace(trace, memo=memo)
     lines = trace_counter_lines(trace)  # read once per run: the re-bucketing and the kernel counters use them
     moved = counter_matmul_rows(trace, work, lines)  # counters as matmul evidence: re-bucket, then attribute again
-    program = _program(trace)  # read once per run: the KV-cache contractions, anti-patterns, source lines use it
+    program = trace_program(trace)  # read once per run: the KV-cache contractions, anti-patterns, source lines use it
     main = program[0].main if program[0] is not None and program[0].modules else None
-    for found in (cache_attention_rows(work, main), attention_kernel_rows(work, main)):
+    contractions = cache_contractions(main) if main is not None else {}  # found once: re-bucketing and summary
+    for found in (cache_attention_rows(work, contractions), attention_kernel_rows(work, main)):
         for label, found_rows in found.items():
             moved = {**moved, label: {**moved.get(label, {}), **found_rows}}
     if moved:
@@ -263,7 +253,8 @@ def attribute(trace: Trace, memo: Memo | None = None) -> Attributed:
     step_mean = float(avg[col["step_ps"]])
     return Attributed(trace, work, kept_steps, step_mean, table,
                       _Tables(rows, kept_mask, step_med, core_ids, core_means, core_counts, avg, peaks_note),
-                      lazy={"counter_lines": lines, "program": program}, classify=memo)
+                      lazy={"counter_lines": lines, "program": program, "kv_contractions": contractions},
+                      classify=memo)
 
 
 def analyze_attributed(att: Attributed, options: AnalysisOptions = DEFAULT_ANALYSIS_OPTIONS) -> Analysis:
@@ -343,9 +334,9 @@ def analyze_attributed(att: Attributed, options: AnalysisOptions = DEFAULT_ANALY
         idle_causes_by_step=idle.by_step,
         collective_diagnosis=diagnose_collectives(att, overlap),
         antipatterns=find_antipatterns(att),
-        attention_kernels=attention_kernels(ops.kernels, _main(att)),
-        decode_cache=decode_cache(_main(att), ops.buckets["attention_decode"].ps if "attention_decode" in ops.buckets
-                                  else 0.0),
+        attention_kernels=attention_kernels(ops.kernels, att.main_module),
+        decode_cache=decode_cache(att.main_module, att.lazy.get("kv_contractions", {}),
+                                  ops.buckets["attention_decode"].ps if "attention_decode" in ops.buckets else 0.0),
         kernel_counters=kernel_counters(att, ops_precision(ops.top)),
         expected=expected_summary(att, steps.count),
     )

@@ -52,7 +52,7 @@ from profanalyzer.analyze.attribution import CoreWork, locate
 from profanalyzer.model import AntiPattern
 from profanalyzer.trace import LINE_OPS, Trace
 
-__all__ = ["KINDS", "find_antipatterns", "detect"]
+__all__ = ["KINDS", "find_antipatterns", "detect", "state_arrays", "squeezed"]
 
 #: kind -> (what it is, the lever, the fix)
 KINDS: dict[str, tuple[str, str, str]] = {
@@ -122,12 +122,12 @@ def _is_amax(module, ins) -> bool:
     return False
 
 
-def _squeezed(dims) -> tuple[int, ...]:
+def squeezed(dims) -> tuple[int, ...]:
     """Dimensions without the unit ones (a slice [1, ...] of a stacked array is that array's entry)."""
     return tuple(d for d in dims if d != 1)
 
 
-def _state_shapes(module) -> dict[tuple[str, tuple[int, ...]], str]:
+def state_arrays(module) -> dict[tuple[str, tuple[int, ...]], str]:
     """(dtype, dims) -> entry parameter name, for every entry parameter array of at least STATE_MIN_BYTES."""
     entry = module.entry_computation
     out: dict[tuple[str, tuple[int, ...]], str] = {}
@@ -139,9 +139,9 @@ def _state_shapes(module) -> dict[tuple[str, tuple[int, ...]], str]:
             continue
         for leaf in ins.shape.leaves():
             if leaf.bytes >= STATE_MIN_BYTES:
-                out.setdefault((leaf.dtype, _squeezed(leaf.dims)), ins.name)
+                out.setdefault((leaf.dtype, squeezed(leaf.dims)), ins.name)
                 if len(leaf.dims) > 1 and leaf.bytes // max(1, leaf.dims[0]) >= STATE_MIN_BYTES:
-                    slices.setdefault((leaf.dtype, _squeezed(leaf.dims[1:])), f"{ins.name}[i]")
+                    slices.setdefault((leaf.dtype, squeezed(leaf.dims[1:])), f"{ins.name}[i]")
     for k, v in slices.items():  # one entry of a stacked state (a layer's KV cache), where it is no parameter itself
         out.setdefault(k, v)
     return out
@@ -158,7 +158,7 @@ def _slot_updated(module, states) -> dict:
             if ins.opcode in ("dynamic-update-slice", "scatter"):
                 shapes = operand_shapes(ins, comp)
                 if shapes and not shapes[0].is_tuple:
-                    key = (shapes[0].dtype, _squeezed(shapes[0].dims))
+                    key = (shapes[0].dtype, squeezed(shapes[0].dims))
                     if key in states:
                         out[key] = states[key]
     return out
@@ -168,8 +168,8 @@ def _state_copy(row, shapes, states, updated, module=None) -> tuple[str, int, bo
     """(detail, bytes, needs_time_check) when the row copies a state-sized array."""
     ins = row.instruction
     leaves = ins.shape.leaves()
-    hit = next(((leaf, states[(leaf.dtype, _squeezed(leaf.dims))]) for leaf in leaves
-                if (leaf.dtype, _squeezed(leaf.dims)) in states and leaf.memory_space == 0), None)
+    hit = next(((leaf, states[(leaf.dtype, squeezed(leaf.dims))]) for leaf in leaves
+                if (leaf.dtype, squeezed(leaf.dims)) in states and leaf.memory_space == 0), None)
     if hit is None:
         return _gathered(row, shapes, updated, module)
     leaf, param = hit
@@ -211,8 +211,8 @@ def _gathered(row, shapes, states, module=None) -> tuple[str, int, bool] | None:
     if not gathers or row.instruction.shape.is_tuple or row.instruction.shape.bytes < STATE_MIN_BYTES or not (
             _gathers_blocks(module, row)):
         return None
-    src = next((states[(s.dtype, _squeezed(s.dims))] for s in shapes
-                if not s.is_tuple and (s.dtype, _squeezed(s.dims)) in states), None)
+    src = next((states[(s.dtype, squeezed(s.dims))] for s in shapes
+                if not s.is_tuple and (s.dtype, squeezed(s.dims)) in states), None)
     if src is None:
         return None
     out = row.instruction.shape
@@ -231,7 +231,7 @@ def _detect(module) -> list[tuple[str, str, str, str, int, int]]:
     from profanalyzer.hlo.schedule import operand_shapes, schedule
 
     rows = schedule(module)
-    states = _state_shapes(module)
+    states = state_arrays(module)
     updated = _slot_updated(module, states) if states else {}
     comp_of = {c.name: c for c in module.computations}
     users: dict[str, list[str]] = {}

@@ -122,10 +122,21 @@ class Attributed:
         run (source lines, anti-patterns and the compiler's expectations read
         them): (Program or None, why none)."""
         if "program" not in self.lazy:
-            from profanalyzer.hlo.load import read_trace_program
-            from profanalyzer.trace import module_names
-
-            ran = module_names(self.trace)  # a capture keeps every program it compiled: read those that ran
-            self.lazy["program"] = read_trace_program(self.trace.hosts[0].file if self.trace.hosts else None,
-                                                      ran or None)
+            self.lazy["program"] = trace_program(self.trace)
         return self.lazy["program"]
+
+    @property
+    def main_module(self) -> Any:
+        """The main module of the program the trace carries, or None."""
+        program = self.program()[0]
+        return program.main if program is not None and program.modules else None
+
+
+def trace_program(trace: Trace) -> tuple[Any, str]:
+    """The HLO programs a trace's first host file carries, those that ran (a capture keeps every program
+    it compiled): (Program or None, why none)."""
+    from profanalyzer.hlo.load import read_trace_program
+    from profanalyzer.trace import module_names
+
+    ran = module_names(trace)
+    return read_trace_program(trace.hosts[0].file if trace.hosts else None, ran or None)

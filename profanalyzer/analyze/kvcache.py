@@ -20,10 +20,11 @@ already names from their kernel.
 
 from __future__ import annotations
 
+from profanalyzer.analyze.antipatterns import squeezed, state_arrays
 from profanalyzer.hlo.model import Computation, Instruction, Module
 from profanalyzer.model import DecodeCache
 
-__all__ = ["cache_attention", "cache_contractions", "decode_cache", "cache_attention_rows", "MIN_CACHE_BYTES",
+__all__ = ["cache_contractions", "decode_cache", "cache_attention_rows", "MIN_CACHE_BYTES",
            "MIN_POSITIONS"]
 
 #: A cache smaller than this is not a KV cache worth the name.
@@ -50,19 +51,6 @@ def _one_position_update(ins: Instruction, comp) -> bool:
     return any(u == 1 and t >= MIN_POSITIONS for t, u in zip(target.dims, update.dims, strict=True))
 
 
-def _state_dims(module: Module) -> set[tuple[int, ...]]:
-    """Entry parameters' array dims, and each without its leading (layer) axis."""
-    entry = module.entry_computation
-    out: set[tuple[int, ...]] = set()
-    for ins in entry.instructions if entry is not None else ():
-        if ins.opcode == "parameter":
-            for leaf in ins.shape.leaves():
-                if leaf.bytes >= MIN_CACHE_BYTES:
-                    out.add(tuple(leaf.dims))
-                    out.add(tuple(leaf.dims[1:]))
-    return out
-
-
 def _body_has(module: Module, ins: Instruction, pred, depth: int = 0) -> bool:
     if depth > 4:
         return False
@@ -75,18 +63,16 @@ def _body_has(module: Module, ins: Instruction, pred, depth: int = 0) -> bool:
 
 
 def _contracts(module: Module, ins: Instruction) -> bool:
+    """A dot or convolution, or a fusion whose body (nested calls included) holds one or multiplies and
+    reduces."""
+    from profanalyzer.hlo.schedule import fusion_body
+
     if ins.opcode in _CONTRACT:
         return True
-    if ins.opcode != "fusion":
+    if ins.opcode != "fusion" or not ins.called:
         return False
-    ops: set[str] = set()
-
-    def note(i: Instruction, _comp) -> bool:
-        ops.add(i.opcode)
-        return False
-
-    _body_has(module, ins, note)
-    return bool(ops & _CONTRACT) or {"multiply", "reduce"} <= ops
+    body = fusion_body(module, ins.called[0])
+    return body.has_matmul or {"multiply", "reduce"} <= set(body.opcodes)
 
 
 def _read_bytes(module: Module, ins: Instruction, k: int, whole: int) -> int:
@@ -108,15 +94,10 @@ def _read_bytes(module: Module, ins: Instruction, k: int, whole: int) -> int:
     return whole
 
 
-def cache_attention(module: Module) -> dict[str, str]:
-    """Instruction name -> why, for every op of the module that contracts a KV cache."""
-    return {n: why for n, (why, _dtype, _bytes) in cache_contractions(module).items()}
-
-
 def cache_contractions(module: Module) -> dict[str, tuple[str, str, int]]:
     """Instruction name -> (why, the cache's element type, the cache bytes one run reads from HBM), for
     every op of the module that contracts a KV cache."""
-    states = _state_dims(module)
+    states = state_arrays(module)
     if not states:
         return {}
     producers: dict[str, tuple[Instruction, Computation]] = {}
@@ -125,7 +106,7 @@ def cache_contractions(module: Module) -> dict[str, tuple[str, str, int]]:
             producers[ins.name] = (ins, comp)
     cache: dict[str, str] = {}  # instruction name -> the cache update it carries
     for name, (ins, comp) in producers.items():
-        if tuple(ins.shape.dims) not in states and not ins.shape.is_tuple:
+        if (ins.shape.dtype, squeezed(ins.shape.dims)) not in states and not ins.shape.is_tuple:
             continue
         if _one_position_update(ins, comp) or (
                 ins.opcode == "fusion" and _body_has(module, ins, _one_position_update)):
@@ -162,11 +143,11 @@ def cache_contractions(module: Module) -> dict[str, tuple[str, str, int]]:
     return out
 
 
-def cache_attention_rows(work, module: Module | None) -> dict[str, dict[int, tuple]]:
+def cache_attention_rows(work, found: dict[str, tuple[str, str, int]]) -> dict[str, dict[int, tuple]]:
     """plane label -> {metadata row: (bucket, kernel, precision, reason, attention part)} of the ops
-    that contract a KV cache, unless classified as an attention kernel or its layout ops: they move to
-    the attention bucket's decode part (the re-bucketing that `attribution.attribute_trace` applies)."""
-    found = cache_attention(module) if module is not None else {}
+    that contract a KV cache (`found`: cache_contractions of the program), unless classified as an
+    attention kernel or its layout ops: they move to the attention bucket's decode part (the re-bucketing
+    that `attribution.attribute_trace` applies)."""
     if not found:
         return {}
     out: dict[str, dict[int, tuple]] = {}
@@ -174,7 +155,7 @@ def cache_attention_rows(work, module: Module | None) -> dict[str, dict[int, tup
         cols = w.classes.columns
         rows: dict[int, tuple] = {}
         for i, short in enumerate(w.plane.meta.short_names):
-            why = found.get(short)
+            why = found[short][0] if short in found else None
             part = cols["attention_part"][i] if "attention_part" in cols else None
             if why is None or part in ("kernel", "layout") or cols["collective"][i] is not None:
                 continue
@@ -185,13 +166,12 @@ def cache_attention_rows(work, module: Module | None) -> dict[str, dict[int, tup
     return out
 
 
-def decode_cache(module: Module | None, attention_decode_ps: float) -> DecodeCache | None:
-    """What the step's attention over its KV cache reads: the cache's element types and the bytes the
-    contractions read per step (each run counted, loops by their trip counts), beside their time."""
-    if module is None or attention_decode_ps <= 0:
-        return None
-    found = cache_contractions(module)
-    if not found:
+def decode_cache(module: Module | None, found: dict[str, tuple[str, str, int]],
+                 attention_decode_ps: float) -> DecodeCache | None:
+    """What the step's attention over its KV cache reads (`found`: cache_contractions of the program): the
+    cache's element types and the bytes the contractions read per step (each run counted, loops by their
+    trip counts), beside their time."""
+    if module is None or attention_decode_ps <= 0 or not found:
         return None
     from profanalyzer.hlo.schedule import schedule
 
