@@ -188,8 +188,11 @@ def tune_block_sizes(self, analysis):
     """
     What it detects: Pallas kernels (attention, grouped matmul, custom) below
     35% of their roofline, or below 60% while together taking 30% of the step
-    or more. Small-tile, memory-stalled kernels are left to the scoped-VMEM
-    rule.
+    or more (a matmul kernel the capture states no bytes for: its operands and
+    outputs from the program). Small-tile, memory-stalled kernels are left to
+    the scoped-VMEM rule. Measured on a TPU v5e prefill: a Pallas matmul at
+    128 blocks ran at 7% of its roofline, 115 ms a step against 18.6 ms at
+    512 blocks.
 
     Why it costs time: default kernel block sizes are often not optimal for
     the shapes and chip; poor tiles stall on memory or under-fill the MXU.

@@ -70,7 +70,12 @@ from profanalyzer.model import (
 from profanalyzer.opmatch import OP_KEY, OpsChange, ops_change
 from profanalyzer.stats import MIN_EFFECT, NOISE_K
 from profanalyzer.verify import RuleCheck, verify
-from profanalyzer.vocab import BUCKETS, COLLECTIVE_TYPES, IDLE_CAUSES
+from profanalyzer.vocab import (
+    BUCKETS,
+    COLLECTIVE_TYPES,
+    IDLE_CAUSES,
+    PREDICTED_INPUT_KINDS,
+)
 
 #: Comparison JSON schema version.
 COMPARISON_SCHEMA_VERSION = 1
@@ -205,6 +210,8 @@ class Comparison:
     verification_skipped: str = ""  # why no rule was checked ('' when the check ran)
     idle_causes: Mapping[str, ShareChange] = field(default_factory=dict)  # the idle bucket by cause (both sides have them)
     memory: Mapping[str, ValueChange] = field(default_factory=dict)  # bytes (peak_bytes, headroom_bytes, ...) when both sides read memory
+    #: measured (two captures) | predicted (two compiled programs, replayed): never one of each
+    basis: str = "measured"
 
     @property
     def new_findings(self) -> tuple[FindingChange, ...]:
@@ -325,6 +332,13 @@ def compare(base: Mapping | Analysis | tuple[Analysis, Findings | None], new: Ma
             base_label: str = "BASE", new_label: str = "NEW") -> Comparison:
     """Compare two analyses (saved documents, or typed; see the module docstring)."""
     (base, base_f), (new, new_f) = typed_side(base, base_label), typed_side(new, new_label)
+    predicted = base.input_kind in PREDICTED_INPUT_KINDS, new.input_kind in PREDICTED_INPUT_KINDS
+    if predicted[0] != predicted[1]:
+        guess, ran = (base_label, new_label) if predicted[0] else (new_label, base_label)
+        raise InputError(f"{guess} is a compiled program's prediction and {ran} a measured capture: their difference "
+                         "is the prediction's error, not a regression; compare a prediction with a prediction and a "
+                         "capture with a capture (a capture's 'Expected vs measured' section sets the compiler's "
+                         "estimates beside what ran)")
     notes: list[str] = []
     b_step, n_step = step_mean_ps(base), step_mean_ps(new)
     b_rows, n_rows = _kept_rows(base), _kept_rows(new)
@@ -405,7 +419,9 @@ def compare(base: Mapping | Analysis | tuple[Analysis, Findings | None], new: Ma
         utilisation=util,
         findings=findings,
         ops=ops,
-        headline=_headline(step, buckets, remat, exposed, findings, checked.checks),
+        headline=("PREDICTED (both sides are compiled programs replayed before any run, not measured): "
+                  if predicted[0] else "") + _headline(step, buckets, remat, exposed, findings, checked.checks),
+        basis="predicted" if predicted[0] else "measured",
         method={
             "step_time": "mean over kept steps (the buckets sum to it); median reported too",
             "noise": (

@@ -279,10 +279,10 @@ V5E = Chip(
     peak_int8_tops=394.0,
     target_versions=("VIPERFISH:lite",),
     replay_calibration=ReplayCalibration(
-        compute=1.134, memory=1.867,
-        source="fitted by tools/calibrate_replay.py on the 17 complete programs of sample_traces/real-tpu/ "
+        compute=1.125, memory=1.876,
+        source="fitted by tools/calibrate_replay.py on the 24 programs of sample_traces/real-tpu/ "
                "(jax 0.10.2, TPU v5 lite): medians of (cycles / clock) / measured per class; per-program ranges "
-               "0.87-1.41 (compute) and 1.08-2.52 (memory)"),
+               "0.87-1.41 (compute) and 1.08-3.02 (memory)"),
     source="Google Cloud TPU v5e documentation (BF16 197 TFLOP/s, INT8 394 TOPS, 16 GB HBM at 819 GB/s, "
            "ICI 1,600 Gbps, one TensorCore, no SparseCore, no FP8 on the MXU)",
 )

@@ -174,8 +174,61 @@ def format_info(info: TraceInfo) -> str:
     if info.programs:
         out.append("programs (first TensorCore, XLA Modules):")
         for pr in info.programs[:10]:
-            out.append(f"  {pr.name}: {pr.runs} runs, {_ms(pr.total_ps)} total")
+            out.append(f"  {pr.name}: {pr.runs} run{'' if pr.runs == 1 else 's'}, {_ms(pr.total_ps)} total")
         if len(info.programs) > 10:
             out.append(f"  ... {len(info.programs) - 10} more")
     out.append(f"time span (device events): {_ms(info.span_ps)}")
+    return "\n".join(out)
+
+
+@dataclass(frozen=True)
+class ModuleInfo:
+    name: str
+    stage: str
+    instructions: int
+    computations: int
+    estimated_cycles: int
+    partitions: int
+
+
+@dataclass(frozen=True)
+class ProgramSummary:
+    """What `info` says of a compiled program (an HLO module or an XLA dump): no capture, no run."""
+
+    source: str
+    input_kind: str
+    chip: str
+    chip_source: str
+    modules: tuple[ModuleInfo, ...]
+    main: str
+    why_main: str
+    next_step: str
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def program_info(path: str, chip: str | None = None) -> ProgramSummary:
+    """The modules of a compiled program, its main one and the chip it was compiled for."""
+    from profanalyzer.hlo.compiled import INPUT_KIND, program_chip
+    from profanalyzer.hlo.load import read_program
+
+    program = read_program(path)
+    c, where = program_chip(program, chip)
+    mods = tuple(ModuleInfo(m.name, m.stage, m.instruction_count, len(m.computations), m.estimated_cycles,
+                            max(1, m.num_partitions)) for m in program.modules)
+    return ProgramSummary(str(path), INPUT_KIND, c.name, where, mods, program.main.name, program.why_main,
+                          f"profanalyze analyze {path}: the predicted step, its buckets and the levers, before any run")
+
+
+def format_program_info(info: ProgramSummary) -> str:
+    out = [f"program: {info.source} ({info.input_kind}: compiled, not run; no capture to describe)",
+           f"chip: {info.chip} (from {info.chip_source})",
+           f"modules: {len(info.modules)}; main: "
+           + (info.why_main if info.why_main.startswith(info.main) else f"{info.main} ({info.why_main})")]
+    for m in info.modules:
+        out.append(f"  {m.name} [{m.stage or 'text'}]: {m.instructions:,} instructions in {m.computations:,} "
+                   f"computations, {m.estimated_cycles:,} estimated cycles, {m.partitions} "
+                   f"partition{'' if m.partitions == 1 else 's'}")
+    out.append(f"next: {info.next_step}")
     return "\n".join(out)

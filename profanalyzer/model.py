@@ -295,7 +295,7 @@ class KernelCounters(Record):
 class AntiPattern(Record):
     """One HLO anti-pattern of the compiled program (profanalyzer.analyze.antipatterns)."""
 
-    kind: str  # layout_copy | f32_promotion | runtime_fp8_scaling | unfused_reshape | unfused_update | state_copy
+    kind: str  # layout_copy | f32_promotion | runtime_fp8_scaling | unfused_reshape | unfused_update | state_copy | page_gather
     op: str  # instruction name
     opcode: str
     detail: str  # what it is, with the shapes and neighbours that show it
@@ -313,10 +313,13 @@ class DecodeCache(Record):
     bytes_per_step: float  # cache bytes the contractions read per step (every run)
     ps: float  # attention over the cache, per step per TensorCore
     contractions: int  # distinct ops contracting the cache
+    #: the contractions ran faster than HBM delivers their bytes: they read copies of the cache other ops staged
+    #: in VMEM (async copies, overlapped), so `gbps` over their time is above the HBM peak and not a read rate
+    staged: bool = False
 
     @property
     def gbps(self) -> float:
-        """Achieved cache read bandwidth, GB/s."""
+        """Achieved cache read bandwidth, GB/s (above the HBM peak where `staged`: not a read rate then)."""
         return self.bytes_per_step / (self.ps * 1e-12) / 1e9 if self.ps > 0 else 0.0
 
 

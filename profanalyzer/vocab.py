@@ -184,3 +184,8 @@ WHAT_IF_LEVERS = ("remat", "fp8", "sc_offload")
 
 #: The file names of a host's XSpace (the .gz first: strip it before the other).
 XPLANE_SUFFIXES = (".xplane.pb.gz", ".xplane.pb")
+
+
+#: HLO ops whose work is their body's: the body's ops run (and are measured, and carry the FLOPs) as events of
+#: their own, enclosed by the op's event (a scanned layer stack's while loop)
+CONTROL_FLOW = frozenset({"while", "conditional", "call"})

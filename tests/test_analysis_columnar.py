@@ -169,10 +169,11 @@ def ref_group_rows(w: CoreWork, chip, rows, counts, self_sum, groups: dict, acc:
             acc["mf_model"] += 0.0 if remat else mf * cnt
         else:
             acc["mf_model"] += 0.0 if remat else tot_f
+        if f == f or mf == mf:  # executed work: at least the model work the op does
+            acc["hw_flops"] += max(tot_f, mf * cnt) if mf == mf else tot_f
         if f == f:
             acc["any_flops"] = True
             acc["mf_flops"] += 0.0 if remat else tot_f
-            acc["hw_flops"] += tot_f
             if bucket in MATMUL_BUCKETS:
                 acc["mm_self"] += sp
                 acc["mm_cap"] += sp * 1e-12 * ref_peak(chip, bucket)

@@ -291,7 +291,7 @@ _I64_MAX = (1 << 63) - 1
 CASES: list[Case] = [
     # --- not a readable profile --------------------------------------------
     err("empty", _file("empty.xplane.pb", b""), r": empty file$"),
-    err("truncated-1-byte", _file("t1.xplane.pb", _B[:1]), r"not an XSpace profile .*truncated varint"),
+    err("truncated-1-byte", _file("t1.xplane.pb", _B[:1]), r"not an XSpace profile .*ends inside a record"),
     *[
         err(f"truncated-at-{k}", _file(f"t{k}.xplane.pb", _B[:k]), r"truncated or corrupt: the file ends at byte \d+, inside a field .*incomplete download or copy")
         for k in (len(_B) // 4, len(_B) // 2, len(_B) - 7, len(_B) - 1)

@@ -165,3 +165,40 @@ def test_two_documents_on_stdout_are_refused(capsys):
     nothing written."""
     rc, out, err = run_cli(capsys, "analyze", sample_path("bf16_dense"), "--json", "-", "--markdown", "-", "--no-html")
     assert rc == 2 and out == "" and "--json and --markdown both write to stdout" in err
+
+
+def test_errors_are_one_plain_line(tmp_path, capsys):
+    """#32 item 12: a corrupt file's error has no protobuf jargon; a JSON array is not guessed to be a
+    trace-viewer file; a click usage error is one line with where the help is; all exit 2."""
+    bad = tmp_path / "bad.xplane.pb"
+    bad.write_bytes(b"\x0b\x0c\x0dgarbage")
+    rc, _, err = run_cli(capsys, "analyze", bad)
+    assert rc == 2 and len(err.strip().splitlines()) == 1
+    assert "wire type" not in err and "not an XSpace profile" in err
+    arr = tmp_path / "a.json"
+    arr.write_text("[1, 2, 3]")
+    rc, _, err = run_cli(capsys, "analyze", arr)
+    assert rc == 2 and "this is JSON" in err and "trace viewer" not in err
+    viewer = tmp_path / "v.json"
+    viewer.write_text('{"traceEvents": []}')
+    rc, _, err = run_cli(capsys, "analyze", viewer)
+    assert rc == 2 and "trace viewer" in err
+    rc, _, err = run_cli(capsys, "analyze", "--no-such-option", bad)
+    assert rc == 2 and len(err.strip().splitlines()) == 1
+    assert err.startswith("profanalyze: error:") and "profanalyze analyze --help" in err
+
+
+def test_info_on_a_compiled_program_answers(capsys, tmp_path):
+    """`info` on a compiled program says what it is (modules, chip) and what to run; plurals agree."""
+    from pathlib import Path
+
+    program = Path(__file__).resolve().parents[1] / "sample_traces" / "compiled" / "dense_fsdp.after_codegen.hlo.pb.gz"
+    rc, out, err = run_cli(capsys, "info", program)
+    assert rc == 0 and "no TPU device planes" not in err
+    assert "jit_train_step" in out and "2,607 instructions" in out and "next: profanalyze analyze" in out
+    js = tmp_path / "i.json"
+    rc, _, _ = run_cli(capsys, "info", program, "--json", js)
+    doc = json.loads(js.read_text())
+    assert rc == 0 and doc["input_kind"] == "compiled_program" and doc["modules"][0]["instructions"] == 2607
+    rc, out, _ = run_cli(capsys, "info", sample_path("dense_short_fsdp"))
+    assert rc == 0 and " 1 runs" not in out

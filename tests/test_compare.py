@@ -382,3 +382,35 @@ def test_renderers_escape_trace_text():
     md = render_diff_markdown(c)
     assert "<script>" not in md and "\\<script\\>" in md
     assert evil in format_text(c)
+
+
+COMPILED = sample_path("dense_short_fsdp").parent / "compiled"
+
+
+def test_a_prediction_is_never_compared_with_a_capture(tmp_path, capsys):
+    """#32 item 2: a compiled program (predicted) against a capture (measured): the difference is the
+    prediction's error, not a regression. compare and check --baseline refuse it with one line (exit 2)."""
+    program = COMPILED / "dense_fsdp.after_codegen.hlo.pb.gz"
+    capture = sample_path("dense_short_fsdp")
+    rc, out, err = run(capsys, "compare", program, capture, "-q")
+    assert rc == 2 and "a compiled program's prediction" in err and len(err.strip().splitlines()) == 1
+    assert "Traceback" not in err and "regression" not in out
+    budget = tmp_path / "profanalyze.toml"
+    budget.write_text("[max_regression]\nstep_time_ms = \"5%\"\n")
+    rc, out, err = run(capsys, "check", capture, "--budget", budget, "--baseline", program)
+    assert rc == 2 and "a compiled program's prediction" in err
+
+
+def test_two_predictions_are_marked_predicted_in_every_format(tmp_path, capsys):
+    """Two compiled programs compare as predictions: every format says PREDICTED (terminal, Markdown, HTML
+    title and headline, JSON basis)."""
+    a, b = COMPILED / "dense_fsdp.after_codegen.hlo.pb.gz", COMPILED / "bf16_mlp.after_codegen.hlo.pb.gz"
+    md, html, js = tmp_path / "d.md", tmp_path / "d.html", tmp_path / "d.json"
+    rc, out, _ = run(capsys, "compare", a, b, "--markdown", md, "-o", html, "--json", js)
+    assert rc == 0 and "PREDICTED" in out
+    assert "PREDICTED" in md.read_text()
+    page = html.read_text()
+    assert "(PREDICTED)</title>" in page and 'id="headline" data-verdict' in page
+    assert re.search(r'id="headline"[^>]*>PREDICTED', page)
+    doc_ = json.loads(js.read_text())
+    assert doc_["basis"] == "predicted" and doc_["headline"].startswith("PREDICTED")

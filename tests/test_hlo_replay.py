@@ -181,17 +181,25 @@ def test_expected_vs_measured_pools_every_tensorcore():
     import numpy as np
 
     from profanalyzer.analyze.expected import expected_vs_measured
-    from profanalyzer.trace import LINE_OPS
+    from profanalyzer.trace import LINE_MODULES, LINE_OPS
     from profanalyzer.xspace.build import load_trace
 
     trace = load_trace(V6E_CAPTURE)
     exp = expected_vs_measured(trace)
     assert exp.cores == len(trace.tensorcores) == 4
+    # the step's program's ops: those inside its runs on the XLA Modules line (jit__psum and
+    # jit_broadcast_in_dim run beside it and are named in a note, not compared)
+    (main,) = {o.program for o in exp.ops}
+    assert any("not compared" in n and "jit__psum" in n for n in exp.notes)
     per_core: dict[str, list[int]] = {}
     for pl in trace.tensorcores:
         ev, names = pl.line(LINE_OPS).events, pl.meta.short_names
+        mods = pl.line(LINE_MODULES).events
+        runs = [(int(mods.start_ps[i]), int(mods.end_ps[i])) for i in range(len(mods))
+                if mods.depth[i] == 0 and pl.meta.name[int(mods.meta[i])].split("(")[0] == main]
         for k in np.flatnonzero(ev.depth == 0).tolist():
-            per_core.setdefault(names[int(ev.meta[k])], []).append(int(ev.dur_ps[k]))
+            if any(a <= int(ev.start_ps[k]) < b for a, b in runs):
+                per_core.setdefault(names[int(ev.meta[k])], []).append(int(ev.dur_ps[k]))
     for o in exp.ops:
         d = per_core[o.name]
         assert (o.occurrences, o.measured_min_ps, o.measured_max_ps) == (len(d), min(d), max(d))
@@ -216,3 +224,26 @@ def test_expected_vs_measured_on_a_replayed_program():
     runs = Counter(o.instruction.name for o in replay(read_program(src), TPU7X).ops if not o.sparsecore)
     assert exp.with_estimate and all(o.ratio == pytest.approx(1.0, abs=1e-3) for o in exp.with_estimate)
     assert all(o.cores == 2 and o.occurrences == 2 * runs[o.name] for o in exp.ops)
+
+
+@need_v6e
+def test_expected_vs_measured_counts_the_steps_program_once(capsys):
+    """#32 item 7: per step, the step's program only (jit__psum and jit_broadcast_in_dim run beside it and
+    are named, not compared), no row that reads 0.000 ms on both sides, no range "a-a", the unestimated time
+    said once, the op table's runs and the family table's per-step figures labelled as such."""
+    from profanalyzer.analyze.analysis import analyze
+    from profanalyzer.report.expected_view import expected_view, markdown_expected
+
+    a = analyze(V6E_CAPTURE)
+    e = a.expected
+    assert e is not None and {o.program for o in (*e.ops, *e.without_estimate)} == {"jit_f"}
+    assert not [o for o in (*e.ops, *e.without_estimate) if o.name.startswith(("all-reduce", "broadcast."))]
+    v = expected_view(a)
+    for r in (*v.rows, *v.without):
+        assert not (r.measured_ms == "0.000" and r.expected_ms in ("0.000", "-")), r
+        lo, _, hi = r.measured_range.partition("-")
+        assert lo != hi, r.measured_range
+    assert all(not (f.measured_ms == "0.000" and f.expected_ms in ("0.000", "-")) for f in v.families)
+    text = "\n".join(markdown_expected(a, lambda x, **_: x))
+    assert text.count("did not count as compute") == 1
+    assert "runs (kept steps, every TensorCore)" in text and "measured ms/step" in text

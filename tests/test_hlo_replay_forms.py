@@ -36,6 +36,16 @@ def test_proto_and_text_predict_the_same_step(name):
     proto = read_program(CORPUS / f"{name}.after_codegen.hlo.pb.gz")
     text = read_program(CORPUS / f"{name}.hlo.txt.gz")
     a, b = replay(proto, TPU7X), replay(text, TPU7X)
+    # a kernel whose work needs a constant's values (a splash kernel's block mask): the proto carries them, the
+    # text prints large constants as {...}: the proto prices it at its roofline, the text at its bytes, and says so
+    roofline = {o.instruction.name for o in a.ops if o.how == "kernel_roofline"}
+    elided = {o.instruction.name for o in b.ops if o.how == "hbm_bytes" and o.instruction.name in roofline}
+    if elided:
+        assert any(x.startswith("not priced honestly") for x in b.assumptions)
+        ours = {o.instruction.name: (o.dur_ps, o.how) for o in a.ops if o.instruction.name not in elided}
+        theirs = {o.instruction.name: (o.dur_ps, o.how) for o in b.ops if o.instruction.name not in elided}
+        assert ours == theirs  # every other op costed the same way
+        return
     assert a.step_ps == b.step_ps
     assert a.estimated_ps == b.estimated_ps
     # op by op: the same instructions at the same times, on the same core, costed the same way

@@ -138,7 +138,10 @@ def test_decode_attention_is_attention(unpacked):
     for name in decode:
         a = _analysis(unpacked[name], "logdir")
         total, attention = _xprof_attention(a)
-        assert total > 0, name
+        if total == 0:  # no einsum over the cache: a paged-attention kernel reads it (its time is the cache's)
+            assert [op for op in a.kernel_ops if op.bucket == "attention"], name
+            assert a.decode_cache is not None and a.decode_cache.ps > 0, name
+            continue
         assert attention >= 0.9 * total, (name, attention / total)
         assert a.bucket_ops["attention_decode"].ps > 0, name
         # splash is a prefill / training kernel: never the decode lever
@@ -172,7 +175,24 @@ def test_whole_cache_copies_are_named_with_their_time(unpacked):
         return sum(x.ps for x in a.antipatterns or () if x.kind == "state_copy")
 
     assert copied(scan) > copied(carry) and by["decode_gqa_scan_cache"] > by["decode_gqa_bf16"]
+    # the in-place side: one donated buffer per layer, written at the new position only: nothing copied
+    if "decode_gqa_per_layer" in unpacked:
+        inplace = _analysis(unpacked["decode_gqa_per_layer"], "logdir")
+        assert copied(inplace) == 0 and by["decode_gqa_per_layer"] < 0.5 * by["decode_gqa_bf16"]
 
+
+def test_gathered_pages_are_named_with_their_time(unpacked):
+    """A paged cache gathered into a contiguous buffer every step: each gather and the copies that relay
+    the gathered pages out are named (`page_gather`), with their measured time, most of the step; the same
+    cache read by a paged-attention kernel has none."""
+    if "decode_paged_gather" not in unpacked:
+        pytest.skip("decode_paged_gather not in the corpus")
+    a = _analysis(unpacked["decode_paged_gather"], "logdir")
+    rows = [x for x in a.antipatterns or () if x.kind == "page_gather"]
+    assert {x.opcode for x in rows} >= {"fusion", "copy"}
+    assert all(x.ps > 0 for x in rows) and sum(x.fraction for x in rows) >= 0.4
+    k = _analysis(unpacked["decode_paged_kernel"], "logdir")
+    assert not [x for x in k.antipatterns or () if x.kind in ("page_gather", "state_copy")]
 
 def test_train_steps_have_no_state_copy(unpacked):
     """Donated parameters and optimizer state updated in place: no whole copy is named."""
@@ -211,6 +231,30 @@ def test_mfu_counts_the_models_work_once(unpacked):
     assert checked >= 1
     full = _analysis(unpacked["train_remat_full"], "logdir").utilisation
     assert full.hfu > full.mfu * 1.05  # full remat recomputes the forward: the two differ
+    # every program: the hardware executed at least the model's work (a dequantized int8 decode included)
+    for name, folder in ((n, f) for n, f in unpacked.items() if n not in NO_DEVICE):
+        u = _analysis(folder, "logdir").utilisation
+        assert u.mfu is not None and u.hfu is not None and u.hfu >= u.mfu - 1e-9, (name, u.mfu, u.hfu)
+
+
+def test_a_loop_counts_its_bodys_flops_once(unpacked):
+    """A while loop's own event encloses its body's ops, and XLA's cost of the loop is its body's: the loop
+    holds no FLOPs of its own. The prefill step (layers in a scan) computes 2 x tokens x the weights it
+    multiplies (every layer's projections and FFN, the unembedding for the last position only) plus the
+    attention's 4 x batch x seq^2 x d per layer: the analysis' model FLOPs per step meet that within 3%."""
+    name = "prefill_xla"
+    if name not in unpacked:
+        pytest.skip("prefill_xla not in the corpus")
+    cfg = json.loads((unpacked[name] / "truth.json").read_text())["config"]
+    a = _analysis(unpacked[name], "logdir")
+    d, ff, layers, b, s = cfg["d"], cfg["ff"], cfg["layers"], cfg["batch"], cfg["seq"]
+    kv = cfg["kv_heads"] * (d // cfg["heads"])
+    per_layer = d * d * 2 + d * kv * 2 + 3 * d * ff
+    expected = 2 * b * s * per_layer * layers + 4 * b * s * s * d * layers + 2 * b * d * cfg["vocab"]
+    step_s = a.steps.step_time_ps["mean"] / 1e12
+    got = a.utilisation.mfu * step_s * a.hardware.per_core.peak_bf16_tflops * 1e12
+    assert abs(got / expected - 1) <= 0.03, (got, expected)
+    assert not [op for op in a.top_ops if op.name.split(".")[0] == "while" and (op.flops or 0) > 0]
 
 
 def test_optimizer_phase_from_the_programs_structure(unpacked):
@@ -310,10 +354,14 @@ LEVER_PAIRS = (
     ("train_f32", "train_remat_none", "FP004"),
     ("long_dense", "long_splash_b512", "TK001"),
     ("long_splash_b128", "long_splash_b512", "TK007"),
+    ("decode_gqa_per_layer", "decode_gqa_kv8", "FP005"),
+    ("decode_paged_gather", "decode_paged_kernel", "TK006"),
+    ("decode_gqa_bf16", "decode_gqa_per_layer", "TK006"),
+    ("prefill_pallas_b128", "prefill_pallas_b512", "TK003"),
 )
 
 
-@pytest.mark.parametrize("before,after,code", LEVER_PAIRS, ids=[p[2] for p in LEVER_PAIRS])
+@pytest.mark.parametrize("before,after,code", LEVER_PAIRS, ids=[f"{p[2]}-{p[0]}" for p in LEVER_PAIRS])
 def test_lever_estimate_meets_the_measured_pair(unpacked, before, after, code):
     """The step the rule predicts after its lever is within 20% of the step measured after it (the host's
     wall clock), and its saving within half of the measured gain; the rule is quiet on the after side."""
@@ -348,6 +396,16 @@ def test_decode_cache_read_per_step_and_its_8bit_lever(unpacked):
         a = _analysis(shared, "logdir")
         # K and V: 4 layers x batch 64 x 2048 positions x 16 heads x 128 x 2 bytes each
         assert a.decode_cache.bytes_per_step == 2 * 4 * 64 * 2048 * 16 * 128 * 2
+    # every corpus decode: the whole cache its configuration holds (K and V, every layer), whatever the
+    # layout (stacked, per layer, paged and gathered, read by a kernel, 8-bit with scales)
+    for name, folder in unpacked.items():
+        truth = json.loads((folder / "truth.json").read_text())
+        cfg = truth.get("config") or {}
+        if cfg.get("kind") != "decode" or name in NO_DEVICE:
+            continue
+        width = 1 if cfg.get("kv_dtype") == "int8" else 2
+        whole = 2 * cfg["layers"] * cfg["batch"] * cfg["cache"] * cfg["kv_heads"] * (cfg["d"] // cfg["heads"]) * width
+        assert _analysis(folder, "logdir").decode_cache.bytes_per_step == whole, name
     for name, folder in unpacked.items():
         if name in NO_DEVICE:
             continue
@@ -357,7 +415,8 @@ def test_decode_cache_read_per_step_and_its_8bit_lever(unpacked):
             assert kv is None, name
             continue
         if kv is not None:
-            assert kv.gbps <= a.hardware.per_core.hbm_gbps * 1.02, (name, kv.gbps)
+            # above the HBM peak only where flagged (the contractions read VMEM copies staged by other ops)
+            assert kv.gbps <= a.hardware.per_core.hbm_gbps * 1.02 or kv.staged, (name, kv.gbps)
             fp5 = [r for r in run_rules(a).recommendations if r.code == "FP005"]
             if kv.ps >= 0.1 * a.steps.step_time_ps["mean"] and set(kv.dtypes) <= {"bf16", "f16"}:
                 assert fp5 and abs(fp5[0].estimated_saving_ps - 0.5 * kv.ps) <= 1e-3 * kv.ps, name

@@ -394,8 +394,9 @@ def write_manifest() -> None:
         "regenerate": "python3 tools/capture_tpu.py all --out $OUT/corpus.tar (on the TPU), then "
                       "python3 tools/capture_tpu.py unpack corpus.tar",
         "truth": "measured_step_ms: wall_step_ms_pipelined_mean (steps back to back, as captured), or the "
-                 "median of wall_step_ms_blocking where the back-to-back figure is under half of it (the prefill "
-                 "captures of 2026-12-05 timed dispatch alone there: fixed in the tool since)",
+                 "median of wall_step_ms_blocking where the back-to-back figure is under half of it (captures made "
+                 "before the tool waited for a step's outputs timed a prefill's dispatch alone there; the corpus' "
+                 "prefills were taken again since, every program here is back to back)",
         "paths": "machine paths rewritten to same-length strings: /src (the repository), /lib (site-packages), "
                  "/tmp/work (the capture's work folder), padded with '/'",
         "programs": programs,

@@ -54,6 +54,13 @@ class Config:
     #: scan_xs: the cache is the scan's xs and its ys (a new stacked buffer);
     #: per_layer: one donated buffer per layer, layers unrolled, each written at the new position only
     cache_update: str = "carry"
+    #: decode: the KV cache's dtype (bf16 | int8: 8-bit values with a bf16 scale per position and KV head)
+    kv_dtype: str = "bf16"
+    #: decode: the cache as pages (page pools per layer, a page table per sequence): off | gather (pages gathered
+    #: into a contiguous buffer, attention by einsum) | kernel (JAX's Pallas paged-attention kernel reads the pages)
+    paged: str = "off"
+    page_size: int = 64
+    pages_per_block: int = 8
     #: prefill: the FFN matmuls by XLA or by the project's Pallas matmul at these blocks
     matmul: str = "xla"
     matmul_block: int = 512
@@ -357,6 +364,72 @@ def make_train_step(cfg: Config):
 # Serving
 # --------------------------------------------------------------------------
 
+def _quantize_kv(x):
+    """int8 values and a bf16 scale per (batch, position, KV head): x is b t kvh d."""
+    scale = jnp.max(jnp.abs(x.astype(jnp.float32)), axis=-1) / 127.0 + 1e-8
+    q = jnp.clip(jnp.round(x.astype(jnp.float32) / scale[..., None]), -127, 127).astype(jnp.int8)
+    return q, scale.astype(jnp.bfloat16)
+
+
+def _cache_attention(q, k_cache, v_cache, pos, cfg: Config, k_scale=None, v_scale=None):
+    """q: b kvh g d over a contiguous cache b t kvh d (int8 with scales b t kvh, or bf16)."""
+    hd = cfg.head_dim
+    k = k_cache.astype(cfg.cdt)
+    s = jnp.einsum("bkgd,btkd->bkgt", q, k).astype(jnp.float32) * (hd ** -0.5)
+    if k_scale is not None:
+        s = s * jnp.transpose(k_scale, (0, 2, 1))[:, :, None, :].astype(jnp.float32)
+    valid = jnp.arange(k_cache.shape[1]) <= pos
+    s = jnp.where(valid, s, -1e30)
+    pr = jax.nn.softmax(s, axis=-1)
+    if v_scale is not None:
+        pr = pr * jnp.transpose(v_scale, (0, 2, 1))[:, :, None, :].astype(jnp.float32)
+    return jnp.einsum("bkgt,btkd->bkgd", pr.astype(cfg.cdt), v_cache.astype(cfg.cdt))
+
+
+def _paged_layer(x, p, layer_cache, page_indices, pos, cfg: Config):
+    """One decode layer over a paged cache: pools kvh pages page_size d, a page table b pages_per_seq."""
+    b, d = x.shape
+    hd, kvh = cfg.head_dim, cfg.kv_heads
+    k_pages, v_pages = layer_cache["k"], layer_cache["v"]
+    with jax.named_scope("attention"):
+        h = rmsnorm(x, p["ln1"])
+        q = _dot(h, p["wq"], cfg, "bd,de->be").reshape(b, kvh, cfg.heads // kvh, hd)
+        k = _dot(h, p["wk"], cfg, "bd,de->be").reshape(b, kvh, hd)
+        v = _dot(h, p["wv"], cfg, "bd,de->be").reshape(b, kvh, hd)
+        page = page_indices[:, pos // cfg.page_size]
+        slot = pos % cfg.page_size
+        # write the new position into each sequence's current page (a scatter into the donated pools)
+        k_pages = k_pages.at[:, page, slot].set(jnp.transpose(k, (1, 0, 2)).astype(k_pages.dtype))
+        v_pages = v_pages.at[:, page, slot].set(jnp.transpose(v, (1, 0, 2)).astype(v_pages.dtype))
+        if cfg.paged == "kernel":
+            lengths = jnp.full((b,), pos + 1, jnp.int32)
+            # the kernel does not scale the logits: the query carries 1/sqrt(d)
+            qs = (q.astype(jnp.float32) * (hd ** -0.5)).astype(q.dtype).reshape(b, cfg.heads, hd)
+            o = _paged_kernel(qs, k_pages, v_pages, lengths, page_indices, cfg)
+            o = o.reshape(b, cfg.heads * hd).astype(cfg.cdt)
+        else:
+            # gather each sequence's pages into a contiguous buffer: b t kvh d
+            kc = jnp.transpose(k_pages[:, page_indices], (1, 2, 3, 0, 4)).reshape(b, -1, kvh, hd)
+            vc = jnp.transpose(v_pages[:, page_indices], (1, 2, 3, 0, 4)).reshape(b, -1, kvh, hd)
+            o = _cache_attention(q, kc, vc, pos, cfg).reshape(b, cfg.heads * hd)
+        x = x + _dot(o, p["wo"], cfg, "be,ed->bd")
+    with jax.named_scope("mlp"):
+        h = rmsnorm(x, p["ln2"])
+        f = jax.nn.silu(_dot(h, p["w1"], cfg, "bd,df->bf")) * _dot(h, p["w3"], cfg, "bd,df->bf")
+        x = x + _dot(f, p["w2"], cfg, "bf,fd->bd")
+    return x, {"k": k_pages, "v": v_pages}
+
+
+def _paged_kernel(q, k_pages, v_pages, lengths, page_indices, cfg: Config):
+    from jax.experimental.pallas.ops.tpu.paged_attention import paged_attention
+    call = functools.partial(paged_attention, pages_per_compute_block=cfg.pages_per_block)
+    if cfg.interpret:
+        from jax.experimental.pallas import tpu as pltpu
+        with pltpu.force_tpu_interpret_mode():
+            return call(q, k_pages, v_pages, lengths, page_indices)
+    return call(q, k_pages, v_pages, lengths, page_indices)
+
+
 def _decode_layer(x, p, k_cache, v_cache, pos, cfg: Config):
     """One layer of a one-token decode step; k/v caches: b t kvh d."""
     b, d = x.shape
@@ -366,13 +439,19 @@ def _decode_layer(x, p, k_cache, v_cache, pos, cfg: Config):
         q = _dot(h, p["wq"], cfg, "bd,de->be").reshape(b, kvh, cfg.heads // kvh, hd)
         k = _dot(h, p["wk"], cfg, "bd,de->be").reshape(b, 1, kvh, hd)
         v = _dot(h, p["wv"], cfg, "bd,de->be").reshape(b, 1, kvh, hd)
-        k_cache = lax.dynamic_update_slice_in_dim(k_cache, k.astype(k_cache.dtype), pos, axis=1)
-        v_cache = lax.dynamic_update_slice_in_dim(v_cache, v.astype(v_cache.dtype), pos, axis=1)
-        s = jnp.einsum("bkgd,btkd->bkgt", q, k_cache).astype(jnp.float32) * (hd ** -0.5)
-        valid = jnp.arange(k_cache.shape[1]) <= pos
-        s = jnp.where(valid, s, -1e30)
-        pr = jax.nn.softmax(s, axis=-1).astype(cfg.cdt)
-        o = jnp.einsum("bkgt,btkd->bkgd", pr, v_cache).reshape(b, cfg.heads * hd)
+        if isinstance(k_cache, dict):  # an 8-bit cache: values and scales, each written at the new position
+            kq, ks = _quantize_kv(k)
+            vq, vs = _quantize_kv(v)
+            k_cache = {"q": lax.dynamic_update_slice_in_dim(k_cache["q"], kq, pos, axis=1),
+                       "s": lax.dynamic_update_slice_in_dim(k_cache["s"], ks, pos, axis=1)}
+            v_cache = {"q": lax.dynamic_update_slice_in_dim(v_cache["q"], vq, pos, axis=1),
+                       "s": lax.dynamic_update_slice_in_dim(v_cache["s"], vs, pos, axis=1)}
+            o = _cache_attention(q, k_cache["q"], v_cache["q"], pos, cfg, k_cache["s"], v_cache["s"])
+        else:
+            k_cache = lax.dynamic_update_slice_in_dim(k_cache, k.astype(k_cache.dtype), pos, axis=1)
+            v_cache = lax.dynamic_update_slice_in_dim(v_cache, v.astype(v_cache.dtype), pos, axis=1)
+            o = _cache_attention(q, k_cache, v_cache, pos, cfg)
+        o = o.reshape(b, cfg.heads * hd)
         x = x + _dot(o, p["wo"], cfg, "be,ed->bd")
     with jax.named_scope("mlp"):
         h = rmsnorm(x, p["ln2"])
@@ -384,7 +463,14 @@ def _decode_layer(x, p, k_cache, v_cache, pos, cfg: Config):
 def make_decode_step(cfg: Config):
     def decode_step(params, cache, tokens, pos):
         x = params["embed"][tokens].astype(cfg.cdt)
-        if cfg.cache_update == "per_layer":
+        if cfg.paged != "off":
+            new = []
+            for i, layer_cache in enumerate(cache["layers"]):
+                p = jax.tree_util.tree_map(lambda a, i=i: a[i], params["layers"])
+                x, layer_cache = _paged_layer(x, p, layer_cache, cache["page_indices"], pos, cfg)
+                new.append(layer_cache)
+            cache = {"layers": new, "page_indices": cache["page_indices"]}
+        elif cfg.cache_update == "per_layer":
             new = []
             for i, layer_cache in enumerate(cache):
                 p = jax.tree_util.tree_map(lambda a, i=i: a[i], params["layers"])
@@ -415,8 +501,19 @@ def make_decode_step(cfg: Config):
 
 
 def init_cache(cfg: Config):
+    if cfg.paged != "off":
+        per_seq = cfg.cache // cfg.page_size
+        pool = (cfg.kv_heads, cfg.batch * per_seq, cfg.page_size, cfg.head_dim)
+        # a page table that is not the identity: sequence i owns pages i, i + batch, i + 2 * batch, ...
+        table = (jnp.arange(per_seq)[None, :] * cfg.batch + jnp.arange(cfg.batch)[:, None]).astype(jnp.int32)
+        return {"layers": [{"k": jnp.zeros(pool, jnp.bfloat16), "v": jnp.zeros(pool, jnp.bfloat16)}
+                           for _ in range(cfg.layers)], "page_indices": table}
     if cfg.cache_update == "per_layer":
         one = (cfg.batch, cfg.cache, cfg.kv_heads, cfg.head_dim)
+        if cfg.kv_dtype == "int8":
+            def part():
+                return {"q": jnp.zeros(one, jnp.int8), "s": jnp.zeros(one[:3], jnp.bfloat16)}
+            return [{"k": part(), "v": part()} for _ in range(cfg.layers)]
         return [{"k": jnp.zeros(one, jnp.bfloat16), "v": jnp.zeros(one, jnp.bfloat16)} for _ in range(cfg.layers)]
     shape = (cfg.layers, cfg.batch, cfg.cache, cfg.kv_heads, cfg.head_dim)
     return {"k": jnp.zeros(shape, jnp.bfloat16), "v": jnp.zeros(shape, jnp.bfloat16)}
@@ -462,9 +559,14 @@ WORKLOADS: dict[str, tuple[Config, str]] = {
     "decode_gqa_bf16": (_DECODE, "decode, GQA 16q/4kv heads, bf16 weights, cache updated in place (carry)"),
     "decode_mha_bf16": (dataclasses.replace(_DECODE, kv_heads=16), "decode, MHA 16 heads, bf16 weights"),
     "decode_gqa_per_layer": (dataclasses.replace(_DECODE, cache_update="per_layer"),
-                             "decode, GQA, one donated cache buffer per layer, written at the new position only "
-                             "(not captured yet: the next lent TPU)"),
+                             "decode, GQA, one donated cache buffer per layer, written at the new position only"),
     "decode_gqa_int8": (dataclasses.replace(_DECODE, weights="int8"), "decode, GQA, int8 weights (dequantized)"),
+    "decode_gqa_kv8": (dataclasses.replace(_DECODE, cache_update="per_layer", kv_dtype="int8"),
+                       "decode, GQA, per-layer cache stored in int8 with a scale per position and KV head"),
+    "decode_paged_gather": (dataclasses.replace(_DECODE, paged="gather"),
+                            "decode, GQA, paged cache gathered into a contiguous buffer each step"),
+    "decode_paged_kernel": (dataclasses.replace(_DECODE, paged="kernel"),
+                            "decode, GQA, paged cache read by JAX's Pallas paged-attention kernel"),
     "decode_gqa_scan_cache": (dataclasses.replace(_DECODE, cache_update="scan_xs"),
                               "decode, GQA, cache as the scan's xs/ys (a new buffer each step)"),
     "prefill_pallas_b128": (dataclasses.replace(_PREFILL, matmul_block=128),
@@ -489,6 +591,8 @@ PAIRS: tuple[tuple[str, str, str], ...] = (
     # scan vs carry, not the in-place update; decode_gqa_per_layer is the in-place side (next capture)
     ("decode_gqa_scan_cache", "decode_gqa_bf16", "cache as a loop carry vs a scan's xs/ys"),
     ("decode_gqa_bf16", "decode_gqa_per_layer", "in-place cache update"),
+    ("decode_gqa_per_layer", "decode_gqa_kv8", "KV cache in 8 bits"),
+    ("decode_paged_gather", "decode_paged_kernel", "paged-attention kernel vs page gather"),
     ("prefill_pallas_b128", "prefill_pallas_b512", "Pallas matmul block sizes"),
     ("prefill_pallas_b512", "prefill_xla", "custom kernel vs XLA"),
 )
@@ -499,6 +603,7 @@ def tiny(cfg: Config) -> Config:
     small = dict(d=256, heads=2, kv_heads=min(cfg.kv_heads, 2) if cfg.kv_heads < cfg.heads else 2,
                  ff=256, layers=2, vocab=512, batch=2, seq=256, cache=256, experts=4,
                  splash_block=min(cfg.splash_block, 128), matmul_block=min(cfg.matmul_block, 128),
+                 page_size=64, pages_per_block=2,
                  interpret=True)
     if cfg.kv_heads < cfg.heads:
         small.update(heads=4, kv_heads=2)

@@ -36,12 +36,17 @@ from profanalyzer.analyze.counters import (
 from profanalyzer.analyze.expected import summarize as expected_summary
 from profanalyzer.analyze.hostplanes import host_activity, no_host_planes_note
 from profanalyzer.analyze.idle import idle_causes
-from profanalyzer.analyze.kernelflops import attention_kernel_rows, attention_kernels
+from profanalyzer.analyze.kernelflops import (
+    attention_kernel_rows,
+    attention_kernels,
+    kernel_byte_rows,
+)
 from profanalyzer.analyze.kvcache import (
     cache_attention_rows,
     cache_contractions,
     decode_cache,
 )
+from profanalyzer.analyze.opgroups import OpGroups
 from profanalyzer.analyze.opstats import (
     RATE_MIN_RUN_PS,
     ops_and_roofline,
@@ -200,6 +205,20 @@ def analyze(path: str | Path, options: AnalysisOptions = DEFAULT_ANALYSIS_OPTION
     return analyze_trace(read_trace(path, options), options)
 
 
+def _cache_read_ps(ops, att: Attributed) -> float:
+    """The time of the ops that read the KV cache: the attention bucket's decode part, and the attention
+    kernels (paged / ragged) that contract the cache."""
+    found = att.lazy.get("kv_contractions", {})
+    ps = ops.buckets["attention_decode"].ps if "attention_decode" in ops.buckets else 0.0
+    g = ops.groups
+    if not found or not isinstance(g, OpGroups) or "attention" not in ops.buckets:
+        return ps
+    att_rows = [i for i, b in enumerate(g.bucket) if b == "attention"]
+    raw = float(sum(int(g.self_ps[i]) for i in att_rows))
+    kern = float(sum(int(g.self_ps[i]) for i in att_rows if g.part[i] == "kernel" and g.name[i] in found))
+    return ps + (kern * ops.buckets["attention"].ps / raw if raw > 0 else 0.0)
+
+
 def analyze_trace(trace: Trace, options: AnalysisOptions = DEFAULT_ANALYSIS_OPTIONS) -> Analysis:
     return analyze_attributed(attribute(trace), options)
 
@@ -253,7 +272,8 @@ def attribute(trace: Trace, memo: Memo | None = None) -> Attributed:
     step_mean = float(avg[col["step_ps"]])
     return Attributed(trace, work, kept_steps, step_mean, table,
                       _Tables(rows, kept_mask, step_med, core_ids, core_means, core_counts, avg, peaks_note),
-                      lazy={"counter_lines": lines, "program": program, "kv_contractions": contractions},
+                      lazy={"counter_lines": lines, "program": program, "kv_contractions": contractions,
+                            "kernel_bytes": kernel_byte_rows(work, main)},
                       classify=memo)
 
 
@@ -335,8 +355,8 @@ def analyze_attributed(att: Attributed, options: AnalysisOptions = DEFAULT_ANALY
         collective_diagnosis=diagnose_collectives(att, overlap),
         antipatterns=find_antipatterns(att),
         attention_kernels=attention_kernels(ops.kernels, att.main_module),
-        decode_cache=decode_cache(att.main_module, att.lazy.get("kv_contractions", {}),
-                                  ops.buckets["attention_decode"].ps if "attention_decode" in ops.buckets else 0.0),
+        decode_cache=decode_cache(att.main_module, att.lazy.get("kv_contractions", {}), _cache_read_ps(ops, att),
+                                  trace.chip.core_hbm_bytes_per_s),
         kernel_counters=kernel_counters(att, ops_precision(ops.top)),
         expected=expected_summary(att, steps.count),
     )

@@ -84,6 +84,11 @@ KINDS: dict[str, tuple[str, str, str]] = {
         "array inside a loop (a scan's xs/ys, or a carry sliced per layer) makes XLA copy the whole array: keep "
         "one buffer per layer, or write the slot from a kernel with input_output_aliases; the dump's buffer "
         "assignment shows whether the output shares the parameter's buffer"),
+    "page_gather": (
+        "pages of a state buffer gathered into a new contiguous buffer every step", "tokamax",
+        "read the pages where they lie: a paged-attention kernel takes the page pools and the page table "
+        "(jax.experimental.pallas.ops.tpu paged_attention / ragged_paged_attention, vLLM TPU's ragged paged "
+        "attention) instead of gathering every sequence's pages and relaying them out for an einsum"),
 }
 
 #: A state copy smaller than this is not worth naming.
@@ -216,7 +221,8 @@ def _gathered(row, shapes, states, module=None) -> tuple[str, int, bool] | None:
     if src is None:
         return None
     out = row.instruction.shape
-    return (f"gather of entry parameter {src}'s pages into a contiguous {_shape(out)} ({out.bytes / 1e6:.1f} MB)",
+    return (f"gather of the pages of a state shaped like entry parameter {src} into a contiguous {_shape(out)} "
+            f"({out.bytes / 1e6:.1f} MB)",
             out.bytes, True)
 
 
@@ -282,7 +288,15 @@ def _detect(module) -> list[tuple[str, str, str, str, int, int]]:
         if states and oc in ("copy", "fusion", "gather"):
             sc = _state_copy(r, shapes, states, updated, module)
             if sc is not None:
-                add("state_copy", ins.name, oc, sc[0], sc[1], max(1, r.count) if sc[2] else 0)
+                gathered = sc[0].startswith("gather of")
+                add("page_gather" if gathered else "state_copy", ins.name, oc, sc[0], sc[1],
+                    max(1, r.count) if sc[2] else 0)
+                if gathered:  # the gathered pages relaid out for the consumer: the same cost, named with it
+                    for u in _relayouts(ins.name, users, by_name):
+                        ur = by_name[u]
+                        add("page_gather", u, ur.opcode, f"relayout of the pages {ins.name} gathered: "
+                            f"{_shape(ur.instruction.shape)} ({ur.instruction.shape.bytes / 1e6:.1f} MB)",
+                            ur.instruction.shape.bytes, max(1, ur.count))
                 continue
         if oc in ("copy", "transpose") and shapes and not shapes[0].is_tuple and not ins.shape.is_tuple:
             src = shapes[0]
@@ -308,6 +322,30 @@ def _detect(module) -> list[tuple[str, str, str, str, int, int]]:
         if oc == "dynamic-update-slice":
             upd = f" with {_shape(shapes[1])}" if len(shapes) > 1 else ""
             add("unfused_update", ins.name, oc, f"{_shape(ins.shape)}{upd}")
+    return out
+
+
+def _relayouts(name: str, users: dict[str, list[str]], by_name: dict) -> list[str]:
+    """Copies / transposes of the whole of `name`'s output (through bitcasts): a relayout of it."""
+    row = by_name.get(name)
+    if row is None:
+        return []
+    n = row.instruction.shape.elements
+    out, front, seen = [], [name], {name}
+    for _ in range(3):
+        nxt = []
+        for x in front:
+            for u in users.get(x, []):
+                r = by_name.get(u)
+                if u in seen or r is None:
+                    continue
+                seen.add(u)
+                if r.opcode == "bitcast":
+                    nxt.append(u)
+                elif r.opcode in ("copy", "transpose") and not r.instruction.shape.is_tuple and (
+                        r.instruction.shape.elements == n):
+                    out.append(u)
+        front = nxt
     return out
 
 
@@ -376,6 +414,7 @@ def find_antipatterns(att: Attributed) -> tuple[AntiPattern, ...] | None:
             if ps / runs < STATE_COPY_MIN_FRACTION * nbytes / hbm * 1e12:
                 continue
             why = ("a consumer reading the slice where it lies copies nothing" if detail.startswith("slice copy")
+                   else "a kernel reading the pages where they lie moves nothing" if kind == "page_gather"
                    else "an in-place update touches the slice only")
             detail += f"; {ps / runs / 1e9:.3f} ms per run, the time of moving {ps / runs * 1e-12 * hbm / nbytes:.1f}x " \
                       f"its bytes at {hbm / 1e9:.0f} GB/s ({why})"

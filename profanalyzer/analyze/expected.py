@@ -2,7 +2,12 @@
 capture measured, for captures whose `/host:metadata` carries the programs'
 HloProtos.
 
-Per op (instruction name, matched in the programs the capture carries):
+Per op of the step's program (the main module the capture carries: its
+instructions, matched by name in its runs on the XLA Modules line, inside the
+kept steps; ops of other programs run beside it, a `jit__psum` say, are
+counted apart and named in a note): the ops doing the work, at any depth (the
+body of a while loop is compared op by op; the loop itself, whose time is its
+body's, is not an op of its own here):
 the compiler's `estimated_cycles` at the chip's assumed clock
 (profanalyzer.hardware `clock_ghz`) and the measured durations on every
 TensorCore of the capture, pooled: min, max and mean over all its runs on
@@ -20,7 +25,7 @@ Imports: model, vocab, trace, hlo (the analysis stage's floor).
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 
 import numpy as np
@@ -29,8 +34,8 @@ from profanalyzer.analyze.attributed import Attributed
 from profanalyzer.hlo.load import read_trace_program
 from profanalyzer.hlo.model import Instruction, Program
 from profanalyzer.model import ExpectedFamily, ExpectedOp, ExpectedSlow, ExpectedSummary
-from profanalyzer.trace import LINE_OPS, Trace
-from profanalyzer.vocab import PREDICTED_INPUT_KINDS
+from profanalyzer.trace import LINE_MODULES, LINE_OPS, Trace
+from profanalyzer.vocab import CONTROL_FLOW, PREDICTED_INPUT_KINDS
 
 __all__ = ["OpExpectation", "Expected", "expected_vs_measured", "summarize", "family_of", "SLOW_RATIO"]
 
@@ -71,10 +76,22 @@ class Expected:
         return tuple(o for o in self.ops if o.expected_ps is None)
 
 
-def expected_vs_measured(trace: Trace, read: Callable[[], tuple[Program | None, str]] | None = None) -> Expected:
-    """Per measured op of every TensorCore (runs pooled), the compiler's expectation. `read`
-    gives the trace's programs (Attributed.program, read once per run); by
-    default they are read from the trace's first host file."""
+def _in_windows(start: np.ndarray, w_start: np.ndarray, w_end: np.ndarray) -> np.ndarray:
+    """Whether each start lies in one of the (sorted, disjoint) windows [w_start, w_end)."""
+    if not len(w_start):
+        return np.zeros(len(start), dtype=bool)
+    k = np.searchsorted(w_start, start, side="right") - 1
+    ok = k >= 0
+    ok[ok] &= start[ok] < w_end[k[ok]]
+    return ok
+
+
+def expected_vs_measured(trace: Trace, read: Callable[[], tuple[Program | None, str]] | None = None,
+                         kept_steps: Collection[int] | None = None) -> Expected:
+    """Per measured op of the step's program on every TensorCore (runs pooled), the compiler's
+    expectation. `read` gives the trace's programs (Attributed.program, read once per run); by
+    default they are read from the trace's first host file. `kept_steps`: only the ops inside
+    these steps' windows (None: the whole capture)."""
     notes: list[str] = []
     chip = trace.chip
     if not trace.hosts:
@@ -84,16 +101,14 @@ def expected_vs_measured(trace: Trace, read: Callable[[], tuple[Program | None, 
     program, why = read() if read is not None else read_trace_program(trace.hosts[0].file)
     if program is None:
         return Expected(chip.clock_ghz, (), (why,))
-    instr: dict[str, tuple[str, Instruction]] = {}
-    for m in program.modules:
-        for c in m.computations:
-            for i in c.instructions:
-                instr.setdefault(i.name, (m.name, i))
+    main = program.main
     clock = chip.clock_hz
     rows: list[OpExpectation] = []
     by: dict[str, list[int]] = {}  # instruction name -> measured durations on every TensorCore
     on: dict[str, int] = {}  # instruction name -> TensorCores that ran it
+    other: dict[str, float] = {}  # other programs -> their ops' time
     cores = 0
+    matched_runs = False
     for plane in trace.tensorcores:
         ln = plane.line(LINE_OPS)
         if ln is None or not len(ln.events):
@@ -101,26 +116,63 @@ def expected_vs_measured(trace: Trace, read: Callable[[], tuple[Program | None, 
         cores += 1
         ev = ln.events
         names = plane.meta.short_names
-        top = np.flatnonzero(ev.depth == 0)
-        rows_of = ev.meta[top].tolist()
-        durs = ev.dur_ps[top].tolist()
+        # the ops doing the work: events that enclose no other op (a loop's body ops, not the loop)
+        leaf = np.ones(len(ev), dtype=bool)
+        leaf[ev.parent[ev.parent >= 0]] = False
+        keep = leaf & (ev.meta >= 0)
+        if kept_steps is not None:
+            st = trace.steps.get(plane.label)
+            if st is not None and len(st):
+                sel = np.isin(st.number, np.fromiter(kept_steps, dtype=np.int64))
+                o = np.argsort(st.start_ps[sel])
+                keep &= _in_windows(ev.start_ps, st.start_ps[sel][o], st.end_ps[sel][o])
+        mods = plane.line(LINE_MODULES)
+        if mods is not None and len(mods.events):
+            me = mods.events
+            top = np.flatnonzero(me.depth == 0)
+            prog = [plane.meta.name[int(r)] if r >= 0 else "" for r in me.meta[top].tolist()]
+            mine = np.asarray([p.split("(")[0] == main.name for p in prog], dtype=bool)
+            if mine.any():
+                matched_runs = True
+                o = np.argsort(me.start_ps[top][mine])
+                in_main = _in_windows(ev.start_ps, me.start_ps[top][mine][o], me.end_ps[top][mine][o])
+                for k, p in enumerate(prog):
+                    if not mine[k]:
+                        w = _in_windows(ev.start_ps, me.start_ps[top][k:k + 1], me.end_ps[top][k:k + 1]) & keep
+                        if w.any():
+                            nm = p.split("(")[0] or "?"
+                            other[nm] = other.get(nm, 0.0) + float(ev.dur_ps[w].sum())
+                keep &= in_main
+        idx = np.flatnonzero(keep)
         seen: set[str] = set()
-        for r, d in zip(rows_of, durs, strict=True):
+        for r, d in zip(ev.meta[idx].tolist(), ev.dur_ps[idx].tolist(), strict=True):
             name = names[int(r)]
             by.setdefault(name, []).append(int(d))
             seen.add(name)
         for name in seen:
             on[name] = on.get(name, 0) + 1
+    instr: dict[str, tuple[str, Instruction]] = {}
+    for m in ((main,) if matched_runs else program.modules):
+        for c in m.computations:
+            for one in c.instructions:
+                instr.setdefault(one.name, (m.name, one))
     for name, durs in by.items():
-        prog, ins = instr.get(name, ("", None))
-        if ins is None:
+        prog_name, ins = instr.get(name, ("", None))
+        if ins is None or ins.opcode in CONTROL_FLOW:
             continue
         cyc = ins.estimated_cycles
-        rows.append(OpExpectation(name, prog, ins.opcode, ins.metadata.op_name, cyc,
+        rows.append(OpExpectation(name, prog_name, ins.opcode, ins.metadata.op_name, cyc,
                                   (cyc / clock * 1e12) if cyc is not None and clock else None, len(durs),
                                   min(durs), max(durs), float(np.mean(durs)), on[name]))
     if not clock:
         notes.append(f"no clock for {chip.name}: estimates not converted")
+    if matched_runs and other:
+        listed = ", ".join(f"{k} ({v / 1e9:.3f} ms)" for k, v in sorted(other.items(), key=lambda kv: (-kv[1], kv[0])))
+        notes.append(f"the step's program is {main.name}; ops of other programs run in the same window are "
+                     f"not compared (their HLO is not the step's): {listed}, over all runs and TensorCores")
+    elif not matched_runs and len(program.modules) > 1:
+        notes.append("no XLA Modules runs named like the main module: ops matched by name in every program "
+                     "the capture carries")
     rows.sort(key=lambda r: (r.expected_ps is None, -r.measured_mean_ps * r.occurrences, r.name))
     if cores > 1:
         notes.append(f"measured runs pooled over {cores} TensorCores; per-step figures are per TensorCore")
@@ -156,7 +208,7 @@ def summarize(att: Attributed, steps: int) -> ExpectedSummary | None:
     trace = att.trace
     if trace.input_kind in PREDICTED_INPUT_KINDS:
         return None
-    exp = expected_vs_measured(trace, att.program)
+    exp = expected_vs_measured(trace, att.program, att.kept_steps)
     if not exp.ops:
         return None
     n = max(1, steps) * max(1, exp.cores)  # per step per TensorCore
@@ -193,11 +245,7 @@ def summarize(att: Attributed, steps: int) -> ExpectedSummary | None:
               f"{r:.2f}x")
         slower.append(ExpectedSlow(o.name, r, ev, _lever(o)))
     slower.sort(key=lambda s: (-s.ratio, s.name))
-    notes = list(exp.notes)
-    if without:
-        notes.append(f"{len(without)} op(s) have no compiler estimate ({step_un / 1e9:.3f} ms per step measured): "
-                     "time the compiler did not count as compute (waits at async dones, custom calls, "
-                     "synchronous collectives)")
+    notes = list(exp.notes)  # (the ops without an estimate: step_measured_unestimated_ps, said once by the page)
     notes.append(f"expected = estimated_cycles / {exp.clock_ghz:g} GHz, an assumed clock (inferred from the "
                  "chip's BF16 peak)")
     return ExpectedSummary(exp.clock_ghz, max(1, steps), step_exp, step_meas, step_un, SLOW_RATIO,

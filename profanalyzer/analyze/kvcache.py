@@ -7,21 +7,26 @@ fusions that multiply and reduce; none carries an attention scope the
 classifier can trust. What the program does show is the cache itself: a
 state buffer (an entry parameter's array, or one layer's slice of a stacked
 one) that the step updates with a `dynamic-update-slice` whose update is one
-position wide (extent 1 on an axis of at least MIN_POSITIONS positions).
+position wide (extent 1 on an axis of at least MIN_POSITIONS positions), or
+with a `scatter` writing at most 1/MIN_POSITIONS of it (a paged cache: one
+slot of each sequence's current page).
 
 An op is attention over the cache when it contracts such a buffer: a top-level
 `dot` / `convolution`, or a fusion whose body holds a dot or convolution or
-multiplies and reduces, reading a cache-updated array (directly, through
-bitcasts / tuple elements, or a fusion whose body performs the update) of at
-least MIN_CACHE_BYTES, with an output smaller than that array (it reduces
-it). Paged and ragged attention kernels are custom calls the classifier
-already names from their kernel.
+multiplies and reduces, or a custom call (a paged / ragged attention kernel),
+reading a cache-updated array of at least MIN_CACHE_BYTES with an output
+smaller than that array (it reduces it). The array is followed back through
+bitcasts, tuple elements, copies, transposes and gathers (a fusion that only
+moves data counts as one: its largest operand): a paged cache gathered into a
+contiguous buffer is still the cache. Kernels keep their classification (the
+kernel is attention already); their cache reads count in `decode_cache`.
 """
 
 from __future__ import annotations
 
 from profanalyzer.analyze.antipatterns import squeezed, state_arrays
 from profanalyzer.hlo.model import Computation, Instruction, Module
+from profanalyzer.hlo.schedule import operand_shapes
 from profanalyzer.model import DecodeCache
 
 __all__ = ["cache_contractions", "decode_cache", "cache_attention_rows", "MIN_CACHE_BYTES",
@@ -32,14 +37,23 @@ MIN_CACHE_BYTES = 1 << 20
 #: The position axis a one-wide update writes into has at least this many positions.
 MIN_POSITIONS = 64
 
-_PASS = frozenset({"bitcast", "get-tuple-element", "copy", "reshape", "copy-start", "copy-done"})
+_PASS = frozenset({"bitcast", "get-tuple-element", "copy", "reshape", "copy-start", "copy-done", "transpose",
+                   "async-start", "async-done"})
 _CONTRACT = frozenset({"dot", "convolution"})
+#: a fusion whose body holds only these moves data (a gather of pages, a relayout): it passes its largest operand on
+_MOVES = frozenset({"parameter", "constant", "bitcast", "reshape", "transpose", "copy", "gather", "slice",
+                    "dynamic-slice", "broadcast", "iota", "get-tuple-element", "tuple", "concatenate", "clamp",
+                    "compare", "select", "custom-call", "convert"})
 
 
 def _one_position_update(ins: Instruction, comp) -> bool:
-    """A dynamic-update-slice writing one position of a large state array."""
-    from profanalyzer.hlo.schedule import operand_shapes
-
+    """A dynamic-update-slice writing one position of a large state array, or a scatter writing a sliver of
+    one (at most 1/MIN_POSITIONS of its elements: a slot per sequence of a paged cache)."""
+    if ins.opcode == "scatter":
+        shapes = operand_shapes(ins, comp)
+        if len(shapes) < 3 or shapes[0].is_tuple or shapes[2].is_tuple:
+            return False
+        return shapes[0].bytes >= MIN_CACHE_BYTES and shapes[2].elements * MIN_POSITIONS <= shapes[0].elements
     if ins.opcode != "dynamic-update-slice":
         return False
     shapes = operand_shapes(ins, comp)
@@ -63,11 +77,11 @@ def _body_has(module: Module, ins: Instruction, pred, depth: int = 0) -> bool:
 
 
 def _contracts(module: Module, ins: Instruction) -> bool:
-    """A dot or convolution, or a fusion whose body (nested calls included) holds one or multiplies and
-    reduces."""
+    """A dot or convolution, a custom call (a kernel: what it reads decides), or a fusion whose body (nested
+    calls included) holds one or multiplies and reduces."""
     from profanalyzer.hlo.schedule import fusion_body
 
-    if ins.opcode in _CONTRACT:
+    if ins.opcode in _CONTRACT or ins.opcode == "custom-call":
         return True
     if ins.opcode != "fusion" or not ins.called:
         return False
@@ -112,34 +126,70 @@ def cache_contractions(module: Module) -> dict[str, tuple[str, str, int]]:
                 ins.opcode == "fusion" and _body_has(module, ins, _one_position_update)):
             cache[name] = name
 
-    def cache_of(name: str, hops: int = 4) -> str | None:
+    def moves(ins: Instruction, comp: Computation) -> bool:
+        if ins.opcode == "gather":
+            return True
+        if ins.opcode == "custom-call" and not ins.shape.is_tuple:  # pieces put back together (async slices)
+            shapes = operand_shapes(ins, comp)
+            return len(shapes) > 1 and not any(x.is_tuple for x in shapes) and sum(
+                x.bytes for x in shapes) == ins.shape.bytes
+        if ins.opcode != "fusion" or not ins.called:
+            return False
+        body = module.by_name.get(ins.called[0])
+        return body is not None and all(i.opcode in _MOVES for i in body.instructions) and any(
+            i.opcode in ("gather", "transpose", "copy") for i in body.instructions)
+
+    def largest_operand(ins: Instruction, comp: Computation):
+        shapes = operand_shapes(ins, comp)
+        k = max(range(len(shapes)), key=lambda j: (0 if shapes[j].is_tuple else shapes[j].bytes, -j), default=0)
+        return (ins.operands[k] if k < len(ins.operands) else ins.operands[0]), (shapes[k] if k < len(shapes) else None)
+
+    def cache_of(name: str, hops: int = 8) -> tuple[str | None, int | None]:
+        """(the cache the array is, the bytes the step reads of it from HBM on the way there: the first
+        array along the way that lives in HBM (a gather's pages, the state a copy into VMEM starts from);
+        None when none does)."""
+        read: int | None = None
         for _ in range(hops):
-            if name in cache:
-                return cache[name]
             got = producers.get(name)
-            if got is None or got[0].opcode not in _PASS or not got[0].operands:
-                return None
-            name = got[0].operands[0]
-        return cache.get(name)
+            if got is None or not got[0].operands:
+                return cache.get(name), read
+            ins, comp = got
+            if name in cache or moves(ins, comp):  # the data it moves or updates: its largest operand
+                src, shape = largest_operand(ins, comp)
+                if read is None and shape is not None and not shape.is_tuple and shape.memory_space == 0:
+                    out_b = sum(leaf.bytes for leaf in ins.shape.leaves())
+                    read = min(shape.bytes, out_b) if name not in cache else shape.bytes
+                if name in cache:
+                    return cache[name], read
+                name = src
+            elif ins.opcode in _PASS:
+                name = ins.operands[0]
+            else:
+                return None, None
+        return cache.get(name), read
 
     out: dict[str, tuple[str, str, int]] = {}
     for name, (ins, comp) in producers.items():
         if name in cache or not _contracts(module, ins):
             continue
-        from profanalyzer.hlo.schedule import operand_shapes
-
         shapes = operand_shapes(ins, comp)
+        hits: list[tuple[str, str, int]] = []
         for op_name, shape in zip(ins.operands, shapes, strict=False):
-            src = cache_of(op_name)
+            src, moved = cache_of(op_name)
             if src is None or shape.is_tuple or shape.bytes < MIN_CACHE_BYTES:
                 continue
-            hbm = shape.memory_space == 0  # a cache slice copied into VMEM (S(1)) is not read from HBM
-            if ins.shape.is_tuple or ins.shape.elements >= shape.elements:
+            if sum(leaf.elements for leaf in ins.shape.leaves()) >= shape.elements:  # it does not reduce the cache
                 continue
-            out[name] = (f"contracts the KV cache {src} ({shape.dtype}[{','.join(map(str, shape.dims))}], "
-                         "updated one position per step): attention over the cache", shape.dtype,
-                         _read_bytes(module, ins, ins.operands.index(op_name), shape.bytes) if hbm else 0)
-            break
+            # what the contraction consumes of the cache (one layer's slice of a stacked one), wherever it was
+            # staged: a state lives in HBM between steps, so a VMEM copy was read from there for this read;
+            # a gather on the way reads the pages it gathers
+            nbytes = _read_bytes(module, ins, ins.operands.index(op_name), shape.bytes)
+            if moved is not None:
+                nbytes = min(nbytes, moved)
+            hits.append((f"{src} ({shape.dtype}[{','.join(map(str, shape.dims))}])", shape.dtype, nbytes))
+        if hits:  # a kernel reads K and V: both count
+            out[name] = (f"contracts the KV cache {' and '.join(h[0] for h in hits)}, updated a position per step: "
+                         "attention over the cache", hits[0][1], sum(h[2] for h in hits))
     return out
 
 
@@ -167,7 +217,7 @@ def cache_attention_rows(work, found: dict[str, tuple[str, str, int]]) -> dict[s
 
 
 def decode_cache(module: Module | None, found: dict[str, tuple[str, str, int]],
-                 attention_decode_ps: float) -> DecodeCache | None:
+                 attention_decode_ps: float, hbm_bytes_per_s: float = 0.0) -> DecodeCache | None:
     """What the step's attention over its KV cache reads (`found`: cache_contractions of the program): the
     cache's element types and the bytes the contractions read per step (each run counted, loops by their
     trip counts), beside their time."""
@@ -182,5 +232,7 @@ def decode_cache(module: Module | None, found: dict[str, tuple[str, str, int]],
     nbytes = sum(found[n][2] * runs.get(n, 1) for n in found)
     if nbytes <= 0:
         return None  # the cache is read from VMEM copies: no HBM read to halve
+    floor = nbytes / hbm_bytes_per_s * 1e12 if hbm_bytes_per_s > 0 else 0.0
     return DecodeCache(dtypes=tuple(sorted({d for _w, d, _b in found.values()})), bytes_per_step=float(nbytes),
-                       ps=float(attention_decode_ps), contractions=len(found))
+                       ps=float(attention_decode_ps), contractions=len(found),
+                       staged=floor > attention_decode_ps * 1.02)

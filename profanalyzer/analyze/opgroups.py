@@ -33,7 +33,7 @@ from profanalyzer.arrays import object_array, unique_ids
 from profanalyzer.classify.parse import shape_dims
 from profanalyzer.classify.tables import ARRAY
 from profanalyzer.trace import LINE_OPS, Trace
-from profanalyzer.vocab import BUCKETS, MATMUL_BUCKETS
+from profanalyzer.vocab import BUCKETS, CONTROL_FLOW, MATMUL_BUCKETS
 
 #: Bytes per element of HLO element types (fp8 one byte, 4-bit types half).
 DTYPE_BYTES = {"pred": 1, "s8": 1, "u8": 1, "s16": 2, "u16": 2, "s32": 4, "u32": 4, "s64": 8, "u64": 8, "bf16": 2,
@@ -181,25 +181,34 @@ def core_peak(chip, bucket: str, precision: str | None = None) -> float:
 
 
 def _kept_rows(trace: Trace, w: CoreWork, kept_list: np.ndarray):
-    """(rows, counts, self ps per row, number of kept steps) of a core's ops in its kept steps."""
+    """(rows, counts, self ps per row, number of kept steps, whether the row encloses ops) of a core's ops
+    in its kept steps. A row whose runs enclose other ops on the line (a while loop, a conditional, a
+    call: XLA's cost of such an op is its body's, and the body's ops run as events of their own) holds
+    no work of its own: its FLOPs and bytes are its children's, counted once, there."""
     steps = trace.steps[w.plane.label]
     kept = np.isin(steps.number, kept_list)
     ln = w.plane.line(LINE_OPS)
     if ln is None or len(ln.events) == 0:
-        return None, None, None, int(kept.sum())
+        return None, None, None, int(kept.sum()), None
     ev = ln.events
     ks, ke = steps.start_ps[kept], steps.end_ps[kept]
     order = np.argsort(ks)
     inside = locate(ks[order], ke[order], ev.start_ps)[1] & (ev.meta >= 0)
     if not inside.any():
-        return None, None, None, int(kept.sum())
+        return None, None, None, int(kept.sum()), None
     r_in = ev.meta[inside].astype(np.int64)
     n = len(w.plane.meta)
     counts = np.bincount(r_in, minlength=n)
     # Exact: per-row sums stay far below 2**53 ps.
     self_sum = np.rint(np.bincount(r_in, weights=ev.self_ps[inside], minlength=n)).astype(np.int64)
+    encloses = np.zeros(len(ev), dtype=bool)
+    encloses[ev.parent[ev.parent >= 0]] = True
+    enclosing_rows = np.bincount(r_in, weights=encloses[inside], minlength=n) > 0
+    category = w.plane.meta.category
+    for r in np.flatnonzero(enclosing_rows).tolist():  # control flow only: a kernel's own nested events keep its work
+        enclosing_rows[r] = category[r] in CONTROL_FLOW
     rows = np.flatnonzero(counts)
-    return rows, counts[rows], self_sum[rows], int(kept.sum())
+    return rows, counts[rows], self_sum[rows], int(kept.sum()), enclosing_rows[rows]
 
 
 _ATTRS = ("phase", "kernel", "precision", "reason", "part")
@@ -287,12 +296,12 @@ class _Contributions:
 
 
 def _contributions(trace: Trace, work: list[CoreWork], kept_list: np.ndarray, memo: TableMemo,
-                   keys: dict) -> tuple[_Contributions | None, int]:
+                   keys: dict, kernel_bytes: Mapping[str, Mapping[int, float]]) -> tuple[_Contributions | None, int]:
     """The contributions of the kept steps of every core (None: none), and the kept core-steps."""
     parts: list[tuple] = []
     n_core_steps = 0
     for ci, w in enumerate(work):
-        rows, counts, self_sum, n_kept = _kept_rows(trace, w, kept_list)
+        rows, counts, self_sum, n_kept, encloses = _kept_rows(trace, w, kept_list)
         n_core_steps += n_kept
         if rows is None:
             continue
@@ -301,6 +310,14 @@ def _contributions(trace: Trace, work: list[CoreWork], kept_list: np.ndarray, me
         f = md.flops[rows].astype(np.float64)
         mf = md.model_flops[rows].astype(np.float64)
         by = md.bytes_accessed[rows].astype(np.float64)
+        kb = kernel_bytes.get(w.plane.label)
+        if kb:  # kernels the capture gives no bytes: their operands and outputs from the program
+            by = by.copy()
+            for j, r in enumerate(rows.tolist()):
+                if r in kb and not (by[j] > 0):
+                    by[j] = kb[r]
+        # a loop, conditional or call whose body ran as ops of its own: their work, not its
+        f, mf, by = (np.where(encloses, 0.0, a) for a in (f, mf, by))
         # No FLOPs in the trace: no stat, or 0 with no model FLOPs (kernels)
         sub = t.mm_or_attn[rows] & ~(f > 0) & ~(mf > 0) & t.no_flops_ok[rows]
         ok = sub & t.sf_ok[rows]
@@ -338,7 +355,10 @@ def _utilisation_sums(c: _Contributions, chip, acc: dict) -> None:
     acc["mf_model"] = seq_sum(np.where(remat, 0.0, np.where(mf_ok, c.mf * cnt_f, tot_f)))
     acc["any_flops"] = bool(f_ok.any())
     acc["mf_flops"] = seq_sum(np.where(remat, 0.0, tot_f)[f_ok])
-    acc["hw_flops"] = seq_sum(tot_f[f_ok])  # every FLOP the hardware executed, recompute included
+    # every FLOP the hardware executed, recompute included: an op's executed work is at least the model work it
+    # does (XProf's model_flops of a dequantized or padded matmul can exceed its own `flops` count)
+    hw = np.where(mf_ok, np.maximum(tot_f, np.where(mf_ok, c.mf, 0.0) * cnt_f), tot_f)
+    acc["hw_flops"] = seq_sum(hw[f_ok | mf_ok])
     acc["remat_flops"] = seq_sum(np.where(remat, tot_f, 0.0)[f_ok])
     m = f_ok & mm
     acc["mm_self"] = int(c.sp[m].sum())
@@ -405,7 +425,7 @@ def _first_texts(c: _Contributions, first: np.ndarray, mds: list, ng: int) -> tu
 
 
 def group_ops(trace: Trace, work: list[CoreWork], kept_list: np.ndarray, chip, acc: dict,
-              memo: TableMemo) -> tuple[OpGroups, int]:
+              memo: TableMemo, kernel_bytes: Mapping[str, Mapping[int, float]] | None = None) -> tuple[OpGroups, int]:
     """The op groups of the kept rows of every core, in order of first
     appearance (core by core, rows ascending), and the kept core-steps; the
     utilisation sums into `acc` (any_model, mf_model, any_flops, mf_flops,
@@ -416,7 +436,7 @@ def group_ops(trace: Trace, work: list[CoreWork], kept_list: np.ndarray, chip, a
     those of a Python loop over the cores and rows."""
     keys = memo.shared.setdefault("opstats.keys", {})
     assert isinstance(keys, dict)
-    c, n_core_steps = _contributions(trace, work, kept_list, memo, keys)
+    c, n_core_steps = _contributions(trace, work, kept_list, memo, keys, kernel_bytes or {})
     if c is None:
         return OpGroups.of([]), n_core_steps
     _utilisation_sums(c, chip, acc)

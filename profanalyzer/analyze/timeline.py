@@ -3,10 +3,11 @@
 The representative step is the kept step whose time (median over cores) is
 closest to the median kept step; the core is the first TensorCore. Lanes: the
 TensorCore (spans coloured by bucket, coalesced so adjacent spans of one
-bucket merge; spans shorter than MIN_SPAN_FRACTION of the step are folded into
-their neighbours' bucket only when of the same bucket, never dropped from the
-totals), then each of its SparseCores (busy spans). Collective windows are
-listed separately with their hidden fraction and class.
+bucket merge; past MAX_SPANS_PER_LANE, binned so that every op's time is still
+drawn, each bucket's within a bin of where it ran), then each of its
+SparseCores (busy spans). Collective windows are listed separately with their
+hidden fraction and class; past MAX_WINDOWS, neighbouring windows of one type
+are drawn as one that says how many it holds.
 """
 
 from __future__ import annotations
@@ -30,36 +31,55 @@ MAX_WINDOWS = 400
 
 
 def _coalesce(s: np.ndarray, e: np.ndarray, b: np.ndarray, labels: list[str], names: tuple[str, ...], step_ps: int, limit: int) -> tuple[list[Span], bool]:
-    """Merge touching spans of one bucket; past `limit` spans, bin the step into
-    `limit` equal bins, each drawn as the bucket holding most of its time.
+    """Merge touching spans of one bucket; past `limit` spans, bin the step into `limit` equal bins and
+    draw, in each bin, one span per bucket as long as that bucket's time in the bin (a span crossing bins
+    counts in each for the part it covers there), in the order the buckets first run in the bin: every
+    op's time is drawn (the drawn spans sum to the busy time, per bucket too), each within a bin's width of
+    where it ran.
 
-    s/e are offsets from the step start; b indexes `names`. Vectorised."""
+    s/e are offsets from the step start (the spans do not overlap); b indexes `names`. Vectorised."""
     n = len(s)
     if n == 0:
         return [], False
     merged = False
     if n > limit:
         merged = True
-        width = max(step_ps // limit, 1)
-        # Split time into bins: spans are mostly shorter than a bin; a span
-        # counts in the bin of its midpoint.
-        mid = (s + e) // 2
-        bin_of = np.minimum(mid // width, limit - 1)
-        dur = e - s
-        key = bin_of * len(names) + b
-        tot = np.bincount(key, weights=dur, minlength=limit * len(names)).reshape(limit, len(names))
-        used = tot.sum(axis=1) > 0
-        win = np.argmax(tot, axis=1)
-        # label: the longest span of the winning bucket in the bin
-        order = np.lexsort((-dur, key))
-        first: dict[int, int] = {}
-        for i in order.tolist():
-            first.setdefault(int(key[i]), i)
-        bins = np.flatnonzero(used)
-        s = bins * width
-        e = np.minimum((bins + 1) * width, step_ps)
-        b = win[bins]
-        labels = [labels[first[int(k)]] for k in (bins * len(names) + b).tolist()]
+        width = max(-(-step_ps // limit), 1)
+        first_bin = s // width
+        last_bin = np.maximum(first_bin, (e - 1) // width)
+        per = (last_bin - first_bin + 1).astype(np.int64)
+        # one piece per (span, bin it covers): exclusive spans, so at most n + limit pieces
+        src = np.repeat(np.arange(n), per)
+        k = np.arange(len(src)) - np.repeat(np.cumsum(per) - per, per)
+        pbin = first_bin[src] + k
+        ps = np.maximum(s[src], pbin * width)
+        pe = np.minimum(e[src], (pbin + 1) * width)
+        pdur = pe - ps
+        keep = pdur > 0
+        src, pbin, ps, pdur = src[keep], pbin[keep], ps[keep], pdur[keep]
+        key = pbin * len(names) + b[src]
+        uk, inv = np.unique(key, return_inverse=True)
+        tot = np.bincount(inv, weights=pdur, minlength=len(uk)).astype(np.int64)
+        first_at = np.full(len(uk), np.iinfo(np.int64).max, dtype=np.int64)
+        np.minimum.at(first_at, inv, ps)
+        # label: the span with the longest piece of that bucket in the bin
+        order = np.lexsort((-pdur, inv))
+        lead = order[np.r_[True, inv[order][1:] != inv[order][:-1]]]
+        lab = {int(inv[i]): labels[int(src[i])] for i in lead.tolist()}
+        ubin, ub = uk // len(names), uk % len(names)
+        seq = np.lexsort((first_at, ubin))  # by bin, then by when the bucket first runs in it
+        cursor: dict[int, int] = {}
+        out_s, out_e, out_b, out_l = [], [], [], []
+        for j in seq.tolist():
+            bn = int(ubin[j])
+            at = cursor.get(bn, bn * width)
+            out_s.append(at)
+            out_e.append(at + int(tot[j]))
+            out_b.append(int(ub[j]))
+            out_l.append(lab[j])
+            cursor[bn] = at + int(tot[j])
+        s, e, b, labels = (np.asarray(out_s, dtype=np.int64), np.asarray(out_e, dtype=np.int64),
+                           np.asarray(out_b, dtype=np.int64), out_l)
         n = len(s)
     # Merge runs of touching spans with the same bucket.
     brk = np.ones(n, dtype=bool)
@@ -72,6 +92,37 @@ def _coalesce(s: np.ndarray, e: np.ndarray, b: np.ndarray, labels: list[str], na
         j = i0 + int(np.argmax(dur[i0 : i1 + 1]))
         spans.append(Span(int(s[i0]), int(e[i1]), names[int(b[i0])], labels[j]))
     return spans, merged
+
+
+def _merged_windows(spans: list[WindowSpan], limit: int, step_ps: int) -> list[WindowSpan]:
+    """Past `limit` windows, neighbouring windows of one collective type (closer than a gap that grows until
+    they fit) are drawn as one: its span from the first start to the last end, its name the count, its hidden
+    fraction and class those of the windows' summed time."""
+    gap = max(step_ps // max(limit, 1), 1)
+    out = spans
+    while len(out) > limit:
+        groups: list[list[WindowSpan]] = []
+        last: dict[str, int] = {}  # type -> index of its open group
+        for w in sorted(out, key=lambda x: (x.start_ps, x.type)):
+            g = last.get(w.type)
+            if g is not None and w.start_ps - groups[g][-1].end_ps <= gap:
+                groups[g].append(w)
+            else:
+                last[w.type] = len(groups)
+                groups.append([w])
+        out = [_one_window(g) for g in groups]
+        gap *= 2
+    return out
+
+
+def _one_window(g: list[WindowSpan]) -> WindowSpan:
+    if len(g) == 1:
+        return g[0]
+    win = sum(w.end_ps - w.start_ps for w in g)
+    hidden = sum(w.hidden_fraction * (w.end_ps - w.start_ps) for w in g)
+    frac = hidden / win if win > 0 else 0.0
+    return WindowSpan(g[0].start_ps, max(w.end_ps for w in g), g[0].type, f"{len(g)} {g[0].type} windows",
+                      frac, window_class(hidden, win))
 
 
 def build_timeline(att: Attributed, windows: Windows | None) -> TimelineSample | None:
@@ -121,7 +172,7 @@ def build_timeline(att: Attributed, windows: Windows | None) -> TimelineSample |
         lanes.append(Lane(sc.name, "SparseCore", tuple(sp)))
     wins = windows if windows is not None else Windows.concat([])
     spans_w = []
-    sel = np.flatnonzero((wins.start >= a) & (wins.start < b))[:MAX_WINDOWS]
+    sel = np.flatnonzero((wins.start >= a) & (wins.start < b))
     if len(sel):
         ws, we = wins.start[sel], wins.end[sel]
         hs = w.compute(we) - w.compute(ws)
@@ -130,4 +181,7 @@ def build_timeline(att: Attributed, windows: Windows | None) -> TimelineSample |
         for s0, e0, typ, name, h in zip(ws.tolist(), we.tolist(), sub.type_names(), names, hs.tolist(), strict=True):
             win = e0 - s0
             spans_w.append(WindowSpan(s0 - a, min(e0, b) - a, typ, name, (h / win) if win > 0 else 0.0, window_class(h, win)))
+    if len(spans_w) > MAX_WINDOWS:
+        spans_w = _merged_windows(spans_w, MAX_WINDOWS, b - a)
+        merged = True
     return TimelineSample(plane.label, int(rep), b - a, tuple(lanes), tuple(spans_w), merged)

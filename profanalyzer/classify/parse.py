@@ -519,41 +519,12 @@ def shape_dims(dims: str) -> tuple[int, ...]:
 
 
 def matmul_kernel_flops(operand_text: str, output_text: str) -> float | None:
-    """2*M*N*K of a matmul kernel from its operand and output shapes.
+    """2*M*N*K of a matmul kernel from its operand and output shapes as HLO text prints them
+    (profanalyzer.hlo.kernels.matmul_flops says how)."""
+    from profanalyzer.hlo.kernels import matmul_flops
 
-    The activation is the largest float (bf16/f16/f32/fp8/int8) operand, the
-    weight the largest other matrix operand (any element type, incl. 4-bit);
-    with a 2-D weight [N, K] or [K, N] and the output [.., M, N]:
-    activation elements x weight elements / output elements = K^2. Returns
-    None unless K is a whole number that is one of the weight's dimensions
-    and divides the activation (so scale tensors and odd layouts give None).
-    """
-    out = [shape_dims(d) for _, d in ARRAY.findall(output_text or "")]
-    out = [o for o in out if o and math.prod(o) > 1]
-    if len(out) != 1:
-        return None
-    arrays = [(t, shape_dims(d)) for t, d in ARRAY.findall(operand_text or "")]
-    mats = [(t, d) for t, d in arrays if sum(x > 1 for x in d) >= 2]
-    if len(mats) < 2:
-        return None
-    mats.sort(key=lambda a: -math.prod(a[1]))
-    x_elems = o_elems = w = None
-    o_elems = math.prod(out[0])
-    for i, (t, d) in enumerate(mats):
-        if t in ("bf16", "f16", "f32", "s8", "u8") or t.startswith("f8e"):
-            x_elems = math.prod(d)
-            rest = mats[:i] + mats[i + 1:]
-            w = next((d2 for _, d2 in rest if len([x for x in d2 if x > 1]) == 2), None)
-            break
-    if x_elems is None or w is None or o_elems <= 0:
-        return None
-    w_dims = [x for x in w if x > 1]
-    k2 = x_elems * math.prod(w_dims) / o_elems
-    k = round(math.sqrt(k2))
-    if k <= 0 or k * k != k2 or k not in w_dims or x_elems % k:
-        return None
-    return 2.0 * o_elems * k
-
+    return matmul_flops([(t, shape_dims(d)) for t, d in ARRAY.findall(operand_text or "")],
+                        [shape_dims(d) for _, d in ARRAY.findall(output_text or "")])
 
 
 def braced_attr(text: str, key: str, limit: int = 4096) -> str:

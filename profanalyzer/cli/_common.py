@@ -104,8 +104,12 @@ def run_command(group: click.Command, argv: list[str] | None) -> int:
     except click.exceptions.Abort:
         echo("profanalyze: aborted", err=True)
         return EXIT_INPUT
+    except click.UsageError as e:  # one line, as every other error: what is wrong and where the help is
+        where = e.ctx.command_path if e.ctx is not None else "profanalyze"
+        echo(f"profanalyze: error: {e.format_message()} (see '{where} --help')", err=True)
+        return EXIT_INPUT
     except click.ClickException as e:
-        e.show()
+        echo(f"profanalyze: error: {e.format_message()}", err=True)
         return EXIT_INPUT
     except KeyboardInterrupt:
         return 130

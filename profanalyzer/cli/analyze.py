@@ -105,6 +105,18 @@ def info(trace: str, chip: str | None, jobs: int | None, json_out: str | None, q
     from profanalyzer.xspace.build import load_trace
 
     check_outputs([trace], [("--json", json_out)])
+    from profanalyzer.hlo.load import is_program_path
+
+    if not is_url(trace) and is_program_path(trace):  # a compiled program: its modules and chip, and what to run
+        from profanalyzer.info import format_program_info, program_info
+
+        pi = program_info(trace, chip)
+        if json_out:
+            write_json(pi.to_dict(), json_out)
+            if json_out == "-":
+                return
+        echo(format_program_info(pi))
+        return
     with _local(trace, selective=False) as local:
         ti = trace_info(load_trace(local, chip=chip, jobs=jobs, progress=_progress(quiet, local)))
     if local != trace:  # a URL: name it, not the temporary copy

@@ -43,7 +43,7 @@ from profanalyzer.hlo.replay import PREDICTED_NOTE, replay, to_xspace
 from profanalyzer.trace import Trace
 from profanalyzer.xspace.build import load_trace
 
-__all__ = ["is_program_path", "load_program_trace", "INPUT_KIND", "STEP_SOURCE"]
+__all__ = ["is_program_path", "load_program_trace", "program_chip", "INPUT_KIND", "STEP_SOURCE"]
 
 INPUT_KIND = "compiled_program"
 #: Where a replayed program's one step comes from (what a capture's `Steps.source` says: `Steps line`, ...).
@@ -57,6 +57,11 @@ def _tmpdir() -> Path:
         _TMP.append(d)
         atexit.register(shutil.rmtree, d, True)
     return Path(_TMP[0])
+
+
+def program_chip(program: Program, chip: str | None = None) -> tuple[Chip, str]:
+    """The chip a compiled program was compiled for, and where that comes from."""
+    return _chip(program, chip)
 
 
 def _chip(program, chip: str | None) -> tuple[Chip, str]:

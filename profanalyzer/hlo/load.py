@@ -90,7 +90,9 @@ def _module_from_bytes(data: bytes, what: str, stage: str = "") -> Module:
     try:
         return parse_hlo_proto_bytes(data, what)
     except ValueError as e:
-        raise InputError(f"{what}: neither HLO text nor an HloProto ({e})") from None
+        from profanalyzer.xspace.wire import plain_decode_error
+
+        raise InputError(f"{what}: neither HLO text nor an HloProto ({plain_decode_error(e)})") from None
 
 
 def _stage_of(name: str) -> str:

@@ -48,6 +48,8 @@ _I_OPERAND_IDS, _I_CALLED_IDS, _I_BACKEND_CONFIG, _I_COMPARISON, _I_FRONTEND, _I
 # 2 stride, 3 padding_low, 4 padding_high, 5 window_dilation, 6 base_dilation, 7 window_reversal}},
 # ConvolutionDimensionNumbers, DotDimensionNumbers {1 lhs_contracting, 2 rhs_contracting, 3 lhs_batch, 4 rhs_batch}
 _I_WINDOW, _I_CONV_DNUMS, _I_DOT_DNUMS, _I_FEATURE_GROUPS, _I_BATCH_GROUPS = 15, 16, 30, 50, 58
+#: a gather's slice sizes (repeated int64): which blocks it reads (a paged cache's pages, an embedding's rows)
+_I_GATHER_SLICE_SIZES = 34
 #: ConvolutionDimensionNumbers fields: (input batch, input feature, input spatial), (kernel input feature, kernel
 #: output feature, kernel spatial), (output batch, output feature, output spatial)
 _CD_LHS, _CD_RHS, _CD_OUT = (7, 8, 11), (3, 4, 6), (9, 10, 12)
@@ -166,7 +168,7 @@ def _frontend(buf, a: int, b: int) -> str:
 class _Raw:
     __slots__ = ("name", "opcode", "shape", "meta", "literal", "pnum", "kind", "dims", "target", "id", "operands",
                  "called", "backend", "direction", "frontend", "thread", "tuple_index", "channel", "group", "math",
-                 "lit_stats")
+                 "lit_stats", "slices")
 
     def __init__(self) -> None:
         self.name = self.opcode = self.kind = self.target = self.backend = self.direction = ""
@@ -177,6 +179,7 @@ class _Raw:
         self.pnum, self.id, self.tuple_index, self.channel = -1, -1, -1, 0
         self.group = 0  # the largest replica group of a collective (devices)
         self.dims: list[int] = []
+        self.slices: list[int] = []  # a gather's slice sizes
         self.operands: list[int] = []
         self.called: list[int] = []
         self.math: list[tuple[str, str]] = []  # window / dim_labels / dot dims / group counts, as the text prints them
@@ -280,6 +283,8 @@ def _instruction(buf, a: int, b: int) -> _Raw:
                 r.math.append(("dim_labels", _dim_labels(buf, pa, pb)))
             elif f == _I_DOT_DNUMS:
                 r.math += _dot_dims(buf, pa, pb)
+            elif f == _I_GATHER_SLICE_SIZES:
+                r.slices += _varints(buf, wt, v, pa, pb)
         elif wt == 0:
             if f == _I_ID:
                 r.id = _signed(v)
@@ -295,6 +300,8 @@ def _instruction(buf, a: int, b: int) -> _Raw:
                 r.dims.append(_signed(v))
             elif f == _I_CHANNEL_ID:
                 r.channel = _signed(v)
+            elif f == _I_GATHER_SLICE_SIZES:
+                r.slices.append(_signed(v))
             elif f in (_I_FEATURE_GROUPS, _I_BATCH_GROUPS) and _signed(v) > 1:
                 r.math.append(("feature_group_count" if f == _I_FEATURE_GROUPS else "batch_group_count", str(_signed(v))))
     return r
@@ -356,6 +363,8 @@ def _render(r: _Raw, names: dict[int, str], comp_names: dict[int, str], root: bo
         attrs.append(("channel_id", str(r.channel)))
     if r.dims and r.opcode in ("broadcast", "reduce", "transpose", "all-gather", "reverse", "concatenate"):
         attrs.append(("dimensions", "{" + ",".join(map(str, r.dims)) + "}"))
+    if r.slices and r.opcode == "gather":
+        attrs.append(("slice_sizes", "{" + ",".join(map(str, r.slices)) + "}"))
     if r.opcode in ("convolution", "dot", "ragged-dot", "scaled-dot"):
         attrs += r.math
     if r.thread:

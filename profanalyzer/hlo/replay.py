@@ -42,6 +42,7 @@ from dataclasses import dataclass
 
 from profanalyzer.hardware import Chip
 from profanalyzer.hlo.flops import FlopsTable, accessed_bytes
+from profanalyzer.hlo.kernels import kernel_flops
 from profanalyzer.hlo.model import Computation, Instruction, Module, Program
 from profanalyzer.hlo.schedule import (
     SPARSECORE_THREAD,
@@ -69,7 +70,7 @@ class ReplayOp:
     start_ps: int
     dur_ps: int
     sparsecore: bool
-    how: str  # estimated_cycles | hbm_bytes | ici_bytes | wait | none
+    how: str  # estimated_cycles | kernel_roofline | hbm_bytes | ici_bytes | wait | none
     flops: int | None = None  # one run's FLOPs of its dots / convolutions, from the HLO (TensorCore ops only)
     bytes: int | None = None  # one run's HBM bytes read + written (TensorCore compute ops only; not async pairs)
 
@@ -105,11 +106,22 @@ class _Player:
         self.ici = chip.core_ici_bytes_per_s
         self.clock = chip.clock_hz
         self.flops = FlopsTable(module)
+        self._kernels: dict[str, tuple[float, str] | None] = {}
+
+    def kernel(self, ins: Instruction, comp: Computation) -> tuple[float, str] | None:
+        """A custom-call kernel's FLOPs from its operand shapes (profanalyzer.hlo.kernels), once per instruction."""
+        if ins.name not in self._kernels:
+            self._kernels[ins.name] = kernel_flops(self.m, ins, comp)
+        return self._kernels[ins.name]
 
     def emit(self, ins: Instruction, comp: str, start: int, dur: int, sc: bool, how: str) -> None:
         c = None if sc else self.m.by_name.get(comp)
         f = self.flops.of(ins, c) if c is not None else None
-        b = (accessed_bytes(self.m, ins, c) or None) if c is not None and how in ("estimated_cycles", "hbm_bytes") and not (
+        if f is None and c is not None and ins.opcode == "custom-call":
+            k = self.kernel(ins, c)
+            f = int(k[0]) if k is not None else None
+        b = (accessed_bytes(self.m, ins, c) or None) if c is not None and how in (
+                "estimated_cycles", "hbm_bytes", "kernel_roofline") and not (
             ins.opcode.endswith(("-start", "-done", "-update"))) else None
         self.ops.append(ReplayOp(ins, comp, int(start), max(MIN_PS, int(dur)), sc, how, f, b))
 
@@ -143,7 +155,11 @@ class _Player:
             return int(ps), "estimated_cycles"
         if collective_kind(ins.opcode):
             return self.collective_ps(ins, comp), "ici_bytes"
-        return int(self.bytes_of(ins, comp) / self.hbm * PS), "hbm_bytes"
+        mem = self.bytes_of(ins, comp) / self.hbm * PS
+        k = self.kernel(ins, comp) if ins.opcode == "custom-call" else None
+        if k is not None:  # a kernel with no estimate: its roofline (FLOPs at the MXU peak, bytes over HBM)
+            return int(max(mem, k[0] / _kernel_peak(ins, comp, self.chip) * PS)), "kernel_roofline"
+        return int(mem), "hbm_bytes"
 
     def inner_ps(self, ins: Instruction, comp: Computation) -> int:
         """Time of an op inside an async computation: its bytes over ICI (collectives) or HBM."""
@@ -258,6 +274,14 @@ class _Player:
             self.t += max(MIN_PS, dur)
 
 
+def _kernel_peak(ins: Instruction, comp: Computation, chip: Chip) -> float:
+    """The MXU peak a kernel's matmuls run at: INT8 where its largest operands are 8-bit integers, else BF16."""
+    shapes = sorted((s for s in operand_shapes(ins, comp) if not s.is_tuple), key=lambda s: -s.bytes)[:2]
+    if shapes and all(s.dtype in ("s8", "u8") for s in shapes):
+        return chip.core_peak_int8_flops
+    return chip.core_peak_bf16_flops
+
+
 def _compute_bound(flops: float, nbytes: float, chip: Chip) -> bool:
     """An op's FLOPs at the BF16 peak take longer than its bytes at the HBM bandwidth."""
     return flops / chip.core_peak_bf16_flops > nbytes / chip.core_hbm_bytes_per_s
@@ -276,17 +300,26 @@ def replay(program: Program, chip: Chip) -> Replay:
         p.run(entry, entry.execution_thread)
     step = max([p.t] + [o.start_ps + o.dur_ps for o in p.ops])
     cal = chip.replay_calibration
-    kernels: dict[str, int] = {}
-    for o in p.ops:
-        if o.how == "hbm_bytes" and o.instruction.opcode == "custom-call" and not o.sparsecore:
-            kernels[o.instruction.name] = kernels.get(o.instruction.name, 0) + o.dur_ps
     unpriced: tuple[str, ...] = ()
-    if kernels:
-        top = sorted(kernels.items(), key=lambda kv: (-kv[1], kv[0]))
-        share = sum(kernels.values()) / max(step, 1)
-        unpriced = (f"not priced honestly: {len(kernels)} custom-call kernel(s) with no compiler estimate "
-                    f"({', '.join(n for n, _ in top[:4])}{', ...' if len(top) > 4 else ''}) take their bytes over "
-                    f"HBM, a lower bound of their time: {share:.1%} of the predicted step",)
+    for how, said in (("kernel_roofline", "priced at their roofline (FLOPs from their operand shapes at the MXU "
+                                          "peak, or their bytes over HBM, whichever is longer), a lower bound: a "
+                                          "kernel with small blocks runs far below it"),
+                      ("hbm_bytes", "not priced honestly: no FLOPs from their shapes, they take their bytes over "
+                                    "HBM, a lower bound of their time")):
+        kernels: dict[str, int] = {}
+        for o in p.ops:
+            if o.how == how and o.instruction.opcode == "custom-call" and not o.sparsecore:
+                kernels[o.instruction.name] = kernels.get(o.instruction.name, 0) + o.dur_ps
+        if kernels:
+            top = sorted(kernels.items(), key=lambda kv: (-kv[1], kv[0]))
+            share = sum(kernels.values()) / max(step, 1)
+            lead, _, rest = said.partition(": ")
+            unpriced += ((f"{lead}: {len(kernels)} custom-call kernel(s) with no compiler estimate "
+                          f"({', '.join(n for n, _ in top[:4])}{', ...' if len(top) > 4 else ''}): {rest}; "
+                          f"{share:.1%} of the predicted step") if how == "hbm_bytes" else
+                         (f"{len(kernels)} custom-call kernel(s) with no compiler estimate "
+                          f"({', '.join(n for n, _ in top[:4])}{', ...' if len(top) > 4 else ''}) {said}; "
+                          f"{share:.1%} of the predicted step"),)
     assumptions = (
         f"clock {chip.clock_ghz:g} GHz ({chip.name}; inferred from the BF16 peak, not published)",
         (f"estimated_cycles calibrated on {chip.name} programs that ran: cycles / clock divided by "
@@ -298,7 +331,8 @@ def replay(program: Program, chip: Chip) -> Replay:
         "SparseCore work runs one op at a time from its start; the TensorCore waits at the done",
         "FLOPs derived from the HLO: 2 x the multiply-adds of each dot and convolution (fusion bodies included) "
         "from its shapes, dimension numbers and window, loop bodies counted per iteration; elementwise work not "
-        "counted (a lower bound); custom-call kernels from their operand shapes where the classifier derives them",
+        "counted (a lower bound); custom-call kernels from their operand shapes (attention kernels from q/k/v, the "
+        "half and the block mask; matmul kernels 2 x M x N x K)",
     ) + unpriced
     return Replay(m, chip, tuple(p.ops), int(step), assumptions)
 

@@ -349,7 +349,10 @@ def _timeline(a: Analysis) -> TimelineView | None:
     if any(ln.engine == "SparseCore" for ln in tl.lanes):
         legend += (LegendItem("sparsecore", "SparseCore busy", svg.SPARSECORE_COLOUR),)
     legend += tuple(LegendItem(f"win-{k}", f"window {k}", c) for k, c in svg.WINDOW_COLOURS.items())
-    note = "Adjacent spans were merged to keep the drawing small (totals unchanged)." if tl.coalesced else ""
+    note = ("Too many spans to draw one by one: the step is drawn in short bins, each bucket's time in a bin as one "
+            "span in the order it ran there (every op's time is drawn; a span's place is right to within a bin); "
+            "neighbouring collective windows of one type are drawn as one, named with how many it holds."
+            if tl.coalesced else "")
     return TimelineView(
         chart=chart,
         caption=f"Representative step {tl.step} (closest to the median kept step) on {tl.core}: {ms(tl.step_ps)} ms.",

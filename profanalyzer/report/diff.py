@@ -552,7 +552,8 @@ def build_diff_context(c: Comparison) -> DiffContext:
     )
     return DiffContext(
         tool_version=_tool_version(),
-        title=f"profanalyze compare: {_name(c.base.label)} → {_name(c.new.label)}",
+        title=f"profanalyze compare: {_name(c.base.label)} → {_name(c.new.label)}"
+              + (" (PREDICTED)" if c.basis == "predicted" else ""),
         base_name=_name(c.base.label),
         new_name=_name(c.new.label),
         base_label=c.base.label,

@@ -17,6 +17,8 @@ __all__ = ["ExpectedRowView", "ExpectedView", "expected_view", "markdown_expecte
 
 #: Rows of each table (HTML and Markdown).
 EXPECTED_ROWS = 20
+#: An op whose measured and expected runs both print as 0.000 ms is not listed (it is counted in a note).
+SHOWN_MIN_PS = 500_000
 
 
 @dataclass(frozen=True)
@@ -56,9 +58,14 @@ def _ratio(r: float | None) -> str:
 
 
 def _row(o: ExpectedOp) -> ExpectedRowView:
+    lo, hi = ms(o.measured_min_ps), ms(o.measured_max_ps)
     return ExpectedRowView(o.name, o.family, o.opcode, str(o.occurrences),
                            ms(o.expected_ps) if o.expected_ps is not None else "-", ms(o.measured_mean_ps),
-                           f"{ms(o.measured_min_ps)}-{ms(o.measured_max_ps)}", _ratio(o.ratio))
+                           lo if lo == hi else f"{lo}-{hi}", _ratio(o.ratio))
+
+
+def _shown(o: ExpectedOp) -> bool:
+    return o.measured_mean_ps >= SHOWN_MIN_PS or (o.expected_ps or 0) >= SHOWN_MIN_PS
 
 
 def expected_view(a: Analysis) -> ExpectedView | None:
@@ -73,13 +80,19 @@ def expected_view(a: Analysis) -> ExpectedView | None:
                f"(clock {e.clock_ghz:g} GHz assumed; {e.steps} step(s)"
                + (f", per TensorCore, the runs of {e.cores} TensorCores pooled" if e.cores > 1 else "") + ").")
     fams = tuple(FamilyRowView(f.family, str(f.ops), ms(f.expected_ps / n) if f.expected_ps is not None else "-",
-                               ms(f.measured_ps / n), _ratio(f.ratio)) for f in e.families[:EXPECTED_ROWS])
+                               ms(f.measured_ps / n), _ratio(f.ratio)) for f in e.families
+                 if f.measured_ps / n >= SHOWN_MIN_PS or (f.expected_ps or 0) / n >= SHOWN_MIN_PS)[:EXPECTED_ROWS]
     slower = tuple(f"{s.name}: {s.evidence}" + (f" -- lever: {s.lever}" if s.lever else "") for s in e.slower)
-    without_note = (f"{len(e.without_estimate)} op(s) carry no compiler estimate (waits at async dones, custom calls, "
-                    "synchronous collectives): measured time the compiler did not count as compute."
-                    if e.without_estimate else "Every measured op carries a compiler estimate.")
-    return ExpectedView(summary, tuple(_row(o) for o in e.ops[:EXPECTED_ROWS]), fams, slower,
-                        tuple(_row(o) for o in e.without_estimate[:EXPECTED_ROWS]), without_note, e.notes)
+    with_est = [o for o in e.ops if o.expected_ps is not None and _shown(o)]
+    without = [o for o in e.without_estimate if _shown(o)]
+    hidden = sum(1 for o in (*e.ops, *e.without_estimate) if not _shown(o))
+    without_note = " ".join(x for x in (
+        ("The ops without an estimate are listed last: waits at async dones, custom calls, synchronous "
+         "collectives." if without else "" if e.without_estimate else
+         "Every measured op carries a compiler estimate."),
+        (f"{hidden} op(s) whose runs measure and are expected under 0.001 ms are not listed." if hidden else "")) if x)
+    return ExpectedView(summary, tuple(_row(o) for o in with_est[:EXPECTED_ROWS]), fams, slower,
+                        tuple(_row(o) for o in without[:EXPECTED_ROWS]), without_note, e.notes)
 
 
 def markdown_expected(a: Analysis, esc) -> list[str]:
@@ -88,7 +101,8 @@ def markdown_expected(a: Analysis, esc) -> list[str]:
     if v is None:
         return []
     out = ["### Expected vs measured (the compiler's estimates)", "", esc(v.summary), "",
-           "| op | family | runs | expected ms | measured ms (mean) | min-max ms | measured / expected |",
+           "| op | family | runs (kept steps, every TensorCore) | expected ms per run | measured ms per run (mean) | "
+           "min-max ms | measured / expected |",
            "| --- | --- | ---: | ---: | ---: | ---: | ---: |"]
     for r in v.rows + v.without:
         out.append(f"| {esc(r.name)} | {esc(r.family)} | {r.runs} | {r.expected_ms} | {r.measured_ms} | "
@@ -101,6 +115,7 @@ def markdown_expected(a: Analysis, esc) -> list[str]:
     out.append("")
     for s in v.slower:
         out.append(f"- Slower than expected: {esc(s)}")
-    out.append(esc(v.without_note))
+    if v.without_note:
+        out.append(esc(v.without_note))
     out.append("")
     return out

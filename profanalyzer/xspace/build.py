@@ -119,7 +119,7 @@ class _Fields:
         try:
             fld, wt, p_start, p_end, tag_at = wire.scan_fields(buf, start, end)
         except ValueError as e:
-            raise InputError(f"plane at byte {start} is corrupt ({e})") from None
+            raise InputError(f"plane at byte {start} is corrupt ({wire.plain_decode_error(e)})") from None
         return cls(buf, start, fld, wt, p_start, p_end, tag_at, (fld == 3) & (wt == 2), (fld == 4) & (wt == 2))
 
     def line_spans(self) -> list[tuple[int, int]]:

@@ -28,6 +28,7 @@ from pathlib import Path
 from profanalyzer.errors import InputError
 from profanalyzer.vocab import XPLANE_SUFFIXES
 from profanalyzer.xspace import wire
+from profanalyzer.xspace.wire import plain_decode_error
 
 #: Decompressed size cap for .gz inputs (a gzip bomb guard). Real single-host
 #: captures are at most a few GB.
@@ -85,8 +86,10 @@ def _sniff_wrong_type(head: bytes, name: str) -> str | None:
     """A helpful message when the bytes are clearly something else."""
     s = head.lstrip()
     if s[:1] in (b"{", b"["):
-        what = "a trace viewer .trace.json(.gz)" if ".json" in name.lower() else "a trace viewer .trace.json?"
-        return f"{name}: this is JSON ({what}), not an XSpace protobuf; {_PASS_XPLANE}"
+        # a trace viewer file only on its own evidence: an object holding traceEvents, or an array of events
+        viewer = b'"traceEvents"' in s[:4096] if s[:1] == b"{" else re.match(rb'\[\s*\{[^{}]*"ph"\s*:', s) is not None
+        what = " (a trace viewer .trace.json)" if viewer else ""
+        return f"{name}: this is JSON{what}, not an XSpace protobuf; {_PASS_XPLANE}"
     if s[:5].lower() in (b"<!doc", b"<html"):
         return f"{name}: this is an HTML page, not an XSpace protobuf (.xplane.pb); {_PASS_XPLANE}"
     if head[:2] == b"\x1f\x8b":
@@ -345,8 +348,10 @@ def scan_space(buf, path: Path, _diagnose: bool = True) -> SpaceIndex:
                 "an incomplete download or copy?)"
             ) from None
         if planes:
-            raise InputError(f"{path}: truncated or corrupt: {e} at byte {tag_pos} (after {len(planes)} plane(s))") from None
-        raise InputError(f"{path}: not an XSpace profile (.xplane.pb), or truncated/corrupt: {e} at byte {tag_pos}") from None
+            raise InputError(f"{path}: truncated or corrupt: {plain_decode_error(e)} at byte {tag_pos} "
+                             f"(after {len(planes)} plane(s))") from None
+        raise InputError(f"{path}: not an XSpace profile (.xplane.pb), or truncated/corrupt: {plain_decode_error(e)} "
+                         f"at byte {tag_pos}") from None
     if not planes:
         wrong = diagnose()
         if wrong:

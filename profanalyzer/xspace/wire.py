@@ -530,3 +530,11 @@ def explain_decode_error(data: bytes, descriptor, _where: str = "") -> str | Non
     except ValueError as e:
         return f"{e} in {where}"
     return None
+
+
+def plain_decode_error(e: Exception) -> str:
+    """A decoder's complaint in a user's words: where the bytes stop making sense, not the wire format's terms."""
+    text = str(e)
+    if isinstance(e, Truncated) or "truncated" in text or "past the end" in text or "ends" in text:
+        return "the data ends inside a record" if "the file ends" not in text else text
+    return "bytes that are no part of an XSpace record"
