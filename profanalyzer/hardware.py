@@ -70,6 +70,9 @@ class Chip:
     #: INT8 MXU peak, TOPS per chip as published; 0 where none is published
     #: (TPU7x: its FP8 rate is assumed for int8 x int8 matmuls, see core_peak_int8_flops).
     peak_int8_tops: float = 0.0
+    #: host <-> HBM link, GB/s per chip as published; 0 where no figure is published (every chip here today:
+    #: the replay then prices host transfers at HBM bandwidth and says so)
+    host_gbps: float = 0.0
     #: `tpu_topology_args { version: ... variant: ... }` of an XLA dump's target_arguments.txt
     #: ("VIPERFISH:lite"; a version alone where the dump gives no variant)
     target_versions: tuple[str, ...] = ()

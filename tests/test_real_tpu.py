@@ -420,3 +420,19 @@ def test_decode_cache_read_per_step_and_its_8bit_lever(unpacked):
             fp5 = [r for r in run_rules(a).recommendations if r.code == "FP005"]
             if kv.ps >= 0.1 * a.steps.step_time_ps["mean"] and set(kv.dtypes) <= {"bf16", "f16"}:
                 assert fp5 and abs(fp5[0].estimated_saving_ps - 0.5 * kv.ps) <= 1e-3 * kv.ps, name
+
+
+def test_before_the_run_names_host_transfers(unpacked):
+    """Host offload in a compiled program: the host-memory transfers are priced over the host link where the
+    chip publishes one, else at HBM bandwidth, and the page says which, with their bytes; the same program
+    keeping its activations on the device has none."""
+    from profanalyzer.hardware import V5E
+    from profanalyzer.hlo.load import read_program
+    from profanalyzer.hlo.replay import replay
+
+    said = [x for x in replay(read_program(unpacked["train_offload_names"] / "dump"), V5E).assumptions
+            if x.startswith("host transfers")]
+    assert len(said) == 1 and "no host-link figure is published for TPU v5e" in said[0]
+    assert float(said[0].split("(")[1].split(" MB")[0]) > 100
+    assert not [x for x in replay(read_program(unpacked["train_save_names"] / "dump"), V5E).assumptions
+                if x.startswith("host transfers")]

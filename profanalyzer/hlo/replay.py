@@ -53,7 +53,7 @@ from profanalyzer.hlo.schedule import (
     wrapped_op,
     xprof_text,
 )
-from profanalyzer.hlo.truth import category_of, collective_kind
+from profanalyzer.hlo.truth import HOST_MEMORY, category_of, collective_kind
 
 __all__ = ["ReplayOp", "Replay", "replay", "to_xspace", "PREDICTED_NOTE", "op_bound"]
 
@@ -107,6 +107,8 @@ class _Player:
         self.clock = chip.clock_hz
         self.flops = FlopsTable(module)
         self._kernels: dict[str, tuple[float, str] | None] = {}
+        self.host_bytes = 0  # host <-> HBM transfer bytes of one step (host-memory buffers moved)
+        self.host_ps = 0
 
     def kernel(self, ins: Instruction, comp: Computation) -> tuple[float, str] | None:
         """A custom-call kernel's FLOPs from its operand shapes (profanalyzer.hlo.kernels), once per instruction."""
@@ -162,10 +164,22 @@ class _Player:
         return int(mem), "hbm_bytes"
 
     def inner_ps(self, ins: Instruction, comp: Computation) -> int:
-        """Time of an op inside an async computation: its bytes over ICI (collectives) or HBM."""
+        """Time of an op inside an async computation: its bytes over ICI (collectives), over the host link
+        (a host-memory, S(5), buffer moved: at HBM bandwidth where the chip's host link is not published), or
+        over HBM."""
         if collective_kind(ins.opcode):
             return self.collective_ps(ins, comp)
-        return int(self.bytes_of(ins, comp) / self.hbm * PS)
+        nbytes = self.bytes_of(ins, comp)
+        shapes = operand_shapes(ins, comp)
+        if any(x.memory_space == HOST_MEMORY for x in (*ins.shape.leaves(), *shapes)):
+            # what crosses the link: the update written into a host buffer, else the array produced
+            moved = shapes[1].bytes if ins.opcode == "dynamic-update-slice" and len(shapes) > 1 else ins.shape.bytes
+            self.host_bytes += moved
+            link = self.chip.host_gbps * 1e9 / self.chip.planes_per_chip if self.chip.host_gbps else self.hbm
+            ps = int(moved / link * PS)
+            self.host_ps += ps
+            return ps
+        return int(nbytes / self.hbm * PS)
 
     def async_work(self, start: Instruction, comp: Computation) -> tuple[int, list[tuple[Instruction, str, int]]]:
         """(ps, [(instruction, computation, ps)] of the work inside) of an async start's computation (an
@@ -320,6 +334,12 @@ def replay(program: Program, chip: Chip) -> Replay:
                          (f"{len(kernels)} custom-call kernel(s) with no compiler estimate "
                           f"({', '.join(n for n, _ in top[:4])}{', ...' if len(top) > 4 else ''}) {said}; "
                           f"{share:.1%} of the predicted step"),)
+    if p.host_bytes:
+        unpriced += ((f"host transfers ({p.host_bytes / 1e6:.1f} MB per step) over the host link at "
+                      f"{chip.host_gbps:g} GB/s per chip" if chip.host_gbps else
+                      f"host transfers ({p.host_bytes / 1e6:.1f} MB per step) priced at HBM bandwidth: no host-link "
+                      f"figure is published for {chip.name}, a lower bound of their time")
+                     + f"; {p.host_ps / max(step, 1):.1%} of the predicted step if none overlapped",)
     assumptions = (
         f"clock {chip.clock_ghz:g} GHz ({chip.name}; inferred from the BF16 peak, not published)",
         (f"estimated_cycles calibrated on {chip.name} programs that ran: cycles / clock divided by "
