@@ -6,6 +6,7 @@ from heuristics._util import ms, pct, serving, step_ps
 from heuristics.headroom import headroom
 from heuristics.host_bound import host_bound  # HB001, filed under this lever
 from heuristics.late_core import late_core  # LC001, filed under this lever
+from heuristics.optimizer_update import optimizer_update
 from profanalyzer.analyze.workload import classify_workload
 from profanalyzer.hardware import GUIDE_ICI_INTENSITY
 from profanalyzer.rules import rule
@@ -226,4 +227,5 @@ def tp_all_reduce_critical(self, analysis):
     return [self.finding(analysis, saving, evidence, actions, assumptions, claims={"bucket:all_reduce": saving})]
 
 
-RULES = (overlap_all_to_all, pipeline_bubbles, communication_bound, tp_all_reduce_critical, host_bound, late_core)
+RULES = (overlap_all_to_all, pipeline_bubbles, communication_bound, tp_all_reduce_critical, host_bound, late_core,
+         optimizer_update)

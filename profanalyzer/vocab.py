@@ -133,7 +133,7 @@ class Lever:
 
 #: The TPU7x performance guide's levers, in guide order.
 LEVER_TABLE: tuple[Lever, ...] = (
-    Lever("fp8", "L1", "FP8 low-precision training", "FP8"),
+    Lever("fp8", "L1", "FP8 low-precision training", "Low precision"),  # FP8 on TPU7x, INT8 or BF16 where the MXU has no FP8
     Lever("sharding", "L2", "Sharding and parallelism", "Sharding"),
     Lever("sc_offload", "L3", "Communication optimisation: SparseCore collective offload", "SparseCore offload"),
     Lever("remat", "L4", "Activation rematerialisation", "Remat"),
