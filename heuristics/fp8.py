@@ -133,6 +133,15 @@ def bf16_to_fp8(self, analysis):
     return [self.finding(analysis, saving, evidence, actions, assumptions, claims={"bucket:matmul_bf16": saving})]
 
 
+def above_bf16_peak(analysis, mm) -> bool:
+    """The bucket's measured FLOP rate is above the BF16 peak (2% for rounding): its ops do not run at BF16 on
+    the MXU (narrower already), or their FLOP count or the chip is off: either way a BF16 -> narrower estimate
+    from them has no footing."""
+    if not (mm.flops > 0 and mm.ps > 0):
+        return False
+    return mm.flops / (mm.ps * 1e-12) > 1.02 * analysis.hardware.per_core.peak_bf16_tflops * 1e12
+
+
 @rule("FP002", "fp8", "Serving matmuls on the BF16 MXU: quantize the activations to FP8", fixtures=("serving_tp2_w4", "dense_short_fsdp"))
 def serve_fp8_activations(self, analysis):
     """
@@ -145,6 +154,9 @@ def serve_fp8_activations(self, analysis):
     that (4,614 TFLOP/s per chip). FP8 also halves the bytes of activations
     and of a KV cache, which is what bounds batch size in serving.
 
+    Quiet where the matmuls' measured rate is above the BF16 peak: its own
+    evidence then says they do not run at BF16.
+
     What to change: serve with FP8 activations (w8a8 / w4a8 FP8 kernels, E4M3,
     per-tensor dynamic scaling to start, per-axis on quality problems), and
     keep the KV cache in FP8 where quality allows; verify accuracy on the
@@ -152,6 +164,9 @@ def serve_fp8_activations(self, analysis):
     """
     mm = analysis.bucket_ops.get("matmul_bf16")
     if mm is None or mm.fraction < BF16_MIN_FRACTION or not serving(analysis) or not _has(analysis, "fp8"):
+        return []
+    if above_bf16_peak(analysis, mm):
+        # the premise (these run on the BF16 MXU) is contradicted by their own measured rate: no estimate to rank
         return []
     raw = fp8_saving(mm.ps, mm.flops, _fp8_peak(analysis))
     saving, bound = bounded_saving(analysis, raw, mm.fraction)

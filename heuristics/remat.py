@@ -120,7 +120,10 @@ def host_offload_wait(self, analysis):
     (training: `remat_policy=custom` with `device` instead of `offload` for
     them; serving / inference: place the arrays in device memory rather than
     pinned host memory), or issue the copies earlier so they overlap compute;
-    store them in a narrower type (FP8 / BF16, lever L1) to halve the bytes.
+    where HBM has no room, store them in a narrower type (BF16 from F32, 8 bits
+    where the model tolerates it) to halve the bytes. The finding is always
+    this lever's (L4): narrower storage halves bytes on any chip, whatever its
+    MXU runs.
     """
     ho = analysis.host_offload
     if ho is None or ho.fraction < HOST_OFFLOAD_MIN_FRACTION:
@@ -136,30 +139,31 @@ def host_offload_wait(self, analysis):
         actions = [
             "# keep these arrays in device memory (HBM) instead of pinned host memory where they fit, e.g. create / "
             "device_put them without a host memory kind; or prefetch them earlier so the copy overlaps compute",
-            "# lever L1: store them in BF16 / FP8 to halve the bytes over the host link",
+            "# no room in HBM: store them narrower (BF16 from F32, 8 bits where quality allows) to halve the bytes over "
+            "the host link",
         ]
     else:
         actions = [
             "remat_policy=custom",
             "# set the offloaded checkpoints to `device` (keep in HBM) instead of `offload` where HBM allows",
-            "# lever L1: FP8 / BF16 activations halve the bytes that still have to move",
+            "# no room in HBM: narrower offloaded activations (BF16 from F32, 8 bits where quality allows) halve the "
+            "bytes that still have to move",
         ]
     m = analysis.memory
     room = headroom(analysis, float(m.host_offload_bytes) if m is not None and m.host_offload_bytes else None)
     saving = ho.ps
-    lever = None  # the rule's own (remat): keep the buffers in HBM
     assumptions = [
         "with the buffers in HBM the copy-done waits disappear; the rest of the step is unchanged",
         room.line,
     ]
     if room.fits is False:
-        # the estimate is L1's (halve the bytes), so the finding is L1's: its lever, guide section and first action
-        saving, lever = ho.ps * 0.5, "fp8"
-        assumptions.append("the offloaded buffers do not fit in HBM: the estimate is L1's, halving the bytes (half the wait)")
-        actions = [a for a in actions if "lever L1" in a] + [a for a in actions if "lever L1" not in a]
+        # no room in HBM: the estimate is the narrower storage's (half the bytes, half the wait), its action first
+        saving = ho.ps * 0.5
+        assumptions.append("the offloaded buffers do not fit in HBM: the estimate halves the bytes (half the wait)")
+        actions = [a for a in actions if "no room in HBM" in a] + [a for a in actions if "no room in HBM" not in a]
     else:
-        assumptions.append("halving the bytes instead (L1) would save about half of this")
-    return [self.finding(analysis, saving, evidence, actions, assumptions, claims={"bucket:host_offload": saving}, lever=lever)]
+        assumptions.append("halving the bytes instead (narrower storage) would save about half of this")
+    return [self.finding(analysis, saving, evidence, actions, assumptions, claims={"bucket:host_offload": saving})]
 
 
 RULES = (lighter_remat_policy, host_offload_wait)

@@ -596,8 +596,8 @@ class Finding(Record):
 
 @dataclass(frozen=True)
 class WorkloadClass(Record):
-    kind: str  # dense | moe
-    sequence: str  # short | long | unknown
+    kind: str  # dense | moe | no model (no matmul or attention in the step)
+    sequence: str  # short | long | unknown | n/a
     row: str  # the guide table row (training), or the serving verdict
     primary_sharding: str
     secondary_sharding: str

@@ -79,15 +79,25 @@ def test_vllm_findings_are_serving_advice():
     assert "tensor parallelism" in f.workload.primary_sharding.lower()
     for quiet in ("RM001", "FP001", "TK001", "SC001", "SH001", "SH002", "SH003"):
         assert quiet not in codes, quiet
-    for fire in ("SH004", "TK005", "FP002"):
+    for fire in ("SH004", "TK005"):
         assert fire in codes, fire
+    # FP002's premise (these matmuls run on the BF16 MXU) is contradicted by their measured rate (above the BF16
+    # peak): it is not ranked (#32 item 6)
+    assert "FP002" not in codes
     text = " ".join(" ".join(r.actions) for r in f.recommendations)
     for training_only in ("use_qwix_quantization", "per_device_batch_size", "remat_policy", "E5M2"):
         assert training_only not in text
-    step = _analysis(realcap.VLLM).steps.step_time_ps["mean"]
-    fp = next(r for r in f.recommendations if r.code == "FP002")
-    assert fp.estimated_saving_ps <= (1 - 1 / FP8_MAX_SPEEDUP) * step + 1  # the fastest published recipe: 1.54x end to end
-    assert any("1.3x" in x and "1.54x" in x for x in fp.assumptions)  # the guide's typical figure and the recipes' range
+
+
+def test_serving_fp8_estimate_is_bounded_by_the_recipes():
+    """Where FP002 fires (the serving sample, BF16 matmuls below the BF16 peak) its saving is bounded by the
+    fastest published recipe (1.54x end to end) and says the guide's typical figure and the recipes' range."""
+    from conftest import analysis_of, findings_of
+
+    step = analysis_of("serving_tp2_w4").steps.step_time_ps["mean"]
+    fp = next(r for r in findings_of("serving_tp2_w4").recommendations if r.code == "FP002")
+    assert fp.estimated_saving_ps <= (1 - 1 / FP8_MAX_SPEEDUP) * step + 1
+    assert any("1.3x" in x and "1.54x" in x for x in fp.assumptions)
 
 
 def test_v6e_host_offload_loop():

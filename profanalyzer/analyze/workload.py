@@ -16,7 +16,7 @@ Signals, all from the Analysis:
 from __future__ import annotations
 
 from profanalyzer.model import Analysis, WorkloadClass
-from profanalyzer.vocab import COMPUTE_ORDER
+from profanalyzer.vocab import COMPUTE_ORDER, MATMUL_BUCKETS
 
 LONG_SEQ_ATTENTION_SHARE = 0.40  # attention FLOPs / all compute FLOPs
 
@@ -137,6 +137,16 @@ def classify_workload(analysis: Analysis) -> WorkloadClass:
     share, basis = attention_share(analysis)
     long_seq = share >= LONG_SEQ_ATTENTION_SHARE or cp_evidence(analysis)
     rk, rk_reasons = run_kind(analysis)
+    model = [b for b, x in analysis.bucket_ops.items() if (b in MATMUL_BUCKETS or b == "attention") and x.ps > 0]
+    if not model and not moe:
+        # no matmul and no attention: no model's step (a loop of elementwise ops or transfers), dense or MoE
+        other = max(((b, x.ps) for b, x in analysis.breakdown.items() if b != "idle"), key=lambda t: t[1],
+                    default=("idle", 0.0))[0]
+        return WorkloadClass(
+            kind="no model", sequence="n/a", row=f"no model step: no matmul or attention in the step ({other} leads)",
+            primary_sharding="—", secondary_sharding="—", main_bottleneck=other,
+            reasons=("no matmul or attention time in the step: neither a dense nor an MoE model's step",),
+            run_kind=rk, run_kind_reasons=rk_reasons)
     if rk == "inference":
         # the guide's short / long sequence split is about training steps
         reasons.append(f"attention is {share * 100:.0f}% of {basis}")
