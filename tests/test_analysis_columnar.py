@@ -154,6 +154,9 @@ def ref_group_rows(w: CoreWork, chip, rows, counts, self_sum, groups: dict, acc:
         known = r < len(bucket_c)
         bucket = bucket_c[r] if known else "other_compute"
         unknown = False
+        shape_b = cols.get("shape_bytes")
+        if shape_b is not None and r < len(shape_b) and shape_b[r] and not (by > 0):
+            by = float(shape_b[r])  # a kernel's bytes from the shapes its text prints
         if bucket in MATMUL_BUCKETS or bucket == "attention":
             # No FLOPs in the trace: no stat, or 0 with no model FLOPs (kernels)
             if not (f > 0) and not (mf > 0) and (bucket in MATMUL_BUCKETS or (known and kernel_c[r])):
@@ -309,6 +312,10 @@ def ref_top_op(r: RefGroup, chip, n_core_steps: int, denom: float) -> TopOp:
         bound = "compute" if intensity >= ridge else "hbm"
         attainable = min(peak, intensity * bw)
         roof = (r.tot_flops / t_s) / attainable if t_s > 0 else None
+    elif has_b and (r.flops == 0 or (not has_f and r.bucket not in MATMUL_BUCKETS and not r.kernel
+                                       and r.bucket not in COLLECTIVE_BUCKETS)):  # a byte mover: HBM-bound (#32 item 9)
+        bound = "hbm"
+        roof = (r.tot_bytes / t_s) / bw if t_s > 0 else None
     else:
         bound, roof = "unknown", None
     tags = []

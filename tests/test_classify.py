@@ -64,7 +64,7 @@ def test_contract_constants():
                                             "other_collective"})
     fields = [f.name for f in dataclasses.fields(OpClass)]
     assert fields == ["bucket", "collective", "role", "remat", "phase", "kernel", "precision", "reason",
-                      "attention_part", "shape_flops"]
+                      "attention_part", "shape_flops", "shape_bytes"]
     r = classify_op("")
     with pytest.raises(dataclasses.FrozenInstanceError):
         r.bucket = "idle"  # type: ignore[misc]
@@ -599,7 +599,7 @@ def test_classify_table_matches_classify_op_and_keeps_index():
     df = pd.DataFrame(rows * 3, index=[f"op{i}" for i in range(12)])
     out = classify_table(df)
     assert list(out.columns) == ["bucket", "collective", "role", "remat", "phase", "kernel", "precision", "reason",
-                                 "attention_part", "shape_flops"]
+                                 "attention_part", "shape_flops", "shape_bytes"]
     assert list(out.index) == list(df.index)
     assert out["remat"].dtype == bool
     assert list(out["bucket"][:4]) == ["all_gather", "matmul_fp8", "other_compute", "other_compute"]

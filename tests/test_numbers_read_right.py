@@ -371,3 +371,15 @@ def test_a_claim_whose_premise_the_evidence_contradicts_is_not_ranked():
     assert mm.flops / (mm.ps * 1e-12) > vllm.hardware.per_core.peak_bf16_tflops * 1e12
     assert "FP002" not in {r.code for r in run_rules(vllm).recommendations}
     assert "FP002" in {r.code for r in findings_of("serving_tp2_w4").recommendations}
+
+
+def test_kernels_and_byte_movers_have_a_roofline():
+    """#32 item 9: the vLLM capture's quantized matmul kernels (no bytes in the capture, no program beside it)
+    get their bytes from the shapes their text prints, so they have a roofline; an op with bytes and no FLOPs
+    (an elementwise fusion, a copy) is HBM-bound, never "unknown"."""
+    a = real(realcap.VLLM)
+    quant = [op for op in a.kernel_ops if "kernel:quantized_matmul" in op.tags]
+    assert quant and all(op.bytes and op.roofline_fraction is not None for op in quant)
+    movers = [op for op in a.top_ops if not op.flops and op.bytes and op.bucket in ("other_compute", "attention")
+              and not any(t.startswith("kernel:") for t in op.tags)]
+    assert movers and all(op.bound_by == "hbm" for op in movers)

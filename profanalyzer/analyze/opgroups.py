@@ -310,12 +310,17 @@ def _contributions(trace: Trace, work: list[CoreWork], kept_list: np.ndarray, me
         f = md.flops[rows].astype(np.float64)
         mf = md.model_flops[rows].astype(np.float64)
         by = md.bytes_accessed[rows].astype(np.float64)
-        kb = kernel_bytes.get(w.plane.label)
+        kb = kernel_bytes.get(w.plane.label)  # (`by` is a fresh array: astype copies)
         if kb:  # kernels the capture gives no bytes: their operands and outputs from the program
-            by = by.copy()
             for j, r in enumerate(rows.tolist()):
                 if r in kb and not (by[j] > 0):
                     by[j] = kb[r]
+        shape_b = w.classes.columns.get("shape_bytes")
+        if shape_b is not None:  # else from the shapes the op's own text prints (a capture without its program)
+            nk = len(shape_b)
+            for j, r in enumerate(rows.tolist()):
+                if r < nk and shape_b[r] and not (by[j] > 0):
+                    by[j] = float(shape_b[r])
         # a loop, conditional or call whose body ran as ops of its own: their work, not its
         f, mf, by = (np.where(encloses, 0.0, a) for a in (f, mf, by))
         # No FLOPs in the trace: no stat, or 0 with no model FLOPs (kernels)

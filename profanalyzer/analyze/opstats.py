@@ -43,7 +43,13 @@ from profanalyzer.model import (
     Utilisation,
 )
 from profanalyzer.trace import LINE_MODULES, Trace
-from profanalyzer.vocab import ATTENTION_SPLIT, BUCKETS, COMPUTE_BUCKETS, MATMUL_BUCKETS
+from profanalyzer.vocab import (
+    ATTENTION_SPLIT,
+    BUCKETS,
+    COLLECTIVE_BUCKETS,
+    COMPUTE_BUCKETS,
+    MATMUL_BUCKETS,
+)
 
 if TYPE_CHECKING:
     from profanalyzer.analyze.attributed import Attributed
@@ -215,6 +221,12 @@ def _top_op(r: OpGroup, chip, n_core_steps: int, denom: float) -> TopOp:
         bound = "compute" if intensity >= ridge else "hbm"
         attainable = min(peak, intensity * bw)
         roof = (r.tot_flops / t_s) / attainable if t_s > 0 else None
+    elif has_b and (r.flops == 0 or (not has_f and r.bucket not in MATMUL_BUCKETS and not r.kernel
+                                       and r.bucket not in COLLECTIVE_BUCKETS)):
+        # no arithmetic (a FLOP count of 0, or none for an op that is no matmul, kernel or collective: XProf
+        # states FLOPs only where there are some), bytes moved: the memory roofline bounds it
+        bound = "hbm"
+        roof = (r.tot_bytes / t_s) / bw if t_s > 0 else None
     else:
         bound, roof = "unknown", None
     tags = []

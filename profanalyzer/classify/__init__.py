@@ -202,6 +202,7 @@ class OpClass:
     reason: str  # "[rule.name] why"
     attention_part: str | None = None  # one of ATTENTION_PARTS (attention bucket only)
     shape_flops: float | None = None  # 2*M*N*K from a matmul kernel's operand shapes
+    shape_bytes: float | None = None  # a matmul kernel's operands and outputs, from its shapes
 
 
 class Memo:
@@ -299,6 +300,7 @@ def _classify(op: Op) -> OpClass:
         reason=f"[{rule_name}] {verdict.reason}",
         attention_part=verdict.attention_part,
         shape_flops=verdict.shape_flops,
+        shape_bytes=verdict.shape_bytes,
     )
 
 
@@ -343,7 +345,7 @@ def async_done_operand(hlo_text: str) -> str | None:
 ROLE_CODES = {"start": 1, "done": 2, "sync": 3, "offload_start": 4, "offload_done": 5}
 
 _OUT_COLUMNS = ("bucket", "collective", "role", "remat", "phase", "kernel", "precision", "reason", "attention_part",
-                "shape_flops")
+                "shape_flops", "shape_bytes")
 _IN_COLUMNS = ("hlo_text", "display_name", "category", "tf_op", "shape_with_layout")
 
 
@@ -388,7 +390,8 @@ class _Quoting:
             return None
         b = self.base
         return OpClass(b.bucket, b.collective, b.role, b.remat, b.phase, b.kernel, b.precision,
-                       b.reason.replace(self.quoted, clip(names[self.index])), b.attention_part, b.shape_flops)
+                       b.reason.replace(self.quoted, clip(names[self.index])), b.attention_part, b.shape_flops,
+                       b.shape_bytes)
 
 
 def _texts(values: list, cap: int) -> list[str]:

@@ -14,6 +14,7 @@ from typing import NamedTuple
 
 from profanalyzer.classify.parse import (
     Op,
+    array_bytes,
     braced_attr,
     elementwise_shapes,
     infer_kind_from_buffers,
@@ -59,6 +60,8 @@ class Verdict(NamedTuple):
     reason: str = ""
     attention_part: str | None = None
     shape_flops: float | None = None
+    #: a matmul kernel's operands read once and outputs written once, from the shapes its text prints
+    shape_bytes: float | None = None
 
 
 def _collective(kind: str | None, role: str, reason: str) -> Verdict:
@@ -340,8 +343,9 @@ def _r_matmul_kernel(op: Op) -> Verdict | None:
     how = f"FLOPs 2*M*N*K = {flops:.4g} from {where}" if flops else f"FLOPs not derivable from {where}"
     what = {"megablox_gmm": "Megablox grouped matmul", "quantized_matmul": "quantized matmul kernel"}.get(
         family or "", "matmul kernel")
+    nbytes = (array_bytes(seg) + array_bytes(op.output_text)) if seg else 0
     return Verdict(bucket, None, None, family, public_precision(prec),
-                   f"{what} by {by}, {prec} from {where} -> {bucket}; {how}", None, flops)
+                   f"{what} by {by}, {prec} from {where} -> {bucket}; {how}", None, flops, float(nbytes) or None)
 
 
 def _dot_operands_visible(op: Op) -> bool:
