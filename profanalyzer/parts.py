@@ -93,6 +93,7 @@ class WindowSpan(Record):
     name: str
     hidden_fraction: float
     klass: str
+    count: int = 1  # the windows it stands for (neighbours of one type drawn as one past the drawing's limit)
 
 
 @dataclass(frozen=True)
@@ -102,7 +103,7 @@ class TimelineSample(Record):
     step_ps: int
     lanes: tuple[Lane, ...]
     windows: tuple[WindowSpan, ...]
-    coalesced: bool  # spans were merged to stay under MAX_SPANS_PER_LANE
+    coalesced: bool  # spans were binned to stay under MAX_SPANS_PER_LANE (windows say their own `count`)
 
 
 @dataclass(frozen=True)

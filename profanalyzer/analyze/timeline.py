@@ -121,8 +121,9 @@ def _one_window(g: list[WindowSpan]) -> WindowSpan:
     win = sum(w.end_ps - w.start_ps for w in g)
     hidden = sum(w.hidden_fraction * (w.end_ps - w.start_ps) for w in g)
     frac = hidden / win if win > 0 else 0.0
-    return WindowSpan(g[0].start_ps, max(w.end_ps for w in g), g[0].type, f"{len(g)} {g[0].type} windows",
-                      frac, window_class(hidden, win))
+    n = sum(w.count for w in g)
+    return WindowSpan(g[0].start_ps, max(w.end_ps for w in g), g[0].type, f"{n} {g[0].type} windows",
+                      frac, window_class(hidden, win), n)
 
 
 def build_timeline(att: Attributed, windows: Windows | None) -> TimelineSample | None:
@@ -181,7 +182,6 @@ def build_timeline(att: Attributed, windows: Windows | None) -> TimelineSample |
         for s0, e0, typ, name, h in zip(ws.tolist(), we.tolist(), sub.type_names(), names, hs.tolist(), strict=True):
             win = e0 - s0
             spans_w.append(WindowSpan(s0 - a, min(e0, b) - a, typ, name, (h / win) if win > 0 else 0.0, window_class(h, win)))
-    if len(spans_w) > MAX_WINDOWS:
+    if len(spans_w) > MAX_WINDOWS:  # (each merged window says how many it holds: `count`)
         spans_w = _merged_windows(spans_w, MAX_WINDOWS, b - a)
-        merged = True
     return TimelineSample(plane.label, int(rep), b - a, tuple(lanes), tuple(spans_w), merged)

@@ -336,8 +336,12 @@ def _timeline(a: Analysis) -> TimelineView | None:
         windows.append(svg.TLWindow(w.start_ps, w.end_ps, w.klass, tip))
         counts[w.klass] = counts.get(w.klass, 0) + 1
         rows.append(WindowRow(ms(w.start_ps), ms(w.end_ps - w.start_ps), COLLECTIVE_LABELS.get(w.type, w.type), cut_name(w.name, 60), w.name, pct(w.hidden_fraction), w.klass))
+    total = sum(w.count for w in tl.windows)
+    drawn = f", drawn as {len(tl.windows)} (neighbours of one type merged)" if total != len(tl.windows) else ""
+    what = "groups" if drawn else "windows"
     count_text = (
-        f"{len(tl.windows)} collective windows: {counts.get('hidden', 0)} hidden, {counts.get('partial', 0)} partly hidden, {counts.get('exposed', 0)} exposed"
+        f"{total} collective windows{drawn}: {counts.get('hidden', 0)} {what} hidden, {counts.get('partial', 0)} partly "
+        f"hidden, {counts.get('exposed', 0)} exposed"
         if tl.windows
         else "No collective windows in this step"
     )
@@ -349,10 +353,12 @@ def _timeline(a: Analysis) -> TimelineView | None:
     if any(ln.engine == "SparseCore" for ln in tl.lanes):
         legend += (LegendItem("sparsecore", "SparseCore busy", svg.SPARSECORE_COLOUR),)
     legend += tuple(LegendItem(f"win-{k}", f"window {k}", c) for k, c in svg.WINDOW_COLOURS.items())
-    note = ("Too many spans to draw one by one: the step is drawn in short bins, each bucket's time in a bin as one "
-            "span in the order it ran there (every op's time is drawn; a span's place is right to within a bin); "
-            "neighbouring collective windows of one type are drawn as one, named with how many it holds."
-            if tl.coalesced else "")
+    note = " ".join(x for x in (
+        ("Too many spans to draw one by one: the step is drawn in short bins, each bucket's time in a bin as one "
+         "span in the order it ran there (every op's time is drawn; a span's place is right to within a bin)."
+         if tl.coalesced else ""),
+        ("Too many collective windows to draw one by one: neighbouring windows of one type are drawn as one, named "
+         "with how many it holds." if drawn else "")) if x)
     return TimelineView(
         chart=chart,
         caption=f"Representative step {tl.step} (closest to the median kept step) on {tl.core}: {ms(tl.step_ps)} ms.",

@@ -25,7 +25,8 @@ def format_recommendations(findings, n: int = 3) -> list[str]:
     recs = [f for f in findings.recommendations][:n] if findings else []
     if findings and findings.workload:
         w = findings.workload
-        out.append(f"workload: {w.row} -> {w.primary_sharding}" + (f" + {w.secondary_sharding}" if w.secondary_sharding not in ("—", "") else ""))
+        out.append(f"workload: {w.row}" + (f" -> {w.primary_sharding}" if w.primary_sharding not in ("—", "") else "")
+                   + (f" + {w.secondary_sharding}" if w.secondary_sharding not in ("—", "") else ""))
     if not recs:
         out.append("recommendations: none above their thresholds")
         return out
