@@ -146,6 +146,11 @@ class Scenario:
     def offloaded_types(self) -> tuple[str, ...]:
         return tuple(t for t, f, _ in self.collectives if f == "offload")
 
+    def __post_init__(self) -> None:
+        both = set(self.expect_fire) & set(self.expect_quiet)
+        if both:  # a derived scenario keeps its base's lists: each must say what it is about
+            raise ValueError(f"scenario {self.name}: {sorted(both)} both expected to fire and to stay quiet")
+
     def with_(self, **kw) -> Scenario:
         return replace(self, **kw)
 

@@ -189,6 +189,7 @@ _CATALOG: list[Scenario] = [
             all_reduce=("sync", "short"),
         ),
         expect_fire=("sc_offload",),
+        expect_quiet=("scoped_vmem",),
     ),
     _DENSE.with_(
         name="offload_on",
@@ -224,6 +225,7 @@ _CATALOG: list[Scenario] = [
         precision="fp8",
         matmul_eff=0.6,
         expect_quiet=("fp8", "remat", "sc_offload"),
+        expect_fire=(),
     ),
     _DENSE.with_(
         name="attention_unfused",
@@ -252,6 +254,7 @@ _CATALOG: list[Scenario] = [
         seq_len=16384,
         remat="minimal",
         expect_quiet=("tokamax", "scoped_vmem"),
+        expect_fire=("fp8",),
     ),
     _DENSE.with_(
         name="small_tiles",
@@ -272,6 +275,7 @@ _CATALOG: list[Scenario] = [
         kernel_eff=0.36,
         matmul_eff=0.74,
         expect_fire=("scoped_vmem",),
+        expect_quiet=("sc_offload",),
     ),
     _DENSE.with_(
         name="tuned_vmem",
@@ -287,6 +291,7 @@ _CATALOG: list[Scenario] = [
         kernel_block=1024,
         kernel_eff=0.66,
         expect_quiet=("scoped_vmem",),
+        expect_fire=("fp8",),
     ),
     Scenario(
         name="moe_dense_padded",
@@ -374,6 +379,8 @@ _CATALOG: list[Scenario] = [
         description="dense_short_fsdp where TensorCore 5 runs ~8% slower on every op; the other "
         "cores wait for it inside collectives (their exposed communication grows).",
         straggler_core=5,
+        expect_quiet=("scoped_vmem",),
+        expect_fire=("remat", "fp8"),
     ),
     _DENSE.with_(
         name="xss_names",
@@ -480,7 +487,8 @@ _CATALOG: list[Scenario] = [
         steps_line=False,
         device_stats_every=0,
         host_gbps=20.0,
-        expect_quiet=("remat", "sc_offload", "fp8"),
+        expect_quiet=("sc_offload", "fp8"),
+        expect_fire=("remat",),
     ),
     _DENSE.with_(
         name="host_bound_input",
@@ -498,8 +506,8 @@ _CATALOG: list[Scenario] = [
         layers=2,
         steps=5,
         host_gap_us=15000.0,
-        expect_fire=(),
-        expect_quiet=("sc_offload", "fp8", "scoped_vmem", "tokamax"),
+        expect_fire=("sharding",),
+        expect_quiet=("sc_offload", "scoped_vmem", "tokamax"),
     ),
     _DENSE.with_(
         name="periodic_checkpoint",
@@ -518,7 +526,7 @@ _CATALOG: list[Scenario] = [
         heavy_every=3,
         heavy_extra_us=40000.0,
         expect_fire=(),
-        expect_quiet=("sc_offload", "fp8", "scoped_vmem", "tokamax"),
+        expect_quiet=("sc_offload", "scoped_vmem", "tokamax"),
     ),
     _DENSE.with_(
         name="hlo_memory_dense",
@@ -536,7 +544,7 @@ _CATALOG: list[Scenario] = [
         steps=4,
         hlo_memory=True,
         expect_fire=(),
-        expect_quiet=("sc_offload", "fp8", "scoped_vmem", "tokamax"),
+        expect_quiet=("sc_offload", "scoped_vmem", "tokamax"),
     ),
     # ---- inside the kernels (issue #26) -------------------------------------------
     _DENSE.with_(
@@ -577,6 +585,7 @@ _CATALOG += [
         seq_len=4096,
         collectives=_OFFLOAD_OFF,
         expect_fire=("fp8", "sc_offload"),
+        expect_quiet=("scoped_vmem",),
     ),
     _DENSE.with_(
         name="fp8_offload_after",
@@ -591,6 +600,7 @@ _CATALOG += [
         precision="fp8",
         matmul_eff=0.6,
         expect_quiet=("fp8", "sc_offload"),
+        expect_fire=("remat",),
     ),
     _DENSE.with_(
         name="fp8_remat_before",
@@ -619,6 +629,7 @@ _CATALOG += [
         precision="fp8",
         matmul_eff=0.6,
         expect_quiet=("fp8", "remat"),
+        expect_fire=(),
     ),
     _DENSE.with_(
         name="remat_offload_before",
@@ -634,6 +645,7 @@ _CATALOG += [
         remat="full",
         collectives=_OFFLOAD_OFF,
         expect_fire=("remat", "sc_offload"),
+        expect_quiet=("scoped_vmem",),
     ),
     _DENSE.with_(
         name="remat_offload_after",
