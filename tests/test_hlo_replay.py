@@ -247,3 +247,16 @@ def test_expected_vs_measured_counts_the_steps_program_once(capsys):
     text = "\n".join(markdown_expected(a, lambda x, **_: x))
     assert text.count("did not count as compute") == 1
     assert "runs (kept steps, every TensorCore)" in text and "measured ms/step" in text
+
+
+@need_dump
+def test_a_compiled_program_carries_no_capture_only_statements(capsys, tmp_path):
+    """#32 item 8 (part): a replayed program is no capture: no capture-quality issue about its one step, its
+    cores or SparseCores, and no note about device planes' peaks or missing host planes."""
+    out = tmp_path / "p.json"
+    rc, _, _ = run_cli(capsys, "analyze", DUMP, "--json", out, "--no-html", "-q")
+    doc = json.loads(out.read_text())
+    assert rc == 0 and doc["input_kind"] == "compiled_program"
+    codes = {i["code"] for i in doc["capture"]["issues"]}
+    assert not codes & {"few_steps", "edge_steps", "missing_cores", "no_sparsecore", "no_program_id", "event_cap"}
+    assert not [n for n in doc["notes"] if "device planes" in n or "no host planes" in n]

@@ -287,7 +287,8 @@ def analyze_attributed(att: Attributed, options: AnalysisOptions = DEFAULT_ANALY
     notes: list[str] = []
     if trace.note:
         notes.append(trace.note)
-    if t.peaks_note:
+    predicted = trace.input_kind in PREDICTED_INPUT_KINDS  # a replayed program: its planes are made, not captured
+    if t.peaks_note and not predicted:
         notes.append(t.peaks_note)
     program = att.program()[0]
     if program is not None and program.literal_source:
@@ -314,7 +315,7 @@ def analyze_attributed(att: Attributed, options: AnalysisOptions = DEFAULT_ANALY
     has_colls = any(t.count > 0 for t in overlap.types.values())
     idle = idle_causes(att)
     activity, activity_notes = host_activity(att) if options.host_activity else ((), ())
-    no_host = no_host_planes_note(trace)
+    no_host = no_host_planes_note(trace) if not predicted else ""
     analysis = Analysis(
         schema_version=SCHEMA_VERSION,
         tool_version=__version__,

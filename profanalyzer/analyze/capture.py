@@ -16,6 +16,7 @@ from profanalyzer.analyze.attribution import CoreWork
 from profanalyzer.model import CaptureIssue, CaptureQuality, StepsSummary, Utilisation
 from profanalyzer.stats import median
 from profanalyzer.trace import LINE_OPS, Trace
+from profanalyzer.vocab import PREDICTED_INPUT_KINDS
 
 if TYPE_CHECKING:
     from profanalyzer.analyze.attributed import Attributed
@@ -31,31 +32,34 @@ def capture_quality(att: Attributed, steps: StepsSummary, util: Utilisation,
                     has_collectives: bool) -> CaptureQuality:
     trace, work = att.trace, att.work
     issues: list[CaptureIssue] = []
+    # a compiled program replayed is no capture: its one step, its planes and its events are made, not recorded
+    captured = trace.input_kind not in PREDICTED_INPUT_KINDS
     if trace.chip_source.startswith("assumed"):
         issues.append(CaptureIssue("chip_assumed", f"chip {trace.chip_source}: peaks, MFU and roofline use its figures",
                                    ("hardware", "utilisation", "top_ops.roofline_fraction")))
-    if steps.kept < 2:
+    if captured and steps.kept < 2:
         issues.append(CaptureIssue("few_steps", f"{steps.kept} step kept: no step-to-step noise estimate, "
                                    "steady state not established", ("steps", "compare noise")))
-    edge = _edge_steps(trace, work)
+    edge = _edge_steps(trace, work) if captured else 0
     if edge:
         issues.append(CaptureIssue("edge_steps", f"{edge} step window(s) end after the last op of their core: "
                                    "the capture stopped inside them", ("steps",)))
     per_chip = trace.chip.planes_per_chip
-    if len(trace.tensorcores) % per_chip:
+    if captured and len(trace.tensorcores) % per_chip:
         issues.append(CaptureIssue("missing_cores", f"{len(trace.tensorcores)} TensorCore planes, not a multiple of the "
                                    f"{per_chip} per chip: cores are missing from the capture", ("per_core", "per_host")))
     if util.flops_coverage is not None and util.flops_coverage < 0.9:
         issues.append(CaptureIssue("no_flops", f"FLOPs known for {util.flops_coverage:.0%} of the compute time (kernels "
                                    "without a flops stat or derivable shapes)", ("utilisation.mfu", "bucket_ops.flops")))
-    if trace.chip.sparsecores and not trace.sparsecores and has_collectives:
+    if captured and trace.chip.sparsecores and not trace.sparsecores and has_collectives:
         issues.append(CaptureIssue("no_sparsecore", "no SparseCore planes in this capture: SparseCore offload cannot be "
                                    "observed", ("sparsecore_offload",)))
-    share = _share_without_program_id(work)
+    share = _share_without_program_id(work) if captured else 0.0
     if share > NO_PROGRAM_ID_SHARE:
         issues.append(CaptureIssue("no_program_id", f"{share:.0%} of the ops carry no program_id (a converted trace): "
                                    "XProf's op tools drop them; profanalyze uses them", ()))
-    capped = [f"{w.plane.label} {ln.name}" for w in work for ln in w.plane.lines if len(ln.events) in EVENT_CAPS]
+    capped = [f"{w.plane.label} {ln.name}" for w in work for ln in w.plane.lines
+              if captured and len(ln.events) in EVENT_CAPS]
     if capped:
         issues.append(CaptureIssue("event_cap", f"event count at a profiler cap on {', '.join(capped[:3])}: the capture "
                                    "may be truncated", ("steps", "breakdown")))
