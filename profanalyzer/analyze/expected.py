@@ -134,14 +134,20 @@ def expected_vs_measured(trace: Trace, read: Callable[[], tuple[Program | None, 
             mine = np.asarray([p.split("(")[0] == main.name for p in prog], dtype=bool)
             if mine.any():
                 matched_runs = True
-                o = np.argsort(me.start_ps[top][mine])
-                in_main = _in_windows(ev.start_ps, me.start_ps[top][mine][o], me.end_ps[top][mine][o])
-                for k, p in enumerate(prog):
-                    if not mine[k]:
-                        w = _in_windows(ev.start_ps, me.start_ps[top][k:k + 1], me.end_ps[top][k:k + 1]) & keep
-                        if w.any():
-                            nm = p.split("(")[0] or "?"
-                            other[nm] = other.get(nm, 0.0) + float(ev.dur_ps[w].sum())
+                ws, we = me.start_ps[top], me.end_ps[top]
+                o = np.argsort(ws[mine])
+                in_main = _in_windows(ev.start_ps, ws[mine][o], we[mine][o])
+                # the other programs' runs, all at once: each event in one of them, its time to that program
+                theirs = np.flatnonzero(~mine)
+                if len(theirs):
+                    order = theirs[np.argsort(ws[theirs])]
+                    inside = _in_windows(ev.start_ps, ws[order], we[order]) & keep & ~in_main
+                    at = np.searchsorted(ws[order], ev.start_ps[inside], side="right") - 1
+                    per_run = np.bincount(at, weights=ev.dur_ps[inside], minlength=len(order))
+                    for i, d in zip(order.tolist(), per_run.tolist(), strict=True):
+                        if d > 0:
+                            nm = prog[int(i)].split("(")[0] or "?"
+                            other[nm] = other.get(nm, 0.0) + float(d)
                 keep &= in_main
         idx = np.flatnonzero(keep)
         seen: set[str] = set()

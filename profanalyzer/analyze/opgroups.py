@@ -214,7 +214,7 @@ def _kept_rows(trace: Trace, w: CoreWork, kept_list: np.ndarray):
 _ATTRS = ("phase", "kernel", "precision", "reason", "part")
 _ATTR_COLUMN = {"phase": "phase", "kernel": "kernel", "precision": "precision", "reason": "reason", "part": "attention_part"}
 _ROW_DEPS = ("md.display_name", "md.name", "md.category", "cls.bucket", "cls.remat", "cls.kernel", "cls.shape_flops",
-             "cls.phase", "cls.precision", "cls.reason", "cls.attention_part")
+             "cls.shape_bytes", "cls.phase", "cls.precision", "cls.reason", "cls.attention_part")
 
 
 @dataclass(frozen=True, eq=False)
@@ -228,6 +228,7 @@ class _RowTable:
     no_flops_ok: np.ndarray  # bool: FLOPs may come from the shape (matmul, or a classified attention kernel)
     sf_ok: np.ndarray  # bool: shape FLOPs present (truthy)
     sf: np.ndarray  # float64: shape FLOPs (nan when absent)
+    sb: np.ndarray  # float64: a kernel's bytes from the shapes its text prints (nan when absent)
     remat: np.ndarray  # bool
     attrs: Mapping[str, tuple[np.ndarray, np.ndarray]]  # attr -> (values, not None) of known rows
     bucket: np.ndarray  # int64 index into BUCKETS
@@ -252,6 +253,7 @@ def _row_table(w: CoreWork, keys: dict) -> _RowTable:
     kern = np.zeros(n, dtype=bool)
     sf_ok = np.zeros(n, dtype=bool)
     sf = np.full(n, math.nan)
+    sb = np.full(n, math.nan)
     remat = np.zeros(n, dtype=bool)
     attrs = {}
     if nk:
@@ -260,13 +262,17 @@ def _row_table(w: CoreWork, keys: dict) -> _RowTable:
         shape_l = shape_c[:nk].tolist()
         sf_ok[:nk] = np.fromiter(map(bool, shape_l), dtype=bool, count=nk)
         sf[np.flatnonzero(sf_ok)] = [float(v) for v in itertools.compress(shape_l, sf_ok[:nk].tolist())]
+        bytes_c = cols.get("shape_bytes")
+        if bytes_c is not None:
+            nb = min(nk, len(bytes_c))
+            sb[:nb] = np.asarray([float(v) if v else math.nan for v in bytes_c[:nb].tolist()], dtype=np.float64)
         remat[:nk] = np.asarray(cols["remat"][:nk], dtype=bool)
     for a in _ATTRS:
         vals = np.empty(n, dtype=object)
         if nk:
             vals[:nk] = cols[_ATTR_COLUMN[a]][:nk]
         attrs[a] = (vals, np.fromiter(map(operator.is_not, vals.tolist(), itertools.repeat(None)), dtype=bool, count=n))
-    return _RowTable(gid, known, mm, mm | attn[bucket], mm | (known & kern), sf_ok, sf, remat, attrs, bucket)
+    return _RowTable(gid, known, mm, mm | attn[bucket], mm | (known & kern), sf_ok, sf, sb, remat, attrs, bucket)
 
 
 def seq_sum(x: np.ndarray) -> float:
@@ -310,17 +316,14 @@ def _contributions(trace: Trace, work: list[CoreWork], kept_list: np.ndarray, me
         f = md.flops[rows].astype(np.float64)
         mf = md.model_flops[rows].astype(np.float64)
         by = md.bytes_accessed[rows].astype(np.float64)
-        kb = kernel_bytes.get(w.plane.label)  # (`by` is a fresh array: astype copies)
-        if kb:  # kernels the capture gives no bytes: their operands and outputs from the program
-            for j, r in enumerate(rows.tolist()):
-                if r in kb and not (by[j] > 0):
-                    by[j] = kb[r]
-        shape_b = w.classes.columns.get("shape_bytes")
-        if shape_b is not None:  # else from the shapes the op's own text prints (a capture without its program)
-            nk = len(shape_b)
-            for j, r in enumerate(rows.tolist()):
-                if r < nk and shape_b[r] and not (by[j] > 0):
-                    by[j] = float(shape_b[r])
+        # kernels the capture gives no bytes: their operands and outputs from the program, else from the shapes
+        # their text prints (`by` is a fresh array: astype copies; `rows` ascend)
+        for r, nbytes in (kernel_bytes.get(w.plane.label) or {}).items():
+            j = int(np.searchsorted(rows, r))
+            if j < len(rows) and rows[j] == r and not (by[j] > 0):
+                by[j] = nbytes
+        sb = t.sb[rows]
+        by = np.where(~(by > 0) & ~np.isnan(sb), sb, by)
         # a loop, conditional or call whose body ran as ops of its own: their work, not its
         f, mf, by = (np.where(encloses, 0.0, a) for a in (f, mf, by))
         # No FLOPs in the trace: no stat, or 0 with no model FLOPs (kernels)
