@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 
 from heuristics._util import op_line
+from profanalyzer.hardware import CHIPS
 from profanalyzer.rules import rule
 
 #: Kernels with tiles at or under this size and below the roofline share are
@@ -13,10 +14,17 @@ SMALL_TILE = 256
 LOW_ROOFLINE = 0.40
 TARGET_ROOFLINE = 0.62
 MIN_FRACTION = 0.03
-#: Value to try on TPU7x: 48 MiB of the 64 MiB per TensorCore, leaving room for
-#: weight prefetch.
-SUGGESTED_KIB = 49152
-FLAGS = (f"--xla_tpu_scoped_vmem_limit_kib={SUGGESTED_KIB}",)
+#: The share of a TensorCore's VMEM to give scoped VMEM, leaving room for weight prefetch: on TPU7x,
+#: 48 MiB of its 64 MiB per TensorCore (the chip table's figure, `vmem_mib_per_core`).
+SUGGESTED_SHARE = 0.75
+
+
+def suggested_kib(vmem_mib_per_core: float) -> int:
+    return int(vmem_mib_per_core * 1024 * SUGGESTED_SHARE)
+
+
+#: Every value the rule may advise: one per chip of the hardware table (TPU7x 49152, v6e 98304, ...).
+FLAGS = tuple(sorted({f"--xla_tpu_scoped_vmem_limit_kib={suggested_kib(c.vmem_mib_per_core)}" for c in CHIPS.values()}))
 
 _BLOCK = re.compile(r"block_[a-z_]*?(\d{2,5})", re.I)
 
@@ -44,8 +52,8 @@ def raise_scoped_vmem(self, analysis):
     that run below 40% of their roofline, over 3% of the step.
 
     Why it costs time: tile sizes are bounded by scoped VMEM (64 MiB per
-    TensorCore on TPU7x, shared with weight prefetch); small tiles re-read
-    operands from HBM and stall on memory.
+    TensorCore on TPU7x, 128 MiB on v6e, shared with weight prefetch); small
+    tiles re-read operands from HBM and stall on memory.
 
     What to change: raise `--xla_tpu_scoped_vmem_limit_kib` (it also widens
     the tile search space of Pallas kernels) and re-tune block sizes.
@@ -55,6 +63,9 @@ def raise_scoped_vmem(self, analysis):
     total = sum(op.self_ps for op, _ in hits)
     if total / step < MIN_FRACTION:
         return []
+    vmem = analysis.hardware.vmem_mib_per_core
+    kib = suggested_kib(vmem)
+    flags = (f"--xla_tpu_scoped_vmem_limit_kib={kib}",)
     claims: dict[str, float] = {}
     saving = 0.0
     for op, _ in hits:
@@ -68,9 +79,10 @@ def raise_scoped_vmem(self, analysis):
             [f"{op_line(op)}, tile {t}" for op, t in hits[:6]],
             ["# then re-tune kernel block sizes (e.g. 512-1024) with tune-jax"],
             [f"with larger tiles the kernels reach {TARGET_ROOFLINE:.0%} of their roofline (a tuned splash kernel)",
-             f"{SUGGESTED_KIB // 1024} MiB of the 64 MiB VMEM per TensorCore leaves room for weight prefetch"],
+             f"{kib // 1024} MiB of the {vmem:g} MiB VMEM per TensorCore of {analysis.hardware.name} (the chip "
+             "table's figure) leaves room for weight prefetch"],
             claims=claims,
-            flags=FLAGS,
+            flags=flags,
         )
     ]
 

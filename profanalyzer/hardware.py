@@ -219,7 +219,9 @@ TPU7X = Chip(
     mxus=8,
     mxu_dim=256,
     target_versions=("6acc60406",),
-    source="Google Cloud TPU7x (Ironwood) documentation and the TPU7x performance guide; INT8: none published",
+    source="Google Cloud TPU7x (Ironwood) documentation and the TPU7x performance guide; HBM 192 GiB per chip and "
+           "VMEM 64 MiB per TensorCore as the XSpace facts' chip table states them (the guide rounds them to "
+           "192 GB and 64 MB per chip); INT8: none published",
 )
 
 V6E = Chip(

@@ -383,3 +383,16 @@ def test_kernels_and_byte_movers_have_a_roofline():
     movers = [op for op in a.top_ops if not op.flops and op.bytes and op.bucket in ("other_compute", "attention")
               and not any(t.startswith("kernel:") for t in op.tags)]
     assert movers and all(op.bound_by == "hbm" for op in movers)
+
+
+def test_vmem_and_hbm_units_follow_the_chip_table():
+    """#32 item 11: the scoped-VMEM advice follows the chip's own VMEM per TensorCore (TPU7x 64 MiB -> 48 MiB,
+    v6e 128 MiB -> 96 MiB, MaxText's dense preset) and says per TensorCore; the chip's source says which table
+    its HBM and VMEM units come from (GiB, per TensorCore) where the guide rounds them (GB, per chip)."""
+    from profanalyzer.hardware import TPU7X
+
+    for name, kib, mib in (("small_tiles", 49152, 64), ("small_tiles@v6e", 98304, 128)):
+        vm = next(r for r in findings_of(name).recommendations if r.code == "VM001")
+        assert vm.flags == (f"--xla_tpu_scoped_vmem_limit_kib={kib}",)
+        assert any(f"of the {mib} MiB VMEM per TensorCore" in x for x in vm.assumptions)
+    assert "192 GiB per chip" in TPU7X.source and "64 MiB per TensorCore" in TPU7X.source
