@@ -396,3 +396,15 @@ def test_vmem_and_hbm_units_follow_the_chip_table():
         assert vm.flags == (f"--xla_tpu_scoped_vmem_limit_kib={kib}",)
         assert any(f"of the {mib} MiB VMEM per TensorCore" in x for x in vm.assumptions)
     assert "192 GiB per chip" in TPU7X.source and "64 MiB per TensorCore" in TPU7X.source
+
+
+def test_markdown_step_time_has_no_range_of_one_step():
+    """#32 item 12: one kept step (a replayed compiled program) reads "the one kept step", not "0.799-0.799"."""
+    from pathlib import Path
+
+    from profanalyzer.analyze.analysis import analyze
+    from profanalyzer.report.markdown import render_markdown
+
+    program = Path(__file__).resolve().parents[1] / "sample_traces" / "compiled" / "dense_fsdp.after_codegen.hlo.pb.gz"
+    line = next(x for x in render_markdown(analyze(program), None).splitlines() if x.startswith("**Step time"))
+    assert "(the one kept step)" in line and "–" not in line.split("·")[0]

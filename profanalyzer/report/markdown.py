@@ -78,7 +78,9 @@ def render_markdown(analysis: Analysis, findings: Findings | None, *, max_recomm
         f"{a.sparsecores} SparseCores · {a.steps.kept} of {a.steps.count} steps used ({md_escape(a.steps.source)})"
     )
     out.append("")
-    kpis = [f"**Step time {ms(t['median'])} ms** (median; {ms(t['min'])}–{ms(t['max'])})"]
+    spread = ("the one kept step" if a.steps.kept == 1 else f"{a.steps.kept} kept steps alike"
+              if ms(t["min"]) == ms(t["max"]) else f"median; {ms(t['min'])}–{ms(t['max'])}")
+    kpis = [f"**Step time {ms(t['median'])} ms** ({spread})"]
     kpis.append((f"MFU {pct(u.mfu)}" + (f", HFU {pct(u.hfu)}" if u.hfu is not None and abs(u.hfu - u.mfu) >= 5e-4 else "") + (f" (low confidence: FLOPs known for {pct(u.flops_coverage, 0)} of the compute)"
                                       if u.low_confidence else "")) if u.mfu is not None else "MFU unknown")
     kpis.append(f"exposed communication {pct(exp_f)} ({ms(exp_ps)} ms)")
