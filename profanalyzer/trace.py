@@ -108,6 +108,12 @@ class Events:
     def __len__(self) -> int:
         return len(self.start_ps)
 
+    def encloses(self) -> np.ndarray:
+        """bool per event: it encloses another event of the line (a while loop's run around its body's ops)."""
+        out = np.zeros(len(self), dtype=bool)
+        out[self.parent[self.parent >= 0]] = True
+        return out
+
     def int_stat(self, name: str) -> np.ndarray:
         col = self.ints.get(name)
         if col is None:

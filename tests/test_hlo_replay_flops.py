@@ -36,7 +36,7 @@ from profanalyzer.hlo.flops import (
     dot_flops,
     valid_window_pairs,
 )
-from profanalyzer.hlo.kernels import kernel_flops
+from profanalyzer.hlo.kernels import MaskTable, kernel_flops
 from profanalyzer.hlo.load import read_program
 from profanalyzer.hlo.model import Computation, Instruction, Module, Shape
 from profanalyzer.hlo.replay import replay
@@ -140,8 +140,10 @@ def test_hlo_flops_meet_the_compilers_cost_analysis(name, form):
     rep = replay(prog, TPU7X)
     # the step runs each op as often as the schedule says: a loop body trip-count times
     # (custom-call kernels: their FLOPs from their operand shapes, which the compiler's cost analysis omits)
+    masks = MaskTable(m)
+
     def kernel(r) -> float:
-        got = kernel_flops(m, r.instruction, m.by_name[r.computation])
+        got = kernel_flops(r.instruction, m.by_name[r.computation], masks)
         return int(got[0]) if got is not None else 0
 
     per_row = sum(((t.of(r.instruction, m.by_name[r.computation]) or 0) + (

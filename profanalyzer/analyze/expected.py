@@ -31,6 +31,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from profanalyzer.analyze.attributed import Attributed
+from profanalyzer.analyze.attribution import locate
 from profanalyzer.hlo.load import read_trace_program
 from profanalyzer.hlo.model import Instruction, Program
 from profanalyzer.model import ExpectedFamily, ExpectedOp, ExpectedSlow, ExpectedSummary
@@ -76,16 +77,6 @@ class Expected:
         return tuple(o for o in self.ops if o.expected_ps is None)
 
 
-def _in_windows(start: np.ndarray, w_start: np.ndarray, w_end: np.ndarray) -> np.ndarray:
-    """Whether each start lies in one of the (sorted, disjoint) windows [w_start, w_end)."""
-    if not len(w_start):
-        return np.zeros(len(start), dtype=bool)
-    k = np.searchsorted(w_start, start, side="right") - 1
-    ok = k >= 0
-    ok[ok] &= start[ok] < w_end[k[ok]]
-    return ok
-
-
 def expected_vs_measured(trace: Trace, read: Callable[[], tuple[Program | None, str]] | None = None,
                          kept_steps: Collection[int] | None = None) -> Expected:
     """Per measured op of the step's program on every TensorCore (runs pooled), the compiler's
@@ -117,15 +108,13 @@ def expected_vs_measured(trace: Trace, read: Callable[[], tuple[Program | None, 
         ev = ln.events
         names = plane.meta.short_names
         # the ops doing the work: events that enclose no other op (a loop's body ops, not the loop)
-        leaf = np.ones(len(ev), dtype=bool)
-        leaf[ev.parent[ev.parent >= 0]] = False
-        keep = leaf & (ev.meta >= 0)
+        keep = ~ev.encloses() & (ev.meta >= 0)
         if kept_steps is not None:
             st = trace.steps.get(plane.label)
             if st is not None and len(st):
                 sel = np.isin(st.number, np.fromiter(kept_steps, dtype=np.int64))
                 o = np.argsort(st.start_ps[sel])
-                keep &= _in_windows(ev.start_ps, st.start_ps[sel][o], st.end_ps[sel][o])
+                keep &= locate(st.start_ps[sel][o], st.end_ps[sel][o], ev.start_ps)[1]
         mods = plane.line(LINE_MODULES)
         if mods is not None and len(mods.events):
             me = mods.events
@@ -136,14 +125,14 @@ def expected_vs_measured(trace: Trace, read: Callable[[], tuple[Program | None, 
                 matched_runs = True
                 ws, we = me.start_ps[top], me.end_ps[top]
                 o = np.argsort(ws[mine])
-                in_main = _in_windows(ev.start_ps, ws[mine][o], we[mine][o])
+                in_main = locate(ws[mine][o], we[mine][o], ev.start_ps)[1]
                 # the other programs' runs, all at once: each event in one of them, its time to that program
                 theirs = np.flatnonzero(~mine)
                 if len(theirs):
                     order = theirs[np.argsort(ws[theirs])]
-                    inside = _in_windows(ev.start_ps, ws[order], we[order]) & keep & ~in_main
-                    at = np.searchsorted(ws[order], ev.start_ps[inside], side="right") - 1
-                    per_run = np.bincount(at, weights=ev.dur_ps[inside], minlength=len(order))
+                    at, inside = locate(ws[order], we[order], ev.start_ps)
+                    inside &= keep & ~in_main
+                    per_run = np.bincount(at[inside], weights=ev.dur_ps[inside], minlength=len(order))
                     for i, d in zip(order.tolist(), per_run.tolist(), strict=True):
                         if d > 0:
                             nm = prog[int(i)].split("(")[0] or "?"

@@ -25,6 +25,7 @@ kernel is attention already); their cache reads count in `decode_cache`.
 from __future__ import annotations
 
 from profanalyzer.analyze.antipatterns import squeezed, state_arrays
+from profanalyzer.hlo.kernels import is_concatenation
 from profanalyzer.hlo.model import Computation, Instruction, Module
 from profanalyzer.hlo.schedule import operand_shapes
 from profanalyzer.model import DecodeCache
@@ -129,10 +130,8 @@ def cache_contractions(module: Module) -> dict[str, tuple[str, str, int]]:
     def moves(ins: Instruction, comp: Computation) -> bool:
         if ins.opcode == "gather":
             return True
-        if ins.opcode == "custom-call" and not ins.shape.is_tuple:  # pieces put back together (async slices)
-            shapes = operand_shapes(ins, comp)
-            return len(shapes) > 1 and not any(x.is_tuple for x in shapes) and sum(
-                x.bytes for x in shapes) == ins.shape.bytes
+        if not ins.shape.is_tuple and is_concatenation(ins, comp):  # pieces put back together (async slices)
+            return True
         if ins.opcode != "fusion" or not ins.called:
             return False
         body = module.by_name.get(ins.called[0])

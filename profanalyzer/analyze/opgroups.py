@@ -201,9 +201,7 @@ def _kept_rows(trace: Trace, w: CoreWork, kept_list: np.ndarray):
     counts = np.bincount(r_in, minlength=n)
     # Exact: per-row sums stay far below 2**53 ps.
     self_sum = np.rint(np.bincount(r_in, weights=ev.self_ps[inside], minlength=n)).astype(np.int64)
-    encloses = np.zeros(len(ev), dtype=bool)
-    encloses[ev.parent[ev.parent >= 0]] = True
-    enclosing_rows = np.bincount(r_in, weights=encloses[inside], minlength=n) > 0
+    enclosing_rows = np.bincount(r_in, weights=ev.encloses()[inside], minlength=n) > 0
     category = w.plane.meta.category
     for r in np.flatnonzero(enclosing_rows).tolist():  # control flow only: a kernel's own nested events keep its work
         enclosing_rows[r] = category[r] in CONTROL_FLOW

@@ -60,11 +60,7 @@ def _tmpdir() -> Path:
 
 
 def program_chip(program: Program, chip: str | None = None) -> tuple[Chip, str]:
-    """The chip a compiled program was compiled for, and where that comes from."""
-    return _chip(program, chip)
-
-
-def _chip(program, chip: str | None) -> tuple[Chip, str]:
+    """The chip a compiled program was compiled for (`chip`: the --chip flag), and where that comes from."""
     if chip:
         return chip_by_key(chip), "--chip flag"
     by_target = chip_from_target_arguments(program.files.target_arguments)
@@ -125,7 +121,7 @@ def memory_note(program: Program, chip: Chip) -> str:
 
 def load_program_trace(path: str | Path, *, chip: str | None = None, lines: Collection[str] | None = None) -> Trace:
     program = read_program(path)
-    ch, chip_source = _chip(program, chip)
+    ch, chip_source = program_chip(program, chip)
     rep = replay(program, ch)
     if not rep.ops:
         raise InputError(f"{path}: module {program.main.name} has no instructions to replay (statements not parsed?)")

@@ -40,7 +40,8 @@ import re
 from profanalyzer.hlo.model import Computation, Instruction, Module
 from profanalyzer.hlo.schedule import operand_shapes
 
-__all__ = ["attention_kernel_flops", "attention_kernel_work", "matmul_flops", "kernel_flops", "kernel_bytes"]
+__all__ = ["MaskTable", "attention_kernel_flops", "attention_kernel_work", "attention_work", "is_concatenation",
+           "matmul_flops", "kernel_flops", "kernel_bytes"]
 
 _FLOAT = ("bf16", "f16", "f32", "f8e4m3fn", "f8e5m2")
 _BLOCK = re.compile(r'\\?"(block_(?:q|kv)(?:_dq|_dkv)?)\\?"\s*:\s*(\d+)')
@@ -73,65 +74,83 @@ def _masks(module: Module) -> dict[tuple[int, int], list[float]]:
     return out
 
 
+class MaskTable:
+    """A module's block-mask constants (`_masks`), read on first use and once per module."""
+
+    def __init__(self, module: Module) -> None:
+        self.module = module
+        self._masks: dict[tuple[int, int], list[float]] | None = None
+
+    def get(self) -> dict[tuple[int, int], list[float]]:
+        if self._masks is None:
+            self._masks = _masks(self.module)
+        return self._masks
+
+
 def attention_kernel_work(module: Module, names: set[str]) -> dict[str, dict]:
     """Instruction name -> its work (half, heads, seq_q, seq_kv, head_dim, block_q, block_kv, dense_flops,
     computed_fraction (None: the mask's values are not in the program), how) for the named attention
     kernel custom calls."""
-    from profanalyzer.hlo.schedule import operand_shapes
-
-    masks: dict[tuple[int, int], list[float]] | None = None
+    masks = MaskTable(module)
     out: dict[str, dict] = {}
     for comp in module.computations:
         for ins in comp.instructions:
-            if ins.name not in names or ins.opcode != "custom-call":
-                continue
-            arrays = [s for s in operand_shapes(ins, comp) if not s.is_tuple and s.dtype in _FLOAT and len(s.dims) >= 3]
-            if len(arrays) < 3:
-                continue
-            q = arrays[0]
-            paged = _paged(q, arrays, operand_shapes(ins, comp))
-            if paged is not None:
-                out[ins.name] = paged
-                continue
-            qkv = [a for a in arrays if len(a.dims) == len(q.dims) and a.dims[-1] == q.dims[-1]]
-            if len(qkv) < 3:
-                continue
-            k = qkv[1]
-            big_in = sum(1 for a in qkv if a.dtype == q.dtype)
-            outs = [s for s in ins.shape.leaves() if s.dtype == q.dtype and tuple(s.dims[-1:]) == tuple(q.dims[-1:])
-                    and len(s.dims) == len(q.dims)]
-            half = "forward" if big_in == 3 else ("dq" if len(outs) == 1 else "dkv")
-            heads = 1
-            for d in q.dims[:-2]:
-                heads *= d
-            sq, skv, dim = q.dims[-2], k.dims[-2], q.dims[-1]
-            dense = float(_PER_PAIR[half]) * heads * sq * skv * dim
-            blocks = _block_sizes(ins)
-            suffix = {"forward": "", "dq": "_dq", "dkv": "_dkv"}[half]
-            bq, bkv = blocks.get(f"block_q{suffix}"), blocks.get(f"block_kv{suffix}")
-            frac: float | None = 1.0
-            how = "no block mask in the program: every (q, k) pair computed"
-            if bq and bkv and sq % bq == 0 and skv % bkv == 0:
-                if masks is None:
-                    masks = _masks(module)
-                seen = masks.get((sq // bq, skv // bkv), [])
-                got = sorted(set(round(x, 6) for x in seen if x == x))
-                if any(x != x for x in seen):
-                    frac, how = None, ("a block mask whose values the program does not carry (a capture's HLO holds "
-                                       "no constant's literal): the share of pairs computed is unknown")
-                elif len(got) == 1:
-                    frac = got[0]
-                    how = (f"block mask [{sq // bq}x{skv // bkv}] at blocks {bq}x{bkv}: {frac:.1%} of the block pairs "
-                           "computed")
-                elif got:
-                    frac = max(got)
-                    how = f"{len(got)} block masks of that shape: the largest share counted ({frac:.1%})"
-            out[ins.name] = dict(
-                half=half, heads=heads, seq_q=sq, seq_kv=skv, head_dim=dim, block_q=bq, block_kv=bkv,
-                dense_flops=dense, computed_fraction=frac,
-                how=f"{half} attention kernel: {_PER_PAIR[half]} x heads {heads} x Sq {sq} x Skv {skv} x D {dim} = "
-                    f"{dense:.4g} FLOPs for every pair; {how}")
+            if ins.name in names:
+                w = attention_work(ins, comp, masks)
+                if w is not None:
+                    out[ins.name] = w
     return out
+
+
+def attention_work(ins: Instruction, comp: Computation, masks: MaskTable) -> dict | None:
+    """One custom call's attention work (attention_kernel_work's record), or None when its operands are
+    not an attention kernel's."""
+    if ins.opcode != "custom-call":
+        return None
+    shapes = operand_shapes(ins, comp)
+    arrays = [s for s in shapes if not s.is_tuple and s.dtype in _FLOAT and len(s.dims) >= 3]
+    if len(arrays) < 3:
+        return None
+    q = arrays[0]
+    paged = _paged(q, arrays, shapes)
+    if paged is not None:
+        return paged
+    qkv = [a for a in arrays if len(a.dims) == len(q.dims) and a.dims[-1] == q.dims[-1]]
+    if len(qkv) < 3:
+        return None
+    k = qkv[1]
+    big_in = sum(1 for a in qkv if a.dtype == q.dtype)
+    outs = [s for s in ins.shape.leaves() if s.dtype == q.dtype and tuple(s.dims[-1:]) == tuple(q.dims[-1:])
+            and len(s.dims) == len(q.dims)]
+    half = "forward" if big_in == 3 else ("dq" if len(outs) == 1 else "dkv")
+    heads = 1
+    for d in q.dims[:-2]:
+        heads *= d
+    sq, skv, dim = q.dims[-2], k.dims[-2], q.dims[-1]
+    dense = float(_PER_PAIR[half]) * heads * sq * skv * dim
+    blocks = _block_sizes(ins)
+    suffix = {"forward": "", "dq": "_dq", "dkv": "_dkv"}[half]
+    bq, bkv = blocks.get(f"block_q{suffix}"), blocks.get(f"block_kv{suffix}")
+    frac: float | None = 1.0
+    how = "no block mask in the program: every (q, k) pair computed"
+    if bq and bkv and sq % bq == 0 and skv % bkv == 0:
+        seen = masks.get().get((sq // bq, skv // bkv), [])
+        got = sorted(set(round(x, 6) for x in seen if x == x))
+        if any(x != x for x in seen):
+            frac, how = None, ("a block mask whose values the program does not carry (a capture's HLO holds "
+                               "no constant's literal): the share of pairs computed is unknown")
+        elif len(got) == 1:
+            frac = got[0]
+            how = (f"block mask [{sq // bq}x{skv // bkv}] at blocks {bq}x{bkv}: {frac:.1%} of the block pairs "
+                   "computed")
+        elif got:
+            frac = max(got)
+            how = f"{len(got)} block masks of that shape: the largest share counted ({frac:.1%})"
+    return dict(
+        half=half, heads=heads, seq_q=sq, seq_kv=skv, head_dim=dim, block_q=bq, block_kv=bkv,
+        dense_flops=dense, computed_fraction=frac,
+        how=f"{half} attention kernel: {_PER_PAIR[half]} x heads {heads} x Sq {sq} x Skv {skv} x D {dim} = "
+            f"{dense:.4g} FLOPs for every pair; {how}")
 
 
 def _paged(q, arrays, shapes) -> dict | None:
@@ -164,8 +183,6 @@ def attention_kernel_flops(module: Module, names: set[str]) -> dict[str, tuple[f
     tells (the mask's values known, or no mask)."""
     return {n: (w["dense_flops"] * w["computed_fraction"], w["how"])
             for n, w in attention_kernel_work(module, names).items() if w["computed_fraction"] is not None}
-
-
 
 
 _MATMUL_IN = ("bf16", "f16", "f32", "s8", "u8")
@@ -206,17 +223,25 @@ def matmul_flops(operands: list[tuple[str, tuple[int, ...]]], outputs: list[tupl
     return 2.0 * o_elems * k
 
 
-def kernel_flops(module: Module, ins: Instruction, comp: Computation) -> tuple[float, str] | None:
-    """(FLOPs of one run, how) of a custom-call kernel from its operand shapes: an attention kernel's
-    (q/k/v, half, mask), else a matmul's (2*M*N*K); None when neither tells."""
+def is_concatenation(ins: Instruction, comp: Computation) -> bool:
+    """A custom call whose output is its array operands put together (the pieces of async slices joined):
+    it moves data and computes nothing."""
     if ins.opcode != "custom-call":
+        return False
+    shapes = operand_shapes(ins, comp)
+    return len(shapes) > 1 and not any(x.is_tuple for x in shapes) and sum(x.bytes for x in shapes) == sum(
+        leaf.bytes for leaf in ins.shape.leaves())
+
+
+def kernel_flops(ins: Instruction, comp: Computation, masks: MaskTable) -> tuple[float, str] | None:
+    """(FLOPs of one run, how) of a custom-call kernel from its operand shapes: an attention kernel's
+    (q/k/v, half, mask: `masks`, the module's), else a matmul's (2*M*N*K); None when neither tells."""
+    if ins.opcode != "custom-call" or is_concatenation(ins, comp):
         return None
+    w = attention_work(ins, comp, masks)
+    if w is not None and w["computed_fraction"] is not None:
+        return w["dense_flops"] * w["computed_fraction"], w["how"]
     arrays = [s for s in operand_shapes(ins, comp) if not s.is_tuple]
-    if sum(x.bytes for x in arrays) == sum(x.bytes for x in ins.shape.leaves()):
-        return None  # its output is its operands put together (a concatenation of async slices): no arithmetic
-    got = attention_kernel_flops(module, {ins.name})
-    if ins.name in got:
-        return got[ins.name]
     f = matmul_flops([(s.dtype, tuple(s.dims)) for s in arrays], [tuple(x.dims) for x in ins.shape.leaves()])
     return (f, "matmul kernel: 2 x M x N x K from its operand and output shapes") if f else None
 

@@ -42,7 +42,7 @@ from dataclasses import dataclass
 
 from profanalyzer.hardware import Chip
 from profanalyzer.hlo.flops import FlopsTable, accessed_bytes
-from profanalyzer.hlo.kernels import kernel_flops
+from profanalyzer.hlo.kernels import MaskTable, kernel_flops
 from profanalyzer.hlo.model import Computation, Instruction, Module, Program
 from profanalyzer.hlo.schedule import (
     SPARSECORE_THREAD,
@@ -107,13 +107,14 @@ class _Player:
         self.clock = chip.clock_hz
         self.flops = FlopsTable(module)
         self._kernels: dict[str, tuple[float, str] | None] = {}
+        self.masks = MaskTable(module)  # the block masks, read once when a kernel needs them
         self.host_bytes = 0  # host <-> HBM transfer bytes of one step (host-memory buffers moved)
         self.host_ps = 0
 
     def kernel(self, ins: Instruction, comp: Computation) -> tuple[float, str] | None:
         """A custom-call kernel's FLOPs from its operand shapes (profanalyzer.hlo.kernels), once per instruction."""
         if ins.name not in self._kernels:
-            self._kernels[ins.name] = kernel_flops(self.m, ins, comp)
+            self._kernels[ins.name] = kernel_flops(ins, comp, self.masks)
         return self._kernels[ins.name]
 
     def emit(self, ins: Instruction, comp: str, start: int, dur: int, sc: bool, how: str) -> None:
