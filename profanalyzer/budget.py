@@ -98,6 +98,10 @@ def _metrics() -> dict[str, Metric]:
         m.append(Metric(f"idle.{c}.fraction", "fraction", False, f"idle time ({c}) share of the step"))
         m.append(Metric(f"idle.{c}.ms", "ms", False, f"idle time ({c}) per step"))
     m.append(Metric("memory.peak_bytes", "bytes", False, "peak HBM in use per device (analyze --memory)"))
+    m.append(Metric("program.hbm_peak_bytes", "bytes", False,
+                    "a compiled program's HBM per TensorCore: argument + output - alias + temp"))
+    m.append(Metric("program.hbm_fraction", "fraction", False,
+                    "a compiled program's HBM per TensorCore over the chip's HBM per TensorCore"))
     return {x.name: x for x in m}
 
 
@@ -140,6 +144,11 @@ def metric_value(doc: Analysis | Mapping, name: str) -> float | None:
     if group == "memory":
         mem = a.memory
         return _num(mem.peak_bytes) if mem is not None and mem.peak_bytes is not None else None
+    if group == "program":
+        pm = a.program_memory
+        if pm is None:
+            return None
+        return _num(pm.peak_bytes) if rest == "hbm_peak_bytes" else _num(pm.fraction)
     if group == "idle":
         cause, kind = rest.rsplit(".", 1)
         ic = a.idle_causes.get(cause)

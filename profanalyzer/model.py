@@ -46,6 +46,7 @@ from profanalyzer.parts import (  # leaf records, re-exported
     Lane,
     MemoryBuffer,
     MemorySummary,
+    ProgramMemory,
     RidgePoints,
     RunKind,
     ScopeRow,
@@ -107,6 +108,7 @@ __all__ = [
     "HostActivity",
     "MemoryBuffer",
     "MemorySummary",
+    "ProgramMemory",
     "Analysis",
     "RuleDoc",
     "Finding",
@@ -268,7 +270,7 @@ class CollectiveTypeSummary(Record):
     hidden_ps: float  # compute inside its windows
     hidden_fraction: float | None
     engine: str  # TensorCore | SparseCore | mixed
-    bytes: float | None  # per step per core, when known
+    bytes: float | None  # moved per device over the links, per step per core, when its shapes are known (hlo.traffic)
     fraction_of_step: float  # exposed / step
     tf_ops: tuple[str, ...] = ()  # framework scopes of its most exposed windows (up to 3)
     critical_path_ps: float = 0.0  # exposed time of windows on the critical path (nothing independent to hide behind)
@@ -353,10 +355,14 @@ class CollectiveDiagnosis(Record):
     type: str
     instances: int  # cross-core instances over the kept steps (one per step, type and order on each core)
     per_step: float  # windows per step per TensorCore
-    bytes_per_instance: float | None  # median bytes_accessed of its windows
-    achieved_gbps: float | None  # bytes / window time, per TensorCore
+    bytes_per_instance: float | None  # median buffer bytes of its windows (profanalyzer.hlo.traffic, from its shapes)
+    moved_per_instance: float | None  # median bytes moved per device over the links (the algorithm's factor x the buffer)
+    group: int | None  # devices per group, the most common over its windows (None: unknown, the large-group bound)
+    algorithm: str  # how the moved bytes follow from the buffer (profanalyzer.hlo.traffic.ALGORITHM)
+    achieved_gbps: float | None  # bus bandwidth: bytes moved / window time, per TensorCore
     link_gbps: float  # the chip's ICI per TensorCore (hardware table)
     link_fraction: float | None  # achieved / link
+    above_link: bool  # achieved above the link: not a rate the link carried (flagged, never shown plain)
     exposed_ps: float  # per step per TensorCore (the attribution bucket's share of this type)
     exposed_fraction: float  # of the step
     exposed_window_fraction: float | None  # 1 - hidden fraction of its windows
@@ -535,6 +541,7 @@ class Analysis(Record):
     # time of the document is predicted; steps, breakdown, remat, phases and the op tables say so too)
     time_basis: str = "measured"
     expected: ExpectedSummary | None = None  # the compiler's expected time beside the measured (profanalyzer.analyze.expected)
+    program_memory: ProgramMemory | None = None  # a compiled program's HBM per TensorCore (hlo.compiled); None: a capture
 
     def frames(self, findings: Findings | None = None) -> dict:
         """pandas DataFrames of this analysis (steps, buckets, ops, windows,

@@ -34,6 +34,7 @@ __all__ = [
     "HostActivity",
     "MemoryBuffer",
     "MemorySummary",
+    "ProgramMemory",
 ]
 
 
@@ -232,6 +233,25 @@ class MemoryBuffer(Record):
     shape: str
     kind: str  # parameter | output | temp | constant | preallocated
     memory_space: str  # hbm | host (S(5)) | other
+
+
+@dataclass(frozen=True)
+class ProgramMemory(Record):
+    """A compiled program's HBM per TensorCore, before any run (profanalyzer.hlo.compiled): the buffer
+    assignment's argument + output - alias + temp, against the chip's HBM per TensorCore (its table);
+    the compiler's own memory_analysis beside it when the dump has one. A budget gates on `peak_bytes`
+    and `fraction` (`check --budget`: program.hbm_peak_bytes, program.hbm_fraction)."""
+
+    source: str  # which assignment and which temp rule (hlo.memory)
+    argument_bytes: int
+    output_bytes: int
+    alias_bytes: int
+    temp_bytes: int
+    peak_bytes: int  # argument + output - alias + temp
+    capacity_bytes: int  # HBM per TensorCore (the chip table's GiB per chip / TensorCores per chip)
+    fraction: float  # peak / capacity
+    fits: bool  # peak <= capacity
+    compiler_peak_bytes: int | None = None  # the compiler's memory_analysis, same sum (None: not in the dump)
 
 
 @dataclass(frozen=True)

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from profanalyzer.hardware import Chip
+from profanalyzer.parts import ProgramMemory
 
 # Line names (exact, as the TPU runtime writes them).
 LINE_STEPS = "Steps"
@@ -197,6 +198,7 @@ class Trace:
     origin_ns: int
     planes: tuple[Plane, ...]  # TensorCore then SparseCore, host order
     steps: Mapping[str, Steps]  # TensorCore plane label -> steps
+    program_memory: ProgramMemory | None = None  # a compiled program's HBM (profanalyzer.hlo.compiled); None: a capture
 
     @property
     def tensorcores(self) -> tuple[Plane, ...]:

@@ -82,12 +82,13 @@ def test_every_metric_is_addressable():
     want |= {f"exposed.{t}.{k}" for t in (*TYPES, "total") for k in ("fraction", "ms")}
     want |= {f"idle.{c}.{k}" for c in ("host_dispatch", "host_wait", "peer_wait", "unexplained") for k in ("fraction", "ms")}
     want |= {"memory.peak_bytes"}  # read with --memory: tests/test_memory.py
+    want |= {"program.hbm_peak_bytes", "program.hbm_fraction"}  # compiled programs: test_program_hbm_is_a_budget_metric
     assert set(METRICS) == want
     assert "bucket.idle.fraction" in METRICS and "exposed.all_gather.fraction" in METRICS
     assert set(REGRESSION_METRICS) == want | {"step_time"}
 
 
-@pytest.mark.parametrize("metric", sorted(m for m in METRICS if not m.startswith("memory.")))  # memory: tests/test_memory.py
+@pytest.mark.parametrize("metric", sorted(m for m in METRICS if not m.startswith(("memory.", "program."))))  # memory: tests/test_memory.py
 def test_every_budget_key_passes_and_fails(metric):
     d = doc("moe_large_pp")
     v = metric_value(d, metric)
@@ -115,7 +116,7 @@ def test_dotted_quoted_and_nested_keys_are_the_same(tmp_path):
     assert nested.limits[0].metric == "exposed.all_gather.fraction" and nested.limits[0].max == 0.03
 
 
-@pytest.mark.parametrize("metric", sorted(m for m in REGRESSION_METRICS if not m.startswith("memory.")))  # memory: tests/test_memory.py
+@pytest.mark.parametrize("metric", sorted(m for m in REGRESSION_METRICS if not m.startswith(("memory.", "program."))))  # memory: tests/test_memory.py; program: tests/test_program_not_capture.py
 def test_every_regression_key(metric):
     base, new = doc("offload_on"), doc("offload_off")
     key = "step_time_mean_ms" if metric == "step_time" else metric

@@ -35,7 +35,7 @@ from profanalyzer.analyze.counters import (
 )
 from profanalyzer.analyze.expected import summarize as expected_summary
 from profanalyzer.analyze.hostplanes import host_activity, no_host_planes_note
-from profanalyzer.analyze.idle import idle_causes
+from profanalyzer.analyze.idle import IdleResult, idle_causes
 from profanalyzer.analyze.kernelflops import (
     attention_kernel_rows,
     attention_kernels,
@@ -313,7 +313,8 @@ def analyze_attributed(att: Attributed, options: AnalysisOptions = DEFAULT_ANALY
     n_core_steps = max(1, sum(core_counts))
     run_kind = run_kind_of(ops.groups, step_mean, n_core_steps, phases, remat.ps, program_names(trace))
     has_colls = any(t.count > 0 for t in overlap.types.values())
-    idle = idle_causes(att)
+    # a replayed program runs back to back by construction: why-idle is a capture's question (issue 32 item 8)
+    idle = IdleResult({}, ()) if predicted else idle_causes(att)
     activity, activity_notes = host_activity(att) if options.host_activity else ((), ())
     no_host = no_host_planes_note(trace) if not predicted else ""
     analysis = Analysis(
@@ -360,6 +361,7 @@ def analyze_attributed(att: Attributed, options: AnalysisOptions = DEFAULT_ANALY
                                   trace.chip.core_hbm_bytes_per_s),
         kernel_counters=kernel_counters(att, ops_precision(ops.top)),
         expected=expected_summary(att, steps.count),
+        program_memory=trace.program_memory,
     )
     analysis = with_time_basis(with_counter_tags(with_source_lines(analysis, att)))
     analysis.self_check()

@@ -13,9 +13,15 @@ tolerance (`TOLERANCE_MIN_PS`, or `TOLERANCE_STEP_FRACTION` of the step when
 larger): cores that arrive together name no one. Arrival times of cores on different hosts compare only as well as
 their clocks agree (the definitions say so).
 
+Bytes: what each collective moves per device over the links, from its HLO
+shapes and group (profanalyzer.hlo.traffic); GB/s is that over its window
+(the bus bandwidth), flagged `above_link` when the link could not carry it.
+With one TensorCore there are no arrivals to compare: the instances are its
+windows, no core is late.
+
 Reads the trace, the per-core work and the overlap windows; writes
-`model.CollectiveDiagnostics` (None when fewer than two TensorCores have
-collective windows).
+`model.CollectiveDiagnostics` (None when no TensorCore has collective
+windows in a kept step).
 """
 
 from __future__ import annotations
@@ -24,7 +30,8 @@ import numpy as np
 
 from profanalyzer.analyze.attributed import Attributed
 from profanalyzer.analyze.attribution import CoreWork, locate
-from profanalyzer.analyze.overlap import TYPES, OverlapResult
+from profanalyzer.analyze.overlap import TYPES, OverlapResult, window_traffic
+from profanalyzer.hlo.traffic import ALGORITHM
 from profanalyzer.model import (
     CollectiveDiagnosis,
     CollectiveDiagnostics,
@@ -32,6 +39,7 @@ from profanalyzer.model import (
 )
 from profanalyzer.stats import median
 from profanalyzer.trace import Trace
+from profanalyzer.vocab import PREDICTED_INPUT_KINDS
 
 __all__ = ["diagnose_collectives", "TOLERANCE_MIN_PS", "TOLERANCE_STEP_FRACTION"]
 
@@ -58,14 +66,9 @@ def _core_windows(trace: Trace, w: CoreWork, wins, kept: np.ndarray) -> dict[str
         return None
     s, e = wins.start[inside], wins.end[inside]
     r = wins.row[inside]
-    ba = w.plane.meta.bytes_accessed
-    if len(ba):
-        ok = (r >= 0) & (r < len(ba))
-        nbytes = np.where(ok, ba[np.clip(r, 0, len(ba) - 1)], np.nan).astype(np.float64)
-    else:
-        nbytes = np.full(len(r), np.nan)
-    return {"start": s, "end": e, "type": wins.type[inside], "step": kn[pos[inside]], "bytes": nbytes,
-            "hidden": w.compute(e) - w.compute(s)}
+    moved, buf, group = window_traffic(w.plane.meta, r, wins.type[inside])
+    return {"start": s, "end": e, "type": wins.type[inside], "step": kn[pos[inside]], "bytes": moved, "buffer": buf,
+            "group": group, "hidden": w.compute(e) - w.compute(s)}
 
 
 
@@ -109,6 +112,8 @@ def diagnose_collectives(att: Attributed, overlap: OverlapResult) -> CollectiveD
     kept = np.asarray(sorted(kept_steps), dtype=np.int64)
     per_core: list[tuple[str, dict[str, np.ndarray]]] = []
     n_core_steps = 0
+    if trace.input_kind in PREDICTED_INPUT_KINDS:  # a replayed program's planes are replicas of one schedule
+        work = work[:1]
     for ci, w in enumerate(work):
         st = trace.steps.get(w.plane.label)
         n_core_steps += int(np.isin(st.number, kept).sum()) if st is not None else 0
@@ -117,14 +122,14 @@ def diagnose_collectives(att: Attributed, overlap: OverlapResult) -> CollectiveD
         cw = _core_windows(trace, w, overlap.windows[ci], kept)
         if cw is not None:
             per_core.append((w.plane.label, cw))
-    if len(per_core) < 2:
+    if not per_core:
         return None
     tol = max(float(TOLERANCE_MIN_PS), TOLERANCE_STEP_FRACTION * step_mean_ps)
     labels = [lab for lab, _ in per_core]
     inst_type, starts, present = _instances([cw for _, cw in per_core])
     # an instance counts when two or more cores ran it; the last core is the
     # first of the latest starts, late by its start minus the others' median
-    shared = present.sum(axis=1) >= 2
+    shared = present.sum(axis=1) >= min(2, len(per_core))
     inst_type, starts, present = inst_type[shared], starts[shared], present[shared]
     n_inst = len(inst_type)
     rows = np.arange(n_inst)
@@ -133,7 +138,7 @@ def diagnose_collectives(att: Attributed, overlap: OverlapResult) -> CollectiveD
     last = np.nanargmax(sf, axis=1) if n_inst else np.zeros(0, dtype=np.int64)
     others = sf.copy()
     others[rows, last] = np.nan
-    late_by = sf[rows, last] - (np.nanmedian(others, axis=1) if n_inst else np.zeros(0))
+    late_by = sf[rows, last] - np.nanmedian(others, axis=1) if n_inst and len(per_core) > 1 else np.zeros(n_inst)
     is_late = late_by > tol
     last_counts = np.bincount(last[is_late], minlength=len(per_core)).astype(np.int64)
     by_type: dict[int, dict] = {}
@@ -152,9 +157,14 @@ def diagnose_collectives(att: Attributed, overlap: OverlapResult) -> CollectiveD
         cores = [cw for _, cw in per_core]
         dur = np.concatenate([(cw["end"] - cw["start"])[cw["type"] == ti] for cw in cores]).astype(np.float64)
         byt = np.concatenate([cw["bytes"][cw["type"] == ti] for cw in cores])
+        buf = np.concatenate([cw["buffer"][cw["type"] == ti] for cw in cores])
+        grp = np.concatenate([cw["group"][cw["type"] == ti] for cw in cores])
         hid = np.concatenate([cw["hidden"][cw["type"] == ti] for cw in cores]).astype(np.float64)
         has_b = ~np.isnan(byt)
-        bpi = float(median(byt[has_b])) if has_b.any() else None
+        bpi = float(median(buf[has_b])) if has_b.any() else None
+        mpi = float(median(byt[has_b])) if has_b.any() else None
+        known_g = grp[has_b & (grp > 0)]
+        group = int(np.bincount(known_g).argmax()) if len(known_g) else None
         bw_time = float(dur[has_b].sum())
         achieved = float(byt[has_b].sum()) / bw_time * 1e12 / 1e9 if has_b.any() and bw_time > 0 else None
         link = trace.chip.core_ici_bytes_per_s / 1e9
@@ -168,9 +178,13 @@ def diagnose_collectives(att: Attributed, overlap: OverlapResult) -> CollectiveD
             instances=int(d["n"]),
             per_step=len(dur) / denom_steps,
             bytes_per_instance=bpi,
+            moved_per_instance=mpi,
+            group=group,
+            algorithm=ALGORITHM.get(t, ""),
             achieved_gbps=achieved,
             link_gbps=link,
             link_fraction=(achieved / link) if achieved is not None and link > 0 else None,
+            above_link=achieved is not None and link > 0 and achieved > link,
             exposed_ps=exposed,
             exposed_fraction=exposed / step_mean_ps if step_mean_ps > 0 else 0.0,
             exposed_window_fraction=(1.0 - float(hid.sum()) / wsum) if wsum > 0 else None,

@@ -19,6 +19,7 @@ SparseCore offload (the SparseCore planes' activity and the verdict) is
 
 from __future__ import annotations
 
+import weakref
 from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -41,6 +42,7 @@ from profanalyzer.analyze.sparsecore import (
 )
 from profanalyzer.arrays import unique_ids
 from profanalyzer.classify import ROLE_CODES, async_pair_key
+from profanalyzer.hlo.traffic import Traffic, traffic_of_text
 from profanalyzer.model import (
     CollectiveTypeSummary,
     CommunicationSummary,
@@ -51,6 +53,7 @@ from profanalyzer.parallel import map_ordered
 from profanalyzer.trace import (
     LINE_ASYNC,
     LINE_OPS,
+    OpMetadata,
     Plane,
     Trace,
     instruction_name,
@@ -242,6 +245,58 @@ def _pair_windows(md, ev, rows, role, coll_col, unmatched, windows) -> Windows:
     return windows(ev.start_ps[st_i], ev.end_ps[en_i], np.asarray(rs_, dtype=np.int64), ty, np.asarray(eng, dtype=bool))
 
 
+_TRAFFIC: weakref.WeakKeyDictionary[OpMetadata, dict[int, Traffic | None]] = weakref.WeakKeyDictionary()
+
+
+def _from_other_half(md: OpMetadata, row: int, kind: str) -> Traffic | None:
+    """A start whose text carries no data (a SparseCore collective's `async-start()`, its operands given to the
+    update): the traffic of its update or done, found by instruction name."""
+    name = md.short_name(row)
+    if "-start" not in name:
+        return None
+    by_name = _NAMES.get(md)
+    if by_name is None:
+        by_name = _NAMES[md] = {n: i for i, n in enumerate(md.short_names)}
+    for half in ("-done", "-update"):
+        r = by_name.get(name.replace("-start", half))
+        got = traffic_of_text(kind, md.name[r]) if r is not None else None
+        if got is not None:
+            return got
+    return None
+
+
+_NAMES: weakref.WeakKeyDictionary[OpMetadata, dict[str, int]] = weakref.WeakKeyDictionary()
+
+
+def window_traffic(md: OpMetadata, rows: np.ndarray, types: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per window: the bytes its collective moves per device over the links,
+    its buffer's bytes (profanalyzer.hlo.traffic, from the op's HLO text) and
+    its group (0: unknown); NaN bytes where the text has no shapes. Each
+    (row, type) of a table is read once."""
+    n = len(rows)
+    moved, buf, group = np.full(n, np.nan), np.full(n, np.nan), np.zeros(n, dtype=np.int64)
+    if not n or not len(md):
+        return moved, buf, group
+    known = _TRAFFIC.setdefault(md, {})
+    ok = (rows >= 0) & (rows < len(md))
+    key = np.where(ok, rows.astype(np.int64) * len(TYPES) + types.astype(np.int64), -1)
+    uniq, inv = np.unique(key, return_inverse=True)
+    got = np.full((len(uniq), 3), np.nan)
+    for i, k in enumerate(uniq.tolist()):
+        if k < 0:
+            continue
+        if k not in known:
+            row, kind = k // len(TYPES), TYPES[k % len(TYPES)]
+            known[k] = traffic_of_text(kind, md.name[row]) or _from_other_half(md, row, kind)
+        t = known[k]
+        if t is not None:
+            got[i] = (t.moved_bytes, t.buffer_bytes, t.group or 0)
+    inv = inv.reshape(-1)
+    moved, buf = got[inv, 0], got[inv, 1]
+    group = np.nan_to_num(got[inv, 2]).astype(np.int64)
+    return moved, buf, group
+
+
 def _core_overlap(trace: Trace, kept_list: np.ndarray, memo: TableMemo, item: tuple[int, CoreWork]) -> _CoreOverlap:
     """One core's part of `analyze_overlap`, with no shared state written: it
     runs on a thread (`parallel`); the merge adds the parts in core order."""
@@ -266,9 +321,8 @@ def _core_overlap(trace: Trace, kept_list: np.ndarray, memo: TableMemo, item: tu
         pos = pos[inside]
         s, e = wins_k.start, wins_k.end
         hidden = covered(e) - covered(s)
-        ba = plane.meta.bytes_accessed
         r = wins_k.row
-        nbytes = np.where((r >= 0) & (r < len(ba)), ba[np.clip(r, 0, max(len(ba) - 1, 0))], np.nan) if len(ba) else np.full(len(r), np.nan)
+        nbytes, _buf, _group = window_traffic(plane.meta, r, wins_k.type)
         scope_rows, scope_inv = unique_ids(r, return_inverse=True)
         for k, v in (
             ("start", s), ("end", e), ("type", wins_k.type), ("on_sc", wins_k.on_sc), ("row", r),

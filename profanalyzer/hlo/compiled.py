@@ -40,6 +40,7 @@ from profanalyzer.hlo.memory import (
 )
 from profanalyzer.hlo.model import Program
 from profanalyzer.hlo.replay import PREDICTED_NOTE, replay, to_xspace
+from profanalyzer.parts import ProgramMemory
 from profanalyzer.trace import Trace
 from profanalyzer.xspace.build import load_trace
 
@@ -100,6 +101,26 @@ def _assignment(program: Program) -> MemoryStats | None:
     return None
 
 
+def _compiler(program: Program):
+    comp = compiler_stats(program.files.compile_log) if program.files.compile_log else None
+    if comp is None and program.files.compiler_json:
+        comp = compiler_stats(program.files.compiler_json)
+    return comp
+
+
+def program_memory(program: Program, chip: Chip) -> ProgramMemory | None:
+    """HBM of the program per TensorCore as a record (the note's figures): the buffer assignment's sum, else the
+    compiler's memory_analysis; against the chip's HBM per TensorCore. None when the dump has neither."""
+    cap = int(chip.hbm_gib * 2**30 / max(1, chip.planes_per_chip))
+    ba, comp = _assignment(program), _compiler(program)
+    got = ba if ba is not None else comp
+    if got is None:
+        return None
+    return ProgramMemory(got.source, got.argument, got.output, got.alias, got.temp, got.peak, cap,
+                         got.peak / cap if cap else 0.0, got.peak <= cap,
+                         comp.peak if comp is not None and ba is not None else None)
+
+
 def memory_note(program: Program, chip: Chip) -> str:
     """HBM of the program per TensorCore: the buffer assignment's argument +
     output - alias + temp, the compiler's own figure, the fit in the chip."""
@@ -110,9 +131,7 @@ def memory_note(program: Program, chip: Chip) -> str:
         parts.append(f"HBM from the {ba.source}: argument {ba.argument} + output {ba.output} - "
                      f"alias {ba.alias} + temp {ba.temp} = {ba.peak} bytes ({ba.peak / cap:.1%} of {cap / 2**30:g} GiB "
                      "per TensorCore)")
-    comp = compiler_stats(program.files.compile_log) if program.files.compile_log else None
-    if comp is None and program.files.compiler_json:
-        comp = compiler_stats(program.files.compiler_json)
+    comp = _compiler(program)
     if comp is not None:
         parts.append(f"the compiler's memory_analysis: argument {comp.argument} + output {comp.output} - alias "
                      f"{comp.alias} + temp {comp.temp} = {comp.peak} bytes ({comp.peak / cap:.1%} of the HBM)")
@@ -136,4 +155,4 @@ def load_program_trace(path: str | Path, *, chip: str | None = None, lines: Coll
     # the replay writes a Steps line to give the pipeline its one step: the step is the schedule's, say so
     steps = {k: replace(v, source=STEP_SOURCE) for k, v in trace.steps.items()}
     return replace(trace, source=str(path), input_kind=INPUT_KIND, run=None, note=note,
-                   chip_source=chip_source, steps=steps)
+                   chip_source=chip_source, steps=steps, program_memory=program_memory(program, ch))

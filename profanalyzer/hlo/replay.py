@@ -15,9 +15,10 @@ The replay's assumptions (each listed in `Replay.assumptions`):
   chip's per-TensorCore HBM bandwidth, or, for a collective, its bytes over
   the per-TensorCore ICI bandwidth: a lower bound, marked `estimate: false`;
 * an async collective (`-start`/`-done`, `async-start` on a thread) moves
-  its bytes over ICI while the TensorCore goes on; all-gather moves the
-  result x (n-1)/n, reduce-scatter the operand x (n-1)/n, all-reduce twice
-  that, a collective-permute its operand, n the module's partitions; async
+  its bytes over ICI while the TensorCore goes on, the bytes it moves per
+  device (profanalyzer.hlo.traffic: all-gather the result x (n-1)/n,
+  reduce-scatter and all-to-all the operand x (n-1)/n, all-reduce twice
+  that, a collective-permute its operand), n the module's partitions; async
   copies and slices move their bytes over HBM; the `-done` waits for what is
   left;
 * SparseCore work (an async start whose thread is `sparsecore`) runs on the
@@ -53,6 +54,7 @@ from profanalyzer.hlo.schedule import (
     wrapped_op,
     xprof_text,
 )
+from profanalyzer.hlo.traffic import buffer_bytes, moved_factor, start_result
 from profanalyzer.hlo.truth import HOST_MEMORY, category_of, collective_kind
 
 __all__ = ["ReplayOp", "Replay", "replay", "to_xspace", "PREDICTED_NOTE", "op_bound"]
@@ -133,17 +135,8 @@ class _Player:
 
     def collective_ps(self, ins: Instruction, comp: Computation) -> int:
         kind = collective_kind(ins.opcode) or ""
-        n = self.n
-        shapes = operand_shapes(ins, comp)
-        out = ins.shape.parts[-1] if ins.opcode.endswith("-start") and ins.shape.is_tuple and ins.shape.parts else ins.shape
-        if kind == "all_gather":
-            b = out.bytes * (n - 1) / n
-        elif kind == "reduce_scatter":
-            b = sum(s.bytes for s in shapes) * (n - 1) / n
-        elif kind == "all_reduce":
-            b = 2 * sum(s.bytes for s in shapes) * (n - 1) / n
-        else:
-            b = sum(s.bytes for s in shapes) or out.bytes
+        in_b = sum(s.bytes for s in operand_shapes(ins, comp))
+        b = buffer_bytes(kind, in_b, start_result(ins.shape, ins.opcode).bytes) * moved_factor(kind, self.n)
         return int(b / self.ici * PS)
 
     def cost(self, ins: Instruction, comp: Computation) -> tuple[int, str]:

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from profanalyzer.format import ms, pct
 from profanalyzer.model import Analysis
-from profanalyzer.vocab import COLLECTIVE_TYPE_LABELS
+from profanalyzer.vocab import COLLECTIVE_TYPE_LABELS, PREDICTED_INPUT_KINDS
 
 __all__ = ["CollectiveRowView", "CollectivesView", "collectives_view", "collectives_markdown", "card_sources"]
 
@@ -23,8 +23,10 @@ class CollectiveRowView:
     label: str  # as shown (vocab.COLLECTIVE_TYPE_LABELS)
     instances: int
     per_step: str
-    bytes: str  # per instance
-    achieved: str  # GB/s
+    bytes: str  # buffer per instance
+    group: str  # devices per group
+    moved: str  # bytes moved per device per instance
+    achieved: str  # bus GB/s, or the flag when above the link
     of_link: str
     exposed_ms: str
     exposed_pct: str  # of the step
@@ -52,28 +54,51 @@ def _bytes(n: float | None) -> str:
     return f"{n:.0f} B"
 
 
+def _achieved(x) -> str:
+    """Bus GB/s; above the link it is not a rate the link carried, and says so."""
+    if x.achieved_gbps is None:
+        return "—"
+    if x.above_link:
+        return f"above link ({x.achieved_gbps:.0f}?)"
+    return f"{x.achieved_gbps:.1f}"
+
+
 def collectives_view(a: Analysis) -> CollectivesView | None:
     d = a.collective_diagnosis
     if d is None or not d.types:
         return None
+    one = d.cores < 2  # one TensorCore: no arrivals to compare
     rows = tuple(
         CollectiveRowView(
             type=x.type, label=COLLECTIVE_TYPE_LABELS.get(x.type, x.type), instances=x.instances, per_step=f"{x.per_step:.1f}", bytes=_bytes(x.bytes_per_instance),
-            achieved="—" if x.achieved_gbps is None else f"{x.achieved_gbps:.1f}", of_link=pct(x.link_fraction),
-            exposed_ms=ms(x.exposed_ps), exposed_pct=pct(x.exposed_fraction), spread_ms=ms(x.arrival_spread_ps),
+            group="?" if x.group is None else str(x.group), moved=_bytes(x.moved_per_instance),
+            achieved=_achieved(x), of_link="—" if x.above_link else pct(x.link_fraction),
+            exposed_ms=ms(x.exposed_ps), exposed_pct=pct(x.exposed_fraction), spread_ms="—" if one else ms(x.arrival_spread_ps),
             last_core=x.last_core or "—", last_share=pct(x.last_core_share), p50_ms=ms(x.window_p50_ps),
             p90_ms=ms(x.window_p90_ps), cv="—" if x.window_cv is None else f"{x.window_cv:.2f}",
         )
         for x in d.types.values()
     )
-    if d.last_core is None:
+    if one and a.input_kind in PREDICTED_INPUT_KINDS:
+        late = (f"{d.instances} instances in the predicted step: every TensorCore replays the same schedule, so there are "
+                f"no arrivals to compare and no core the others wait for.")
+    elif one:
+        late = f"One TensorCore ran these {d.instances} instances: no arrivals to compare, no core the others wait for."
+    elif d.last_core is None:
         late = f"No core arrives last by more than {ms(d.tolerance_ps)} ms at any of the {d.instances} instances."
     else:
         late = (f"{d.last_core} arrives last most often: {d.last_counts.get(d.last_core, 0)} of the {d.distinct_last} "
                 f"instances with a distinct last arrival ({pct(d.last_core_share)}), by a median {ms(d.last_core_lateness_ps)} ms.")
     link = next(iter(d.types.values())).link_gbps
-    note = (f"{d.instances} instances over {d.cores} TensorCores (kept steps). Bytes: the op's bytes_accessed; GB/s over its "
-            f"window, against the chip's ICI per TensorCore ({link:.0f} GB/s, hardware table). Spread: latest minus earliest "
+    algos = "; ".join(f"{COLLECTIVE_TYPE_LABELS.get(x.type, x.type)}: {x.algorithm}" for x in d.types.values() if x.algorithm)
+    above = [COLLECTIVE_TYPE_LABELS.get(x.type, x.type) for x in d.types.values() if x.above_link]
+    flag = (f" Above the link ({', '.join(above)}): the window is shorter than the transfer could take over ICI -- "
+            f"the group may sit on one chip, or the window misses part of the transfer; not shown as a rate." if above else "")
+    note = (f"{d.instances} instances over {d.cores} TensorCore{'s' if d.cores != 1 else ''} (kept steps). Buffer: the data "
+            f"the collective is about, from its HLO shapes; group: devices per group (replica_groups, else the shapes; "
+            f"? = unknown, the large-group bound taken); moved: bytes per device over the links ({algos}). GB/s: the bus "
+            f"bandwidth, moved bytes over the window, against the chip's ICI per TensorCore ({link:.0f} GB/s, hardware "
+            f"table).{flag} Spread: latest minus earliest "
             f"arrival (window start); last core: the latest arrival when later than the others' median by more than "
             f"{ms(d.tolerance_ps)} ms. CV: std/mean of window durations.")
     return CollectivesView(rows, late, note)
@@ -85,10 +110,10 @@ def collectives_markdown(a: Analysis, esc) -> list[str]:
     if v is None:
         return []
     out = ["#### Per collective type", "", esc(v.late), "",
-           "| Type | Instances | Bytes | GB/s | Of link | Exposed ms | Spread ms | Last core | Last share | CV |",
-           "|---|--:|--:|--:|--:|--:|--:|---|--:|--:|"]
+           "| Type | Instances | Buffer | Group | Moved | Bus GB/s | Of link | Exposed ms | Spread ms | Last core | Last share | CV |",
+           "|---|--:|--:|--:|--:|--:|--:|--:|--:|---|--:|--:|"]
     for r in v.rows:
-        out.append(f"| {esc(r.label)} | {r.instances} | {r.bytes} | {r.achieved} | {r.of_link} | {r.exposed_ms} | "
+        out.append(f"| {esc(r.label)} | {r.instances} | {r.bytes} | {r.group} | {r.moved} | {r.achieved} | {r.of_link} | {r.exposed_ms} | "
                    f"{r.spread_ms} | {esc(r.last_core)} | {r.last_share} | {r.cv} |")
     out += ["", esc(v.note), ""]
     return out

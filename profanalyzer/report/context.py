@@ -34,6 +34,7 @@ from profanalyzer.report.summary import (
     bar_width,
     bucket_label,
     bucket_rows,
+    cores_text,
     cut_name,
     exposed_comm,
     first_action,
@@ -142,7 +143,7 @@ def _facts(a: Analysis, findings: Findings | None) -> tuple[Fact, ...]:
         Fact("Hosts", f"{len(a.hosts)} ({hosts})" if a.hosts else "0", "fact-hosts"),
         Fact("Chip", f"{chip}" + (" (assumed)" if a.chip_source.startswith("assumed") else ""), "fact-chip",
              a.chip_source if a.chip_source.startswith("assumed") else f"from {a.chip_source}"),
-        Fact("Cores", f"{a.tensorcores} TensorCores · {a.sparsecores} SparseCores", "fact-cores"),
+        Fact("Cores", cores_text(a), "fact-cores"),
         Fact("Steps used", f"{st.kept} of {st.count} ({st.source})", "fact-steps"),
         Fact("Step time", f"{ms(t['median'])} ms median · {ms(t['min'])}–{ms(t['max'])} ms" if st.kept != 1
              else f"{ms(t['median'])} ms ({median_of_kept(1)})", "fact-step-time"),
@@ -546,8 +547,8 @@ def build_context(
         roofline=roofline_view(a),
         top_ops=op_rows(listed, peaks=peaks(a)),
         top_ops_note=top_note,
-        cores=_cores(a),
-        nav=NAV,
+        cores=None if predicted else _cores(a),  # the replicas of one program: no spread to show
+        nav=tuple(n for n in NAV if not (predicted and n.id == "cores") and not (n.id == "idle" and not a.idle_causes)),
         tool_version=a.tool_version,
         command_line=command_line,
         input_sha256=input_sha256,

@@ -17,7 +17,13 @@ import re
 from profanalyzer.format import ms, pct
 from profanalyzer.model import Analysis, Findings
 from profanalyzer.report.sections import markdown_sections as _sections_md
-from profanalyzer.report.summary import bucket_rows, exposed_comm, headline, remat_row
+from profanalyzer.report.summary import (
+    bucket_rows,
+    cores_text,
+    exposed_comm,
+    headline,
+    remat_row,
+)
 from profanalyzer.shell import finding_lines
 from profanalyzer.vocab import LEVER_LABELS
 
@@ -74,8 +80,8 @@ def render_markdown(analysis: Analysis, findings: Findings | None, *, max_recomm
                    "at an assumed clock (see the notes).")
         out.append("")
     out.append(
-        f"{md_escape(chip)} · {len(a.hosts)} host{'s' if len(a.hosts) != 1 else ''} · {a.tensorcores} TensorCores · "
-        f"{a.sparsecores} SparseCores · {a.steps.kept} of {a.steps.count} steps used ({md_escape(a.steps.source)})"
+        f"{md_escape(chip)} · {len(a.hosts)} host{'s' if len(a.hosts) != 1 else ''} · {md_escape(cores_text(a))} · "
+        f"{a.steps.kept} of {a.steps.count} steps used ({md_escape(a.steps.source)})"
     )
     out.append("")
     spread = ("the one kept step" if a.steps.kept == 1 else f"{a.steps.kept} kept steps alike"

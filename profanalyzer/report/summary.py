@@ -81,6 +81,16 @@ def first_saving(findings: Findings | None) -> Finding | None:
     return next((f for f in findings.recommendations if f.estimated_saving_ps >= 0.5e6), None)
 
 
+def cores_text(a: Analysis, sep: str = " · ") -> str:
+    """The cores a run used; for a replayed program, the chip's own counts (its table) and how the replay maps
+    onto them (one SparseCore plane per TensorCore), not the made planes read as a capture's."""
+    if a.time_basis == "predicted":
+        hw = a.hardware
+        return (f"one chip: {hw.tensorcores_per_chip} TensorCores{sep}{hw.sparsecores_per_chip} SparseCores (chip table; "
+                f"the replay puts the program's SparseCore work on one SparseCore per TensorCore)")
+    return f"{a.tensorcores} TensorCores{sep}{a.sparsecores} SparseCores"
+
+
 def bar_width(fraction: float | None) -> str:
     if fraction is None or fraction != fraction:
         return "0%"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from profanalyzer.format import ms, pct
 from profanalyzer.model import Analysis, collapse
+from profanalyzer.report.summary import cores_text
 from profanalyzer.shell import finding_lines, wrap_comment
 from profanalyzer.vocab import BUCKETS
 
@@ -93,7 +94,7 @@ def format_summary(a: Analysis, top: int = 10, findings=None, by_scope: int | No
     out = [
         f"profanalyze: {a.source}",
         f"chip: {chip} ({a.chip_source if a.chip_source.startswith('assumed') else 'from ' + a.chip_source}); hosts: {len(a.hosts)}; "
-        f"TensorCores: {a.tensorcores}; SparseCores: {a.sparsecores}",
+        f"cores: {cores_text(a, '; ')}",
     ]
     predicted = a.time_basis == "predicted"
     if predicted:

@@ -295,7 +295,7 @@ class ReportContext:
     roofline: RooflineView
     top_ops: tuple[OpRow, ...]
     top_ops_note: str
-    cores: CoresView
+    cores: CoresView | None  # None for a replayed program (identical replicas)
     nav: tuple[NavItem, ...]
     tool_version: str
     command_line: str
