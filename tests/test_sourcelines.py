@@ -31,14 +31,26 @@ def _corpus() -> list[str]:
     return names
 
 
+def _user_frame(stack, frame_id: int):
+    """The first frame out from `frame_id` whose file is not in a jax / flax / optax package (the user's own),
+    else the innermost (issue 32 item 4), walked here over the raw (file_location, parent) table."""
+    f, first = frame_id, stack.location(frame_id)
+    while 0 < f <= len(stack.frames):
+        loc = stack.location(f)
+        if loc is not None and loc[0] and not any(f"{p}/" in f"/{loc[0]}" for p in ("/jax", "/flax", "/optax")):
+            return loc
+        f = stack.frames[f - 1][1]
+    return first
+
+
 def _own_locations(path) -> dict[str, str]:
-    """instruction -> 'file:line' from the HLO alone (stack frame, else source_file)."""
+    """instruction -> 'file:line' from the HLO alone (the user's stack frame, else source_file)."""
     out = {}
     for m in read_program(path).modules:
         for c in m.computations:
             for i in c.instructions:
                 md = i.metadata
-                loc = m.stack.location(md.stack_frame_id) if md.stack_frame_id else None
+                loc = _user_frame(m.stack, md.stack_frame_id) if md.stack_frame_id else None
                 if loc is not None and loc[0]:
                     out.setdefault(i.name, f"{loc[0]}:{loc[1]}")
                 elif md.source_file:

@@ -9,8 +9,9 @@ it into a readable path (`decoder/layers/mlp/wi_0`):
 * wrapper components `name(...)` (jit, jvp, transpose, vmap, remat,
   shard_map, ...) are dropped: forward and backward of a block fold together
   (the phases are reported separately);
-* loop and checkpoint plumbing (`while`, `body`, `cond`, `checkpoint`,
-  `rematted_computation`, ...) is dropped, so a scanned layer loop is one path;
+* loop, call and checkpoint plumbing (`while`, `body`, `cond`, `checkpoint`,
+  `rematted_computation`, `eval_jaxpr`, `closed_call`, ...) is dropped, so a
+  scanned layer loop is one path;
 * layer indices are folded: `layers_12`, `layers.12`, `block_3` -> `layers`,
   `block`, and a pure-number component (`layers/12/mlp`) is dropped; the
   indices seen are counted, so 64 unrolled layers make one row with count 64.
@@ -54,7 +55,8 @@ MAX_ROWS = 300
 
 #: Components dropped: loop, checkpoint and call plumbing.
 PLUMBING = frozenset({"while", "body", "cond", "checkpoint", "rematted_computation", "remat", "scan", "shard_map",
-                      "closed_call", "core_call", "custom_jvp_call", "custom_vjp_call", "pjit", "xla_call", "named_call"})
+                      "closed_call", "core_call", "custom_jvp_call", "custom_vjp_call", "pjit", "xla_call", "named_call",
+                      "eval_jaxpr", "core_closed_call", "remat2", "checkpoint_name"})
 _WRAPPER = re.compile(r"^[A-Za-z_][\w.]*\(.*\)$", re.S)
 _INDEXED = re.compile(r"^(?P<base>(?:[A-Za-z_]\w*_)?(?:layers?|blocks?|h|stages?|decoder_?layers?|encoder_?layers?|transformer_?blocks?))[_.](?P<idx>\d+)$", re.I)
 _NUMBER = re.compile(r"^\d+$")

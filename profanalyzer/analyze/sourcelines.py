@@ -83,7 +83,7 @@ def _hlo_locations(program) -> tuple[dict[str, SourceLine], dict[str, tuple[str,
                 md = i.metadata
                 loc = None
                 if md.stack_frame_id:
-                    got = m.stack.location(md.stack_frame_id)
+                    got = m.stack.user_location(md.stack_frame_id)
                     if got is not None and got[0]:
                         loc = SourceLine(got[0], int(got[1]), got[2])
                 if loc is None and md.source_file:

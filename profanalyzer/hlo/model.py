@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
+from profanalyzer.vocab import FRAMEWORK_FILE
+
 #: INT64_MAX: the compiler's "no estimate" for `estimated_cycles`.
 UNKNOWN_CYCLES = 9223372036854775807
 
@@ -95,6 +97,20 @@ class StackFrames:
     function_names: tuple[str, ...] = ()
     file_locations: tuple[tuple[int, int, int], ...] = ()  # (file_name_id, function_name_id, line)
     frames: tuple[tuple[int, int], ...] = ()  # (file_location_id, parent_frame_id)
+
+    def user_location(self, frame_id: int) -> tuple[str, int, str] | None:
+        """(file, line, function) of the innermost frame in the user's own code: walking out through the
+        parents past framework and library files (vocab.FRAMEWORK_FILE); the innermost frame when every
+        frame is a framework's."""
+        first = self.location(frame_id)
+        f, seen = frame_id, set()
+        while 0 < f <= len(self.frames) and f not in seen:
+            seen.add(f)
+            loc = self.location(f)
+            if loc is not None and loc[0] and not FRAMEWORK_FILE.search(loc[0]):
+                return loc
+            f = self.frames[f - 1][1]
+        return first
 
     def location(self, frame_id: int) -> tuple[str, int, str] | None:
         """(file, line, function) of a frame: the innermost frame itself."""

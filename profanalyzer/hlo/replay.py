@@ -50,6 +50,7 @@ from profanalyzer.hlo.schedule import (
     TRIVIAL_OPCODES,
     async_wrapper_role,
     operand_shapes,
+    source_of,
     trip_count,
     wrapped_op,
     xprof_text,
@@ -404,7 +405,7 @@ def to_xspace(rep: Replay, hostname: str = "compiled") -> bytes:
             # named as XProf names an XLA Ops event: the HLO long form, operand shapes, no backend_config
             em.id, em.name, em.display_name = k, xprof_text(ins, comp) if comp is not None else ins.text, ins.name
             for sk, sv in (("hlo_category", category_of(m, ins, op.computation)), ("tf_op", ins.metadata.op_name),
-                           ("shape_with_layout", ins.shape.text())):
+                           ("shape_with_layout", ins.shape.text()), ("source", source_of(m, ins)[0])):
                 if sv:
                     s = em.stats.add()
                     s.metadata_id, s.str_value = st[sk], sv

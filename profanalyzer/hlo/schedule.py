@@ -27,7 +27,7 @@ from profanalyzer.hlo.model import Computation, Instruction, Module, Shape
 
 __all__ = ["ScheduledOp", "FusionBody", "TripCount", "schedule", "trip_count", "fusion_body", "operand_shapes", "xprof_text",
            "op_phase", "op_remat", "trip_counts", "async_pairs", "TRIVIAL_OPCODES", "SPARSECORE_THREAD",
-           "async_wrapper_role", "wrapped_op"]
+           "async_wrapper_role", "wrapped_op", "source_of"]
 
 SPARSECORE_THREAD = "sparsecore"
 SPARSECORE_DEVICE = "DEVICE_TYPE_SPARSECORE"
@@ -365,10 +365,11 @@ def trip_count(module: Module, loop: Instruction, caller: Computation) -> TripCo
     return TripCount(n, f"condition: counter #{k} {direction} {limit}; {how_init}, {how_step}")
 
 
-def _source(module: Module, ins: Instruction) -> tuple[str, str]:
+def source_of(module: Module, ins: Instruction) -> tuple[str, str]:
+    """(`file:line`, function) of an instruction: its stack frame's first user frame, else its metadata."""
     md = ins.metadata
     if md.stack_frame_id:
-        loc = module.stack.location(md.stack_frame_id)
+        loc = module.stack.user_location(md.stack_frame_id)
         if loc is not None and loc[0]:
             return f"{loc[0]}:{loc[1]}", loc[2]
     if md.source_file:
@@ -389,7 +390,7 @@ def schedule(module: Module) -> tuple[ScheduledOp, ...]:
             if ins.opcode == "fusion" and ins.called:
                 body = fusion_body(module, ins.called[0])
             shapes = operand_shapes(ins, comp)
-            src, fn = _source(module, ins)
+            src, fn = source_of(module, ins)
             rows.append(ScheduledOp(len(rows), comp.name, ins, thread, count, loops, in_async, body,
                                     tuple(dict.fromkeys(s.dtype for s in shapes for s in s.leaves())),
                                     sum(s.bytes for s in shapes), src, fn))

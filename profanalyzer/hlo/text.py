@@ -278,8 +278,9 @@ def _tables(lines: list[str], start: int) -> tuple[StackFrames, int]:
                 if cur == "FileLocations":
                     got[cur].append((int(fields.get("file_name_id", 0)), int(fields.get("function_name_id", 0)),
                                      int(fields.get("line", 0))))
-                else:
-                    got[cur].append((int(fields.get("file_location_id", 0)), int(fields.get("parent_frame_id", 0))))
+                else:  # the text prints a frame's parent as the proto's id + 1 (1: none): stored as the proto's
+                    got[cur].append((int(fields.get("file_location_id", 0)),
+                                     max(0, int(fields.get("parent_frame_id", 1)) - 1)))
         else:
             break
         i += 1
