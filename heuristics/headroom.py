@@ -3,7 +3,7 @@
 A lighter remat policy, `device` instead of `offload`, a bigger per-device
 batch or less sharding all need HBM. `headroom` states what the capture says
 about it (from `Analysis.memory`, read with `--memory`), so a card can say
-"+X GB needed, peak Y of Z GB" or that memory is not in the capture.
+"+X GiB needed, peak Y of Z GiB" or that memory is not in the capture.
 Not a rule: the lever modules call it (RM001, HO001, SH003).
 """
 
@@ -11,9 +11,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from profanalyzer.format import GIB
+
 __all__ = ["Headroom", "headroom"]
 
-GB = 1e9
+
 
 
 @dataclass(frozen=True)
@@ -28,11 +30,11 @@ def headroom(analysis, need_bytes: float | None = None) -> Headroom:
     m = analysis.memory
     if m is None or m.peak_bytes is None or m.headroom_bytes is None:
         why = "memory not read (analyze --memory)" if m is None else "memory not in this capture"
-        need = f" (+{need_bytes / GB:.1f} GB per device)" if need_bytes else ""
+        need = f" (+{need_bytes / GIB:.1f} GiB per TensorCore)" if need_bytes else ""
         return Headroom(False, None, f"{why}: the HBM headroom this change needs{need} is unchecked")
-    peak = f"peak {m.peak_bytes / GB:.1f} of {m.hbm_bytes / GB:.1f} GB per device"
+    peak = f"peak {m.peak_bytes / GIB:.1f} of {m.hbm_bytes / GIB:.1f} GiB per TensorCore"
     if need_bytes is None:
-        return Headroom(True, None, f"HBM headroom {m.headroom_bytes / GB:.1f} GB ({peak}, {m.source})")
+        return Headroom(True, None, f"HBM headroom {m.headroom_bytes / GIB:.1f} GiB ({peak}, {m.source})")
     fits = need_bytes <= m.headroom_bytes
     verdict = "fits" if fits else "does not fit"
-    return Headroom(True, fits, f"+{need_bytes / GB:.1f} GB needed, {peak}: {verdict} (headroom {m.headroom_bytes / GB:.1f} GB)")
+    return Headroom(True, fits, f"+{need_bytes / GIB:.1f} GiB needed, {peak}: {verdict} (headroom {m.headroom_bytes / GIB:.1f} GiB)")

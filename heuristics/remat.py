@@ -36,7 +36,7 @@ def lighter_remat_policy(self, analysis):
     `save_dot_with_context_except_mlp`, `save_qkv_proj`, `save_out_proj`) on
     short sequences, or `remat_policy=custom` with per-layer `device` /
     `offload` for the top recomputed ops on long sequences; check HBM headroom
-    (192 GB per TPU7x chip) after the change.
+    (192 GiB per TPU7x chip, the chip table; the guide rounds it to 192 GB) after the change.
     """
     remat = analysis.remat
     if remat.fraction < REMAT_MIN_FRACTION or serving(analysis):

@@ -46,7 +46,7 @@ from typing import Any
 
 from profanalyzer.documents import is_finite_number
 from profanalyzer.errors import InputError
-from profanalyzer.format import NOT_AVAILABLE, noise
+from profanalyzer.format import GIB, NOT_AVAILABLE, noise
 from profanalyzer.model import Analysis, BucketShare, Findings, SchemaError, to_jsonable
 from profanalyzer.vocab import BUCKETS, COLLECTIVE_TYPES, IDLE_CAUSES
 
@@ -425,7 +425,7 @@ def _fmt(v: float | None, unit: str) -> str:
     if unit == "ms":
         return f"{v:.3f} ms"
     if unit == "bytes":
-        return f"{v:,.0f} bytes ({v / 1e9:.2f} GB)"
+        return f"{v:,.0f} bytes ({v / GIB:.2f} GiB)"
     return f"{v:.4f} ({v * 100:.2f}%)"
 
 

@@ -15,6 +15,16 @@ EM_DASH = "—"
 NOT_AVAILABLE = "n/a"
 
 PS_PER_MS = 1e9
+#: Memory held (HBM capacity, peak in use, buffers) prints in GiB, as the chips' own tables give HBM
+#: (192 GiB per TPU7x chip, 96 GiB per TensorCore); bytes moved and bandwidths print in decimal GB (GB/s).
+GIB = 2**30
+
+
+def gib(n: float | None, digits: int = 2, *, signed: bool = False, missing: str = MISSING) -> str:
+    """Bytes held as GiB: `gib(2**31)` -> '2.00 GiB'."""
+    if n is None:
+        return missing
+    return f"{n / GIB:{'+' if signed else ''},.{digits}f} GiB"
 
 
 def ms(ps: float | None, digits: int = 3, *, unit: bool = False, missing: str = MISSING) -> str:

@@ -23,10 +23,10 @@ def _rm001(a):
 
 def test_remat_card_states_the_bytes_it_needs_and_that_they_fit(with_memory):
     f = _rm001(with_memory)
-    line = next(x for x in f.assumptions if "GB needed" in x)
+    line = next(x for x in f.assumptions if "GiB needed" in x)
     assert "fits" in line and "does not fit" not in line
     need = sum(op.output_bytes * op.count for op in with_memory.remat_ops if op.bucket != "other_compute" and op.output_bytes)
-    assert f"+{need / 1e9:.1f} GB needed" in line
+    assert f"+{need / 2**30:.1f} GiB needed" in line
 
 
 def test_remat_card_shrinks_to_what_fits(with_memory):
@@ -42,4 +42,4 @@ def test_remat_card_shrinks_to_what_fits(with_memory):
 def test_without_memory_the_card_says_unchecked():
     a = analyze(sample_path("remat_full"))
     f = _rm001(a)
-    assert any("unchecked" in x and "GB per device" in x for x in f.assumptions)
+    assert any("unchecked" in x and "GiB per TensorCore" in x for x in f.assumptions)

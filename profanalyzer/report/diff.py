@@ -17,7 +17,7 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from profanalyzer.format import ms, noise, pct, pts, signed_ms, signed_pct
+from profanalyzer.format import gib, ms, noise, pct, pts, signed_ms, signed_pct
 from profanalyzer.report import context as _context
 from profanalyzer.report import svg
 from profanalyzer.report.views import Kpi
@@ -169,7 +169,7 @@ def format_text(c: Comparison, ops: int = OPS_SHORT) -> str:
         out.append("")
         out.append(f"MFU: {pct(u.base)} -> {pct(u.new)} ({pts(u.delta)})")
     for k, v in c.memory.items():
-        out.append(f"memory {k}: {gb(v.base)} -> {gb(v.new)} ({sgb(v.delta)})")
+        out.append(f"memory {k}: {gib(v.base)} -> {gib(v.new)} ({gib(v.delta, signed=True)})")
     if c.base.offload != c.new.offload:
         out.append(f"SparseCore offload: {c.base.offload or '-'} -> {c.new.offload or '-'}")
     out.append("")
@@ -196,14 +196,6 @@ def format_text(c: Comparison, ops: int = OPS_SHORT) -> str:
     for n in c.notes:
         out.append(f"note: {n}")
     return "\n".join(out)
-
-
-def gb(n: float | None) -> str:
-    return "-" if n is None else f"{n / 1e9:.2f} GB"
-
-
-def sgb(n: float | None) -> str:
-    return "-" if n is None else f"{n / 1e9:+.2f} GB"
 
 
 def _op_delta(o: OpChange) -> str:
@@ -240,7 +232,7 @@ def render_diff_markdown(c: Comparison, ops: int = OPS_SHORT) -> str:
     if u is not None:
         out.append(f"| MFU | {pct(u.base)} | {pct(u.new)} | {pts(u.delta)} | |")
     for k, mem in c.memory.items():
-        out.append(f"| Memory {k} | {gb(mem.base)} | {gb(mem.new)} | {sgb(mem.delta)} | |")
+        out.append(f"| Memory {k} | {gib(mem.base)} | {gib(mem.new)} | {gib(mem.delta, signed=True)} | |")
     if c.base.offload != c.new.offload:
         out.append(f"| SparseCore offload | {md_escape(c.base.offload or '-')} | {md_escape(c.new.offload or '-')} | | |")
     out.append("")
@@ -571,7 +563,7 @@ def build_diff_context(c: Comparison) -> DiffContext:
         method=tuple(sorted(c.method.items())),
         notes=c.notes,
         idle=_idle_rows(c, top),
-        memory=tuple(Fact(f"Memory {k}", gb(v.base), f"{gb(v.new)} ({sgb(v.delta)})") for k, v in c.memory.items()),
+        memory=tuple(Fact(f"Memory {k}", gib(v.base), f"{gib(v.new)} ({gib(v.delta, signed=True)})") for k, v in c.memory.items()),
         checks=tuple(_check_row(v) for v in c.verification),
         checks_skipped=c.verification_skipped,
     )

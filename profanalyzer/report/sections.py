@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from markupsafe import Markup
 
-from profanalyzer.format import ms, pct
+from profanalyzer.format import gib, ms, pct
 from profanalyzer.model import DEFAULT_DEPTH, Analysis, collapse
 from profanalyzer.report import svg
 from profanalyzer.report.antipatterns_view import (
@@ -150,10 +150,6 @@ def idle_view(a: Analysis) -> IdleView | None:
                     host_activity_lines(a))
 
 
-def gb(n: float | None) -> str:
-    return "-" if n is None else f"{n / 1e9:,.2f} GB"
-
-
 @dataclass(frozen=True)
 class BufferRowView:
     name: str
@@ -184,11 +180,11 @@ def memory_view(a: Analysis) -> MemoryView | None:
     if m.source == "none":
         return MemoryView(m.source, "Memory is not in this capture.", "0%", "-", (), m.notes)
     frac = (m.peak_bytes / cap) if m.peak_bytes is not None and cap > 0 else None
-    summary = (f"Peak {gb(m.peak_bytes)} in use of {gb(cap)} HBM per device ({m.capacity_source}); headroom {gb(m.headroom_bytes)}."
+    summary = (f"Peak {gib(m.peak_bytes)} in use of {gib(cap)} HBM per TensorCore ({m.capacity_source}); headroom {gib(m.headroom_bytes)}."
                + (f" {m.program} peaks at {m.peak_instruction}." if m.peak_instruction else "")
-               + (f" Its buffers in host memory (S(5)): {gb(m.host_offload_bytes)}." if m.host_offload_bytes else ""))
+               + (f" Its buffers in host memory (S(5)): {gib(m.host_offload_bytes)}." if m.host_offload_bytes else ""))
     rows = tuple(
-        BufferRowView(b.name, b.shape, b.kind, b.memory_space, gb(b.size_bytes), pct(b.size_bytes / cap if cap else None),
+        BufferRowView(b.name, b.shape, b.kind, b.memory_space, gib(b.size_bytes), pct(b.size_bytes / cap if cap else None),
                       f"{min(1.0, b.size_bytes / cap) * 100:.1f}%" if cap else "0%")
         for b in m.top_buffers
     )
