@@ -145,6 +145,6 @@ def test_v6e_cli_reads_memory_when_a_memory_rule_fires(capsys, tmp_path, monkeyp
     doc = json.loads(out.read_text())
     assert doc["memory"] is not None and doc["memory"]["peak_bytes"] > 0
     ho = next(r for r in doc["recommendations"] if r["code"] == "HO001")
-    line = next(x for x in ho["assumptions"] if "GB needed" in x)
-    assert line.startswith("+16.1 GB needed") and "does not fit" in line
+    line = next(x for x in ho["assumptions"] if "GiB needed" in x)
+    assert line.startswith(f"+{16.1e9 / 2**30:.1f} GiB needed") and "does not fit" in line
     assert not any("memory not read" in x for x in ho["assumptions"])

@@ -30,7 +30,12 @@ import numpy as np
 
 from profanalyzer.analyze.attributed import Attributed
 from profanalyzer.analyze.attribution import CoreWork, locate
-from profanalyzer.analyze.overlap import TYPES, OverlapResult, window_traffic
+from profanalyzer.analyze.overlap import (
+    TYPES,
+    OverlapResult,
+    traffic_cache,
+    window_traffic,
+)
 from profanalyzer.hlo.traffic import ALGORITHM
 from profanalyzer.model import (
     CollectiveDiagnosis,
@@ -53,7 +58,7 @@ RULE = ("instances: the k-th window of a collective type in a kept step on each 
         "arrival times across hosts compare as well as the hosts' clocks agree")
 
 
-def _core_windows(trace: Trace, w: CoreWork, wins, kept: np.ndarray) -> dict[str, np.ndarray] | None:
+def _core_windows(trace: Trace, w: CoreWork, wins, kept: np.ndarray, cache: dict) -> dict[str, np.ndarray] | None:
     steps = trace.steps.get(w.plane.label)
     if steps is None or not len(wins):
         return None
@@ -66,7 +71,7 @@ def _core_windows(trace: Trace, w: CoreWork, wins, kept: np.ndarray) -> dict[str
         return None
     s, e = wins.start[inside], wins.end[inside]
     r = wins.row[inside]
-    moved, buf, group = window_traffic(w.plane.meta, r, wins.type[inside])
+    moved, buf, group = window_traffic(w.plane.meta, r, wins.type[inside], cache)
     return {"start": s, "end": e, "type": wins.type[inside], "step": kn[pos[inside]], "bytes": moved, "buffer": buf,
             "group": group, "hidden": w.compute(e) - w.compute(s)}
 
@@ -119,7 +124,7 @@ def diagnose_collectives(att: Attributed, overlap: OverlapResult) -> CollectiveD
         n_core_steps += int(np.isin(st.number, kept).sum()) if st is not None else 0
         if ci >= len(overlap.windows):
             continue
-        cw = _core_windows(trace, w, overlap.windows[ci], kept)
+        cw = _core_windows(trace, w, overlap.windows[ci], kept, traffic_cache(att.memo, w))
         if cw is not None:
             per_core.append((w.plane.label, cw))
     if not per_core:

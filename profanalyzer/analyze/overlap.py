@@ -19,7 +19,6 @@ SparseCore offload (the SparseCore planes' activity and the verdict) is
 
 from __future__ import annotations
 
-import weakref
 from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -245,18 +244,15 @@ def _pair_windows(md, ev, rows, role, coll_col, unmatched, windows) -> Windows:
     return windows(ev.start_ps[st_i], ev.end_ps[en_i], np.asarray(rs_, dtype=np.int64), ty, np.asarray(eng, dtype=bool))
 
 
-_TRAFFIC: weakref.WeakKeyDictionary[OpMetadata, dict[int, Traffic | None]] = weakref.WeakKeyDictionary()
-
-
-def _from_other_half(md: OpMetadata, row: int, kind: str) -> Traffic | None:
+def _from_other_half(md: OpMetadata, row: int, kind: str, cache: dict) -> Traffic | None:
     """A start whose text carries no data (a SparseCore collective's `async-start()`, its operands given to the
     update): the traffic of its update or done, found by instruction name."""
     name = md.short_name(row)
     if "-start" not in name:
         return None
-    by_name = _NAMES.get(md)
+    by_name = cache.get("names")
     if by_name is None:
-        by_name = _NAMES[md] = {n: i for i, n in enumerate(md.short_names)}
+        by_name = cache["names"] = {n: i for i, n in enumerate(md.short_names)}
     for half in ("-done", "-update"):
         r = by_name.get(name.replace("-start", half))
         got = traffic_of_text(kind, md.name[r]) if r is not None else None
@@ -265,19 +261,22 @@ def _from_other_half(md: OpMetadata, row: int, kind: str) -> Traffic | None:
     return None
 
 
-_NAMES: weakref.WeakKeyDictionary[OpMetadata, dict[str, int]] = weakref.WeakKeyDictionary()
+def traffic_cache(memo: TableMemo, w: CoreWork) -> dict:
+    """The per-table cache of `window_traffic` (tables with equal op texts share one)."""
+    return memo.get("overlap.traffic", w.plane, w.classes, ("md.name",), dict)
 
 
-def window_traffic(md: OpMetadata, rows: np.ndarray, types: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def window_traffic(md: OpMetadata, rows: np.ndarray, types: np.ndarray,
+                   cache: dict) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Per window: the bytes its collective moves per device over the links,
     its buffer's bytes (profanalyzer.hlo.traffic, from the op's HLO text) and
     its group (0: unknown); NaN bytes where the text has no shapes. Each
-    (row, type) of a table is read once."""
+    (row, type) of a table is read once (`cache`: traffic_cache)."""
     n = len(rows)
     moved, buf, group = np.full(n, np.nan), np.full(n, np.nan), np.zeros(n, dtype=np.int64)
     if not n or not len(md):
         return moved, buf, group
-    known = _TRAFFIC.setdefault(md, {})
+    known = cache.setdefault("rows", {})
     ok = (rows >= 0) & (rows < len(md))
     key = np.where(ok, rows.astype(np.int64) * len(TYPES) + types.astype(np.int64), -1)
     uniq, inv = np.unique(key, return_inverse=True)
@@ -287,7 +286,7 @@ def window_traffic(md: OpMetadata, rows: np.ndarray, types: np.ndarray) -> tuple
             continue
         if k not in known:
             row, kind = k // len(TYPES), TYPES[k % len(TYPES)]
-            known[k] = traffic_of_text(kind, md.name[row]) or _from_other_half(md, row, kind)
+            known[k] = traffic_of_text(kind, md.name[row]) or _from_other_half(md, row, kind, cache)
         t = known[k]
         if t is not None:
             got[i] = (t.moved_bytes, t.buffer_bytes, t.group or 0)
@@ -322,7 +321,7 @@ def _core_overlap(trace: Trace, kept_list: np.ndarray, memo: TableMemo, item: tu
         s, e = wins_k.start, wins_k.end
         hidden = covered(e) - covered(s)
         r = wins_k.row
-        nbytes, _buf, _group = window_traffic(plane.meta, r, wins_k.type)
+        nbytes, _buf, _group = window_traffic(plane.meta, r, wins_k.type, traffic_cache(memo, w))
         scope_rows, scope_inv = unique_ids(r, return_inverse=True)
         for k, v in (
             ("start", s), ("end", e), ("type", wins_k.type), ("on_sc", wins_k.on_sc), ("row", r),
