@@ -95,8 +95,8 @@ def group_size(text: str) -> int | None:
         return int(m.group(2))
     m = _GROUPS_LIST.search(text)
     if m:
-        sizes = [len([x for x in g.split(",") if x.strip()]) for g in re.findall(r"\{([^{}]*)\}", m.group(1))]
-        return max(sizes) if sizes and max(sizes) > 0 else None
+        counts = [len([x for x in g.split(",") if x.strip()]) for g in re.findall(r"\{([^{}]*)\}", m.group(1))]
+        return max(counts) if counts and max(counts) > 0 else None
     return None
 
 
