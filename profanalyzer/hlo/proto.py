@@ -1,9 +1,9 @@
-"""Decode an `xla.HloProto` (or a bare `xla.HloModuleProto`) into a `Module`,
-by hand from the field numbers of xla/service/hlo.proto and xla/xla_data.proto
-(only the fields used; profanalyzer.xspace.wire.iter_fields walks the wire
-format). Each instruction also gets the one-line HLO text the compiler would
-print for it (`Instruction.text`), since that is what a trace's op metadata
-carries.
+"""Decode an `xla.HloProto` (or a bare `xla.HloModuleProto`) into a `Module`:
+the protobuf runtime parses it with the project's own minimal schema
+(`hlo_min.proto`: the fields used, numbered as xla/service/hlo.proto and
+xla/xla_data.proto number them), then each instruction becomes an
+`Instruction` with the one-line HLO text the compiler would print for it
+(`Instruction.text`), since that is what a trace's op metadata carries.
 
 Raises ValueError on bytes that are not such a message.
 """
@@ -11,7 +11,6 @@ Raises ValueError on bytes that are not such a message.
 from __future__ import annotations
 
 import json
-import struct
 from dataclasses import replace
 
 from profanalyzer.hlo.model import (
@@ -22,7 +21,6 @@ from profanalyzer.hlo.model import (
     Shape,
     StackFrames,
 )
-from profanalyzer.xspace import wire
 
 __all__ = ["parse_hlo_proto_bytes", "PRIMITIVE_TYPES"]
 
@@ -34,106 +32,26 @@ PRIMITIVE_TYPES: dict[int, str] = {
     28: "f8e4m3", 29: "f8e3m4", 30: "s1", 31: "u1", 32: "f4e2m1fn", 33: "f8e8m0fnu",
 }
 
-# HloProto
-_P_MODULE = 1
-# HloModuleProto
-_M_NAME, _M_ENTRY_NAME, _M_COMPUTATIONS, _M_ENTRY_ID, _M_SCHEDULE, _M_STACK = 1, 2, 3, 6, 7, 17
-# HloComputationProto
-_C_NAME, _C_INSTRUCTIONS, _C_ID, _C_ROOT_ID, _C_THREAD = 1, 2, 5, 6, 8
-# HloInstructionProto
-_I_NAME, _I_OPCODE, _I_SHAPE, _I_METADATA, _I_LITERAL, _I_PARAM_NUMBER, _I_FUSION_KIND = 1, 2, 3, 7, 8, 9, 11
-_I_TUPLE_INDEX, _I_DIMENSIONS, _I_CHANNEL_ID, _I_CUSTOM_CALL_TARGET, _I_ID = 13, 14, 26, 28, 35
-_I_OPERAND_IDS, _I_CALLED_IDS, _I_BACKEND_CONFIG, _I_COMPARISON, _I_FRONTEND, _I_ASYNC_THREAD = 36, 38, 43, 63, 68, 79
-# the FLOPs of dots and convolutions (profanalyzer.hlo.flops): Window {1 dimensions: WindowDimension {1 size,
-# 2 stride, 3 padding_low, 4 padding_high, 5 window_dilation, 6 base_dilation, 7 window_reversal}},
-# ConvolutionDimensionNumbers, DotDimensionNumbers {1 lhs_contracting, 2 rhs_contracting, 3 lhs_batch, 4 rhs_batch}
-_I_WINDOW, _I_CONV_DNUMS, _I_DOT_DNUMS, _I_FEATURE_GROUPS, _I_BATCH_GROUPS = 15, 16, 30, 50, 58
-#: a gather's slice sizes (repeated int64): which blocks it reads (a paged cache's pages, an embedding's rows)
-_I_GATHER_SLICE_SIZES = 34
-#: ConvolutionDimensionNumbers fields: (input batch, input feature, input spatial), (kernel input feature, kernel
-#: output feature, kernel spatial), (output batch, output feature, output spatial)
-_CD_LHS, _CD_RHS, _CD_OUT = (7, 8, 11), (3, 4, 6), (9, 10, 12)
-# ShapeProto / LayoutProto
-_S_ELEMENT_TYPE, _S_DIMENSIONS, _S_TUPLE, _S_LAYOUT = 2, 3, 4, 5
-_L_MINOR_TO_MAJOR, _L_MEMORY_SPACE = 1, 8
-# OpMetadata
-_MD_OP_TYPE, _MD_OP_NAME, _MD_SOURCE_FILE, _MD_SOURCE_LINE, _MD_STACK_FRAME = 1, 2, 3, 4, 15
-# LiteralProto: s32s, s64s, u32s, u64s, f32s (packed)
-_LIT_S32, _LIT_S64, _LIT_U32, _LIT_U64, _LIT_F32 = 4, 5, 6, 7, 8
-#: LiteralProto's byte-packed 8-bit integer arrays (s8s, u8s)
-_LIT_S8, _LIT_U8 = 15, 3
-# HloScheduleProto {map<int64, InstructionSequence> sequences = 1}; entry {key=1, value=2}; sequence {ids=1}
-# StackFrameIndexProto
-_SF_FILES, _SF_FUNCS, _SF_LOCS, _SF_FRAMES = 1, 2, 3, 4
-# FrontendAttributes {map<string,string> map = 1}
 
 
-def _fields(buf, a: int, b: int):
-    return wire.iter_fields(buf, a, b)
-
-
-def _str(buf, a: int, b: int) -> str:
-    return bytes(buf[a:b]).decode("utf-8", "replace")
-
-
-def _signed(v: int) -> int:
-    return v - (1 << 64) if v >= 1 << 63 else v
-
-
-def _varints(buf, wt: int, v, a: int, b: int) -> list[int]:
-    if wt == 0:
-        return [_signed(v)]
-    out, pos = [], a
-    while pos < b:
-        x, pos = wire.varint(buf, pos, b)
-        out.append(_signed(x))
-    return out
-
-
-def _shape(buf, a: int, b: int) -> Shape:
-    et, dims, parts, mspace, m2m = 0, [], [], 0, []
-    for f, wt, v, pa, pb, _ in _fields(buf, a, b):
-        if f == _S_ELEMENT_TYPE and wt == 0:
-            et = v
-        elif f == _S_DIMENSIONS:
-            dims += _varints(buf, wt, v, pa, pb)
-        elif f == _S_TUPLE and wt == 2:
-            parts.append(_shape(buf, pa, pb))
-        elif f == _S_LAYOUT and wt == 2:
-            for f2, wt2, v2, a2, b2, _ in _fields(buf, pa, pb):
-                if f2 == _L_MEMORY_SPACE and wt2 == 0:
-                    mspace = v2
-                elif f2 == _L_MINOR_TO_MAJOR:
-                    m2m += _varints(buf, wt2, v2, a2, b2)
+def _shape(s) -> Shape:
+    et = s.element_type
     dtype = PRIMITIVE_TYPES.get(et, f"type{et}")
     if dtype == "tuple":
-        return Shape("tuple", parts=tuple(parts))
-    layout = ""
-    if m2m or mspace:
-        layout = "{" + ",".join(map(str, m2m)) + (f":S({mspace})" if mspace else "") + "}"
-    return Shape(dtype, tuple(dims), mspace, (), layout)
+        return Shape("tuple", parts=tuple(_shape(p) for p in s.tuple_shapes))
+    lay = s.layout
+    m2m, mspace = lay.minor_to_major, lay.memory_space
+    layout = "{" + ",".join(map(str, m2m)) + (f":S({mspace})" if mspace else "") + "}" if m2m or mspace else ""
+    return Shape(dtype, tuple(s.dimensions), mspace, (), layout)
 
 
-def _metadata(buf, a: int, b: int) -> OpMetadata:
-    d: dict[int, object] = {}
-    for f, wt, v, pa, pb, _ in _fields(buf, a, b):
-        if wt == 2 and f in (_MD_OP_TYPE, _MD_OP_NAME, _MD_SOURCE_FILE):
-            d[f] = _str(buf, pa, pb)
-        elif wt == 0 and f in (_MD_SOURCE_LINE, _MD_STACK_FRAME):
-            d[f] = _signed(v)
-    return OpMetadata(str(d.get(_MD_OP_TYPE, "")), str(d.get(_MD_OP_NAME, "")), str(d.get(_MD_SOURCE_FILE, "")),
-                      int(d.get(_MD_SOURCE_LINE, 0) or 0), int(d.get(_MD_STACK_FRAME, 0) or 0))  # type: ignore[call-overload]
+def _metadata(md) -> OpMetadata:
+    return OpMetadata(md.op_type, md.op_name, md.source_file, md.source_line, md.stack_frame_id)
 
 
-def _literal(buf, a: int, b: int) -> str:
+def _literal(lit) -> str:
     """A scalar or short literal's values as text (`15`, `{1, 2}`), else `{...}`."""
-    vals: list[str] = []
-    for f, wt, v, pa, pb, _ in _fields(buf, a, b):
-        if f in (_LIT_S32, _LIT_S64, _LIT_U32, _LIT_U64):
-            vals += [str(x) for x in _varints(buf, wt, v, pa, pb)]
-        elif f == _LIT_F32:
-            raw = bytes(buf[pa:pb])
-            vals += [f"{x:g}" for x in struct.unpack(f"<{len(raw) // 4}f", raw[: len(raw) // 4 * 4])]
+    vals = [str(x) for x in (*lit.s32s, *lit.s64s, *lit.u32s, *lit.u64s)] + [f"{x:g}" for x in lit.f32s]
     if len(vals) == 1:
         return vals[0]
     if 1 < len(vals) <= 8:
@@ -141,27 +59,17 @@ def _literal(buf, a: int, b: int) -> str:
     return "{...}"
 
 
-def _byte_literal_stats(buf, a: int, b: int) -> tuple[int, ...]:
+def _byte_literal_stats(lit) -> tuple[int, ...]:
     """(elements, nonzero, min, max) of an 8-bit integer literal (a kernel's block mask, say), else ()."""
-    for f, wt, _v, pa, pb, _ in _fields(buf, a, b):
-        if wt == 2 and f in (_LIT_S8, _LIT_U8) and pb > pa:
-            raw = bytes(buf[pa:pb])
-            vals = [x - 256 if f == _LIT_S8 and x > 127 else x for x in raw]
+    for raw, signed in ((lit.u8s, False), (lit.s8s, True)):
+        if raw:
+            vals = [x - 256 if signed and x > 127 else x for x in raw]
             return (len(vals), sum(1 for x in vals if x), min(vals), max(vals))
     return ()
 
 
-def _frontend(buf, a: int, b: int) -> str:
-    items = []
-    for f, wt, _v, pa, pb, _ in _fields(buf, a, b):
-        if f == 1 and wt == 2:
-            k = val = ""
-            for f2, wt2, _v2, a2, b2, _ in _fields(buf, pa, pb):
-                if f2 == 1 and wt2 == 2:
-                    k = _str(buf, a2, b2)
-                elif f2 == 2 and wt2 == 2:
-                    val = _str(buf, a2, b2)
-            items.append(f"{k}={json.dumps(val) if not val.startswith('{') else val}")
+def _frontend(fa) -> str:
+    items = [f"{e.key}={json.dumps(e.value) if not e.value.startswith('{') else e.value}" for e in fa.map]
     return "{" + ",".join(items) + "}" if items else ""
 
 
@@ -170,56 +78,29 @@ class _Raw:
                  "called", "backend", "direction", "frontend", "thread", "tuple_index", "channel", "group", "math",
                  "lit_stats", "slices")
 
-    def __init__(self) -> None:
-        self.name = self.opcode = self.kind = self.target = self.backend = self.direction = ""
-        self.frontend = self.thread = self.literal = ""
-        self.lit_stats: tuple[int, ...] = ()
-        self.shape = Shape("unknown")
-        self.meta = OpMetadata()
-        self.pnum, self.id, self.tuple_index, self.channel = -1, -1, -1, 0
-        self.group = 0  # the largest replica group of a collective (devices)
-        self.dims: list[int] = []
-        self.slices: list[int] = []  # a gather's slice sizes
-        self.operands: list[int] = []
-        self.called: list[int] = []
-        self.math: list[tuple[str, str]] = []  # window / dim_labels / dot dims / group counts, as the text prints them
 
-
-def _window_text(buf, a: int, b: int) -> str:
-    dims: list[dict[int, int]] = []
-    for f, wt, _v, pa, pb, _ in _fields(buf, a, b):
-        if f == 1 and wt == 2:
-            dims.append({f2: _signed(v2) for f2, wt2, v2, *_ in _fields(buf, pa, pb) if wt2 == 0})
+def _window_text(w) -> str:
+    dims = w.dimensions
     if not dims:
         return ""  # a 0-d window: the text prints none
-
-    def one(key: int) -> list[int]:  # stride / dilations: 0 (unset) is 1
-        return [d.get(key, 0) or 1 for d in dims]
-
-    parts = ["size=" + "x".join(str(d.get(1, 0)) for d in dims)]
-    if any(x != 1 for x in one(2)):
-        parts.append("stride=" + "x".join(map(str, one(2))))
-    if any(d.get(3, 0) or d.get(4, 0) for d in dims):
-        parts.append("pad=" + "x".join(f"{d.get(3, 0)}_{d.get(4, 0)}" for d in dims))
-    if any(x != 1 for x in one(6)):
-        parts.append("lhs_dilate=" + "x".join(map(str, one(6))))
-    if any(x != 1 for x in one(5)):
-        parts.append("rhs_dilate=" + "x".join(map(str, one(5))))
-    if any(d.get(7, 0) for d in dims):
-        parts.append("rhs_reversal=" + "x".join(str(int(bool(d.get(7, 0)))) for d in dims))
+    parts = ["size=" + "x".join(str(d.size) for d in dims)]
+    if any((d.stride or 1) != 1 for d in dims):
+        parts.append("stride=" + "x".join(str(d.stride or 1) for d in dims))
+    if any(d.padding_low or d.padding_high for d in dims):
+        parts.append("pad=" + "x".join(f"{d.padding_low}_{d.padding_high}" for d in dims))
+    if any((d.base_dilation or 1) != 1 for d in dims):
+        parts.append("lhs_dilate=" + "x".join(str(d.base_dilation or 1) for d in dims))
+    if any((d.window_dilation or 1) != 1 for d in dims):
+        parts.append("rhs_dilate=" + "x".join(str(d.window_dilation or 1) for d in dims))
+    if any(d.window_reversal for d in dims):
+        parts.append("rhs_reversal=" + "x".join(str(int(d.window_reversal)) for d in dims))
     return "{" + " ".join(parts) + "}"
 
 
-def _dim_labels(buf, a: int, b: int) -> str:
-    got: dict[int, list[int]] = {}
-    for f, wt, v, pa, pb, _ in _fields(buf, a, b):
-        got.setdefault(f, []).extend(_varints(buf, wt, v, pa, pb))
-
-    def side(fields: tuple[int, int, int], letters: str) -> str:
-        spatial = got.get(fields[2], [])
+def _dim_labels(c) -> str:
+    def side(first: int, second: int, spatial, letters: str) -> str:
         out = ["?"] * (2 + len(spatial))
-        for k, letter in zip(fields[:2], letters, strict=True):
-            d = (got.get(k) or [0])[0]
+        for d, letter in zip((first, second), letters, strict=True):
             if 0 <= d < len(out):
                 out[d] = letter
         for i, d in enumerate(spatial):
@@ -227,112 +108,67 @@ def _dim_labels(buf, a: int, b: int) -> str:
                 out[d] = str(i)
         return "".join(out)
 
-    return f"{side(_CD_LHS, 'bf')}_{side(_CD_RHS, 'io')}->{side(_CD_OUT, 'bf')}"
+    return (f"{side(c.input_batch_dimension, c.input_feature_dimension, c.input_spatial_dimensions, 'bf')}_"
+            f"{side(c.kernel_input_feature_dimension, c.kernel_output_feature_dimension, c.kernel_spatial_dimensions, 'io')}"
+            f"->{side(c.output_batch_dimension, c.output_feature_dimension, c.output_spatial_dimensions, 'bf')}")
 
 
-def _dot_dims(buf, a: int, b: int) -> list[tuple[str, str]]:
-    got: dict[int, list[int]] = {}
-    for f, wt, v, pa, pb, _ in _fields(buf, a, b):
-        got.setdefault(f, []).extend(_varints(buf, wt, v, pa, pb))
+def _dot_dims(d) -> list[tuple[str, str]]:
     out = []
-    for key, f in (("lhs_batch_dims", 3), ("lhs_contracting_dims", 1), ("rhs_batch_dims", 4),
-                   ("rhs_contracting_dims", 2)):
-        if got.get(f):
-            out.append((key, "{" + ",".join(map(str, got[f])) + "}"))
+    for key, vals in (("lhs_batch_dims", d.lhs_batch_dimensions), ("lhs_contracting_dims", d.lhs_contracting_dimensions),
+                      ("rhs_batch_dims", d.rhs_batch_dimensions), ("rhs_contracting_dims", d.rhs_contracting_dimensions)):
+        if vals:
+            out.append((key, "{" + ",".join(map(str, vals)) + "}"))
     return out
 
 
-def _instruction(buf, a: int, b: int) -> _Raw:
-    r = _Raw()
-    for f, wt, v, pa, pb, _ in _fields(buf, a, b):
-        if wt == 2:
-            if f == _I_NAME:
-                r.name = _str(buf, pa, pb)
-            elif f == _I_OPCODE:
-                r.opcode = _str(buf, pa, pb)
-            elif f == _I_SHAPE:
-                r.shape = _shape(buf, pa, pb)
-            elif f == _I_METADATA:
-                r.meta = _metadata(buf, pa, pb)
-            elif f == _I_LITERAL:
-                r.literal = _literal(buf, pa, pb)
-                r.lit_stats = _byte_literal_stats(buf, pa, pb)
-            elif f == _I_FUSION_KIND:
-                r.kind = _str(buf, pa, pb)
-            elif f == _I_CUSTOM_CALL_TARGET:
-                r.target = _str(buf, pa, pb)
-            elif f == _I_BACKEND_CONFIG:
-                r.backend = _str(buf, pa, pb)
-            elif f == _I_COMPARISON:
-                r.direction = _str(buf, pa, pb)
-            elif f == _I_FRONTEND:
-                r.frontend = _frontend(buf, pa, pb)
-            elif f == _I_ASYNC_THREAD:
-                r.thread = _str(buf, pa, pb)
-            elif f == _I_OPERAND_IDS:
-                r.operands += _varints(buf, wt, v, pa, pb)
-            elif f == _I_CALLED_IDS:
-                r.called += _varints(buf, wt, v, pa, pb)
-            elif f == _I_DIMENSIONS:
-                r.dims += _varints(buf, wt, v, pa, pb)
-            elif f in (_I_REPLICA_GROUPS, _I_DEVICE_LIST, _I_MESH_GROUPS):
-                r.group = max(r.group, _group_size(buf, f, pa, pb))
-            elif f == _I_WINDOW and (w := _window_text(buf, pa, pb)):
-                r.math.insert(0, ("window", w))
-            elif f == _I_CONV_DNUMS:
-                r.math.append(("dim_labels", _dim_labels(buf, pa, pb)))
-            elif f == _I_DOT_DNUMS:
-                r.math += _dot_dims(buf, pa, pb)
-            elif f == _I_GATHER_SLICE_SIZES:
-                r.slices += _varints(buf, wt, v, pa, pb)
-        elif wt == 0:
-            if f == _I_ID:
-                r.id = _signed(v)
-            elif f == _I_PARAM_NUMBER:
-                r.pnum = _signed(v)
-            elif f == _I_OPERAND_IDS:
-                r.operands.append(_signed(v))
-            elif f == _I_CALLED_IDS:
-                r.called.append(_signed(v))
-            elif f == _I_TUPLE_INDEX:
-                r.tuple_index = _signed(v)
-            elif f == _I_DIMENSIONS:
-                r.dims.append(_signed(v))
-            elif f == _I_CHANNEL_ID:
-                r.channel = _signed(v)
-            elif f == _I_GATHER_SLICE_SIZES:
-                r.slices.append(_signed(v))
-            elif f in (_I_FEATURE_GROUPS, _I_BATCH_GROUPS) and _signed(v) > 1:
-                r.math.append(("feature_group_count" if f == _I_FEATURE_GROUPS else "batch_group_count", str(_signed(v))))
-    return r
-
-
-#: HloInstructionProto replica_groups (ReplicaGroup {1 replica_ids}) and collective_device_list
-#: (CollectiveDeviceListProto {1 replica_groups, 2 iota_replica_group_list {1 groups, 2 devices per group}}).
-#: Mesh-axes replica groups (`replica_groups=mesh['axis_0'=1,'axis_1'=8]`): {1 mesh {1 axes {1 name, 2 size}}, ...};
-#: the mesh's device count is taken (the program's partitions).
-_I_REPLICA_GROUPS, _I_DEVICE_LIST, _I_MESH_GROUPS = 49, 87, 93
-
-
-def _group_size(buf, f: int, a: int, b: int) -> int:
-    if f == _I_MESH_GROUPS:
-        n = 0
-        for g, w, _v, pa, pb, _ in _fields(buf, a, b):
-            if g == 1 and w == 2:
-                n = 1
-                for g2, w2, _v2, qa, qb, _ in _fields(buf, pa, pb):
-                    if g2 == 1 and w2 == 2:
-                        n *= max([1] + [_signed(v3) for g3, w3, v3, *_ in _fields(buf, qa, qb) if g3 == 2 and w3 == 0])
-        return n
-    if f == _I_REPLICA_GROUPS:  # one ReplicaGroup
-        return sum(len(_varints(buf, w, v, pa, pb)) for g, w, v, pa, pb, _ in _fields(buf, a, b) if g == 1)
-    best = 0
-    for g, w, _v, pa, pb, _ in _fields(buf, a, b):
-        if g == 1 and w == 2:
-            best = max(best, _group_size(buf, _I_REPLICA_GROUPS, pa, pb))
-        elif g == 2 and w == 2:
-            best = max([best] + [_signed(v2) for g2, w2, v2, *_ in _fields(buf, pa, pb) if g2 == 2 and w2 == 0])
+def _group_size(i) -> int:
+    """The largest replica group of a collective (devices): replica_groups, the device list (explicit groups or
+    the iota form's devices per group) or the mesh axes' product; 0 when none."""
+    best = max([len(g.replica_ids) for g in i.replica_groups] + [0])
+    dl = i.collective_device_list
+    best = max([best, dl.iota_replica_group_list.num_devices_per_group] + [len(g.replica_ids) for g in dl.replica_groups])
+    if i.HasField("mesh_replica_groups") and i.mesh_replica_groups.HasField("mesh"):
+        n = 1
+        for ax in i.mesh_replica_groups.mesh.axes:
+            n *= max(1, ax.size)
+        best = max(best, n)
     return best
+
+
+def _instruction(i) -> _Raw:
+    """One instruction message as the renderer's fields; proto3 leaves zeros out, so an id, root, tuple index or
+    parameter number of 0 reads as absent (-1), as the wire gives it."""
+    r = _Raw()
+    r.name, r.opcode, r.kind, r.target = i.name, i.opcode, i.fusion_kind, i.custom_call_target
+    r.backend = i.backend_config.decode("utf-8", "replace")
+    r.direction, r.thread = i.comparison_direction, i.async_execution_thread
+    r.shape = _shape(i.shape)
+    r.meta = _metadata(i.metadata)
+    lit = i.literal
+    r.literal = _literal(lit) if i.HasField("literal") else ""
+    r.lit_stats = _byte_literal_stats(lit) if i.HasField("literal") else ()
+    r.frontend = _frontend(i.frontend_attributes)
+    r.pnum = i.parameter_number or -1
+    r.id = i.id or -1
+    r.tuple_index = i.tuple_index or -1
+    r.channel = i.channel_id
+    r.group = _group_size(i) if i.replica_groups or i.HasField("collective_device_list") or i.HasField(
+        "mesh_replica_groups") else 0
+    r.dims, r.slices = list(i.dimensions), list(i.gather_slice_sizes)
+    r.operands, r.called = list(i.operand_ids), list(i.called_computation_ids)
+    math: list[tuple[str, str]] = []
+    if i.HasField("window") and (w := _window_text(i.window)):
+        math.append(("window", w))
+    if i.HasField("convolution_dimension_numbers"):
+        math.append(("dim_labels", _dim_labels(i.convolution_dimension_numbers)))
+    if i.HasField("dot_dimension_numbers"):
+        math += _dot_dims(i.dot_dimension_numbers)
+    for key, n in (("feature_group_count", i.feature_group_count), ("batch_group_count", i.batch_group_count)):
+        if n > 1:
+            math.append((key, str(n)))
+    r.math = math
+    return r
 
 
 def _called_keys(opcode: str, n: int) -> list[str]:
@@ -413,77 +249,19 @@ def _render(r: _Raw, names: dict[int, str], comp_names: dict[int, str], root: bo
     return ins, text
 
 
-def _stack(buf, a: int, b: int) -> StackFrames:
-    files, funcs, locs, frames = [], [], [], []
-    for f, wt, _v, pa, pb, _ in _fields(buf, a, b):
-        if wt != 2:
-            continue
-        if f == _SF_FILES:
-            files.append(_str(buf, pa, pb))
-        elif f == _SF_FUNCS:
-            funcs.append(_str(buf, pa, pb))
-        elif f in (_SF_LOCS, _SF_FRAMES):
-            d: dict[int, int] = {}
-            for f2, wt2, v2, _a2, _b2, _ in _fields(buf, pa, pb):
-                if wt2 == 0:
-                    d[f2] = _signed(v2)
-            if f == _SF_LOCS:
-                locs.append((d.get(1, 0), d.get(2, 0), d.get(3, 0)))
-            else:
-                frames.append((d.get(1, 0), d.get(2, 0)))
-    return StackFrames(tuple(files), tuple(funcs), tuple(locs), tuple(frames))
+def _stack(st) -> StackFrames:
+    return StackFrames(tuple(st.file_names), tuple(st.function_names),
+                       tuple((x.file_name_id, x.function_name_id, x.line) for x in st.file_locations),
+                       tuple((x.file_location_id, x.parent_frame_id) for x in st.stack_frames))
 
 
-def _schedule(buf, a: int, b: int) -> dict[int, list[int]]:
-    out: dict[int, list[int]] = {}
-    for f, wt, _v, pa, pb, _ in _fields(buf, a, b):
-        if f != 1 or wt != 2:
-            continue
-        key, ids = 0, []
-        for f2, wt2, v2, a2, b2, _ in _fields(buf, pa, pb):
-            if f2 == 1 and wt2 == 0:
-                key = _signed(v2)
-            elif f2 == 2 and wt2 == 2:
-                for f3, wt3, v3, a3, b3, _ in _fields(buf, a2, b2):
-                    if f3 == 1:
-                        ids += _varints(buf, wt3, v3, a3, b3)
-        out[key] = ids
-    return out
-
-
-def _module(buf, a: int, b: int, source: str) -> Module:
-    name = entry_name = ""
-    entry_id = -1
-    comps_raw: list[tuple[str, list[_Raw], int, int, str]] = []
-    sched: dict[int, list[int]] = {}
-    stack = StackFrames()
-    for f, wt, v, pa, pb, _ in _fields(buf, a, b):
-        if f == _M_NAME and wt == 2:
-            name = _str(buf, pa, pb)
-        elif f == _M_ENTRY_NAME and wt == 2:
-            entry_name = _str(buf, pa, pb)
-        elif f == _M_ENTRY_ID and wt == 0:
-            entry_id = _signed(v)
-        elif f == _M_SCHEDULE and wt == 2:
-            sched = _schedule(buf, pa, pb)
-        elif f == _M_STACK and wt == 2:
-            stack = _stack(buf, pa, pb)
-        elif f == _M_COMPUTATIONS and wt == 2:
-            cname, instrs, cid, root, thread = "", [], -1, -1, ""
-            for f2, wt2, v2, a2, b2, _ in _fields(buf, pa, pb):
-                if f2 == _C_NAME and wt2 == 2:
-                    cname = _str(buf, a2, b2)
-                elif f2 == _C_INSTRUCTIONS and wt2 == 2:
-                    instrs.append(_instruction(buf, a2, b2))
-                elif f2 == _C_ID and wt2 == 0:
-                    cid = _signed(v2)
-                elif f2 == _C_ROOT_ID and wt2 == 0:
-                    root = _signed(v2)
-                elif f2 == _C_THREAD and wt2 == 2:
-                    thread = _str(buf, a2, b2)
-            comps_raw.append((cname, instrs, cid, root, thread))
+def _module(mod, source: str) -> Module:
+    sched = {e.key: list(e.value.instruction_ids) for e in mod.schedule.sequences}
+    comps_raw = [(c.name, [_instruction(i) for i in c.instructions], c.id or -1, c.root_id or -1, c.execution_thread)
+                 for c in mod.computations]
     if not comps_raw:
         raise ValueError("no computations: not an HloProto / HloModuleProto")
+    entry_id, entry_name = mod.entry_computation_id or -1, mod.entry_computation_name
     names = {r.id: r.name for _, rs, _, _, _ in comps_raw for r in rs}
     comp_names = {cid: cname for cname, _, cid, _, _ in comps_raw}
     comps = []
@@ -491,30 +269,33 @@ def _module(buf, a: int, b: int, source: str) -> Module:
         order = rs
         if cid in sched:  # the schedule's order for scheduled computations
             by_id = {r.id: r for r in rs}
-            seq = [by_id[i] for i in sched[cid] if i in by_id]
-            rest = [r for r in rs if r.id not in set(sched[cid])]
-            order = seq + rest
+            ids = sched[cid]
+            listed = set(ids)
+            order = [by_id[i] for i in ids if i in by_id] + [r for r in rs if r.id not in listed]
         made = tuple(_render(r, names, comp_names, r.id == root)[0] for r in order)
         comps.append(Computation(cname, made, cid == entry_id or cname == entry_name, thread))
     entry = comp_names.get(entry_id, entry_name) or comps[-1].name
     # the proto holds no num_partitions (the module config does): the largest collective group stands for it
     groups = max([r.group for _c, rs, *_ in comps_raw for r in rs] + [1])
-    return Module(name=name or "module", computations=tuple(comps), entry=entry, is_scheduled=bool(sched),
-                  stack=stack, source=source, stage="proto", num_partitions=groups)
+    return Module(name=mod.name or "module", computations=tuple(comps), entry=entry, is_scheduled=bool(sched),
+                  stack=_stack(mod.stack_frame_index), source=source, stage="proto", num_partitions=groups)
 
 
 def parse_hlo_proto_bytes(data: bytes, source: str = "") -> Module:
-    """An HloProto (field 1: the module) or a bare HloModuleProto."""
-    buf = memoryview(data)
+    """An HloProto (field 1: the module) or a bare HloModuleProto, decoded by the protobuf runtime from the
+    project's own hlo_min.proto. Raises ValueError on bytes that are neither."""
+    from google.protobuf.message import DecodeError  # type: ignore[import-untyped]
+
+    from profanalyzer.hlo import hlo_min_pb2 as pb
+
     try:
-        top = list(_fields(buf, 0, len(buf)))
-    except ValueError as e:
-        raise ValueError(f"not a protobuf message ({e})") from None
-    mods = [(pa, pb) for f, wt, _v, pa, pb, _ in top if f == _P_MODULE and wt == 2]
-    # An HloProto has field 1 = module (a message); an HloModuleProto has field 1 = name (a string).
-    if len(mods) == 1:
-        try:
-            return replace(_module(buf, mods[0][0], mods[0][1], source), proto=bytes(data))
-        except ValueError:
-            pass
-    return _module(buf, 0, len(buf), source)
+        top = pb.HloProto.FromString(data)  # type: ignore[attr-defined]
+        if top.HasField("hlo_module") and top.hlo_module.computations:
+            return replace(_module(top.hlo_module, source), proto=bytes(data))
+    except (DecodeError, ValueError):
+        pass  # an HloModuleProto's field 1 is its name, not a message
+    try:
+        mod = pb.Module.FromString(data)  # type: ignore[attr-defined]
+    except DecodeError:
+        raise ValueError("not an HloProto or HloModuleProto (the bytes do not parse as one)") from None
+    return _module(mod, source)
