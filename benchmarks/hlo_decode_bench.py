@@ -29,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _harness import ROOT, run_body, warm_up  # noqa: E402
 
 #: The last commit with the field-walk decoder.
-BASELINE = "9f0f6f5"
+BASELINE = "8d1931f"
 
 
 def _old_decoder(tmp: Path):
