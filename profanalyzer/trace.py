@@ -199,6 +199,9 @@ class Trace:
     planes: tuple[Plane, ...]  # TensorCore then SparseCore, host order
     steps: Mapping[str, Steps]  # TensorCore plane label -> steps
     program_memory: ProgramMemory | None = None  # a compiled program's HBM (profanalyzer.hlo.compiled); None: a capture
+    #: a compiled program's own profanalyzer.hlo.model.Program, text or proto alike (None: a capture, whose programs
+    #: are read from its /host:metadata plane when a stage asks)
+    program: object | None = None
 
     @property
     def tensorcores(self) -> tuple[Plane, ...]:

@@ -138,5 +138,7 @@ def trace_program(trace: Trace) -> tuple[Any, str]:
     from profanalyzer.hlo.load import read_trace_program
     from profanalyzer.trace import module_names
 
+    if trace.program is not None:  # a compiled program: the one it was replayed from, text or proto
+        return trace.program, ""
     ran = module_names(trace)
     return read_trace_program(trace.hosts[0].file if trace.hosts else None, ran or None)

@@ -155,4 +155,4 @@ def load_program_trace(path: str | Path, *, chip: str | None = None, lines: Coll
     # the replay writes a Steps line to give the pipeline its one step: the step is the schedule's, say so
     steps = {k: replace(v, source=STEP_SOURCE) for k, v in trace.steps.items()}
     return replace(trace, source=str(path), input_kind=INPUT_KIND, run=None, note=note,
-                   chip_source=chip_source, steps=steps, program_memory=program_memory(program, ch))
+                   chip_source=chip_source, steps=steps, program_memory=program_memory(program, ch), program=program)
