@@ -74,9 +74,33 @@ def _frontend(fa) -> str:
 
 
 class _Raw:
+    """One instruction's fields as the renderer reads them (`_instruction` fills every one)."""
+
     __slots__ = ("name", "opcode", "shape", "meta", "literal", "pnum", "kind", "dims", "target", "id", "operands",
                  "called", "backend", "direction", "frontend", "thread", "tuple_index", "channel", "group", "math",
                  "lit_stats", "slices")
+    name: str
+    opcode: str
+    shape: Shape
+    meta: OpMetadata
+    literal: str
+    pnum: int
+    kind: str
+    dims: list[int]
+    target: str
+    id: int
+    operands: list[int]
+    called: list[int]
+    backend: str
+    direction: str
+    frontend: str
+    thread: str
+    tuple_index: int
+    channel: int
+    group: int  # the largest replica group of a collective (devices)
+    math: list[tuple[str, str]]  # window / dim_labels / dot dims / group counts, as the text prints them
+    lit_stats: tuple[int, ...]
+    slices: list[int]  # a gather's slice sizes
 
 
 def _window_text(w) -> str:
