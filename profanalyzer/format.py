@@ -20,6 +20,16 @@ PS_PER_MS = 1e9
 GIB = 2**30
 
 
+def binary_size(n: float | None, missing: str = MISSING) -> str:
+    """Bytes held in the largest binary unit that keeps a digit before the point: '5.00 GiB', '12.0 MiB', '512 B'."""
+    if n is None:
+        return missing
+    for unit, div, d in (("GiB", GIB, 2), ("MiB", 2**20, 1), ("KiB", 2**10, 1)):
+        if abs(n) >= div:
+            return f"{n / div:,.{d}f} {unit}"
+    return f"{n:,.0f} B"
+
+
 def gib(n: float | None, digits: int = 2, *, signed: bool = False, missing: str = MISSING) -> str:
     """Bytes held as GiB: `gib(2**31)` -> '2.00 GiB'."""
     if n is None:

@@ -97,3 +97,13 @@ def test_program_hbm_is_a_budget_metric(tmp_path, capsys):
     # a capture has no program HBM: the check says so, it does not pass silently
     rc, out, _ = run_cli(capsys, "check", "sample_traces/dense_short_fsdp.xplane.pb.gz", "--budget", loose)
     assert rc == 1 and "not available" in out
+
+
+def test_program_facts_are_its_hbm_and_input_not_hosts_and_capture():
+    a, _ = _analysis(PROGRAM)
+    dom = _dom(PROGRAM)
+    assert dom.find(id="fact-hosts") is None
+    hbm = dom.by_id("fact-program-hbm").norm_text()
+    assert f"{a.program_memory.peak_bytes / 2**30:.2f} GiB of 96.00 GiB per TensorCore" in hbm and "fits" in hbm
+    assert "compiled program" in dom.by_id("fact-capture").norm_text()
+    assert "Capture" not in dom.by_id("fact-capture").norm_text()

@@ -36,3 +36,10 @@ def test_memory_section_and_budget_speak_gib():
     assert "of 96.00 GiB HBM per TensorCore" in v.summary and " GB" not in v.summary
     r = evaluate(parse_budget({"budget": {"memory.peak_bytes": {"max": 1}}}), a)
     assert f"({a.memory.peak_bytes / 2**30:.2f} GiB)" in r.checks[0].message
+
+
+def test_buffer_sizes_keep_a_digit():
+    from profanalyzer.format import binary_size
+
+    assert (binary_size(5 * 2**30), binary_size(12.5 * 2**20), binary_size(3000), binary_size(12)) == (
+        "5.00 GiB", "12.5 MiB", "2.9 KiB", "12 B")

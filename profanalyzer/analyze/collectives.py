@@ -71,9 +71,9 @@ def _core_windows(trace: Trace, w: CoreWork, wins, kept: np.ndarray, cache: dict
         return None
     s, e = wins.start[inside], wins.end[inside]
     r = wins.row[inside]
-    moved, buf, group = window_traffic(w.plane.meta, r, wins.type[inside], cache)
+    moved, buf, group, kind = window_traffic(w.plane.meta, r, wins.type[inside], cache)
     return {"start": s, "end": e, "type": wins.type[inside], "step": kn[pos[inside]], "bytes": moved, "buffer": buf,
-            "group": group, "hidden": w.compute(e) - w.compute(s)}
+            "group": group, "kind": kind, "hidden": w.compute(e) - w.compute(s)}
 
 
 
@@ -168,6 +168,10 @@ def diagnose_collectives(att: Attributed, overlap: OverlapResult) -> CollectiveD
         has_b = ~np.isnan(byt)
         bpi = float(median(buf[has_b])) if has_b.any() else None
         mpi = float(median(byt[has_b])) if has_b.any() else None
+        kinds = np.concatenate([cw["kind"][cw["type"] == ti] for cw in cores])
+        known_k = kinds[has_b & (kinds >= 0)]
+        runs = TYPES[int(np.bincount(known_k).argmax())] if len(known_k) else t
+        algorithm = ALGORITHM.get(runs, "") + (f" (its windows run {runs.replace('_', '-')}s)" if runs != t else "")
         known_g = grp[has_b & (grp > 0)]
         group = int(np.bincount(known_g).argmax()) if len(known_g) else None
         bw_time = float(dur[has_b].sum())
@@ -185,7 +189,7 @@ def diagnose_collectives(att: Attributed, overlap: OverlapResult) -> CollectiveD
             bytes_per_instance=bpi,
             moved_per_instance=mpi,
             group=group,
-            algorithm=ALGORITHM.get(t, ""),
+            algorithm=algorithm,
             achieved_gbps=achieved,
             link_gbps=link,
             link_fraction=(achieved / link) if achieved is not None and link > 0 else None,

@@ -62,6 +62,7 @@ from profanalyzer.vocab import (
     COLLECTIVE_BUCKETS,
     COLLECTIVE_KIND_BUCKET,
     COLLECTIVE_TYPES,
+    PREDICTED_INPUT_KINDS,
 )
 
 if TYPE_CHECKING:
@@ -267,20 +268,22 @@ def traffic_cache(memo: TableMemo, w: CoreWork) -> dict:
 
 
 def window_traffic(md: OpMetadata, rows: np.ndarray, types: np.ndarray,
-                   cache: dict) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+                   cache: dict) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Per window: the bytes its collective moves per device over the links,
-    its buffer's bytes (profanalyzer.hlo.traffic, from the op's HLO text) and
-    its group (0: unknown); NaN bytes where the text has no shapes. Each
-    (row, type) of a table is read once (`cache`: traffic_cache)."""
+    its buffer's bytes (profanalyzer.hlo.traffic, from the op's HLO text), its
+    group (0: unknown) and the TYPES index of the algorithm its op runs (-1:
+    unknown; a windowed einsum's permute moves as a permute, whatever its
+    bucket); NaN bytes where the text has no shapes. Each (row, type) of a
+    table is read once (`cache`: traffic_cache)."""
     n = len(rows)
     moved, buf, group = np.full(n, np.nan), np.full(n, np.nan), np.zeros(n, dtype=np.int64)
     if not n or not len(md):
-        return moved, buf, group
+        return moved, buf, group, np.full(n, -1, dtype=np.int64)
     known = cache.setdefault("rows", {})
     ok = (rows >= 0) & (rows < len(md))
     key = np.where(ok, rows.astype(np.int64) * len(TYPES) + types.astype(np.int64), -1)
     uniq, inv = np.unique(key, return_inverse=True)
-    got = np.full((len(uniq), 3), np.nan)
+    got = np.full((len(uniq), 4), np.nan)
     for i, k in enumerate(uniq.tolist()):
         if k < 0:
             continue
@@ -289,11 +292,11 @@ def window_traffic(md: OpMetadata, rows: np.ndarray, types: np.ndarray,
             known[k] = traffic_of_text(kind, md.name[row]) or _from_other_half(md, row, kind, cache)
         t = known[k]
         if t is not None:
-            got[i] = (t.moved_bytes, t.buffer_bytes, t.group or 0)
+            got[i] = (t.moved_bytes, t.buffer_bytes, t.group or 0, TYPES.index(t.kind) if t.kind in TYPES else -1)
     inv = inv.reshape(-1)
     moved, buf = got[inv, 0], got[inv, 1]
     group = np.nan_to_num(got[inv, 2]).astype(np.int64)
-    return moved, buf, group
+    return moved, buf, group, np.nan_to_num(got[inv, 3], nan=-1).astype(np.int64)
 
 
 def _core_overlap(trace: Trace, kept_list: np.ndarray, memo: TableMemo, item: tuple[int, CoreWork]) -> _CoreOverlap:
@@ -321,7 +324,7 @@ def _core_overlap(trace: Trace, kept_list: np.ndarray, memo: TableMemo, item: tu
         s, e = wins_k.start, wins_k.end
         hidden = covered(e) - covered(s)
         r = wins_k.row
-        nbytes, _buf, _group = window_traffic(plane.meta, r, wins_k.type, traffic_cache(memo, w))
+        nbytes, _buf, _group, _kind = window_traffic(plane.meta, r, wins_k.type, traffic_cache(memo, w))
         scope_rows, scope_inv = unique_ids(r, return_inverse=True)
         for k, v in (
             ("start", s), ("end", e), ("type", wins_k.type), ("on_sc", wins_k.on_sc), ("row", r),
@@ -395,7 +398,8 @@ def analyze_overlap(att: Attributed) -> OverlapResult:
     w_type = allw["type"] if n_win else np.zeros(0, dtype=np.int8)
     tc_types = {TYPES[t] for t in set(w_type.tolist())}
     types = _type_summaries(allw, n_win, own_time, sc.types, list(scope_ids), n_core_steps, denom)
-    top = _top_windows(allw, n_win, work)
+    # a replayed program's TensorCores run one schedule: list one replica's windows, not each twice
+    top = _top_windows(allw, n_win, work, one_core=trace.input_kind in PREDICTED_INPUT_KINDS)
     per_step = {
         n: {b: float(per_step_sum[n][i]) / per_step_n[n] for i, b in enumerate(coll_buckets)} for n in sorted(per_step_sum)
     }
@@ -550,10 +554,13 @@ def _type_summaries(allw: Mapping[str, np.ndarray], n_win: int, own_time: Mappin
     return types
 
 
-def _top_windows(allw: Mapping[str, np.ndarray], n_win: int, work: Sequence[CoreWork]) -> tuple[WindowRecord, ...]:
-    """The most exposed windows of every core (up to TOP_WINDOWS)."""
+def _top_windows(allw: Mapping[str, np.ndarray], n_win: int, work: Sequence[CoreWork],
+                 one_core: bool = False) -> tuple[WindowRecord, ...]:
+    """The most exposed windows of every core (up to TOP_WINDOWS); `one_core`: of the first core only."""
     top: tuple[WindowRecord, ...] = ()
     exp_ps = allw["exposed_ps"] if n_win else np.zeros(0, np.int64)
+    if one_core and n_win:
+        exp_ps = np.where(allw["core"] == 0, exp_ps, 0)
     if n_win:
         # The most exposed windows: a partial selection, then a stable sort of
         # the candidates (ties by core, then start).

@@ -74,7 +74,7 @@ def collectives_view(a: Analysis) -> CollectivesView | None:
             group="?" if x.group is None else str(x.group), moved=_bytes(x.moved_per_instance),
             achieved=_achieved(x), of_link="—" if x.above_link else pct(x.link_fraction),
             exposed_ms=ms(x.exposed_ps), exposed_pct=pct(x.exposed_fraction), spread_ms="—" if one else ms(x.arrival_spread_ps),
-            last_core=x.last_core or "—", last_share=pct(x.last_core_share), p50_ms=ms(x.window_p50_ps),
+            last_core=x.last_core or "—", last_share=pct(x.last_core_share, missing="—"), p50_ms=ms(x.window_p50_ps),
             p90_ms=ms(x.window_p90_ps), cv="—" if x.window_cv is None else f"{x.window_cv:.2f}",
         )
         for x in d.types.values()

@@ -17,7 +17,7 @@ import os
 import re
 from collections.abc import Mapping
 
-from profanalyzer.format import count, ms, pct
+from profanalyzer.format import count, gib, ms, pct
 from profanalyzer.model import Analysis, Finding, Findings, RuleDoc
 from profanalyzer.report import svg
 from profanalyzer.report.collectives_view import card_sources
@@ -139,7 +139,14 @@ def _facts(a: Analysis, findings: Findings | None) -> tuple[Fact, ...]:
     ]
     if a.run:
         facts.append(Fact("Run", a.run, "fact-run"))
+    predicted = a.time_basis == "predicted"
+    pm = a.program_memory
     facts += [
+        # a replayed program has no hosts: its HBM is the fact to read before a run
+        Fact("Program HBM", f"{gib(pm.peak_bytes)} of {gib(pm.capacity_bytes)} per TensorCore ({pct(pm.fraction)}): "
+             + ("fits" if pm.fits else "does not fit"), "fact-program-hbm",
+             f"argument {pm.argument_bytes:,} + output {pm.output_bytes:,} - alias {pm.alias_bytes:,} + temp "
+             f"{pm.temp_bytes:,} bytes ({pm.source})") if predicted and pm is not None else
         Fact("Hosts", f"{len(a.hosts)} ({hosts})" if a.hosts else "0", "fact-hosts"),
         Fact("Chip", f"{chip}" + (" (assumed)" if a.chip_source.startswith("assumed") else ""), "fact-chip",
              a.chip_source if a.chip_source.startswith("assumed") else f"from {a.chip_source}"),
@@ -168,7 +175,11 @@ def _facts(a: Analysis, findings: Findings | None) -> tuple[Fact, ...]:
                           f"{ho.transfers:.0f} transfers; the core waits {pct(ho.fraction)} of the step"))
     if findings is not None and findings.workload is not None:
         facts.append(Fact("Workload", findings.workload.row, "fact-workload", "; ".join(findings.workload.reasons)))
-    if a.capture is not None:
+    if a.capture is not None and predicted:
+        facts.append(Fact("Input", "compiled program, replayed (no capture)" + (
+            f" · {len(a.capture.issues)} issue{'s' if len(a.capture.issues) != 1 else ''}" if a.capture.issues else ""),
+                          "fact-capture", "; ".join(i.message for i in a.capture.issues)))
+    elif a.capture is not None:
         facts.append(Fact("Capture", a.capture.verdict + (f" ({len(a.capture.issues)} issue{'s' if len(a.capture.issues) != 1 else ''})" if a.capture.issues else ""),
                           "fact-capture", "; ".join(i.message for i in a.capture.issues)))
     for x in a.assumptions:

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from markupsafe import Markup
 
-from profanalyzer.format import gib, ms, pct
+from profanalyzer.format import binary_size, gib, ms, pct
 from profanalyzer.model import DEFAULT_DEPTH, Analysis, collapse
 from profanalyzer.report import svg
 from profanalyzer.report.antipatterns_view import (
@@ -184,7 +184,7 @@ def memory_view(a: Analysis) -> MemoryView | None:
                + (f" {m.program} peaks at {m.peak_instruction}." if m.peak_instruction else "")
                + (f" Its buffers in host memory (S(5)): {gib(m.host_offload_bytes)}." if m.host_offload_bytes else ""))
     rows = tuple(
-        BufferRowView(b.name, b.shape, b.kind, b.memory_space, gib(b.size_bytes), pct(b.size_bytes / cap if cap else None),
+        BufferRowView(b.name, b.shape, b.kind, b.memory_space, binary_size(b.size_bytes), pct(b.size_bytes / cap if cap else None),
                       f"{min(1.0, b.size_bytes / cap) * 100:.1f}%" if cap else "0%")
         for b in m.top_buffers
     )
