@@ -9,7 +9,7 @@ TYPED  ?= $(sort $(shell find profanalyzer heuristics -name '*.py' -not -path 'p
 #: What ruff checks (`make lint`; rules in pyproject.toml).
 LINTED ?= profanalyzer heuristics tests tools benchmarks setup.py
 
-.PHONY: test lint report reports venv proto samples bench fuzz clean
+.PHONY: test lint report reports docs venv proto samples bench fuzz clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -33,6 +33,11 @@ lint: venv
 ## (terminal summary + ./dense_short_fsdp.report.html).
 report: venv
 	$(VENV)/bin/profanalyze $(SAMPLE)
+
+## make docs: regenerate the generated pages of docs/ (CLI reference, rules) and build the site strictly.
+docs: venv
+	$(PY) tools/make_docs.py
+	$(VENV)/bin/mkdocs build --strict -q -d build/site
 
 ## make reports: regenerate reports/ (the example report of every sample trace).
 reports: venv

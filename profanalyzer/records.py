@@ -209,7 +209,7 @@ class Record:
     """Mixin of the frozen records: `to_dict()` and `from_dict()`. A field in
     picoseconds (`is_ps_field`) is rounded to whole picoseconds when the
     record is built, so the analysis holds, renders and writes the same
-    integers (the README: picoseconds are integers)."""
+    integers (docs/json.md: picoseconds are integers)."""
 
     def __post_init__(self) -> None:
         for name in _ps_fields(type(self)):

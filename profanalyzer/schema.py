@@ -16,7 +16,7 @@ How a type hint maps (the inverse of `records.to_jsonable`):
     Mapping[int, X]      -> object of X whose keys are integers as text
     a field named `ps` or `*_ps` (picoseconds): its float is an integer
                          (records.Record rounds it to whole picoseconds when
-                         the record is built; the README's promise)
+                         the record is built; the promise of docs/json.md)
     a record             -> {"$ref": "#/$defs/<Record>"}: an object with its
                             fields, those without a default required, no others
 
