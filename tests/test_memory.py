@@ -76,9 +76,11 @@ def _hlo_proto() -> bytes:
 
 
 def test_buffer_assignment_from_a_known_plan():
-    ba = memory.parse_hlo_proto(_hlo_proto(), "jit_step")
-    assert ba is not None and len(ba.allocations) == 4 and len(ba.heap_traces) == 1
-    pm = memory.program_memory(ba)
+    from profanalyzer.hlo.memory import read_assignment
+
+    ba = read_assignment(_hlo_proto())
+    assert ba is not None and len(ba.allocations) == 4 and len(ba.heap_traces) == 1 and ba.module == "jit_step"
+    pm = memory.assignment_memory(ba)
     # HBM: the weight, the temp heap, the output; the activation is in host memory
     assert pm.hbm_bytes == 4 * GB + WANT_HEAP + 1 * GB
     assert pm.host_bytes == 2 * GB
@@ -97,9 +99,11 @@ def test_buffer_assignment_from_a_known_plan():
 
 
 def test_no_buffer_assignment_and_malformed_bytes():
-    assert memory.parse_hlo_proto(f_bytes(1, f_bytes(1, "m"))) is None
+    from profanalyzer.hlo.memory import read_assignment
+
+    assert read_assignment(f_bytes(1, f_bytes(1, "m"))) is None
     with pytest.raises(ValueError):
-        memory.parse_hlo_proto(b"\x0a\xff\xff\xff\x0f")
+        read_assignment(b"\x0a\xff\xff\xff\x0f")
     s = memory.summarize(memory.MemorySources(notes=["no host planes"]), V6E)
     assert s.source == "none" and s.peak_bytes is None and s.headroom_bytes is None and s.top_buffers == ()
 

@@ -23,9 +23,10 @@ Two sources, whichever the capture has (`MemorySummary.source` says which):
 held), else the program's HBM allocations; `hbm_bytes` the allocator's
 capacity when recorded, else the chip's HBM per TensorCore plane.
 
-The messages are decoded by hand from their field numbers (xla/service/hlo.proto,
-only the fields used), with profanalyzer.xspace.wire.iter_fields; the host
-and metadata planes are decoded with the XSpace protobuf module. The default
+The HloProto's buffer assignment is decoded once, by profanalyzer.hlo.memory
+(`read_assignment`, the protobuf runtime with the project's `hlo_min.proto`),
+and its heap peak follows that module's one rule (`trace_peak`); the host and
+metadata planes are decoded with the XSpace protobuf module. The default
 analysis never calls this module (benchmarks/README.md: the cost is zero when
 not asked for).
 
@@ -34,7 +35,6 @@ Imports: model, hardware, xspace (the analysis stage's floor).
 
 from __future__ import annotations
 
-import builtins
 from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -43,6 +43,14 @@ import numpy as np
 from google.protobuf.message import DecodeError  # type: ignore[import-untyped]  # no stubs installed
 
 from profanalyzer.hardware import Chip
+from profanalyzer.hlo.memory import (
+    Allocation,
+    BufferAssignment,
+    LogicalBuffer,
+    read_assignment,
+    trace_peak,
+)
+from profanalyzer.hlo.model import Shape
 from profanalyzer.model import MemoryBuffer, MemorySummary
 from profanalyzer.trace import LINE_MODULES, Trace
 from profanalyzer.xspace import reader, wire, xplane_pb2
@@ -57,9 +65,8 @@ from profanalyzer.xspace.metadata import (
 )
 
 __all__ = [
-    "BufferAssignment", "Allocation", "LogicalBuffer", "HeapEvent", "AllocatorPeak",
-    "parse_hlo_proto", "program_memory", "allocator_peak", "read_memory", "read_sources", "summarize", "dominant_program",
-    "trace_memory", "MemorySources", "ProgramMemory",
+    "AllocatorPeak", "assignment_memory", "allocator_peak", "read_memory", "read_sources", "summarize",
+    "dominant_program", "trace_memory", "MemorySources", "AssignmentMemory",
     "HOST_COLOR", "HBM_COLOR", "TOP_BUFFERS", "HLO_PROTO_STAT", "shape_text",
 ]
 
@@ -71,202 +78,26 @@ TOP_BUFFERS = 10
 HLO_PROTO_STAT = "Hlo Proto"
 MEMORY_EVENTS = ("MemoryAllocation", "MemoryDeallocation")
 
-# xla.HloProto
-_HLO_MODULE, _HLO_BUFFER_ASSIGNMENT = 1, 3
-# xla.HloModuleProto / HloComputationProto / HloInstructionProto / ShapeProto
-_MOD_COMPUTATIONS = 3
-_COMP_INSTRUCTIONS = 2
-_INST_NAME, _INST_OPCODE, _INST_SHAPE, _INST_ID = 1, 2, 3, 35
-_SHAPE_ELEMENT_TYPE, _SHAPE_DIMENSIONS, _SHAPE_TUPLE = 2, 3, 4
-# xla.BufferAssignmentProto
-_BA_LOGICAL_BUFFERS, _BA_ALLOCATIONS, _BA_HEAP_TRACES = 1, 3, 4
-# LogicalBufferProto {id, size, defined_at {shape_index=3, instruction_id=4}, color}
-_LB_ID, _LB_SIZE, _LB_DEFINED_AT, _LB_COLOR = 1, 2, 3, 4
-_LOC_SHAPE_INDEX, _LOC_INSTRUCTION_ID = 3, 4
-# BufferAllocationProto
-_AL_INDEX, _AL_SIZE, _AL_THREAD_LOCAL, _AL_PARAMETER, _AL_PARAMETER_NUMBER = 1, 2, 3, 5, 6
-_AL_LIVE_OUT, _AL_COLOR, _AL_ASSIGNED, _AL_TUPLE, _AL_CONSTANT = 7, 8, 9, 11, 12
-_AS_LOGICAL_BUFFER_ID, _AS_OFFSET, _AS_SIZE = 1, 2, 3
-# HeapSimulatorTrace {events, whole_module_simulation, buffer_allocation_index}
-_HT_EVENTS, _HT_ALLOCATION = 1, 3
-# HeapSimulatorTrace.Event {kind, buffer_id, computation_name, instruction_name, share_with_canonical_id}
-_EV_KIND, _EV_BUFFER, _EV_INSTRUCTION = 1, 2, 4
-ALLOC, FREE, SHARE_WITH = 0, 1, 2
-
-#: xla.PrimitiveType values -> HLO text names (the common ones).
-ELEMENT_TYPES = {1: "pred", 2: "s8", 3: "s16", 4: "s32", 5: "s64", 6: "u8", 7: "u16", 8: "u32", 9: "u64", 10: "f16",
-                 11: "f32", 12: "f64", 13: "tuple", 15: "c64", 16: "bf16", 17: "token", 18: "c128", 19: "f8e5m2",
-                 20: "f8e4m3fn", 21: "s4", 22: "u4"}
-
-
-def _signed(v: int) -> int:
-    return v - (1 << 64) if v >= 1 << 63 else v
-
-
-def _fields(buf, start: int = 0, end: int | None = None):
-    return wire.iter_fields(buf, start, len(buf) if end is None else end)
-
-
-def _packed(buf, ps: int, pe: int) -> list[int]:
-    out, pos = [], ps
-    while pos < pe:
-        v, pos = wire.varint(buf, pos, pe)
-        out.append(_signed(v))
-    return out
-
-
-def _shape(buf, ps: int, pe: int):
-    """A ShapeProto as ('tuple', [shapes]) or (element type, dims)."""
-    et, dims, tup = 0, [], []
-    for f, wt, v, a, b, _ in _fields(buf, ps, pe):
-        if f == _SHAPE_ELEMENT_TYPE and wt == 0:
-            et = v
-        elif f == _SHAPE_DIMENSIONS:
-            dims.extend([_signed(v)] if wt == 0 else _packed(buf, a, b))
-        elif f == _SHAPE_TUPLE and wt == 2:
-            tup.append(_shape(buf, a, b))
-    if tup or et == 13:
-        return ("tuple", tup)
-    return (ELEMENT_TYPES.get(et, f"type{et}"), dims)
-
-
-def shape_text(shape, index: tuple[int, ...] = ()) -> str:
-    """HLO text of a parsed shape, or of its element at a tuple shape index."""
-    for i in index:
-        if shape is None or shape[0] != "tuple" or not 0 <= i < len(shape[1]):
-            return ""
-        shape = shape[1][i]
-    if shape is None:
+def _plain_text(shape: Shape | None) -> str:
+    """A shape as the memory table prints it: `f32[8,128]`, a tuple `(...)`, no layout."""
+    if shape is None or shape.dtype == "unknown":
         return ""
-    if shape[0] == "tuple":
-        return "(" + ", ".join(shape_text(s) for s in shape[1]) + ")"
-    return f"{shape[0]}[{','.join(str(d) for d in shape[1])}]"
+    if shape.is_tuple:
+        return "(" + ", ".join(_plain_text(p) for p in shape.parts) + ")"
+    return f"{shape.dtype}[{','.join(str(d) for d in shape.dims)}]"
+
+
+def shape_text(shape: Shape | None, index: tuple[int, ...] = ()) -> str:
+    """HLO text of a shape, or of its element at a tuple shape index ("" when the index leaves it)."""
+    for i in index:
+        if shape is None or not shape.is_tuple or not 0 <= i < len(shape.parts):
+            return ""
+        shape = shape.parts[i]
+    return _plain_text(shape)
 
 
 @dataclass(frozen=True)
-class LogicalBuffer:
-    id: int
-    size: int
-    instruction_id: int
-    shape_index: tuple[int, ...]
-    color: int
-
-
-@dataclass(frozen=True)
-class Allocation:
-    index: int
-    size: int
-    color: int
-    parameter: bool
-    parameter_number: int
-    live_out: bool
-    constant: bool
-    thread_local: bool
-    tuple: bool
-    assigned: builtins.tuple[int, ...]  # logical buffer ids (`tuple` is the field above)
-
-
-@dataclass(frozen=True)
-class HeapEvent:
-    kind: int
-    buffer_id: int
-    instruction: str
-
-
-@dataclass(frozen=True)
-class BufferAssignment:
-    program: str
-    instructions: dict[int, tuple[str, object]]  # id -> (name, parsed shape)
-    buffers: dict[int, LogicalBuffer]
-    allocations: tuple[Allocation, ...]
-    heap_traces: tuple[tuple[int, tuple[HeapEvent, ...]], ...]  # (allocation index, events)
-
-
-def parse_hlo_proto(data: bytes, program: str = "") -> BufferAssignment | None:
-    """The buffer assignment of a serialized xla.HloProto (None when it has none).
-
-    Raises ValueError on malformed bytes."""
-    mod = ba = None
-    for f, wt, _v, a, b, _ in _fields(data):
-        if f == _HLO_MODULE and wt == 2:
-            mod = (a, b)
-        elif f == _HLO_BUFFER_ASSIGNMENT and wt == 2:
-            ba = (a, b)
-    if ba is None:
-        return None
-    instructions: dict[int, tuple[str, object]] = {}
-    if mod is not None:
-        for f, wt, _v, a, b, _ in _fields(data, *mod):
-            if f != _MOD_COMPUTATIONS or wt != 2:
-                continue
-            for f2, wt2, _v2, a2, b2, _ in _fields(data, a, b):
-                if f2 != _COMP_INSTRUCTIONS or wt2 != 2:
-                    continue
-                name, shape, iid = "", None, None
-                for f3, wt3, v3, a3, b3, _ in _fields(data, a2, b2):
-                    if f3 == _INST_NAME and wt3 == 2:
-                        name = bytes(data[a3:b3]).decode("utf-8", errors="replace")
-                    elif f3 == _INST_SHAPE and wt3 == 2:
-                        shape = _shape(data, a3, b3)
-                    elif f3 == _INST_ID and wt3 == 0:
-                        iid = _signed(v3)
-                if iid is not None:
-                    instructions[iid] = (name, shape)
-    buffers: dict[int, LogicalBuffer] = {}
-    allocations: list[Allocation] = []
-    traces: list[tuple[int, tuple[HeapEvent, ...]]] = []
-    for f, wt, _v, a, b, _ in _fields(data, *ba):
-        if wt != 2:
-            continue
-        if f == _BA_LOGICAL_BUFFERS:
-            d = {_LB_ID: 0, _LB_SIZE: 0, _LB_COLOR: 0}
-            iid = -1
-            sidx: tuple[int, ...] = ()
-            for f2, wt2, v2, a2, b2, _ in _fields(data, a, b):
-                if wt2 == 0 and f2 in d:
-                    d[f2] = _signed(v2)
-                elif f2 == _LB_DEFINED_AT and wt2 == 2:
-                    for f3, wt3, v3, a3, b3, _ in _fields(data, a2, b2):
-                        if f3 == _LOC_INSTRUCTION_ID and wt3 == 0:
-                            iid = _signed(v3)
-                        elif f3 == _LOC_SHAPE_INDEX:
-                            sidx = tuple(_packed(data, a3, b3)) if wt3 == 2 else (_signed(v3),)
-            buffers[d[_LB_ID]] = LogicalBuffer(d[_LB_ID], d[_LB_SIZE], iid, sidx, d[_LB_COLOR])
-        elif f == _BA_ALLOCATIONS:
-            d = dict.fromkeys((_AL_INDEX, _AL_SIZE, _AL_COLOR, _AL_PARAMETER_NUMBER, _AL_THREAD_LOCAL, _AL_PARAMETER,
-                               _AL_LIVE_OUT, _AL_TUPLE, _AL_CONSTANT), 0)
-            assigned = []
-            for f2, wt2, v2, a2, b2, _ in _fields(data, a, b):
-                if wt2 == 0 and f2 in d:
-                    d[f2] = _signed(v2)
-                elif f2 == _AL_ASSIGNED and wt2 == 2:
-                    for f3, wt3, v3, _a3, _b3, _ in _fields(data, a2, b2):
-                        if f3 == _AS_LOGICAL_BUFFER_ID and wt3 == 0:
-                            assigned.append(_signed(v3))
-            allocations.append(Allocation(d[_AL_INDEX], d[_AL_SIZE], d[_AL_COLOR], bool(d[_AL_PARAMETER]), d[_AL_PARAMETER_NUMBER],
-                                          bool(d[_AL_LIVE_OUT]), bool(d[_AL_CONSTANT]), bool(d[_AL_THREAD_LOCAL]), bool(d[_AL_TUPLE]),
-                                          tuple(assigned)))
-        elif f == _BA_HEAP_TRACES:
-            events, alloc = [], -1
-            for f2, wt2, v2, a2, b2, _ in _fields(data, a, b):
-                if f2 == _HT_ALLOCATION and wt2 == 0:
-                    alloc = _signed(v2)
-                elif f2 == _HT_EVENTS and wt2 == 2:
-                    kind, buf_id, inst = ALLOC, -1, ""
-                    for f3, wt3, v3, a3, b3, _ in _fields(data, a2, b2):
-                        if f3 == _EV_KIND and wt3 == 0:
-                            kind = v3
-                        elif f3 == _EV_BUFFER and wt3 == 0:
-                            buf_id = _signed(v3)
-                        elif f3 == _EV_INSTRUCTION and wt3 == 2:
-                            inst = bytes(data[a3:b3]).decode("utf-8", errors="replace")
-                    events.append(HeapEvent(kind, buf_id, inst))
-            traces.append((alloc, tuple(events)))
-    return BufferAssignment(program, instructions, buffers, tuple(allocations), tuple(traces))
-
-
-@dataclass(frozen=True)
-class ProgramMemory:
+class AssignmentMemory:
     hbm_bytes: int  # sum of the HBM allocations
     host_bytes: int  # sum of the host-memory (S(5)) allocations
     peak_instruction: str
@@ -278,7 +109,7 @@ def _space(color: int) -> str:
 
 
 def _kind(al: Allocation) -> str:
-    if al.parameter:
+    if al.parameter is not None:
         return "parameter"
     if al.live_out:
         return "output"
@@ -288,40 +119,31 @@ def _kind(al: Allocation) -> str:
 
 
 def _buffer_name(ba: BufferAssignment, lb: LogicalBuffer) -> tuple[str, str]:
-    name, shape = ba.instructions.get(lb.instruction_id, (f"instruction {lb.instruction_id}", None))
+    name, _op, shape = ba.instructions.get(lb.instruction_id, (f"instruction {lb.instruction_id}", "", None))
     text = shape_text(shape, lb.shape_index)
     if lb.shape_index:
         name = f"{name} {{{','.join(str(i) for i in lb.shape_index)}}}"
     return name, text
 
 
-def program_memory(ba: BufferAssignment, top_n: int = TOP_BUFFERS) -> ProgramMemory:
+def assignment_memory(ba: BufferAssignment, top_n: int = TOP_BUFFERS) -> AssignmentMemory:
     """HBM and host bytes of the program's allocations; the peak of its largest
-    HBM heap trace (instruction and live buffers) plus the HBM allocations that
-    are live for the whole run (parameters, outputs, constants)."""
+    HBM heap trace (profanalyzer.hlo.memory.trace_peak: its instruction and the
+    buffers live then) plus the HBM allocations that are live for the whole
+    run (parameters, outputs, constants)."""
     hbm = sum(al.size for al in ba.allocations if al.color == HBM_COLOR and not al.thread_local)
     host = sum(al.size for al in ba.allocations if al.color == HOST_COLOR)
     by_index = {al.index: al for al in ba.allocations}
-    best: tuple[int, str, list[int]] | None = None  # (peak live bytes, instruction, live buffers)
+    sizes = {i: lb.size for i, lb in ba.buffers.items()}
+    best: tuple[int, str, tuple[int, ...]] | None = None  # (peak live bytes, instruction, live buffers)
     for alloc, events in ba.heap_traces:
         al = by_index.get(alloc)
         if al is None or al.color != HBM_COLOR or not events:
             continue
-        live: dict[int, int] = {}
-        cur = peak = 0
-        peak_at, peak_live = "", []
-        for ev in events:
-            size = ba.buffers[ev.buffer_id].size if ev.buffer_id in ba.buffers else 0
-            if ev.kind == ALLOC:
-                live[ev.buffer_id] = size
-                cur += size
-            elif ev.kind == FREE:
-                cur -= live.pop(ev.buffer_id, 0)
-            # SHARE_WITH: the buffer shares its canonical buffer's memory
-            if cur > peak:
-                peak, peak_at, peak_live = cur, ev.instruction, list(live)
-        if best is None or peak > best[0]:
-            best = (peak, peak_at, peak_live)
+        got = trace_peak(sizes, events)
+        at = events[got.at].instruction if got.at >= 0 else ""
+        if best is None or got.bytes > best[0]:
+            best = (got.bytes, at, got.live)
     rows: list[MemoryBuffer] = []
     if best is not None:
         for bid in best[2]:
@@ -331,12 +153,12 @@ def program_memory(ba: BufferAssignment, top_n: int = TOP_BUFFERS) -> ProgramMem
     for al in ba.allocations:
         if al.color != HBM_COLOR or al.thread_local or _kind(al) == "temp" or al.size <= 0:
             continue
-        lbs = [ba.buffers[i] for i in al.assigned if i in ba.buffers]
+        lbs = [ba.buffers[i] for i, _size in al.assigned if i in ba.buffers]
         largest = max(lbs, key=lambda x: x.size) if lbs else None
         name, shape = _buffer_name(ba, largest) if largest is not None else (f"allocation {al.index}", "")
         rows.append(MemoryBuffer(name, al.size, shape, _kind(al), _space(al.color)))
     rows.sort(key=lambda r: (-r.size_bytes, r.name))
-    return ProgramMemory(hbm, host, best[1] if best else "", tuple(rows[:top_n]))
+    return AssignmentMemory(hbm, host, best[1] if best else "", tuple(rows[:top_n]))
 
 
 @dataclass(frozen=True)
@@ -493,7 +315,7 @@ def _read_sources(file: str | Path, program: str) -> MemorySources:
             out.notes.append(f"/host:metadata holds no HLO proto for {program}")
         else:
             try:
-                ba = parse_hlo_proto(data, program)
+                ba = read_assignment(data)
                 if ba is None:
                     out.notes.append(f"the HLO proto of {program} has no buffer assignment")
             except ValueError as e:
@@ -527,7 +349,7 @@ def _read_sources(file: str | Path, program: str) -> MemorySources:
 
 def summarize(src: MemorySources, chip: Chip, top_n: int = TOP_BUFFERS) -> MemorySummary:
     """The memory section from whatever sources were found."""
-    pm = program_memory(src.assignment, top_n) if src.assignment is not None else None
+    pm = assignment_memory(src.assignment, top_n) if src.assignment is not None else None
     al = src.allocator
     parts = [n for n, ok in (("allocator", al is not None), ("buffer_assignment", pm is not None)) if ok]
     source = "+".join(parts) or "none"

@@ -58,12 +58,17 @@ exact source.
 
 from __future__ import annotations
 
+import builtins
 import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-__all__ = ["HBM_PROGRAM_ALIGNMENT", "Allocation", "Heap", "MemoryStats", "assignment_stats", "compiler_stats",
+from profanalyzer.hlo.model import Shape
+
+__all__ = ["HBM_PROGRAM_ALIGNMENT", "Allocation", "BufferAssignment", "Heap", "HeapEvent", "LogicalBuffer",
+           "MemoryStats", "TracePeak", "ALLOC", "FREE", "SHARE_WITH", "assignment_stats", "compiler_stats",
            "final_stats", "final_temp", "memory_report_total", "parse_buffer_assignment", "proto_allocations",
-           "proto_heap", "text_heap"]
+           "proto_heap", "proto_module_name", "read_assignment", "text_heap", "trace_peak"]
 
 _ALLOC = re.compile(r"^allocation (\d+): size (\d+)(?:, color (\d+))?, (.*?):?\s*$")
 _STAT = re.compile(r"(\w+_size_in_bytes)=(\d+)")
@@ -74,13 +79,44 @@ HBM = 0
 class Allocation:
     index: int
     size: int
-    color: int
+    color: int  # memory space: 0 HBM, 5 host memory (S(5))
     parameter: int | None  # entry parameter number
     live_out: bool
     output: bool  # the output tuple's own allocation
     temp: bool  # preallocated temp (the heap)
     thread_local: bool
     constant: bool
+    tuple: bool = False  # a tuple table
+    assigned: builtins.tuple[builtins.tuple[int, int], ...] = ()  # (logical buffer id, size) (a proto's; text: ())
+
+
+@dataclass(frozen=True)
+class LogicalBuffer:
+    id: int
+    size: int
+    instruction_id: int  # the instruction defining it (-1: unknown)
+    shape_index: tuple[int, ...]
+    color: int
+
+
+@dataclass(frozen=True)
+class HeapEvent:
+    kind: int  # ALLOC, FREE, SHARE_WITH
+    buffer_id: int
+    instruction: str
+    share_with: int = 0  # SHARE_WITH: the canonical buffer
+
+
+@dataclass(frozen=True)
+class BufferAssignment:
+    """An HloProto's buffer assignment (`read_assignment`)."""
+
+    module: str
+    instructions: Mapping[int, tuple[str, str, Shape]]  # id -> (name, opcode, shape)
+    buffers: Mapping[int, LogicalBuffer]
+    allocations: tuple[Allocation, ...]
+    heap_traces: tuple[tuple[int, tuple[HeapEvent, ...]], ...]  # (its allocation index field, events)
+    peak_buffers: Mapping[int, tuple[int, ...]]  # allocation index -> the logical buffers live at its peak
 
 
 @dataclass(frozen=True)
@@ -114,33 +150,48 @@ def parse_buffer_assignment(text: str) -> tuple[Allocation, ...]:
     return tuple(out)
 
 
-def proto_allocations(proto: bytes) -> tuple[Allocation, ...]:
-    """The allocations of a serialized HloProto's buffer assignment (field 3;
-    BufferAllocationProto: 1 index, 2 size, 3 is_thread_local, 5
-    is_entry_computation_parameter, 6 parameter_number, 7 maybe_live_out,
-    8 color, 12 is_constant); () when it has none. A temp allocation is what
-    is none of parameter, live-out, thread-local, constant (the
-    preallocated-temp rule of the text form)."""
-    from profanalyzer.xspace.wire import iter_fields
+def read_assignment(proto: bytes) -> BufferAssignment | None:
+    """The buffer assignment of a serialized xla.HloProto (field 3), decoded by
+    the protobuf runtime from the project's `hlo_min.proto`, with the ids,
+    names, opcodes and shapes of its module's instructions; None when it has
+    none. Raises ValueError on bytes that are no HloProto."""
+    from google.protobuf.message import DecodeError  # type: ignore[import-untyped]
 
-    out = []
+    from profanalyzer.hlo import hlo_min_pb2 as pb
+    from profanalyzer.hlo.proto import proto_shape
+
     try:
-        for f, w, _v, a, b, _ in iter_fields(proto, 0, len(proto)):
-            if f != 3 or w != 2:
-                continue
-            for f2, w2, _v2, a2, b2, _ in iter_fields(proto, a, b):
-                if f2 != 3 or w2 != 2:
-                    continue
-                d = {k: 0 for k in (1, 2, 3, 5, 6, 7, 8, 12)}
-                for f3, w3, v3, *_ in iter_fields(proto, a2, b2):
-                    if w3 == 0 and f3 in d and v3 is not None:
-                        d[f3] = v3
-                param, live, tl, const = bool(d[5]), bool(d[7]), bool(d[3]), bool(d[12])
-                out.append(Allocation(d[1], d[2], d[8], d[6] if param else None, live, False,
-                                      not (param or live or tl or const), tl, const))
+        top = pb.HloProtoAssignment.FromString(proto)  # type: ignore[attr-defined]
+    except DecodeError:
+        raise ValueError("the bytes do not parse as an HloProto") from None
+    if not top.HasField("buffer_assignment"):
+        return None
+    ba = top.buffer_assignment
+    instructions = {i.id: (i.name, i.opcode, proto_shape(i.shape))
+                    for c in top.hlo_module.computations for i in c.instructions}
+    buffers = {lb.id: LogicalBuffer(lb.id, lb.size, lb.defined_at.instruction_id if lb.HasField("defined_at") else -1,
+                                    tuple(lb.defined_at.shape_index), lb.color) for lb in ba.logical_buffers}
+    allocations = []
+    for al in ba.buffer_allocations:
+        param, live, tl, const = al.is_entry_computation_parameter, al.maybe_live_out, al.is_thread_local, al.is_constant
+        # a temp allocation is none of parameter, live-out, thread-local, constant (the text form's preallocated-temp)
+        allocations.append(Allocation(al.index, al.size, al.color, al.parameter_number if param else None, live, False,
+                                      not (param or live or tl or const), tl, const, al.is_tuple,
+                                      tuple((x.logical_buffer_id, x.size) for x in al.assigned)))
+    traces = tuple((t.buffer_allocation_index, tuple(HeapEvent(e.kind, e.buffer_id, e.instruction_name,
+                                                               e.share_with_canonical_id) for e in t.events))
+                   for t in ba.heap_simulator_traces)
+    peaks = {p.allocation_index: tuple(p.logical_buffer_ids) for p in ba.peak_buffers}
+    return BufferAssignment(top.hlo_module.name, instructions, buffers, tuple(allocations), traces, peaks)
+
+
+def proto_allocations(proto: bytes) -> tuple[Allocation, ...]:
+    """The allocations of a serialized HloProto's buffer assignment; () when it has none or the bytes do not decode."""
+    try:
+        got = read_assignment(proto)
     except ValueError:
         return ()
-    return tuple(out)
+    return got.allocations if got is not None else ()
 
 
 def assignment_stats(allocs: tuple[Allocation, ...], color: int = HBM) -> MemoryStats:
@@ -155,7 +206,8 @@ def assignment_stats(allocs: tuple[Allocation, ...], color: int = HBM) -> Memory
 #: libtpu rounds the HLO temp heap up to its program HBM alignment
 #: (`--xla_jf_program_hbm_alignment_in_kib`, 16 on TPU7x, v6e and v5p).
 HBM_PROGRAM_ALIGNMENT = 16 * 1024
-_TUPLE, _TOKEN = 13, 17  # xla PrimitiveType
+#: HeapSimulatorTrace.Event kinds.
+ALLOC, FREE, SHARE_WITH = 0, 1, 2
 
 
 @dataclass(frozen=True)
@@ -183,152 +235,103 @@ def final_temp(heap: Heap) -> int:
     return heap.padded + heap.fragmentation
 
 
-def _fields(buf: bytes, a: int, b: int) -> dict[int, list]:
-    from profanalyzer.xspace.wire import iter_fields
-
-    d: dict[int, list] = {}
-    for f, w, v, pa, pb, _ in iter_fields(buf, a, b):
-        d.setdefault(f, []).append(v if w == 0 else (pa, pb))
-    return d
-
-
-def _first(d: dict[int, list], f: int, default=0):
-    return d[f][0] if f in d else default
-
-
-def _packed(buf: bytes, d: dict[int, list], f: int) -> list[int]:
-    from profanalyzer.xspace.wire import varint
-
-    out = []
-    for x in d.get(f, []):
-        if isinstance(x, int):
-            out.append(x)
-            continue
-        pos, end = x
-        while pos < end:
-            v, pos = varint(buf, pos, end)
-            out.append(v)
-    return out
-
-
-def _instruction_shapes(buf: bytes, a: int, b: int) -> dict[int, tuple[str, tuple]]:
-    """HloModuleProto -> instruction id -> (opcode, shape tree), a shape tree
-    being (element_type, rank, (sub-shape trees))."""
-    def shape(x: int, y: int) -> tuple:
-        d = _fields(buf, x, y)
-        return (_first(d, 2), len(_packed(buf, d, 3)), tuple(shape(*t) for t in d.get(4, [])))
-
-    out = {}
-    for ca, cb in _fields(buf, a, b).get(3, []):  # computations
-        for ia, ib in _fields(buf, ca, cb).get(2, []):  # instructions
-            d = _fields(buf, ia, ib)
-            op = bytes(buf[slice(*d[2][0])]).decode() if 2 in d else ""
-            out[_signed(_first(d, 35))] = (op, shape(*d[3][0]) if 3 in d else (0, 0, ()))
-    return out
-
-
-def _signed(v: int) -> int:
-    return v - (1 << 64) if v >= 1 << 63 else v
-
-
-def _held_in_hbm(opcode: str, shape: tuple, index: list[int]) -> bool:
+def _held_in_hbm(opcode: str, shape: Shape, index: tuple[int, ...]) -> bool:
     for i in index:
-        if i >= len(shape[2]):
+        if not shape.is_tuple or i >= len(shape.parts):
             return False
-        shape = shape[2][i]
-    element_type, rank, _ = shape
-    if element_type in (_TUPLE, _TOKEN):
+        shape = shape.parts[i]
+    if shape.dtype in ("tuple", "token"):
         return False  # tuple tables and tokens: no HBM in the final program
-    return rank > 0 or opcode == "fusion"  # scalars of non-fusion ops live on the scalar unit
+    return len(shape.dims) > 0 or opcode == "fusion"  # scalars of non-fusion ops live on the scalar unit
 
 
-def _trace_peak(sizes: dict[int, int], events: list[tuple[int, int, int]]) -> int:
-    """XLA's peak live size of a heap-simulator trace: ALLOC adds the value's
-    size; SHARE_WITH adds it only when it is the first live instance of its
-    canonical buffer; FREE takes back what that value's event added."""
+@dataclass(frozen=True)
+class TracePeak:
+    """The peak of a heap-simulator trace: its live bytes, the event where it is first reached, the buffers live then."""
+
+    bytes: int
+    at: int  # index of the event (-1: the trace never holds a byte)
+    live: tuple[int, ...]  # logical buffer ids live at the peak, in the order they became live
+
+
+def trace_peak(sizes: Mapping[int, int], events: Sequence[HeapEvent]) -> TracePeak:
+    """The one peak rule, XLA's peak live size of a heap-simulator trace: ALLOC
+    adds the value's size; SHARE_WITH adds it only when it is the first live
+    instance of its canonical buffer; FREE takes back what that value's event
+    added. Events on buffers not in `sizes` are skipped."""
     outstanding: dict[int, int] = {}
     canonical: dict[int, int] = {}
     added: dict[int, int] = {}
+    live_set: dict[int, None] = {}
     live = peak = 0
-    for kind, bid, share in events:
+    at = -1
+    at_live: tuple[int, ...] = ()
+    for k, e in enumerate(events):
+        bid = e.buffer_id
         if bid not in sizes:
             continue
-        if kind == 0:  # ALLOC
+        if e.kind == ALLOC:
             outstanding[bid] = 1
             delta = sizes[bid]
-        elif kind == 2:  # SHARE_WITH
-            canonical[bid] = share
-            outstanding[share] = outstanding.get(share, 0) + 1
-            delta = sizes[bid] if outstanding[share] == 1 else 0
+        elif e.kind == SHARE_WITH:
+            canonical[bid] = e.share_with
+            outstanding[e.share_with] = outstanding.get(e.share_with, 0) + 1
+            delta = sizes[bid] if outstanding[e.share_with] == 1 else 0
         else:  # FREE
             c = canonical.get(bid, bid)
             outstanding[c] = outstanding.get(c, 0) - 1
             delta = -added.get(bid, 0)
-        if kind != 1:
+        if e.kind != FREE:
             added[bid] = delta
+            if delta:
+                live_set[bid] = None
+        else:
+            live_set.pop(bid, None)
         live += delta
-        peak = max(peak, live)
-    return peak
+        if live > peak:
+            peak, at, at_live = live, k, tuple(live_set)
+    return TracePeak(peak, at, at_live)
 
 
 def proto_heap(proto: bytes, allocs: tuple[Allocation, ...] | None = None) -> Heap | None:
-    """The color-0 heap of a serialized HloProto's buffer assignment (field 1
-    the HloModuleProto, field 3 the BufferAssignmentProto: 1 logical buffers
-    {1 id, 3 defined_at {3 shape index, 4 instruction id}}, 3 allocations
-    {9 assigned {1 logical buffer, 2 offset, 3 size}}, 4 heap-simulator traces
-    {1 events {1 kind, 2 buffer, 5 canonical}, 3 allocation}, 5 peak buffers
-    {1 allocation, 2 logical buffers}); None without one. `allocs`: its
-    `proto_allocations`, when the caller has them already."""
+    """The color-0 heap of a serialized HloProto's buffer assignment; None
+    without one (or on bytes that do not decode). Its peak buffers are the
+    assignment's own record (BufferAssignmentProto field 5) when it keeps one,
+    else the peak of its heap-simulator trace (`trace_peak`). `allocs` is
+    accepted for the callers that hold them already (the assignment is read
+    whole either way)."""
     try:
-        top = _fields(proto, 0, len(proto))
-        if 3 not in top:
-            return None
-        ba = _fields(proto, *top[3][0])
-        if allocs is None:
-            allocs = proto_allocations(proto)
-        heap = next((a for a in allocs if a.color == HBM and a.temp), None)
-        if heap is None:
-            return None
-        assigned: dict[int, int] = {}
-        for x, y in ba.get(3, []):
-            d = _fields(proto, x, y)
-            if _first(d, 1) == heap.index:
-                for p, q in d.get(9, []):
-                    dd = _fields(proto, p, q)
-                    assigned[_first(dd, 1)] = _first(dd, 3)
-                break
-        shapes = _instruction_shapes(proto, *top[1][0]) if 1 in top else {}
-        held = False
-        for x, y in ba.get(1, []):
-            d = _fields(proto, x, y)
-            if _first(d, 1) not in assigned or 3 not in d:
-                continue
-            loc = _fields(proto, *d[3][0])
-            op, shape = shapes.get(_signed(_first(loc, 4, -1)), ("", (0, 0, ())))
-            if assigned[_first(d, 1)] and _held_in_hbm(op, shape, _packed(proto, loc, 3)):
-                held = True
-                break
-        for x, y in ba.get(5, []):
-            d = _fields(proto, x, y)
-            if _first(d, 1) == heap.index:
-                peak = sum(assigned.get(i, 0) for i in _packed(proto, d, 2))
-                return Heap(heap.size, peak, held, "peak buffers of the assignment")
-        # the heap's trace: the one whose events are on its values (its allocation index field is not
-        # always the heap's: moe_ep's heap 143 has trace 145)
-        best: list[tuple[int, int, int]] = []
-        for x, y in ba.get(4, []):
-            events = []
-            for p, q in _fields(proto, x, y).get(1, []):
-                e = _fields(proto, p, q)
-                if _first(e, 2) in assigned:
-                    events.append((_first(e, 1), _first(e, 2), _first(e, 5)))
-            if len(events) > len(best):
-                best = events
-        if best:
-            return Heap(heap.size, _trace_peak(assigned, best), held, "heap-simulator trace")
-        return Heap(heap.size, 0, held, "none (no peak buffers, no trace)")
-    except (ValueError, IndexError, TypeError, KeyError):  # malformed bytes: no heap, never a traceback
+        ba = read_assignment(proto)
+    except ValueError:
         return None
+    if ba is None:
+        return None
+    heap = next((a for a in ba.allocations if a.color == HBM and a.temp), None)
+    if heap is None:
+        return None
+    assigned = dict(heap.assigned)
+    held = False
+    for bid, size in heap.assigned:
+        lb = ba.buffers.get(bid)
+        if lb is None or not size:
+            continue
+        _name, op, shape = ba.instructions.get(lb.instruction_id, ("", "", Shape("unknown")))
+        if _held_in_hbm(op, shape, lb.shape_index):
+            held = True
+            break
+    if heap.index in ba.peak_buffers:
+        peak = sum(assigned.get(i, 0) for i in ba.peak_buffers[heap.index])
+        return Heap(heap.size, peak, held, "peak buffers of the assignment")
+    # the heap's trace: the one whose events are on its values (its allocation index field is not
+    # always the heap's: moe_ep's heap 143 has trace 145)
+    best: tuple[HeapEvent, ...] = ()
+    for _alloc, events in ba.heap_traces:
+        mine = tuple(e for e in events if e.buffer_id in assigned)
+        if len(mine) > len(best):
+            best = mine
+    if best:
+        return Heap(heap.size, trace_peak(assigned, best).bytes, held, "heap-simulator trace")
+    return Heap(heap.size, 0, held, "none (no peak buffers, no trace)")
 
 
 _VALUE = re.compile(r"^ value: <\d+ (\S+) @\d+>(?: \(phi\))? \(size=(\d+),offset=\d+\): (.*)$")
@@ -394,18 +397,14 @@ def final_stats(proto: bytes, allocs: tuple[Allocation, ...] | None = None) -> M
 
 
 def proto_module_name(proto: bytes) -> str:
-    """The module name of a serialized HloProto (field 1 the HloModuleProto,
-    its field 1 the name); "" when it has none or does not decode."""
+    """The module name of a serialized HloProto; "" when it has none or does not decode."""
+    from google.protobuf.message import DecodeError
+
+    from profanalyzer.hlo import hlo_min_pb2 as pb
+
     try:
-        top = _fields(proto, 0, len(proto))
-        if 1 not in top:
-            return ""
-        mod = _fields(proto, *top[1][0])
-        if 1 not in mod:
-            return ""
-        a, b = mod[1][0]
-        return proto[a:b].decode("utf-8", "replace")
-    except (ValueError, IndexError, TypeError, KeyError):
+        return pb.HloProto.FromString(proto).hlo_module.name  # type: ignore[attr-defined]
+    except DecodeError:
         return ""
 
 

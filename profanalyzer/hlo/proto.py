@@ -22,7 +22,7 @@ from profanalyzer.hlo.model import (
     StackFrames,
 )
 
-__all__ = ["parse_hlo_proto_bytes", "PRIMITIVE_TYPES"]
+__all__ = ["parse_hlo_proto_bytes", "proto_shape", "PRIMITIVE_TYPES"]
 
 # xla.PrimitiveType -> text spelling
 PRIMITIVE_TYPES: dict[int, str] = {
@@ -43,6 +43,11 @@ def _shape(s) -> Shape:
     m2m, mspace = lay.minor_to_major, lay.memory_space
     layout = "{" + ",".join(map(str, m2m)) + (f":S({mspace})" if mspace else "") + "}" if m2m or mspace else ""
     return Shape(dtype, tuple(s.dimensions), mspace, (), layout)
+
+
+def proto_shape(s) -> Shape:
+    """A ShapeProto message (hlo_min_pb2.Shape) as a Shape."""
+    return _shape(s)
 
 
 def _metadata(md) -> OpMetadata:
