@@ -258,7 +258,7 @@ class ProgramMemory(Record):
 class MemorySummary(Record):
     """HBM use and headroom of one device (profanalyzer.analyze.memory; `--memory`)."""
 
-    source: str  # allocator | buffer_assignment | allocator+buffer_assignment | none
+    source: str  # allocator | buffer_assignment | allocator+buffer_assignment | program (a compiled one's figures) | none
     program: str  # the dominant program whose HLO was read ('' when none)
     peak_bytes: int | None  # peak HBM in use per device (the allocator's when recorded, else the program's allocations)
     peak_instruction: str  # where the program's temp heap peaks ('' when unknown)

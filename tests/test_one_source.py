@@ -105,3 +105,21 @@ def test_the_peak_rule_meets_the_compilers_recorded_peak(name, tmp_path):
     recorded = sum(sizes.get(i, 0) for i in ba.peak_buffers[heap.index])
     trace = max((tuple(e for e in ev if e.buffer_id in sizes) for _i, ev in ba.heap_traces), key=len)
     assert recorded > 0 and abs(trace_peak(sizes, trace).bytes - recorded) <= 1e-4 * recorded
+
+
+def test_a_compiled_program_is_built_in_memory(monkeypatch):
+    """The replayed step is read as a capture from memory: no temporary capture is written."""
+    import tempfile
+
+    from profanalyzer.run import RunOptions, run
+
+    def no_disk(*a, **k):
+        raise AssertionError("a temporary file was made for a compiled program")
+
+    for name in ("mkdtemp", "mkstemp", "NamedTemporaryFile", "TemporaryDirectory"):
+        monkeypatch.setattr(tempfile, name, no_disk)
+    r = run(ROOT / "sample_traces" / "compiled" / "dense_fsdp.hlo.pb.gz", RunOptions(memory=True))
+    assert r.attributed.trace.hosts[0].file == ""
+    m, pm = r.analysis.memory, r.analysis.program_memory
+    # the memory section and the program's HBM tell one peak (the compiler's sum), from its own buffer assignment
+    assert m.source == "buffer_assignment" and m.peak_bytes == pm.peak_bytes and m.hbm_bytes == pm.capacity_bytes

@@ -153,7 +153,7 @@ def host_activity(att: Attributed) -> tuple[tuple[HostActivity, ...], tuple[str,
         if not h.plane_kinds.get("host", 0):
             continue
         w = next((x for x in work if x.plane.host == h.name), None)
-        if w is None:
+        if w is None or not h.file:  # a host built in memory (a replayed program) has no host planes
             continue
         steps = trace.steps[w.plane.label]
         kept = np.isin(steps.number, kept_list)

@@ -36,7 +36,7 @@ Imports: model, hardware, xspace (the analysis stage's floor).
 from __future__ import annotations
 
 from collections.abc import Collection
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -401,7 +401,29 @@ def dominant_program(trace: Trace) -> str:
 
 
 def trace_memory(trace: Trace) -> MemorySummary:
-    """The memory section of a trace: its first host file, its dominant program."""
+    """The memory section of a trace: its first host file, its dominant program;
+    of a replayed compiled program, the buffer assignment its proto carries
+    (a program has no allocator: it never ran)."""
+    program = trace.program
+    if program is not None:
+        main = getattr(program, "main", None)
+        name = main.name if main is not None else ""
+        notes = ["a compiled program: no allocator activity (it never ran)"]
+        try:
+            ba = read_assignment(main.proto) if main is not None and main.proto else None
+        except ValueError as e:
+            ba, notes = None, [f"the HLO proto of {name} is not readable ({e})", *notes]
+        if ba is None:
+            notes.insert(0, f"{name or 'the program'}: no buffer assignment in its HLO (a text form, or a proto "
+                            "without one)")
+        s = summarize(MemorySources(name, ba, None, notes), trace.chip)
+        pm = trace.program_memory
+        if pm is None:
+            return s
+        # the program's peak as the compiler counts it (the JSON's program_memory), not the allocations' sum
+        return replace(s, source=s.source if ba is not None else "program",
+                       peak_bytes=pm.peak_bytes, headroom_bytes=s.hbm_bytes - pm.peak_bytes,
+                       notes=(*s.notes, f"peak: argument + output - alias + temp ({pm.source})"))
     if not trace.hosts:
         return summarize(MemorySources(notes=["no host files"]), trace.chip)
     return read_memory(trace.hosts[0].file, dominant_program(trace), trace.chip)

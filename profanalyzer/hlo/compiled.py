@@ -10,10 +10,7 @@ names (MaxText's `compile_topology: tpu7x-16`); else TPU7x, assumed.
 
 from __future__ import annotations
 
-import atexit
 import re
-import shutil
-import tempfile
 from collections.abc import Collection
 from dataclasses import replace
 from pathlib import Path
@@ -42,24 +39,13 @@ from profanalyzer.hlo.model import Program
 from profanalyzer.hlo.replay import PREDICTED_NOTE, replay, to_xspace
 from profanalyzer.parts import ProgramMemory
 from profanalyzer.trace import Trace
-from profanalyzer.xspace.build import load_trace
+from profanalyzer.xspace.build import trace_from_bytes
 
 __all__ = ["is_program_path", "load_program_trace", "program_chip", "INPUT_KIND", "STEP_SOURCE"]
 
 INPUT_KIND = "compiled_program"
 #: Where a replayed program's one step comes from (what a capture's `Steps.source` says: `Steps line`, ...).
 STEP_SOURCE = "the replayed schedule (compiled program)"
-_TMP: list[str] = []
-
-
-def _tmpdir() -> Path:
-    if not _TMP:
-        d = tempfile.mkdtemp(prefix="profanalyze-compiled-")
-        _TMP.append(d)
-        atexit.register(shutil.rmtree, d, True)
-    return Path(_TMP[0])
-
-
 def program_chip(program: Program, chip: str | None = None) -> tuple[Chip, str]:
     """The chip a compiled program was compiled for (`chip`: the --chip flag), and where that comes from."""
     if chip:
@@ -144,9 +130,8 @@ def load_program_trace(path: str | Path, *, chip: str | None = None, lines: Coll
     rep = replay(program, ch)
     if not rep.ops:
         raise InputError(f"{path}: module {program.main.name} has no instructions to replay (statements not parsed?)")
-    out = _tmpdir() / f"{len(list(_tmpdir().iterdir()))}.xplane.pb"
-    out.write_bytes(to_xspace(rep))
-    trace = load_trace(out, chip=ch.key, lines=lines)
+    # the predicted step as a capture, built and read in memory (nothing is written)
+    trace = trace_from_bytes(to_xspace(rep), str(path), chip=ch.key, lines=lines)
     note = (f"{PREDICTED_NOTE}; module {program.why_main}; predicted step {rep.step_ps / 1e9:.3f} ms; "
             "assumptions: " + "; ".join(rep.assumptions))
     mem = memory_note(program, ch)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from profanalyzer.format import ms, pct
+from profanalyzer.format import binary_size, gib, ms, pct
 from profanalyzer.model import Analysis, collapse
 from profanalyzer.report.summary import cores_text
 from profanalyzer.shell import finding_lines, wrap_comment
@@ -69,10 +69,6 @@ def format_scopes(a: Analysis, depth: int, limit: int = 25) -> list[str]:
     return out
 
 
-def _gb(n: float | None) -> str:
-    return "-" if n is None else f"{n / 1e9:.2f} GB"
-
-
 def format_memory(a: Analysis) -> list[str]:
     """The memory section (`--memory`)."""
     m = a.memory
@@ -80,12 +76,12 @@ def format_memory(a: Analysis) -> list[str]:
         return []
     if m.source == "none":
         return ["memory: not in this capture (" + "; ".join(m.notes) + ")"]
-    out = [f"memory ({m.source}): peak {_gb(m.peak_bytes)} of {_gb(m.hbm_bytes)} HBM per device, headroom {_gb(m.headroom_bytes)}"
+    out = [f"memory ({m.source}): peak {gib(m.peak_bytes)} of {gib(m.hbm_bytes)} HBM per TensorCore, headroom {gib(m.headroom_bytes)}"
            + (f"; {m.program} peaks at {m.peak_instruction}" if m.peak_instruction else "")]
     if m.host_offload_bytes:
-        out.append(f"  host memory (S(5)) buffers of the program: {_gb(m.host_offload_bytes)}")
+        out.append(f"  host memory (S(5)) buffers of the program: {gib(m.host_offload_bytes)}")
     for b in m.top_buffers[:5]:
-        out.append(f"  {_gb(b.size_bytes):>10}  {b.kind:<9} {b.memory_space:<5} {b.name[:50]}  {b.shape[:60]}")
+        out.append(f"  {binary_size(b.size_bytes):>10}  {b.kind:<9} {b.memory_space:<5} {b.name[:50]}  {b.shape[:60]}")
     return out
 
 

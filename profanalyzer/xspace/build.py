@@ -304,19 +304,26 @@ def _no_tpu_message(path: Path, index: reader.SpaceIndex) -> str:
 
 
 def _open_host(f: Path, include_sparsecore: bool, lines: Collection[str] | None = None,
-               meta_cache: MetadataCache | None = None) -> tuple[HostInfo, list[Callable[[], tuple[Plane, int] | Deferred]]]:
+               meta_cache: MetadataCache | None = None, space: bytes | None = None,
+               ) -> tuple[HostInfo, list[Callable[[], tuple[Plane, int] | Deferred]]]:
     """Open one host file: its HostInfo and one decode task per device plane
     (each returns the plane relative to its own origin; they may run on
     threads: the buffer stays alive as long as they do). `meta_cache`: shared
     by the hosts of a run (they run the same programs: one decode of each
-    distinct op-metadata map per run)."""
+    distinct op-metadata map per run). `space`: the serialized XSpace itself,
+    built in memory (a replayed program): `f` only names it, and the host has
+    no file (`HostInfo.file` is "")."""
     kinds_wanted = ("tensorcore", "sparsecore") if include_sparsecore else ("tensorcore",)
-    buf, index = reader.open_space(f, want=lambda r: r.kind in kinds_wanted)
+    if space is not None:
+        buf, index = space, reader.scan_space(space, f)
+    else:
+        buf, index = reader.open_space(f, want=lambda r: r.kind in kinds_wanted)
     host = reader.host_name(index)
     kinds: dict[str, int] = {}
     for r in index.planes:
         kinds[r.kind] = kinds.get(r.kind, 0) + 1
-    info = HostInfo(host, str(f), index.size, len(index.planes), dict(sorted(kinds.items())), index.errors, index.warnings)
+    info = HostInfo(host, str(f) if space is None else "", index.size, len(index.planes), dict(sorted(kinds.items())),
+                    index.errors, index.warnings)
     refs = _device_refs(index, include_sparsecore)
     if not any(r.kind == "tensorcore" for r in refs):
         raise NoTpuPlanesError(_no_tpu_message(f, index))
@@ -344,9 +351,9 @@ def _open_host(f: Path, include_sparsecore: bool, lines: Collection[str] | None 
 
 
 def _load_host(f: Path, include_sparsecore: bool, lines: Collection[str] | None = None,
-               meta_cache: MetadataCache | None = None) -> tuple[HostInfo, list[tuple[Plane, int]]]:
+               meta_cache: MetadataCache | None = None, space: bytes | None = None) -> tuple[HostInfo, list[tuple[Plane, int]]]:
     """Decode one host file's device planes (each relative to its own origin)."""
-    info, tasks = _open_host(f, include_sparsecore, lines, meta_cache)
+    info, tasks = _open_host(f, include_sparsecore, lines, meta_cache, space)
     # Planes are independent; their event decoding (C decoder, numpy) runs
     # without the GIL, so a few threads overlap it. Bounded: at most
     # PLANE_THREADS planes' decoded bytes are alive at a time.
@@ -502,6 +509,12 @@ def load_trace(
             results.append(_load_host(f, include_sparsecore, lines, meta_cache))
             if progress:
                 progress(k + 1, len(files), f.name)
+    return _assemble(results, str(path), resolved.kind, resolved.run, resolved.note, chip)
+
+
+def _assemble(results: list[tuple[HostInfo, list[tuple[Plane, int]]]], source: str, kind: str, run: str | None,
+              note: str | None, chip: str | None) -> Trace:
+    """The Trace of decoded hosts: one time origin, the chip, each TensorCore's steps."""
     hosts = [info for info, _ in results]
     built = [pb for _, planes in results for pb in planes]
     del results
@@ -510,10 +523,10 @@ def load_trace(
     chosen, chip_source = _chip(chip, device_type, _peaks(planes))
     steps = {p.label: derive_steps(p) for p in planes if p.kind == "tensorcore"}
     return Trace(
-        source=str(path),
-        input_kind=resolved.kind,
-        run=resolved.run,
-        note=resolved.note,
+        source=source,
+        input_kind=kind,
+        run=run,
+        note=note,
         hosts=tuple(hosts),
         chip=chosen,
         chip_source=chip_source,
@@ -522,3 +535,10 @@ def load_trace(
         planes=tuple(planes),
         steps=steps,
     )
+
+
+def trace_from_bytes(data: bytes, label: str, *, chip: str | None = None,
+                     lines: Collection[str] | None = None) -> Trace:
+    """The Trace of one serialized XSpace built in memory (a replayed compiled
+    program): nothing is written or read from disk; `label` names it in errors."""
+    return _assemble([_load_host(Path(label), True, lines, MetadataCache(), data)], label, "file", None, None, chip)
