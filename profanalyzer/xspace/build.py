@@ -15,6 +15,7 @@ byte-identical maps), each wanted line's events through
 
 from __future__ import annotations
 
+import mmap
 import os
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, replace
@@ -314,6 +315,7 @@ def _open_host(f: Path, include_sparsecore: bool, lines: Collection[str] | None 
     built in memory (a replayed program): `f` only names it, and the host has
     no file (`HostInfo.file` is "")."""
     kinds_wanted = ("tensorcore", "sparsecore") if include_sparsecore else ("tensorcore",)
+    buf: bytes | bytearray | mmap.mmap
     if space is not None:
         buf, index = space, reader.scan_space(space, f)
     else:
