@@ -39,7 +39,7 @@ def warm_up() -> None:
     """Import everything once so bytecode caches exist (not timed)."""
     subprocess.run(
         [sys.executable, "-c", "import profanalyzer.cli, profanalyzer.analyze.analysis, profanalyzer.report.html; "
-         "from heuristics import registry; registry()"],
+         "from profanalyzer.heuristics import registry; registry()"],
         cwd=ROOT, env=child_env(), check=False,
     )
 

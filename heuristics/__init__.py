@@ -18,7 +18,7 @@ def registry():
 
     rules = []
     for name in LEVER_MODULES:
-        mod = importlib.import_module(f"heuristics.{name}")
+        mod = importlib.import_module(f".{name}", __name__)
         rules.extend(mod.RULES)
     codes = [r.code for r in rules]
     if len(set(codes)) != len(codes):

@@ -4,8 +4,9 @@ program's attention-kernel work, evidence a capture without HLO lacks)."""
 
 from __future__ import annotations
 
-from heuristics._util import ms, pct
 from profanalyzer.rules import rule
+
+from ._util import ms, pct
 
 #: A kernel whose rate is surely under this share of the BF16 peak runs far below its roofline.
 FAR_BELOW_PEAK = 0.35

@@ -7,8 +7,6 @@ faster (v5e, v5p, v6e); neither on v4."""
 
 from __future__ import annotations
 
-from heuristics._util import fp8_cap, ms, op_line, pct, serving, step_ps
-from heuristics.kv_cache import kv_cache_8bit
 from profanalyzer.hardware import (
     FP8_GUIDE_TYPICAL_SPEEDUP,
     FP8_MEASURED_SPEEDUPS,
@@ -16,6 +14,9 @@ from profanalyzer.hardware import (
     fp8_measured_range,
 )
 from profanalyzer.rules import rule
+
+from ._util import fp8_cap, ms, op_line, pct, serving, step_ps
+from .kv_cache import kv_cache_8bit
 
 #: BF16 matmul share of the step worth converting.
 BF16_MIN_FRACTION = 0.08

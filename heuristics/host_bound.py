@@ -10,8 +10,9 @@ the core before any device-side lever matters. Reads `Analysis.idle_causes`
 
 from __future__ import annotations
 
-from heuristics._util import ms, pct
 from profanalyzer.rules import rule
+
+from ._util import ms, pct
 
 #: Host-caused idle (between programs + waiting on the host) worth acting on.
 HOST_IDLE_MIN_FRACTION = 0.05

@@ -4,8 +4,9 @@ summary, evidence a capture without HLO lacks)."""
 
 from __future__ import annotations
 
-from heuristics._util import ms, pct
 from profanalyzer.rules import rule
+
+from ._util import ms, pct
 
 #: Attention over the KV cache: share of the step worth halving.
 MIN_FRACTION = 0.10

@@ -9,9 +9,10 @@ makes one core the step's pace-setter. Reads `Analysis.collective_diagnosis`
 
 from __future__ import annotations
 
-from heuristics._util import ms, pct, step_ps
 from profanalyzer.rules import rule
 from profanalyzer.vocab import COLLECTIVE_BUCKETS
+
+from ._util import ms, pct, step_ps
 
 #: Cores needed to call one of them late (two cores: either is "the other").
 LATE_MIN_CORES = 3

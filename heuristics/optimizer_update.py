@@ -4,8 +4,9 @@ reads the optimizer phase, which only a training step's program structure gives)
 
 from __future__ import annotations
 
-from heuristics._util import ms, pct
 from profanalyzer.rules import rule
+
+from ._util import ms, pct
 
 #: The update's share of a training step above which amortising it is worth it.
 OPTIMIZER_MIN_FRACTION = 0.15

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from heuristics._util import ms, op_line, pct, serving
-from heuristics.headroom import headroom
 from profanalyzer.analyze.workload import classify_workload
 from profanalyzer.rules import rule
 from profanalyzer.vocab import COLLECTIVE_BUCKETS, COMPUTE_BUCKETS
+
+from ._util import ms, op_line, pct, serving
+from .headroom import headroom
 
 #: Recompute share of the step above which a lighter policy is worth trying.
 REMAT_MIN_FRACTION = 0.04

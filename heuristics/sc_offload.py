@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from heuristics._util import ms, pct, step_ps
 from profanalyzer.rules import rule
 from profanalyzer.vocab import OFFLOADABLE
 from profanalyzer.vocab import SPARSECORE_CAPTURE_HINT as CAPTURE_HINT
+
+from ._util import ms, pct, step_ps
 
 #: Exposed time of a collective type (share of step) worth acting on.
 EXPOSED_MIN_FRACTION = 0.01

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import re
 
-from heuristics._util import op_line
 from profanalyzer.hardware import CHIPS
 from profanalyzer.rules import rule
+
+from ._util import op_line
 
 #: Kernels with tiles at or under this size and below the roofline share are
 #: memory-stalled by a small scoped-VMEM budget.

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
-from heuristics._util import ms, pct, serving, step_ps
-from heuristics.headroom import headroom
-from heuristics.host_bound import host_bound  # HB001, filed under this lever
-from heuristics.late_core import late_core  # LC001, filed under this lever
-from heuristics.optimizer_update import optimizer_update
 from profanalyzer.analyze.workload import classify_workload
 from profanalyzer.hardware import GUIDE_ICI_INTENSITY
 from profanalyzer.rules import rule
 from profanalyzer.vocab import COMPUTE_BUCKETS
+
+from ._util import ms, pct, serving, step_ps
+from .headroom import headroom
+from .host_bound import (
+    host_bound,  # HB001, filed under this lever
+)
+from .late_core import late_core  # LC001, filed under this lever
+from .optimizer_update import optimizer_update
 
 #: Exposed all-to-all share of the step worth acting on (MoE).
 A2A_MIN_FRACTION = 0.03

@@ -4,8 +4,9 @@ anti-patterns, evidence a capture without HLO does not have)."""
 
 from __future__ import annotations
 
-from heuristics._util import ms, pct
 from profanalyzer.rules import rule
+
+from ._util import ms, pct
 
 #: Whole copies of state buffers worth removing: share of the step.
 STATE_COPY_MIN_FRACTION = 0.02

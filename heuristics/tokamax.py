@@ -3,11 +3,12 @@ tune-jax block sizes, max-logit estimate, state buffers updated in place."""
 
 from __future__ import annotations
 
-from heuristics._util import ms, op_line, pct
-from heuristics.attention_blocks import attention_block_sizes
-from heuristics.state_copy import state_copies
 from profanalyzer.analyze.workload import classify_workload
 from profanalyzer.rules import rule
+
+from ._util import ms, op_line, pct
+from .attention_blocks import attention_block_sizes
+from .state_copy import state_copies
 
 #: Unfused attention share of the step worth replacing by splash attention.
 UNFUSED_MIN_FRACTION = 0.03
@@ -203,7 +204,7 @@ def tune_block_sizes(self, analysis):
     pin the winning block sizes; raise scoped VMEM first if the best tiles do
     not fit (see scoped_vmem).
     """
-    from heuristics.scoped_vmem import stalled_small_tile_kernels
+    from .scoped_vmem import stalled_small_tile_kernels
 
     step = analysis.steps.step_time_ps["mean"] or 1
     small = {op.name for op, _ in stalled_small_tile_kernels(analysis)}

@@ -1,6 +1,17 @@
 """profanalyzer: where did the TPU7x step go, and which tuning lever to pull next."""
 
+import os as _os
+
 from profanalyzer.version import __version__
+
+# The rules live in the top-level heuristics/ folder (the product's layout names it) and install as
+# profanalyzer.heuristics (pyproject.toml's package-dir), so nothing named `heuristics` lands in
+# site-packages. Run from a source tree (no install, or an editable one), that folder is found by
+# searching the tree's root too, after this package's own folder (only names this package lacks).
+_here = _os.path.dirname(_os.path.abspath(__file__))
+if not _os.path.isdir(_os.path.join(_here, "heuristics")) and _os.path.isfile(
+        _os.path.join(_os.path.dirname(_here), "heuristics", "__init__.py")):
+    __path__.append(_os.path.dirname(_here))
 
 __all__ = ["__version__", "load"]
 

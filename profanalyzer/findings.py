@@ -42,7 +42,7 @@ __all__ = [
 
 
 def all_rules() -> tuple[Rule, ...]:
-    from heuristics import registry
+    from profanalyzer.heuristics import registry
 
     return registry()
 

@@ -15,13 +15,16 @@ The allowlists name today's exceptions, each with why; they should only shrink.
 from __future__ import annotations
 
 import ast
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("profanalyzer", "heuristics")
+#: The packages scanned: (folder, the package it installs as). The rules' folder heuristics/ installs as
+#: profanalyzer.heuristics (pyproject.toml's package-dir).
+PACKAGES = (("profanalyzer", "profanalyzer"), ("heuristics", "profanalyzer.heuristics"))
 
 #: Cycles through deferred (function-level) imports that exist today, each a
 #: sorted tuple of the modules of one strongly connected component. Empty it;
@@ -45,9 +48,9 @@ class Import:
 def module_files() -> dict[str, Path]:
     """Module name -> source file, for every module of PACKAGES."""
     out = {}
-    for pkg in PACKAGES:
-        for f in sorted((ROOT / pkg).rglob("*.py")):
-            parts = list(f.relative_to(ROOT).with_suffix("").parts)
+    for folder, pkg in PACKAGES:
+        for f in sorted((ROOT / folder).rglob("*.py")):
+            parts = [*pkg.split("."), *f.relative_to(ROOT / folder).with_suffix("").parts]
             if parts[-1] == "__init__":
                 parts.pop()
             out[".".join(parts)] = f
@@ -148,7 +151,7 @@ def _private(name: str) -> bool:
 
 
 def _ours(module: str) -> bool:
-    return module.split(".")[0] in PACKAGES
+    return module.split(".")[0] == "profanalyzer"
 
 
 def import_graph(files: dict[str, Path], imports: list[Import], deferred: bool = False) -> dict[str, set[str]]:
@@ -236,7 +239,7 @@ def collected():
 
 def test_the_scan_sees_the_code(collected):
     files, imports, _ = collected
-    assert {"profanalyzer.cli", "profanalyzer.cli._common", "profanalyzer.fleet.execute", "heuristics"} <= set(files)
+    assert {"profanalyzer.cli", "profanalyzer.cli._common", "profanalyzer.fleet.execute", "profanalyzer.heuristics"} <= set(files)
     graph = import_graph(files, imports)
     assert "profanalyzer.cli._common" in graph["profanalyzer.cli.analyze"]
     assert "profanalyzer.fleet.records" in graph["profanalyzer.fleet.aggregate"]
@@ -332,7 +335,7 @@ STAGES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("input", ("profanalyzer.xspace", "profanalyzer.hlo")),
     ("classify", ("profanalyzer.classify",)),
     ("analyze", ("profanalyzer.analyze",)),
-    ("rules", ("profanalyzer.rules", "heuristics", "profanalyzer.findings", "profanalyzer.whatif", "profanalyzer.verify",
+    ("rules", ("profanalyzer.rules", "profanalyzer.heuristics", "profanalyzer.findings", "profanalyzer.whatif", "profanalyzer.verify",
                "profanalyzer.explain")),
     ("run", ("profanalyzer.run",)),
     ("compare", ("profanalyzer.compare", "profanalyzer.opmatch", "profanalyzer.budget", "profanalyzer.fleet")),
@@ -455,3 +458,18 @@ def test_only_run_calls_the_analysis_stages(collected):
     # the scan sees the calls it forbids: run.py's own
     own = [i for i in imports if i.importer == "profanalyzer.run" and i.module in STAGE_MODULES and i.name in STAGE_CALLS]
     assert {i.name for i in own} >= {"read_trace", "attribute", "analyze_attributed", "run_rules", "load_analysis"}
+
+
+def test_the_rules_install_inside_the_package():
+    """heuristics/ installs as profanalyzer.heuristics (nothing named `heuristics` in site-packages), and the
+    package list names every package folder, so a new one is not left out of the wheel."""
+    import tomllib
+
+    conf = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["setuptools"]
+    assert conf["package-dir"] == {"profanalyzer.heuristics": "heuristics"}
+    folders = {".".join(p.parent.relative_to(ROOT).parts) for p in (ROOT / "profanalyzer").rglob("__init__.py")}
+    assert set(conf["packages"]) == folders | {"profanalyzer.heuristics"}
+    users = [str(f.relative_to(ROOT)) for d in ("profanalyzer", "heuristics", "tests", "tools", "benchmarks")
+             for f in (ROOT / d).rglob("*.py") if re.search(r"^\s*(from heuristics\b|import heuristics\b)",
+                                                             f.read_text(encoding="utf-8"), re.M)]
+    assert users == []

@@ -81,7 +81,7 @@ def test_per_type_numbers_follow_the_windows(synth):
 def test_quiet_without_collectives_or_with_two_cores():
     from dataclasses import replace
 
-    from heuristics.late_core import late_core
+    from profanalyzer.heuristics.late_core import late_core
 
     a, _ = _run(f"{SAMPLES}/straggler_core.xplane.pb.gz")
     assert late_core.check(a)

@@ -8,12 +8,12 @@ from __future__ import annotations
 import pytest
 from conftest import analysis_of, findings_of
 
-from heuristics.fp8 import fp8_saving
 from profanalyzer.hardware import (
     FP8_GUIDE_TYPICAL_SPEEDUP,
     FP8_MEASURED_SPEEDUPS,
     fp8_measured_range,
 )
+from profanalyzer.heuristics.fp8 import fp8_saving
 from profanalyzer.whatif import FP8_MAX_SPEEDUP, what_if
 
 
@@ -75,7 +75,7 @@ def test_the_cap_is_the_fastest_recipe(monkeypatch):
     the estimate stops at the fastest measured recipe, and says so."""
     from dataclasses import replace
 
-    from heuristics.fp8 import bf16_to_fp8
+    from profanalyzer.heuristics.fp8 import bf16_to_fp8
 
     a = analysis_of("bf16_dense")
     step = a.steps.step_time_ps["mean"]

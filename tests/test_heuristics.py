@@ -8,8 +8,8 @@ import re
 import pytest
 from conftest import analysis_of, findings_of, real_tpu_names, sample_names
 
-from heuristics import LEVER_MODULES, registry
 from profanalyzer.findings import merge, run_rules
+from profanalyzer.heuristics import LEVER_MODULES, registry
 from profanalyzer.model import Finding
 from profanalyzer.synth import SCENARIOS
 from profanalyzer.vocab import LEVERS

@@ -186,7 +186,7 @@ def test_host_activity_names_what_the_host_did(monkeypatch):
     assert top.ps == pytest.approx(spec.host_gap_us * US, rel=0.01)
     assert top.fraction == pytest.approx(a.idle_causes["host_dispatch"].ps / (a.idle_causes["host_dispatch"].ps + a.idle_causes["host_wait"].ps), rel=0.01)
     # the rule cites it
-    from heuristics.host_bound import host_bound
+    from profanalyzer.heuristics.host_bound import host_bound
 
     (f,) = host_bound.check(a)
     assert any("InputPipeline::GetNext" in e for e in f.evidence)

@@ -27,7 +27,7 @@ FLOORS = {
     "profanalyzer.analyze.timeline": 5, "profanalyzer.analyze.scopes": 5, "profanalyzer.analyze.idle": 5, "profanalyzer.analyze.memory": 5, "profanalyzer.analyze.stepclass": 5, "profanalyzer.analyze.hostplanes": 5, "profanalyzer.analyze.expected": 5,
     "profanalyzer.analyze.analysis": 6, "profanalyzer.analyze.workload": 6,
     "profanalyzer.rules": 7,
-    "heuristics": 8,
+    "profanalyzer.heuristics": 8,
     "profanalyzer.findings": 9, "profanalyzer.verify": 9, "profanalyzer.whatif": 9,
     "profanalyzer.compare": 10, "profanalyzer.opmatch": 10, "profanalyzer.budget": 10,
     "profanalyzer.report": 11,
@@ -60,7 +60,9 @@ def floor(module: str) -> int | None:
 
 
 def module_of(path: str) -> str:
-    return path[:-3].replace("/", ".").removesuffix(".__init__")
+    """The module a file installs as (heuristics/ is profanalyzer.heuristics)."""
+    name = path[:-3].replace("/", ".").removesuffix(".__init__")
+    return "profanalyzer." + name if name.split(".")[0] == "heuristics" else name
 
 
 def imports(path: str):
@@ -79,7 +81,7 @@ def test_imports_point_down(path):
     assert me is not None, path
     up = []
     for mod, names in imports(path):
-        if not (mod.startswith("profanalyzer") or mod.startswith("heuristics")):
+        if not mod.startswith("profanalyzer"):
             continue
         targets = [mod] + [f"{mod}.{n}" for n in names]  # `from profanalyzer.report import svg`
         f = min((x for x in (floor(t) for t in targets) if x is not None), default=None)

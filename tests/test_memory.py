@@ -212,7 +212,7 @@ def test_synthesized_capture_matches_its_plan():
 
 
 def test_headroom_line_for_the_rules(v6e):
-    from heuristics.headroom import headroom
+    from profanalyzer.heuristics.headroom import headroom
 
     h = headroom(v6e, need_bytes=5e9)
     m = v6e.memory  # memory held prints in GiB (issue 32 item 11), the allocator's capacity here

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from conftest import sample_path
 
-from heuristics.headroom import headroom
 from profanalyzer.analyze.analysis import AnalysisOptions, analyze
 from profanalyzer.format import gib
 from profanalyzer.hardware import CHIPS
+from profanalyzer.heuristics.headroom import headroom
 
 
 def test_gib_formatter():

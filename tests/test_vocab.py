@@ -54,7 +54,7 @@ def test_matmul_precisions_have_peaks():
 
 
 def test_every_lever_has_section_label_and_rules():
-    from heuristics import LEVER_MODULES, registry
+    from profanalyzer.heuristics import LEVER_MODULES, registry
 
     rules = registry()
     assert [lv.section for lv in vocab.LEVER_TABLE] == [f"L{i}" for i in range(1, len(vocab.LEVER_TABLE) + 1)]
@@ -67,8 +67,8 @@ def test_every_lever_has_section_label_and_rules():
 
 
 def test_every_rule_finding_cites_its_lever_section():
-    from heuristics import registry
     from profanalyzer.analyze.analysis import analyze
+    from profanalyzer.heuristics import registry
 
     a = analyze(Path(__file__).resolve().parent.parent / "sample_traces" / "bf16_dense.xplane.pb.gz")
     for r in registry():

@@ -98,7 +98,7 @@ def source_flags() -> dict[str, list[str]]:
 
 def printed_flags() -> dict[str, set[str]]:
     """Flags (name -> printed values) in what each rule prints on its firing fixture."""
-    from heuristics import registry
+    from profanalyzer.heuristics import registry
 
     out: dict[str, set[str]] = {}
     for r in registry():

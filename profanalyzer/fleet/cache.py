@@ -30,10 +30,13 @@ def default_cache_dir() -> Path:
 def fingerprint_sources() -> list[tuple[str, Path]]:
     """(label, file) of every Python source of profanalyzer and of its rules
     (``heuristics``), sorted per package: what :func:`code_fingerprint` hashes."""
-    import heuristics
+    from profanalyzer import heuristics
 
     out: list[tuple[str, Path]] = []
-    for pkg in (Path(__file__).resolve().parents[1], Path(heuristics.__file__).resolve().parent):
+    root = Path(__file__).resolve().parents[1]
+    rules = Path(heuristics.__file__).resolve().parent
+    # installed, the rules are inside the package (profanalyzer/heuristics/): hashed once, with it
+    for pkg in (root,) + (() if rules.is_relative_to(root) else (rules,)):
         out.extend((f"{pkg.name}/{f.relative_to(pkg).as_posix()}", f) for f in sorted(pkg.rglob("*.py")))
     return out
 
