@@ -27,11 +27,15 @@ import functools
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from profanalyzer.hardware import Chip
 from profanalyzer.parts import ProgramMemory
+
+if TYPE_CHECKING:  # the input stage's type, named for the checker only (records import no reader)
+    from profanalyzer.hlo.model import Program
 
 # Line names (exact, as the TPU runtime writes them).
 LINE_STEPS = "Steps"
@@ -201,7 +205,7 @@ class Trace:
     program_memory: ProgramMemory | None = None  # a compiled program's HBM (profanalyzer.hlo.compiled); None: a capture
     #: a compiled program's own profanalyzer.hlo.model.Program, text or proto alike (None: a capture, whose programs
     #: are read from its /host:metadata plane when a stage asks)
-    program: object | None = None
+    program: Program | None = None
 
     @property
     def tensorcores(self) -> tuple[Plane, ...]:

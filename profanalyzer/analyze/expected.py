@@ -85,11 +85,15 @@ def expected_vs_measured(trace: Trace, read: Callable[[], tuple[Program | None, 
     these steps' windows (None: the whole capture)."""
     notes: list[str] = []
     chip = trace.chip
-    if not trace.hosts:
+    own = trace.program  # a replayed compiled program carries its own, text or proto alike
+    if own is None and not trace.hosts:
         return Expected(chip.clock_ghz, (), ("no host files",))
-    if not any(h.plane_kinds.get("metadata") for h in trace.hosts):
+    if own is None and not any(h.plane_kinds.get("metadata") for h in trace.hosts):
         return Expected(chip.clock_ghz, (), ("no HLO: the capture has no /host:metadata plane",))
-    program, why = read() if read is not None else read_trace_program(trace.hosts[0].file)
+    if read is not None:
+        program, why = read()
+    else:
+        program, why = (own, "") if own is not None else read_trace_program(trace.hosts[0].file)
     if program is None:
         return Expected(chip.clock_ghz, (), (why,))
     main = program.main

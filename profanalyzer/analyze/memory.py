@@ -406,7 +406,7 @@ def trace_memory(trace: Trace) -> MemorySummary:
     (a program has no allocator: it never ran)."""
     program = trace.program
     if program is not None:
-        main = getattr(program, "main", None)
+        main = program.main if program.modules else None
         name = main.name if main is not None else ""
         notes = ["a compiled program: no allocator activity (it never ran)"]
         try:
