@@ -10,6 +10,8 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import sys
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import click
 
@@ -27,6 +29,9 @@ from profanalyzer.cli._common import (
     write_text,
 )
 from profanalyzer.xspace.sources import is_url
+
+if TYPE_CHECKING:
+    from profanalyzer.run import RunOptions
 
 _CHIP_HELP = "Chip generation; overrides the trace's device_type_string."
 
@@ -189,9 +194,34 @@ def analyze(trace: str, chip: str | None, jobs: int | None, json_out: str | None
     check_outputs([trace, history], [("--json", json_out), ("--markdown", md_out),
                                      ("-o", None if no_html else output), ("--trace-out", trace_out),
                                      *(("--write", d) for _, d in writes)])
+    from profanalyzer.run import RunOptions
+
     with _local(trace) as local:
-        _analyze(local, trace, chip, jobs, json_out, top, select, ignore, output, no_html, md_out, timestamp, quiet,
-                 trace_out, trace_steps, what_if_levers, history, by_scope, memory, host_act, writes)
+        _analyze(AnalyzeRequest(local, trace, RunOptions(chip=chip, jobs=jobs, memory=memory, host_activity=host_act,
+                                                         select=_codes(select), ignore=_codes(ignore), label=trace),
+                                json_out, md_out, None if no_html else output, writes, trace_out, trace_steps,
+                                what_if_levers, history, top, by_scope, timestamp, quiet))
+
+
+@dataclass(frozen=True)
+class AnalyzeRequest:
+    """What `analyze` was asked for, checked: the input, how to run it, and where each output goes."""
+
+    trace: str  # the local path read (a URL's temporary copy)
+    label: str  # the input as the user named it
+    run: RunOptions  # chip, jobs, memory, host activity, rule selection, label (progress and on_read set later)
+    json_out: str | None = None
+    md_out: str | None = None
+    html_out: str | None = None  # None: no HTML report (--no-html)
+    writes: tuple[tuple[str, str], ...] = ()  # --write (renderer, path)
+    trace_out: str | None = None
+    trace_steps: str | None = None
+    what_if: str | None = None  # --what-if LEVERS
+    history: str | None = None  # --history DIR
+    top: int = 10
+    by_scope: int | None = None
+    timestamp: bool = False
+    quiet: bool = False
 
 
 def _writes(values: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
@@ -217,20 +247,18 @@ def _local(trace: str, selective: bool = True):
     return local_copy(trace, selective=selective)
 
 
-def _analyze(trace: str, label: str, chip: str | None, jobs: int | None, json_out: str | None, top: int, select: str, ignore: str,
-             output: str | None, no_html: bool, md_out: str | None, timestamp: bool, quiet: bool,
-             trace_out: str | None = None, trace_steps: str | None = None, what_if_levers: str | None = None,
-             history: str | None = None, by_scope: int | None = None, memory: bool = False, host_act: bool = False,
-             writes: tuple[tuple[str, str], ...] = ()) -> None:
+def _analyze(req: AnalyzeRequest) -> None:
     from profanalyzer.documents import is_analysis_document
     from profanalyzer.report.registry import RENDERERS, RenderOptions
-    from profanalyzer.run import Run, RunOptions, run
+    from profanalyzer.run import Run, run
 
+    trace, label, quiet, trace_out = req.trace, req.label, req.quiet, req.trace_out
+    no_html, json_out, md_out, writes = req.html_out is None, req.json_out, req.md_out, req.writes
     markers: dict[str, str] | None = None
     if trace_out:
         from profanalyzer.perfetto import parse_steps
 
-        wanted = parse_steps(trace_steps or "")
+        wanted = parse_steps(req.trace_steps or "")
         if is_analysis_document(trace):
             raise click.UsageError("--trace-out needs the trace itself, not a saved analysis")
     progress = _progress(quiet, trace)
@@ -245,8 +273,7 @@ def _analyze(trace: str, label: str, chip: str | None, jobs: int | None, json_ou
             hashed["get"] = (_hash_in_background(trace) if label == trace
                              else (lambda: "not computed (a URL input, read through a partial copy)"))
 
-    r = run(trace, RunOptions(chip=chip, jobs=jobs, progress=progress, memory=memory, host_activity=host_act,
-                              select=_codes(select), ignore=_codes(ignore), label=label, on_read=on_read))
+    r = run(trace, dataclasses.replace(req.run, progress=progress, on_read=on_read))
     a, f = r.analysis, r.findings
     if r.attributed is None:  # a saved `--json` document: rendered again without the trace
         digest = None if no_html else _hash_in_background(trace)
@@ -262,10 +289,10 @@ def _analyze(trace: str, label: str, chip: str | None, jobs: int | None, json_ou
             del exported
             click.echo(f"trace: {trace_out}", err=True)
     del r  # the trace and its attribution are freed before the outputs render
-    extra, extra_lines = _levers_and_history(a, f, what_if_levers, history, trace)
+    extra, extra_lines = _levers_and_history(a, f, req.what_if, req.history, trace)
     done = Run(a, f)
     to_stdout = json_out == "-" or md_out == "-" or any(d == "-" for _, d in writes)
-    opts = RenderOptions(top=top, by_scope=by_scope, extra=extra, extra_lines=tuple(extra_lines), trace_markers=markers)
+    opts = RenderOptions(top=req.top, by_scope=req.by_scope, extra=extra, extra_lines=tuple(extra_lines), trace_markers=markers)
     if json_out:
         write_text(RENDERERS["json"].render(done, opts), json_out, announce=json_out != "-")
     if md_out:
@@ -274,8 +301,8 @@ def _analyze(trace: str, label: str, chip: str | None, jobs: int | None, json_ou
         from profanalyzer.report.html import default_output_path
 
         html_opts = dataclasses.replace(opts, command_line=command_line(), input_sha256=digest(),
-                                        timestamp=utc_timestamp() if timestamp else None)
-        dest = output or str(default_output_path(label))
+                                        timestamp=utc_timestamp() if req.timestamp else None)
+        dest = req.html_out or str(default_output_path(label))
         write_text(RENDERERS["html"].render(done, html_opts), dest, announce=False)
         click.echo(f"report: {dest}", err=to_stdout)
     for name, dest in writes:  # --write FORMAT=FILE: any renderer of the registry
