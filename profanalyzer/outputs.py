@@ -19,17 +19,23 @@ Two halves, used in this order by every command:
 Inputs and outputs that are URLs (``gs://...``) or ``-`` (stdout) are not
 local files and are not checked here.
 
+Also the outputs' names and the input's hash: `default_output_path` (`./<trace-stem>.report.html`)
+and `file_sha256` (a file, or a folder's files, memory-mapped chunk by chunk).
+
 Imports the standard library and profanalyzer.errors only (floor 0).
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import mmap
 import os
 import re
 import stat
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import IO
 
 from profanalyzer.errors import OutputError
@@ -281,3 +287,78 @@ def write_bytes(data: bytes, dest: str | os.PathLike) -> None:
 def write_text(text: str, dest: str | os.PathLike) -> None:
     """Write `text` (UTF-8, newlines as given) to `dest` atomically."""
     write_bytes(text.encode("utf-8"), dest)
+
+
+# ---------------------------------------------------------------------------
+# Naming and hashing: the default output path of an input, and the input's SHA-256 (the report footer)
+# ---------------------------------------------------------------------------
+
+
+def file_sha256(path: str | Path) -> str:
+    """SHA-256 of an input file, or of a folder's files (sorted relative paths
+    and contents) for a run folder / log dir."""
+    p = Path(path)
+    h = hashlib.sha256()
+    buf = bytearray(_HASH_CHUNK)
+
+    def add(f: Path) -> None:
+        with open(f, "rb") as fh:
+            if not _add_mapped(h, fh):
+                view = memoryview(buf)
+                while n := fh.readinto(buf):
+                    h.update(view[:n])
+
+    if p.is_dir():
+        for f in sorted(x for x in p.rglob("*") if x.is_file()):
+            h.update(str(f.relative_to(p).as_posix()).encode() + b"\0")
+            add(f)
+    else:
+        add(p)
+    return h.hexdigest()
+
+
+#: Bytes hashed at a time. hashlib releases the GIL while it hashes each
+#: chunk, so hashing on a thread barely slows the analysis.
+_HASH_CHUNK = 8 << 20
+
+
+def _add_mapped(h, fh) -> bool:
+    """Hash the open file through a read-only memory map, chunk by chunk,
+    each chunk's pages dropped from this process once hashed (they stay in
+    the page cache): no copy into a buffer, and resident memory stays at
+    one chunk. False when the file cannot be mapped (empty, a pipe, no
+    madvise): the caller reads it instead."""
+    if not hasattr(mmap, "MADV_DONTNEED"):
+        return False
+    try:
+        size = os.fstat(fh.fileno()).st_size
+        if size <= 0:
+            return False
+        mm = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
+    except (OSError, ValueError):
+        return False
+    try:
+        for off in range(0, len(mm), _HASH_CHUNK):
+            with memoryview(mm)[off:off + _HASH_CHUNK] as view:
+                h.update(view)
+            mm.madvise(mmap.MADV_DONTNEED, off, min(_HASH_CHUNK, len(mm) - off))
+    finally:
+        mm.close()
+    return True
+
+
+_TRACE_SUFFIXES = (".xplane.pb.gz", ".xplane.pb", ".pb.gz", ".pb", ".gz")
+
+
+def trace_stem(trace: str | Path) -> str:
+    """`runs/a/h0.xplane.pb.gz` -> `h0`; a run folder or log dir -> its name."""
+    name = Path(str(trace).rstrip("/\\")).name or "trace"
+    for s in _TRACE_SUFFIXES:
+        if name.endswith(s) and len(name) > len(s):
+            return name[: -len(s)]
+    return name
+
+
+def default_output_path(trace: str | Path, suffix: str = ".report.html") -> Path:
+    """The CLI's default report path: `./<trace-stem>.report.html`."""
+    return Path(f"{trace_stem(trace)}{suffix}")

@@ -53,7 +53,8 @@ def render_sample(path: Path, analysis=None, findings=None) -> tuple[str, str]:
 
     from profanalyzer.analyze.analysis import analyze
     from profanalyzer.findings import run_rules
-    from profanalyzer.report.html import file_sha256, render_html
+    from profanalyzer.outputs import file_sha256
+    from profanalyzer.report.html import render_html
     from profanalyzer.report.markdown import render_markdown
 
     a = analysis if analysis is not None else analyze(path)

@@ -188,7 +188,7 @@ def analyze(trace: str, chip: str | None, jobs: int | None, json_out: str | None
     if trace_steps is not None and not trace_out:
         raise click.UsageError("--steps selects what --trace-out exports: pass --trace-out FILE.json.gz too")
     if not no_html and output is None:
-        from profanalyzer.report.html import default_output_path
+        from profanalyzer.outputs import default_output_path
 
         output = str(default_output_path(trace))
     check_outputs([trace, history], [("--json", json_out), ("--markdown", md_out),
@@ -298,7 +298,7 @@ def _analyze(req: AnalyzeRequest) -> None:
     if md_out:
         write_text(RENDERERS["markdown"].render(done, opts), md_out)
     if digest is not None:
-        from profanalyzer.report.html import default_output_path
+        from profanalyzer.outputs import default_output_path
 
         html_opts = dataclasses.replace(opts, command_line=command_line(), input_sha256=digest(),
                                         timestamp=utc_timestamp() if req.timestamp else None)
@@ -347,7 +347,7 @@ def _hash_in_background(trace: str):
     the GIL on large buffers. Returns a getter."""
     import threading
 
-    from profanalyzer.report.html import file_sha256
+    from profanalyzer.outputs import file_sha256
 
     box: dict[str, object] = {}
 

@@ -11,13 +11,9 @@ the same bytes (no timestamp unless one is passed).
 
 from __future__ import annotations
 
-import hashlib
-import mmap
-import os
 from collections.abc import Mapping
 from dataclasses import replace
 from functools import lru_cache
-from pathlib import Path
 
 import jinja2
 
@@ -63,73 +59,3 @@ def render_html(
         cards = tuple(replace(c, trace_marker=trace_markers.get(c.code, "")) for c in ctx.recs.cards)
         ctx = replace(ctx, recs=replace(ctx.recs, cards=cards))
     return render_context(ctx)
-
-
-def file_sha256(path: str | Path) -> str:
-    """SHA-256 of an input file, or of a folder's files (sorted relative paths
-    and contents) for a run folder / log dir."""
-    p = Path(path)
-    h = hashlib.sha256()
-    buf = bytearray(_CHUNK)
-
-    def add(f: Path) -> None:
-        with open(f, "rb") as fh:
-            if not _add_mapped(h, fh):
-                view = memoryview(buf)
-                while n := fh.readinto(buf):
-                    h.update(view[:n])
-
-    if p.is_dir():
-        for f in sorted(x for x in p.rglob("*") if x.is_file()):
-            h.update(str(f.relative_to(p).as_posix()).encode() + b"\0")
-            add(f)
-    else:
-        add(p)
-    return h.hexdigest()
-
-
-#: Bytes hashed at a time. hashlib releases the GIL while it hashes each
-#: chunk, so hashing on a thread barely slows the analysis.
-_CHUNK = 8 << 20
-
-
-def _add_mapped(h, fh) -> bool:
-    """Hash the open file through a read-only memory map, chunk by chunk,
-    each chunk's pages dropped from this process once hashed (they stay in
-    the page cache): no copy into a buffer, and resident memory stays at
-    one chunk. False when the file cannot be mapped (empty, a pipe, no
-    madvise): the caller reads it instead."""
-    if not hasattr(mmap, "MADV_DONTNEED"):
-        return False
-    try:
-        size = os.fstat(fh.fileno()).st_size
-        if size <= 0:
-            return False
-        mm = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
-    except (OSError, ValueError):
-        return False
-    try:
-        for off in range(0, len(mm), _CHUNK):
-            with memoryview(mm)[off:off + _CHUNK] as view:
-                h.update(view)
-            mm.madvise(mmap.MADV_DONTNEED, off, min(_CHUNK, len(mm) - off))
-    finally:
-        mm.close()
-    return True
-
-
-_TRACE_SUFFIXES = (".xplane.pb.gz", ".xplane.pb", ".pb.gz", ".pb", ".gz")
-
-
-def trace_stem(trace: str | Path) -> str:
-    """`runs/a/h0.xplane.pb.gz` -> `h0`; a run folder or log dir -> its name."""
-    name = Path(str(trace).rstrip("/\\")).name or "trace"
-    for s in _TRACE_SUFFIXES:
-        if name.endswith(s) and len(name) > len(s):
-            return name[: -len(s)]
-    return name
-
-
-def default_output_path(trace: str | Path, suffix: str = ".report.html") -> Path:
-    """The CLI's default report path: `./<trace-stem>.report.html`."""
-    return Path(f"{trace_stem(trace)}{suffix}")
