@@ -98,11 +98,12 @@ def is_json_document(path: str | Path) -> bool:
     if not p.is_file():
         return False
     try:
-        with open(p, "rb") as fh:
+        with open(p, "rb") as fh:  # one open: a gzip is inflated from the same handle
             head = fh.read(4096)
-        if head[:2] == b"\x1f\x8b":
-            with gzip.open(p, "rb") as gz:
-                head = gz.read(4096)
+            if head[:2] == b"\x1f\x8b":
+                fh.seek(0)
+                with gzip.GzipFile(fileobj=fh, mode="rb") as gz:
+                    head = gz.read(4096)
     except (OSError, EOFError, gzip.BadGzipFile, zlib.error):
         return False
     return head.lstrip()[:1] == b"{"

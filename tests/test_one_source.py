@@ -123,3 +123,34 @@ def test_a_compiled_program_is_built_in_memory(monkeypatch):
     m, pm = r.analysis.memory, r.analysis.program_memory
     # the memory section and the program's HBM tell one peak (the compiler's sum), from its own buffer assignment
     assert m.source == "buffer_assignment" and m.peak_bytes == pm.peak_bytes and m.hbm_bytes == pm.capacity_bytes
+
+
+def _opens(monkeypatch, path) -> list[str]:
+    """Each open of `path` during one run(): the function of profanalyzer's that opened it."""
+    import builtins
+    import io
+    import os
+    import traceback
+
+    from profanalyzer.run import run
+
+    want, seen, real = os.path.abspath(path), [], builtins.open
+
+    def counting(f, *a, **k):
+        if isinstance(f, (str, os.PathLike)) and os.path.abspath(os.fspath(f)) == want:
+            seen.append(next((fr.name for fr in reversed(traceback.extract_stack()[:-1])
+                              if "/profanalyzer/" in fr.filename), "?"))
+        return real(f, *a, **k)
+
+    monkeypatch.setattr(builtins, "open", counting)
+    monkeypatch.setattr(io, "open", counting)
+    run(path)
+    return seen
+
+
+def test_a_compiled_program_is_opened_twice_at_most(monkeypatch):
+    """The JSON sniff and the one read (a gzip inflated and a tar told from the same bytes; before: six
+    opens, four of them tarfile.is_tarfile trying each compression). A Source owning the input (issue 33)
+    takes the sniff's open away too."""
+    seen = _opens(monkeypatch, ROOT / "sample_traces" / "compiled" / "dense_fsdp.hlo.pb.gz")
+    assert seen == ["is_json_document", "read_program"]

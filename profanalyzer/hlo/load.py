@@ -184,10 +184,12 @@ def _read_folder(folder: Path) -> Program:
     return _program(mods, str(folder), [f"{folder.name}: stage {s} of {n}" for n, s in chosen], _aux(names, read, chosen))
 
 
-def _read_tar(path: Path) -> Program:
+def _read_tar(path: Path, data: bytes | None = None) -> Program:
+    """The modules of a dump archived as a tar, streamed from `path` (one open), or read from `data` (its
+    bytes, when the caller read them to tell a gzipped tar from a gzipped program)."""
     try:
-        tf = tarfile.open(path, "r:*")
-    except (tarfile.TarError, OSError) as e:
+        tf = tarfile.open(path, "r:*") if data is None else tarfile.open(fileobj=io.BytesIO(data), mode="r:*")
+    except (tarfile.TarError, OSError, EOFError) as e:
         raise InputError(f"{path}: not a readable tar archive ({e})") from None
     with tf:
         infos = {m.name: m for m in tf.getmembers() if m.isfile() and m.size <= MAX_BYTES}
@@ -260,14 +262,17 @@ def read_program(path: str | os.PathLike, programs: Collection[str] | None = Non
             return _read_folder(p)
         if name.endswith(".xplane.pb") or name.endswith(".xplane.pb.gz"):
             return _read_capture(p, programs)
-        if name.endswith(TAR_SUFFIXES) or (name.endswith(".gz") and _is_tar(p)):
+        if name.endswith(TAR_SUFFIXES):
             return _read_tar(p)
         if p.stat().st_size > MAX_BYTES:
             raise InputError(f"{p}: larger than {MAX_BYTES >> 20} MiB")
-        data = p.read_bytes()
+        data = p.read_bytes()  # the one read of the file: a gzip is inflated, a tar opened, from these bytes
     except OSError as e:
         raise InputError(f"{p}: cannot read: {e.strerror or e}") from None
-    return _program([_module_from_bytes(data, str(p))], str(p), [],
+    plain = _gunzip(data, str(p)) if data[:2] == b"\x1f\x8b" else data
+    if _is_tar(plain):  # a gzipped tar not named as one
+        return _read_tar(p, data)
+    return _program([_module_from_bytes(plain, str(p))], str(p), [],
                     DumpFiles(compiler_json=_compiler_json(p), assignment_protos=_assignment_siblings(p)))
 
 
@@ -320,11 +325,9 @@ def _assignment_siblings(p: Path) -> tuple[bytes, ...]:
     return tuple(out)
 
 
-def _is_tar(p: Path) -> bool:
-    try:
-        return tarfile.is_tarfile(p)
-    except OSError:
-        return False
+def _is_tar(data: bytes) -> bool:
+    """A (decompressed) tar archive: the POSIX/GNU magic of its first header (offset 257)."""
+    return data[257:262] == b"ustar"
 
 
 def read_trace_program(file: str | os.PathLike | None,
