@@ -189,6 +189,8 @@ XPLANE_SUFFIXES = (".xplane.pb.gz", ".xplane.pb")
 
 #: HLO ops whose work is their body's: the body's ops run (and are measured, and carry the FLOPs) as events of
 #: their own, enclosed by the op's event (a scanned layer stack's while loop)
+#: The stat of a `/host:metadata` event that holds a program's serialized HloProto (XProf's name).
+HLO_PROTO_STAT = "Hlo Proto"
 #: Source files of frameworks and libraries, not the user's model code: a source line walks out of them
 #: (through the op's stack frames) to the first frame of the user's own (profanalyzer.hlo.model.StackFrames).
 FRAMEWORK_FILE = re.compile(r"(?:^|/)(?:jax|jaxlib|flax|optax|orbax|chex|haiku|equinox|torch|torch_xla|numpy|absl)/"

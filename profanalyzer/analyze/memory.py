@@ -53,6 +53,7 @@ from profanalyzer.hlo.memory import (
 from profanalyzer.hlo.model import Shape
 from profanalyzer.model import MemoryBuffer, MemorySummary
 from profanalyzer.trace import LINE_MODULES, Trace
+from profanalyzer.vocab import HLO_PROTO_STAT
 from profanalyzer.xspace import reader, wire, xplane_pb2
 from profanalyzer.xspace.metadata import (
     PL_EVENT_METADATA,
@@ -67,7 +68,7 @@ from profanalyzer.xspace.metadata import (
 __all__ = [
     "AllocatorPeak", "assignment_memory", "allocator_peak", "read_memory", "read_sources", "summarize",
     "dominant_program", "trace_memory", "MemorySources", "AssignmentMemory",
-    "HOST_COLOR", "HBM_COLOR", "TOP_BUFFERS", "HLO_PROTO_STAT", "shape_text",
+    "HOST_COLOR", "HBM_COLOR", "TOP_BUFFERS", "shape_text",
 ]
 
 #: Memory spaces (buffer `color`): 0 is HBM; 5 is host memory, `S(5)` in layouts.
@@ -75,7 +76,6 @@ HBM_COLOR = 0
 HOST_COLOR = 5
 #: Buffers listed at the peak.
 TOP_BUFFERS = 10
-HLO_PROTO_STAT = "Hlo Proto"
 MEMORY_EVENTS = ("MemoryAllocation", "MemoryDeallocation")
 
 def _plain_text(shape: Shape | None) -> str:

@@ -29,12 +29,12 @@ from profanalyzer.errors import InputError
 from profanalyzer.hlo.model import DumpFiles, Module, Program, pick_main
 from profanalyzer.hlo.proto import parse_hlo_proto_bytes
 from profanalyzer.hlo.text import looks_like_hlo_text, parse_text
+from profanalyzer.vocab import HLO_PROTO_STAT
 
-__all__ = ["read_program", "read_trace_program", "is_program_path", "STAGES", "HLO_PROTO_STAT"]
+__all__ = ["read_program", "read_trace_program", "is_program_path", "STAGES"]
 
 #: Stages of a module in a dump folder, final first.
 STAGES = ("after_codegen", "after_optimizations")
-HLO_PROTO_STAT = "Hlo Proto"
 PROTO_SUFFIXES = (".hlo_proto.pb", ".hlo.pb", ".hlo_proto.pb.gz", ".hlo.pb.gz")
 TAR_SUFFIXES = (".tar.gz", ".tgz", ".tar")
 #: Largest member / file read (bytes, decompressed).

@@ -57,6 +57,7 @@ from profanalyzer.hlo.schedule import (
 )
 from profanalyzer.hlo.traffic import buffer_bytes, moved_factor, start_result
 from profanalyzer.hlo.truth import HOST_MEMORY, category_of, collective_kind
+from profanalyzer.vocab import HLO_PROTO_STAT
 
 __all__ = ["ReplayOp", "Replay", "replay", "to_xspace", "PREDICTED_NOTE", "op_bound"]
 
@@ -455,7 +456,7 @@ def to_xspace(rep: Replay, hostname: str = "compiled") -> bytes:
             pid += 1
     if m.proto:  # the program's HloProto, where XProf keeps it (buffer assignment for --memory)
         meta = plane(pid, "/host:metadata")
-        meta.stat_metadata[1].id, meta.stat_metadata[1].name = 1, "Hlo Proto"
+        meta.stat_metadata[1].id, meta.stat_metadata[1].name = 1, HLO_PROTO_STAT
         em = meta.event_metadata[1]
         em.id, em.name = 1, program_name
         s = em.stats.add()
