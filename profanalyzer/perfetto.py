@@ -76,8 +76,7 @@ def _step_bounds(trace: Trace, w: CoreWork, step: int) -> tuple[int, int] | None
 def _core_events(trace: Trace, w: CoreWork, a: int, b: int, pid: int, tid0: int, step: int,
                  first_seen: dict[str, int], windows=None) -> list[dict]:
     """The ops, buckets and collectives tracks of one TensorCore over [a, b);
-    `windows`: the core's collective windows as the overlap stage built them
-    (Attributed.windows), else built here."""
+    `windows`: the core's collective windows (overlap.windows_for_core), else built here."""
     plane = w.plane
     ops_line = plane.line("XLA Ops")
     out: list[dict] = []
@@ -183,6 +182,7 @@ def trace_events(att: Attributed, analysis: Analysis, findings: Findings | None 
         tid0 = tid_next.get(pid, 1)
         tid_next[pid] = tid0 + 3 + len(trace.sparsecores_of(w.plane))
         meta.extend(_tracks(trace, w, pid, tid0))
+        wins = None  # the core's collective windows, built on its first exported step (the run's memo shared)
         for step in wanted:
             bounds = _step_bounds(trace, w, step)
             if bounds is None:
@@ -193,7 +193,9 @@ def trace_events(att: Attributed, analysis: Analysis, findings: Findings | None 
             seen = first_seen if w is work[0] else {}
             if w is work[0] and step_start is None:
                 step_start = a
-            events.extend(_core_events(trace, w, a, b, pid, tid0, step, seen, att.windows.get(w.plane.label)))
+            if wins is None:
+                wins = windows_for_core(w.plane, w.classes, {}, att.memo)[0]
+            events.extend(_core_events(trace, w, a, b, pid, tid0, step, seen, wins))
             events.append({"ph": "i", "s": "p", "pid": pid, "tid": tid0, "ts": _us(a), "name": f"step {step}", "cat": "step",
                            "args": {"step": step, "step_ps": b - a}})
     missing = [s for s in wanted if s not in found_steps]

@@ -154,3 +154,23 @@ def test_a_compiled_program_is_opened_twice_at_most(monkeypatch):
     takes the sniff's open away too."""
     seen = _opens(monkeypatch, ROOT / "sample_traces" / "compiled" / "dense_fsdp.hlo.pb.gz")
     assert seen == ["is_json_document", "read_program"]
+
+
+def test_the_overlap_stage_returns_its_windows_and_writes_nothing_into_the_context():
+    """Stages return their outputs: the overlap stage's windows are its result's, the context (Attributed)
+    holds none, and the trace export builds the same windows from the run's memo."""
+    import dataclasses
+
+    import numpy as np
+
+    from profanalyzer.analyze.overlap import analyze_overlap, windows_for_core
+    from profanalyzer.run import run
+
+    att = run(ROOT / "sample_traces" / "dense_short_fsdp.xplane.pb.gz").attributed
+    assert "windows" not in {f.name for f in dataclasses.fields(att)}
+    res = analyze_overlap(att)
+    assert len(res.windows) == len(att.work) > 1
+    for w, wins in zip(att.work, res.windows, strict=True):
+        mine = windows_for_core(w.plane, w.classes, {}, att.memo)[0]
+        assert len(wins) and np.array_equal(mine.start, wins.start) and np.array_equal(mine.end, wins.end)
+        assert np.array_equal(mine.type, wins.type)

@@ -106,9 +106,6 @@ class Attributed:
     #: The per-table features of the stages (opstats, overlap, idle, scopes):
     #: the run's one memo of the analysis path, living as long as this context.
     memo: TableMemo = field(default_factory=TableMemo, repr=False)
-    #: Each TensorCore's collective windows (all steps) by plane label, as the
-    #: overlap stage built them (the trace export reads them).
-    windows: dict[str, Any] = field(default_factory=dict, repr=False)
     #: The run's one classify cache (`classify.Memo`): what analysis.attribute
     #: classified, for the stages that classify an op again (overlap's windows,
     #: the SparseCore ops).

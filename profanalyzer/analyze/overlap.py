@@ -416,7 +416,6 @@ def analyze_overlap(att: Attributed) -> OverlapResult:
         exposed_total_ps=exposed_total,
         exposed_total_fraction=exposed_total / denom,
     )
-    att.windows.update((w.plane.label, wins) for w, wins in zip(work, all_windows, strict=True))  # one Windows per core
     return OverlapResult(types=types, communication=comm, sparsecore=sparsecore, windows=tuple(all_windows))
 
 
