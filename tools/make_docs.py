@@ -1,6 +1,7 @@
 """Write the generated pages of docs/: the CLI reference from the click
 commands' own help (`docs/cli.md`) and one page per rule from the rule
-registry (`docs/rules/CODE.md`, with the table `docs/rules/index.md`).
+registry (`docs/rules/CODE.md`, with the table `docs/rules/index.md`) and the
+JSON Schema of the `--json` document (`docs/schema.md`).
 tests/test_docs.py fails when they are stale.
 
     python tools/make_docs.py        # (make docs)
@@ -96,9 +97,21 @@ def rule_page(code: str) -> str:
     return "\n".join(out) + "\n"
 
 
+def schema_page() -> str:
+    """The JSON Schema of the `analyze --json` document, as `profanalyze schema` prints it."""
+    import json
+
+    from profanalyzer.schema import document_schema
+
+    return "\n".join(["# JSON Schema", "", GENERATED.format(what="profanalyzer.schema (`profanalyze schema`)"), "",
+                      "The JSON Schema (draft 2020-12) of the `analyze --json` document, generated from the typed "
+                      "records; [The JSON document](json.md) says how it is written and versioned.", "",
+                      "```json", json.dumps(document_schema(), indent=2, sort_keys=True), "```", ""])
+
+
 def pages() -> dict[str, Callable[[], str]]:
     """docs/ path -> the function writing it."""
-    out: dict[str, Callable[[], str]] = {"cli.md": cli_page, "rules/index.md": rules_index}
+    out: dict[str, Callable[[], str]] = {"cli.md": cli_page, "rules/index.md": rules_index, "schema.md": schema_page}
     for r in _rules():
         out[f"rules/{r.code}.md"] = partial(rule_page, r.code)
     return out
