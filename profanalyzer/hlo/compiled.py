@@ -26,13 +26,12 @@ from profanalyzer.hardware import (
 from profanalyzer.hlo.load import is_program_path, read_program
 from profanalyzer.hlo.memory import (
     MemoryStats,
+    assignment_final_stats,
     assignment_stats,
     compiler_stats,
-    final_stats,
     final_temp,
     parse_buffer_assignment,
-    proto_allocations,
-    proto_module_name,
+    read_assignment,
     text_heap,
 )
 from profanalyzer.hlo.model import Program
@@ -69,13 +68,17 @@ def _assignment(program: Program) -> MemoryStats | None:
     without a buffer assignment."""
     name = program.main.name
     for proto in ((program.main.proto,) if program.main.proto else ()) + program.files.assignment_protos:
-        if proto is program.main.proto or proto_module_name(proto) == name:
-            allocs = proto_allocations(proto)
-            got = final_stats(proto, allocs)
-            if got is not None:
-                return got
-            if allocs:  # an assignment with no color-0 heap: nothing temporary in HBM
-                return replace(assignment_stats(allocs), source="buffer assignment (no HBM heap)")
+        try:
+            assigned = read_assignment(proto)  # each proto decoded once
+        except ValueError:
+            continue
+        if assigned is None or (proto is not program.main.proto and assigned.module != name):
+            continue
+        got = assignment_final_stats(assigned)
+        if got is not None:
+            return got
+        if assigned.allocations:  # an assignment with no color-0 heap: nothing temporary in HBM
+            return replace(assignment_stats(assigned.allocations), source="buffer assignment (no HBM heap)")
     ba_text = program.files.buffer_assignment
     if ba_text:
         ba = assignment_stats(parse_buffer_assignment(ba_text))
@@ -94,11 +97,16 @@ def _compiler(program: Program):
     return comp
 
 
-def program_memory(program: Program, chip: Chip) -> ProgramMemory | None:
-    """HBM of the program per TensorCore as a record (the note's figures): the buffer assignment's sum, else the
-    compiler's memory_analysis; against the chip's HBM per TensorCore. None when the dump has neither."""
+def program_hbm(program: Program) -> tuple[MemoryStats | None, MemoryStats | None]:
+    """(the buffer assignment's figures, the compiler's memory_analysis) of a program, each read once."""
+    return _assignment(program), _compiler(program)
+
+
+def program_memory(ba: MemoryStats | None, comp: MemoryStats | None, chip: Chip) -> ProgramMemory | None:
+    """HBM of the program per TensorCore as a record (the note's figures, `program_hbm`): the buffer
+    assignment's sum, else the compiler's memory_analysis; against the chip's HBM per TensorCore. None when
+    the dump has neither."""
     cap = int(chip.hbm_gib * 2**30 / max(1, chip.planes_per_chip))
-    ba, comp = _assignment(program), _compiler(program)
     got = ba if ba is not None else comp
     if got is None:
         return None
@@ -107,17 +115,15 @@ def program_memory(program: Program, chip: Chip) -> ProgramMemory | None:
                          comp.peak if comp is not None and ba is not None else None)
 
 
-def memory_note(program: Program, chip: Chip) -> str:
-    """HBM of the program per TensorCore: the buffer assignment's argument +
+def memory_note(ba: MemoryStats | None, comp: MemoryStats | None, chip: Chip) -> str:
+    """HBM of the program per TensorCore (`program_hbm`): the buffer assignment's argument +
     output - alias + temp, the compiler's own figure, the fit in the chip."""
     parts = []
     cap = chip.hbm_gib * 2**30 / max(1, chip.planes_per_chip)
-    ba = _assignment(program)
     if ba is not None:
         parts.append(f"HBM from the {ba.source}: argument {ba.argument} + output {ba.output} - "
                      f"alias {ba.alias} + temp {ba.temp} = {ba.peak} bytes ({ba.peak / cap:.1%} of {cap / 2**30:g} GiB "
                      "per TensorCore)")
-    comp = _compiler(program)
     if comp is not None:
         parts.append(f"the compiler's memory_analysis: argument {comp.argument} + output {comp.output} - alias "
                      f"{comp.alias} + temp {comp.temp} = {comp.peak} bytes ({comp.peak / cap:.1%} of the HBM)")
@@ -134,10 +140,11 @@ def load_program_trace(path: str | Path, *, chip: str | None = None, lines: Coll
     trace = trace_from_bytes(to_xspace(rep), str(path), chip=ch.key, lines=lines)
     note = (f"{PREDICTED_NOTE}; module {program.why_main}; predicted step {rep.step_ps / 1e9:.3f} ms; "
             "assumptions: " + "; ".join(rep.assumptions))
-    mem = memory_note(program, ch)
+    hbm = program_hbm(program)
+    mem = memory_note(*hbm, ch)
     if mem:
         note += "; " + mem
     # the replay writes a Steps line to give the pipeline its one step: the step is the schedule's, say so
     steps = {k: replace(v, source=STEP_SOURCE) for k, v in trace.steps.items()}
     return replace(trace, source=str(path), input_kind=INPUT_KIND, run=None, note=note,
-                   chip_source=chip_source, steps=steps, program_memory=program_memory(program, ch), program=program)
+                   chip_source=chip_source, steps=steps, program_memory=program_memory(*hbm, ch), program=program)

@@ -68,7 +68,7 @@ from profanalyzer.hlo.model import Shape
 __all__ = ["HBM_PROGRAM_ALIGNMENT", "Allocation", "BufferAssignment", "Heap", "HeapEvent", "LogicalBuffer",
            "MemoryStats", "TracePeak", "ALLOC", "FREE", "SHARE_WITH", "assignment_stats", "compiler_stats",
            "final_stats", "final_temp", "memory_report_total", "parse_buffer_assignment", "proto_allocations",
-           "proto_heap", "proto_module_name", "read_assignment", "text_heap", "trace_peak"]
+           "proto_heap", "read_assignment", "text_heap", "trace_peak", "assignment_heap", "assignment_final_stats"]
 
 _ALLOC = re.compile(r"^allocation (\d+): size (\d+)(?:, color (\d+))?, (.*?):?\s*$")
 _STAT = re.compile(r"(\w+_size_in_bytes)=(\d+)")
@@ -293,19 +293,20 @@ def trace_peak(sizes: Mapping[int, int], events: Sequence[HeapEvent]) -> TracePe
     return TracePeak(peak, at, at_live)
 
 
-def proto_heap(proto: bytes, allocs: tuple[Allocation, ...] | None = None) -> Heap | None:
-    """The color-0 heap of a serialized HloProto's buffer assignment; None
-    without one (or on bytes that do not decode). Its peak buffers are the
-    assignment's own record (BufferAssignmentProto field 5) when it keeps one,
-    else the peak of its heap-simulator trace (`trace_peak`). `allocs` is
-    accepted for the callers that hold them already (the assignment is read
-    whole either way)."""
+def proto_heap(proto: bytes) -> Heap | None:
+    """The color-0 heap of a serialized HloProto's buffer assignment (`assignment_heap`); None without one
+    (or on bytes that do not decode)."""
     try:
         ba = read_assignment(proto)
     except ValueError:
         return None
-    if ba is None:
-        return None
+    return assignment_heap(ba) if ba is not None else None
+
+
+def assignment_heap(ba: BufferAssignment) -> Heap | None:
+    """The color-0 heap of a buffer assignment; None without one. Its peak buffers are the
+    assignment's own record (BufferAssignmentProto field 5) when it keeps one, else the peak of its
+    heap-simulator trace (`trace_peak`)."""
     heap = next((a for a in ba.allocations if a.color == HBM and a.temp), None)
     if heap is None:
         return None
@@ -382,30 +383,25 @@ def text_heap(ba_text: str, live_range_text: str) -> Heap | None:
     return Heap(size, peak, held, "live ranges of the heap's values")
 
 
-def final_stats(proto: bytes, allocs: tuple[Allocation, ...] | None = None) -> MemoryStats | None:
+def final_stats(proto: bytes) -> MemoryStats | None:
+    """`assignment_final_stats` of a serialized HloProto; None without a buffer assignment (or on bytes that
+    do not decode)."""
+    try:
+        ba = read_assignment(proto)
+    except ValueError:
+        return None
+    return assignment_final_stats(ba) if ba is not None else None
+
+
+def assignment_final_stats(ba: BufferAssignment) -> MemoryStats | None:
     """argument / output / alias of the assignment and the final executable's
-    temp (`final_temp` of its heap); None without a buffer assignment.
-    `allocs`: the proto's `proto_allocations`, when the caller has them."""
-    if allocs is None:
-        allocs = proto_allocations(proto)
-    heap = proto_heap(proto, allocs) if allocs else None
+    temp (`final_temp` of its heap); None without a color-0 heap."""
+    heap = assignment_heap(ba) if ba.allocations else None
     if heap is None:
         return None
-    ba = assignment_stats(allocs)
-    return MemoryStats(ba.argument, ba.output, ba.alias, final_temp(heap),
+    st = assignment_stats(ba.allocations)
+    return MemoryStats(st.argument, st.output, st.alias, final_temp(heap),
                        f"buffer assignment, final-executable temp (peak from the {heap.peak_source})")
-
-
-def proto_module_name(proto: bytes) -> str:
-    """The module name of a serialized HloProto; "" when it has none or does not decode."""
-    from google.protobuf.message import DecodeError
-
-    from profanalyzer.hlo import hlo_min_pb2 as pb
-
-    try:
-        return pb.HloProto.FromString(proto).hlo_module.name  # type: ignore[attr-defined]
-    except DecodeError:
-        return ""
 
 
 def compiler_stats(text: str) -> MemoryStats | None:
