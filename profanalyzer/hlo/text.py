@@ -210,23 +210,32 @@ def _operand_names(inner: str) -> tuple[tuple[str, ...], tuple[int, ...], str]:
     return tuple(names), tuple(index), ", ".join(literal_parts)
 
 
+_OPCODE = re.compile(r"\s*([a-z][a-z0-9\-_]*)\(")
+
+
+def call_parts(stmt: str, i: int) -> tuple[Shape, str, str, int] | None:
+    """The instruction from `stmt[i]` on (just after `name = `): its result shape, its opcode, the text
+    inside its operand parentheses and the index just past them; None when it does not read as one."""
+    j = _shape_end(stmt, i)
+    if j <= i:
+        return None
+    om = _OPCODE.match(stmt, j)
+    if not om:
+        return None
+    op_close = _match_close(stmt, om.end() - 1)
+    return parse_shape(stmt[i:j]), om.group(1), stmt[om.end():op_close - 1], op_close
+
+
 def parse_instruction(stmt: str) -> Instruction | None:
     m = _INSTR.match(stmt)
     if not m:
         return None
     is_root, name = bool(m.group(1)), m.group(2)
-    i = m.end()
-    j = _shape_end(stmt, i)
-    if j <= i:
+    parts = call_parts(stmt, m.end())
+    if parts is None:
         return None
-    shape = parse_shape(stmt[i:j])
-    om = re.compile(r"\s*([a-z][a-z0-9\-_]*)\(").match(stmt, j)
-    if not om:
-        return None
-    opcode = om.group(1)
-    op_open = om.end() - 1
-    op_close = _match_close(stmt, op_open)
-    names, index, literal = _operand_names(stmt[op_open + 1:op_close - 1])
+    shape, opcode, inner, op_close = parts
+    names, index, literal = _operand_names(inner)
     attrs = _attrs(stmt[op_close:])
     called: list[str] = []
     rest: list[tuple[str, str]] = []

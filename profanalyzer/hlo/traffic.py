@@ -29,7 +29,7 @@ import re
 from dataclasses import dataclass
 
 from profanalyzer.hlo.model import Shape
-from profanalyzer.hlo.text import parse_shape, split_top
+from profanalyzer.hlo.text import call_parts, parse_shape, split_top
 from profanalyzer.hlo.truth import collective_kind
 
 __all__ = ["Traffic", "ALGORITHM", "moved_factor", "buffer_bytes", "group_size", "start_result", "traffic_of_text", "io_bytes"]
@@ -45,9 +45,9 @@ ALGORITHM = {
 }
 
 _GROUPS_LIST = re.compile(r"replica_groups=\{(\{[^=]*?\})\}")
+_ASSIGN = re.compile(r"=\s*")
 _GROUPS_MESH = re.compile(r"replica_groups=mesh\[([^\]]*)\](?:\s*\{([^}]*)\})?")
 _GROUPS_IOTA = re.compile(r"replica_groups=\[(\d+),(\d+)\]<=")
-_OPEN = re.compile(r"\s*[a-z][a-z0-9\-_]*\(")
 
 
 @dataclass(frozen=True)
@@ -114,30 +114,11 @@ def io_bytes(text: str) -> tuple[str, float, float] | None:
     """(opcode, operand bytes, result bytes) of one instruction's text with
     inline operand shapes (`%x = bf16[8]{0} all-reduce(bf16[8]{0} %y), ...`);
     None when the text has no shape."""
-    eq = text.find("=")
-    if eq < 0:
+    eq = _ASSIGN.search(text)
+    parts = call_parts(text, eq.end()) if eq else None
+    if parts is None or parts[0].dtype == "unknown":
         return None
-    body = text[eq + 1:].lstrip()
-    m = _OPEN.search(body)
-    while m is not None and body[:m.start()].count("(") != body[:m.start()].count(")"):
-        m = _OPEN.search(body, m.end())  # the opcode's '(' is the first one outside the result shape
-    if m is None:
-        return None
-    shape = parse_shape(body[:m.start()])
-    if shape.dtype == "unknown":
-        return None
-    opcode = m.group().strip()[:-1]
-    depth, close = 0, len(body)
-    for i in range(m.end() - 1, len(body)):
-        c = body[i]
-        if c in "([{":
-            depth += 1
-        elif c in ")]}":
-            depth -= 1
-            if depth == 0:
-                close = i
-                break
-    inner = body[m.end():close]
+    shape, opcode, inner, _end = parts
     in_b = 0.0
     for piece in split_top(inner):
         p = piece.strip()
