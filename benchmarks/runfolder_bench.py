@@ -79,13 +79,14 @@ TASKS = {
     ),
     "stages": (
         "import gc\n"
-        "from profanalyzer.analyze.analysis import AnalysisOptions, analyze_trace, read_trace\n"
+        "from profanalyzer.analyze.analysis import AnalysisOptions, analyze_trace\n"
+        "from profanalyzer.xspace.read import read_trace\n"
         "from profanalyzer.findings import run_rules\n"
-        "from profanalyzer.report.html import render_html, file_sha256\n"
+        "from profanalyzer.report.html import render_html\nfrom profanalyzer.outputs import file_sha256\n"
         "opts = AnalysisOptions()\n"
         "gc.disable()\n"
         "t = [time.perf_counter()]\n"
-        "model = read_trace(PATH, opts); t.append(time.perf_counter())\n"
+        "model = read_trace(PATH); t.append(time.perf_counter())\n"
         "a = analyze_trace(model, opts); t.append(time.perf_counter())\n"
         "f = run_rules(a); t.append(time.perf_counter())\n"
         "html = render_html(a, f, command_line='bench', input_sha256='-'); t.append(time.perf_counter())\n"

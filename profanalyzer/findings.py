@@ -13,8 +13,8 @@ claim the same time (the same `claims` key, e.g. `bucket:all_gather`) never
 both count it: the lower-ranked one keeps only the part of its saving not
 already claimed, and says so.
 
-This module also reads a saved document back (`load_analysis`) and is the
-library entry of `profanalyze analyze` for either input (`analyze_source`).
+This module also reads a saved document back (`load_analysis`); the library
+entry of `profanalyze analyze` for either input is profanalyzer.run.run.
 """
 
 from __future__ import annotations
@@ -22,22 +22,18 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
-from profanalyzer.analyze.analysis import (
-    DEFAULT_ANALYSIS_OPTIONS,
-    AnalysisOptions,
-    analyze,
-)
 from profanalyzer.analyze.sourcelines import finding_sources
 from profanalyzer.analyze.workload import classify_workload
-from profanalyzer.documents import is_json_document, read_document, read_json
+from profanalyzer.documents import read_document, read_json
 from profanalyzer.invariants import claim_capacity
 from profanalyzer.model import Analysis, Finding, Findings, RuleDoc
 from profanalyzer.rules import Rule, severity_of
 from profanalyzer.vocab import WHAT_IF_LEVERS
 
 __all__ = [
-    "all_rules", "merge", "run_rules", "rule_docs", "load_analysis", "analyze_source", "completed", "together",
+    "all_rules", "merge", "run_rules", "rule_docs", "load_analysis", "completed", "together",
 ]
 
 
@@ -142,24 +138,13 @@ def completed(analysis: Analysis, findings: Findings) -> Findings:
     return replace(f, together=together(analysis, f))
 
 
-def load_analysis(path: str | Path) -> tuple[Analysis, Findings]:
+def load_analysis(path: str | Path, doc: Any = None) -> tuple[Analysis, Findings]:
     """A saved `analyze --json` document, typed and self-checked, ready to
     render again (each finding with its rule's doc). A document without
-    findings sections gets the rules run on it now. InputError (one line)
-    when the file is not such a document."""
-    a, f = read_document(read_json(path), str(path))
+    findings sections gets the rules run on it now. `doc`: its JSON value when
+    the caller read it (a Source); else the file is read. InputError (one
+    line) when the file is not such a document."""
+    a, f = read_document(read_json(path) if doc is None else doc, str(path))
     return a, (completed(a, f) if f is not None else run_rules(a))
 
 
-def analyze_source(path: str | Path, options: AnalysisOptions = DEFAULT_ANALYSIS_OPTIONS, select: Iterable[str] = (),
-                   ignore: Iterable[str] = ()) -> tuple[Analysis, Findings]:
-    """What `profanalyze analyze PATH` renders: a saved analysis JSON
-    document read back (`load_analysis`: detected by its first non-space byte
-    `{`, gzip or not), else the trace analysed now and its rules run."""
-    if is_json_document(path):
-        a, f = load_analysis(path)
-        if tuple(select) or tuple(ignore):
-            f = run_rules(a, select, ignore)
-        return a, f
-    a = analyze(path, options)
-    return a, run_rules(a, select, ignore)

@@ -299,22 +299,23 @@ def file_sha256(path: str | Path) -> str:
     and contents) for a run folder / log dir."""
     p = Path(path)
     h = hashlib.sha256()
-    buf = bytearray(_HASH_CHUNK)
-
-    def add(f: Path) -> None:
-        with open(f, "rb") as fh:
-            if not _add_mapped(h, fh):
-                view = memoryview(buf)
-                while n := fh.readinto(buf):
-                    h.update(view[:n])
-
     if p.is_dir():
         for f in sorted(x for x in p.rglob("*") if x.is_file()):
             h.update(str(f.relative_to(p).as_posix()).encode() + b"\0")
-            add(f)
+            add_file_to_hash(h, f)
     else:
-        add(p)
+        add_file_to_hash(h, p)
     return h.hexdigest()
+
+
+def add_file_to_hash(h, f: Path) -> None:
+    """Feed a file's contents to hash `h` (memory-mapped chunk by chunk; read when it cannot be mapped)."""
+    with open(f, "rb") as fh:
+        if not _add_mapped(h, fh):
+            buf = bytearray(_HASH_CHUNK)
+            view = memoryview(buf)
+            while n := fh.readinto(buf):
+                h.update(view[:n])
 
 
 #: Bytes hashed at a time. hashlib releases the GIL while it hashes each

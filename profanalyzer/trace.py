@@ -25,9 +25,9 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
@@ -35,6 +35,7 @@ from profanalyzer.hardware import Chip
 from profanalyzer.parts import ProgramMemory
 
 if TYPE_CHECKING:  # the input stage's type, named for the checker only (records import no reader)
+    from profanalyzer.hlo.memory import BufferAssignment
     from profanalyzer.hlo.model import Program
 
 # Line names (exact, as the TPU runtime writes them).
@@ -189,6 +190,56 @@ class HostInfo:
     warnings: tuple[str, ...]
 
 
+# ---------------------------------------------------------------------------
+# What a capture's memory reads hold (profanalyzer.xspace.allocator reads them)
+# ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class AllocatorPeak:
+    device: int  # index_on_host
+    in_use: int  # stack + heap at the peak
+    stack: int
+    heap: int
+    capacity: int  # stack + heap + available at the peak
+    devices: int  # devices seen
+
+
+@dataclass(frozen=True)
+class MemorySources:
+    program: str = ""
+    assignment: BufferAssignment | None = None  # profanalyzer.hlo.memory's record
+    allocator: AllocatorPeak | None = None
+    notes: list[str] = field(default_factory=list)
+
+
+class CaptureReads(Protocol):
+    """What a stage reads from a trace's input beyond the planes the Trace
+    holds, asked of the input itself (profanalyzer.xspace.source.Source: each
+    file read once per run), so that no stage imports a reader. `file` is a
+    host's `HostInfo.file`."""
+
+    def programs(self, file: str | None, ran: Collection[str] | None = None) -> tuple[Any, str]:
+        """The HLO programs the file carries (those in `ran` when given): (Program or None, why none)."""
+        ...
+
+    def counter_lines(self, file: str) -> dict:
+        """(plane name -> record) of the counter and pipeline-phase lines of the file's TensorCore planes."""
+        ...
+
+    def host_events(self, file: str, origin_ns: int) -> tuple:
+        """(event names, name index, start ps, end ps, lines read) of the file's dispatch and input lines."""
+        ...
+
+    def memory_sources(self, file: str, program: str) -> Any:
+        """The file's buffer assignment of `program` and its allocator activity."""
+        ...
+
+    def sha256(self) -> str:
+        """The input's SHA-256 (of the bytes read)."""
+        ...
+
+
 @dataclass(frozen=True, eq=False)
 class Trace:
     source: str  # what the user passed
@@ -206,6 +257,9 @@ class Trace:
     #: a compiled program's own profanalyzer.hlo.model.Program, text or proto alike (None: a capture, whose programs
     #: are read from its /host:metadata plane when a stage asks)
     program: Program | None = None
+    #: the input the trace was read from, asked for what the planes do not hold (None: a trace built in memory
+    #: from no file -- no programs, counters, host lines or allocator to read)
+    reads: CaptureReads | None = None
 
     @property
     def tensorcores(self) -> tuple[Plane, ...]:

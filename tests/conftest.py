@@ -58,10 +58,10 @@ def truth_of(name: str) -> dict:
 def analysis_of(name: str):
     """The analysis of a sample; `NAME@CHIP` analyses it as that chip (`--chip`): a rule whose lever
     exists on some chips only fires on the chip that has it (FP003: int8 on v6e, not on TPU7x)."""
-    from profanalyzer.analyze.analysis import AnalysisOptions, analyze
+    from profanalyzer.run import RunOptions, run_analysis
 
     base, _, chip = name.partition("@")
-    return analyze(sample_path(base), AnalysisOptions(chip=chip or None))
+    return run_analysis(sample_path(base), RunOptions(chip=chip or None))
 
 
 @functools.cache

@@ -20,16 +20,16 @@ def _document(path, monkeypatch, off: bool) -> tuple[str, str]:
     import profanalyzer.report.templating as RT
     import profanalyzer.trace as T
     import profanalyzer.xspace.wire as W
-    from profanalyzer.analyze.analysis import analyze
     from profanalyzer.cli.analyze import result_dict
     from profanalyzer.findings import run_rules
+    from profanalyzer.run import run_analysis
 
     with monkeypatch.context() as m:
         if off:
             for mod, name in ((W, "_accel"), (T, "_nest"), (A, "_windows"), (C, "_canon")):
                 m.setattr(mod, name, None)
             m.setattr(H, "environment", lambda: RT.environment(None))  # templates compiled from their sources
-        a = analyze(path)
+        a = run_analysis(path)
         f = run_rules(a)
         html = H.render_html(a, f, command_line="x", input_sha256="0")
         return json.dumps(result_dict(a, f), sort_keys=True), html

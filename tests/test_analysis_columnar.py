@@ -20,7 +20,6 @@ from conftest import sample_names, sample_path
 from realcap import REAL, V6E, VLLM
 
 from profanalyzer.analyze import opstats as O
-from profanalyzer.analyze.analysis import read_trace
 from profanalyzer.analyze.attributed import TableMemo
 from profanalyzer.analyze.attribution import CoreWork, locate
 from profanalyzer.analyze.idle import (
@@ -81,6 +80,7 @@ from profanalyzer.vocab import (
     IDLE_CAUSES,
     MATMUL_BUCKETS,
 )
+from profanalyzer.xspace.read import read_trace
 
 BARRIER = re.compile(r"barrier", re.I)
 OUTPUT_TO_HOST = re.compile(r"=\s*\(?[a-z0-9]+\[[^\]]*\]\{[^}]*S\(5\)\}")

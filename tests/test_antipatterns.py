@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from profanalyzer.analyze.analysis import analyze
 from profanalyzer.analyze.antipatterns import KINDS, detect
 from profanalyzer.hlo.load import read_program
 from profanalyzer.hlo.text import parse_text
 from profanalyzer.report.markdown import render_markdown
+from profanalyzer.run import run_analysis
 
 ROOT = Path(__file__).resolve().parents[1]
 CORPUS = ROOT / "sample_traces" / "compiled"
@@ -133,7 +133,7 @@ def _fused_computations(module) -> set[str]:
 def test_corpus_programs_against_their_hlo(name):
     path = CORPUS / f"{name}.hlo.pb.gz"
     module = read_program(path).main
-    a = analyze(path)
+    a = run_analysis(path)
     got = {(x.kind, x.op) for x in a.antipatterns}
     fused = _fused_computations(module)
     instr = {i.name: (c.name, i) for c in module.computations for i in c.instructions}
@@ -160,7 +160,7 @@ def test_corpus_programs_against_their_hlo(name):
 
 
 def test_layout_copies_of_the_collective_matmul_program_cost_time():
-    a = analyze(CORPUS / "mlp_fsdp_collective_matmul.hlo.pb.gz")
+    a = run_analysis(CORPUS / "mlp_fsdp_collective_matmul.hlo.pb.gz")
     copies = [x for x in a.antipatterns if x.kind == "layout_copy"]
     assert copies and all(x.ps > 0 and "between" in x.detail for x in copies)
     md = render_markdown(a, None)
@@ -168,7 +168,7 @@ def test_layout_copies_of_the_collective_matmul_program_cost_time():
 
 
 def test_no_program_no_antipatterns():
-    a = analyze(ROOT / "sample_traces" / "dense_short_fsdp.xplane.pb.gz")
+    a = run_analysis(ROOT / "sample_traces" / "dense_short_fsdp.xplane.pb.gz")
     assert a.antipatterns is None
 
 

@@ -436,11 +436,13 @@ def test_stage_rules_catch_what_they_claim(tmp_path):
 # ---------------------------------------------------------------------------
 
 #: The stage entry points that only `profanalyzer.run` calls.
-STAGE_CALLS = frozenset({"analyze", "analyze_trace", "analyze_attributed", "attribute", "attribute_trace", "read_trace",
-                         "run_rules", "analyze_source", "load_analysis"})
+STAGE_CALLS = frozenset({"analyze_trace", "analyze_attributed", "attribute", "attribute_trace", "read_trace",
+                         "run_rules", "load_analysis"})
 #: Where they are defined (and may call each other).
-STAGE_HOMES = frozenset({"profanalyzer.analyze.analysis", "profanalyzer.analyze.attribution", "profanalyzer.findings", "profanalyzer.run"})
-STAGE_MODULES = frozenset({"profanalyzer.analyze.analysis", "profanalyzer.analyze.attribution", "profanalyzer.findings"})
+STAGE_HOMES = frozenset({"profanalyzer.analyze.analysis", "profanalyzer.analyze.attribution", "profanalyzer.findings",
+                         "profanalyzer.xspace.read", "profanalyzer.run"})
+STAGE_MODULES = frozenset({"profanalyzer.analyze.analysis", "profanalyzer.analyze.attribution", "profanalyzer.findings",
+                           "profanalyzer.xspace.read"})
 
 
 def stage_callers(files, imports) -> list[str]:
@@ -473,3 +475,28 @@ def test_the_rules_install_inside_the_package():
              for f in (ROOT / d).rglob("*.py") if re.search(r"^\s*(from heuristics\b|import heuristics\b)",
                                                              f.read_text(encoding="utf-8"), re.M)]
     assert users == []
+
+
+# ---------------------------------------------------------------------------
+# One Source: only the read stage opens the input
+# ---------------------------------------------------------------------------
+
+#: The modules that open or decode an input file (the Source, the XSpace readers, the program reader).
+READERS = ("profanalyzer.xspace", "profanalyzer.hlo.load", "profanalyzer.hlo.compiled")
+#: The stages that never import one: they ask the trace's input (Trace.reads) or get records.
+READ_NOTHING = ("classify", "analyze", "rules", "report")
+
+
+def reader_imports(files, imports) -> list[str]:
+    """Imports (load-time or deferred, not TYPE_CHECKING) of a reader by a module of READ_NOTHING."""
+    return sorted(f"{i.importer} -> {i.module}" for i in imports
+                  if stage_of(i.importer) in READ_NOTHING
+                  and any(i.module == r or i.module.startswith(r + ".") for r in READERS))
+
+
+def test_no_stage_after_the_read_imports_a_reader(collected):
+    files, imports, _ = collected
+    found = reader_imports(files, imports)
+    assert not found, "ask Trace.reads (the run's Source) instead: " + "; ".join(found)
+    # the scan sees reader imports where they belong
+    assert [i for i in imports if i.importer == "profanalyzer.run" and i.module.startswith("profanalyzer.xspace")]

@@ -58,10 +58,10 @@ def test_bytes_from_shapes_on_every_form():
 
 @functools.cache
 def _vllm():
-    from profanalyzer.analyze.analysis import analyze
     from profanalyzer.findings import run_rules
+    from profanalyzer.run import run_analysis
 
-    a = analyze(realcap.real_path(realcap.VLLM))
+    a = run_analysis(realcap.real_path(realcap.VLLM))
     return a, run_rules(a)
 
 

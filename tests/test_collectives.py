@@ -8,15 +8,15 @@ from __future__ import annotations
 
 import pytest
 
-from profanalyzer.analyze.analysis import analyze
 from profanalyzer.findings import run_rules
+from profanalyzer.run import run_analysis
 from profanalyzer.synth import SCENARIOS, write_scenario
 
 SAMPLES = "sample_traces"
 
 
 def _run(path):
-    a = analyze(path)
+    a = run_analysis(path)
     return a, run_rules(a)
 
 

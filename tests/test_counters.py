@@ -11,9 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from profanalyzer.analyze.analysis import analyze, read_trace
 from profanalyzer.analyze.counters import VERDICTS, with_device_peaks
+from profanalyzer.run import run_analysis
 from profanalyzer.synth import SCENARIOS, write_scenario
+from profanalyzer.xspace.read import read_trace
 
 ROOT = Path(__file__).resolve().parents[1]
 V6E = ROOT.parent / "shared" / "real-traces" / "v6e_host_offload.xplane.pb.gz"
@@ -24,7 +25,7 @@ def ctr(tmp_path_factory):
     path = tmp_path_factory.mktemp("ctr") / "ctr.xplane.pb"
     spec = SCENARIOS["dense_short_fsdp"].with_(name="counters", custom_matmul=True, counters=True)
     truth = write_scenario(spec, path, steps=3, layers=1)
-    return analyze(path), truth
+    return run_analysis(path), truth
 
 
 def test_every_kernel_with_counters_matches_its_profile(ctr):
@@ -53,13 +54,13 @@ def test_verdicts_reach_the_top_ops_and_levers(ctr):
 
 
 def test_quiet_without_counter_lines():
-    a = analyze(ROOT / "sample_traces" / "dense_short_fsdp.xplane.pb.gz")
+    a = run_analysis(ROOT / "sample_traces" / "dense_short_fsdp.xplane.pb.gz")
     assert a.kernel_counters is None
     assert not any(t.startswith("counters:") for o in a.top_ops for t in o.tags)
 
 
 def test_synthesized_plane_peaks_are_the_table_and_say_so():
-    a = analyze(ROOT / "sample_traces" / "dense_short_fsdp.xplane.pb.gz")
+    a = run_analysis(ROOT / "sample_traces" / "dense_short_fsdp.xplane.pb.gz")
     note = next(n for n in a.notes if n.startswith("peaks from the device planes"))
     assert "the same as the hardware table" in note
 
@@ -78,7 +79,7 @@ def test_real_v6e_peaks_come_from_its_planes():
     t2, note = with_device_peaks(tr)
     assert t2.chip.hbm_gbps == pytest.approx(1637.993152512) and tr.chip.hbm_gbps == pytest.approx(1638.0)
     assert "HBM 1637.99 GB/s" in note and "hardware table" in note
-    a = analyze(V6E)
+    a = run_analysis(V6E)
     assert a.hardware.hbm_gbps_per_chip == pytest.approx(1637.993152512)
     assert a.kernel_counters is None  # this capture was taken without the kernel-profiling flags
 
@@ -119,7 +120,7 @@ def test_counters_in_the_roofline_and_top_ops_of_every_renderer(ctr):
 def test_no_counter_table_in_the_roofline_without_counters():
     from profanalyzer.report.opviews import roofline_view
 
-    a = analyze(ROOT / "sample_traces" / "dense_short_fsdp.xplane.pb.gz")
+    a = run_analysis(ROOT / "sample_traces" / "dense_short_fsdp.xplane.pb.gz")
     rv = roofline_view(a)
     assert rv.counters == () and "counters:" not in str(rv.chart)
 
@@ -129,7 +130,7 @@ def test_the_kernel_counters_sample_shows_counters_phases_and_the_custom_matmul(
 
     base = ROOT / "sample_traces" / "pallas_kernel_counters"
     truth = json.loads(Path(f"{base}.truth.json").read_text())
-    a = analyze(Path(f"{base}.xplane.pb.gz"))
+    a = run_analysis(Path(f"{base}.xplane.pb.gz"))
     got = {k.op: k for k in a.kernel_counters}
     for name, t in truth["counters"].items():
         assert got[name].verdict == t["verdict"]

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from profanalyzer.analyze.analysis import analyze
 from profanalyzer.classify import RULES, classify_op
+from profanalyzer.run import run_analysis
 from profanalyzer.synth import SCENARIOS, write_scenario
 from profanalyzer.synth.layers import CUSTOM_MATMUL_KERNEL
 
@@ -21,7 +21,7 @@ def custom(tmp_path_factory):
     path = tmp_path_factory.mktemp("ck") / "custom.xplane.pb"
     spec = SCENARIOS["dense_short_fsdp"].with_(name="custom_matmul", custom_matmul=True)
     truth = write_scenario(spec, path, steps=3, layers=1)
-    return analyze(path), truth
+    return run_analysis(path), truth
 
 
 def test_synthesized_unfamiliar_kernel_is_a_matmul_with_shape_flops(custom):
@@ -104,7 +104,7 @@ def _opaque(tmp_path_factory, counters: bool):
     spec = SCENARIOS["dense_short_fsdp"].with_(name="opaque_kernel", custom_matmul=True, opaque_kernel=True,
                                                counters=counters)
     truth = write_scenario(spec, path, steps=3, layers=1)
-    return analyze(path), truth, path
+    return run_analysis(path), truth, path
 
 
 @pytest.fixture(scope="module")
@@ -146,7 +146,7 @@ def test_an_mxu_below_the_threshold_is_no_matmul_evidence(opaque, monkeypatch):
 
     _, truth, path = opaque
     monkeypatch.setattr(counters, "MXU_MATMUL", 0.8)
-    a = analyze(path)
+    a = run_analysis(path)
     by_name = {op.name: op for op in a.top_ops}
     for name in truth["custom_kernels"]:
         assert by_name[name].bucket == "other_compute" and "[counters.mxu]" not in by_name[name].reason

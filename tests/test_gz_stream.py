@@ -12,10 +12,10 @@ import pytest
 from conftest import sample_path
 from xsb import SpaceBuilder
 
-from profanalyzer.analyze.analysis import AnalysisOptions, analyze
 from profanalyzer.documents import result_document
 from profanalyzer.errors import InputError
 from profanalyzer.findings import run_rules
+from profanalyzer.run import RunOptions, run_analysis
 from profanalyzer.xspace import reader
 from profanalyzer.xspace.metadata import program_plane
 
@@ -26,8 +26,8 @@ def _device(r: reader.PlaneRef) -> bool:
     return r.kind in ("tensorcore", "sparsecore")
 
 
-def _doc(path, options: AnalysisOptions) -> str:
-    a = analyze(path, options)
+def _doc(path, options: RunOptions) -> str:
+    a = run_analysis(path, options)
     text = json.dumps(result_document(a, run_rules(a)), sort_keys=True)
     return text.replace(str(path), "<input>")
 
@@ -38,7 +38,7 @@ def test_gz_and_plain_give_the_same_analysis(tmp_path, name):
     assert gz.name.endswith(".gz")
     plain = tmp_path / gz.name[: -len(".gz")]
     plain.write_bytes(gzip.decompress(gz.read_bytes()))
-    opts = AnalysisOptions(jobs=1, memory=True, host_activity=True)
+    opts = RunOptions(jobs=1, memory=True, host_activity=True)
     assert _doc(gz, opts) == _doc(plain, opts)
 
 
@@ -52,7 +52,7 @@ def test_gz_run_folder_same_as_plain(tmp_path):
     for f in src:
         (gz_run / (f.name + ".gz")).write_bytes(gzip.compress(f.read_bytes(), compresslevel=1, mtime=0))
         (plain_run / f.name).write_bytes(f.read_bytes())
-    opts = AnalysisOptions(jobs=2)
+    opts = RunOptions(jobs=2)
     a = _doc(gz_run, opts).replace(".xplane.pb.gz", ".xplane.pb")
     assert a == _doc(plain_run, opts)
 
@@ -230,8 +230,7 @@ def test_multi_member_gzip_split_inside_a_plane(tmp_path):
 
 from realcap import REAL  # noqa: E402
 
-from profanalyzer.analyze import memory  # noqa: E402
-from profanalyzer.xspace import xplane_pb2  # noqa: E402
+from profanalyzer.xspace import allocator, xplane_pb2  # noqa: E402
 
 
 def _programs(meta: xplane_pb2.XPlane) -> list[str]:
@@ -248,12 +247,12 @@ def _check_selective_planes(path) -> int:
         if r.kind == "metadata":
             for program in _programs(whole):
                 part = program_plane(buf, r.offset, r.offset + r.length, (program,))
-                assert memory._hlo_proto(part, program) == memory._hlo_proto(whole, program), (path, program)
+                assert allocator.program_hlo_proto(part, program) == allocator.program_hlo_proto(whole, program), (path, program)
                 assert list(part.event_metadata) == list(whole.event_metadata)
                 checked += 1
         elif r.kind == "host":
-            part = memory._allocator_plane(buf, r.offset, r.offset + r.length)
-            assert memory.allocator_peak([part]) == memory.allocator_peak([whole]), path
+            part = allocator.allocator_plane(buf, r.offset, r.offset + r.length)
+            assert allocator.allocator_peak([part]) == allocator.allocator_peak([whole]), path
             checked += 1
     return checked
 
@@ -287,7 +286,7 @@ def test_metadata_plane_keeps_the_program_chosen_among_same_base_names(tmp_path)
     whole = xplane_pb2.XPlane.FromString(bytes(buf[r.offset : r.offset + r.length]))
     for program in ("jit_step(5)", "jit_step(9)", "jit_other(4)", "jit_none(1)"):
         part = program_plane(buf, r.offset, r.offset + r.length, (program,))
-        assert memory._hlo_proto(part, program) == memory._hlo_proto(whole, program)
+        assert allocator.program_hlo_proto(part, program) == allocator.program_hlo_proto(whole, program)
         assert part.ByteSize() < (1 << 20) or program.startswith("jit_other")
 
 
@@ -306,21 +305,22 @@ def test_allocator_plane_keeps_the_allocator_lines(tmp_path):
     buf, index = reader.open_space(p)
     (r,) = index.planes
     whole = xplane_pb2.XPlane.FromString(bytes(buf[r.offset : r.offset + r.length]))
-    part = memory._allocator_plane(buf, r.offset, r.offset + r.length)
+    part = allocator.allocator_plane(buf, r.offset, r.offset + r.length)
     assert [ln.name for ln in part.lines] == ["allocator"]
-    assert memory.allocator_peak([part]) == memory.allocator_peak([whole])
-    assert memory.allocator_peak([part]).in_use == 1000
+    assert allocator.allocator_peak([part]) == allocator.allocator_peak([whole])
+    assert allocator.allocator_peak([part]).in_use == 1000
 
 
 def _sources_gz_vs_plain(tmp_path, gz, program: str):
     plain = tmp_path / "plain.xplane.pb"
     plain.write_bytes(gzip.decompress(gz.read_bytes()))
-    a, b = memory.read_sources(gz, program), memory.read_sources(plain, program)
+    a, b = allocator.read_sources(gz, program), allocator.read_sources(plain, program)
     assert a == b
     return a
 
 
 def _dominant(path) -> str:
+    from profanalyzer.analyze import memory
     from profanalyzer.xspace.build import load_trace
 
     return memory.dominant_program(load_trace(path))
@@ -372,7 +372,7 @@ def test_streamed_memory_read_holds_no_bulk(tmp_path):
     p.write_bytes(gzip.compress(_alloc_space(bulk), compresslevel=1, mtime=0))
     tracemalloc.start()
     try:
-        src = memory.read_sources(p, "jit_train_step(7)")
+        src = allocator.read_sources(p, "jit_train_step(7)")
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
@@ -382,11 +382,11 @@ def test_streamed_memory_read_holds_no_bulk(tmp_path):
     assert peak < 5 * bulk // 2, f"peak {peak / 2**20:.1f} MiB of a {size / 2**20:.0f} MiB space (one field: {bulk / 2**20:.0f} MiB)"
     plain = tmp_path / "m.xplane.pb"
     plain.write_bytes(gzip.decompress(p.read_bytes()))
-    assert memory.read_sources(plain, "jit_train_step(7)") == src
+    assert allocator.read_sources(plain, "jit_train_step(7)") == src
 
 
 def test_streamed_host_events_equal_the_plain_ones(tmp_path):
-    from profanalyzer.analyze.hostplanes import read_host_events
+    from profanalyzer.xspace.hostlines import read_host_events
 
     files = [sample_path(n) for n in ("host_bound_input", "dense_short_fsdp")]
     files += sorted(REAL.glob("*.xplane.pb.gz")) if REAL.exists() else []

@@ -8,13 +8,13 @@ import dataclasses
 import pytest
 from conftest import sample_path
 
-from profanalyzer.analyze.analysis import AnalysisOptions, analyze
 from profanalyzer.findings import run_rules
+from profanalyzer.run import RunOptions, run_analysis
 
 
 @pytest.fixture(scope="module")
 def with_memory():
-    return analyze(sample_path("hlo_memory_dense"), AnalysisOptions(memory=True))
+    return run_analysis(sample_path("hlo_memory_dense"), RunOptions(memory=True))
 
 
 def _rm001(a):
@@ -40,6 +40,6 @@ def test_remat_card_shrinks_to_what_fits(with_memory):
 
 
 def test_without_memory_the_card_says_unchecked():
-    a = analyze(sample_path("remat_full"))
+    a = run_analysis(sample_path("remat_full"))
     f = _rm001(a)
     assert any("unchecked" in x and "GiB per TensorCore" in x for x in f.assumptions)

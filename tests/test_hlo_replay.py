@@ -231,10 +231,10 @@ def test_expected_vs_measured_counts_the_steps_program_once(capsys):
     """#32 item 7: per step, the step's program only (jit__psum and jit_broadcast_in_dim run beside it and
     are named, not compared), no row that reads 0.000 ms on both sides, no range "a-a", the unestimated time
     said once, the op table's runs and the family table's per-step figures labelled as such."""
-    from profanalyzer.analyze.analysis import analyze
     from profanalyzer.report.expected_view import expected_view, markdown_expected
+    from profanalyzer.run import run_analysis
 
-    a = analyze(V6E_CAPTURE)
+    a = run_analysis(V6E_CAPTURE)
     e = a.expected
     assert e is not None and {o.program for o in (*e.ops, *e.without_estimate)} == {"jit_f"}
     assert not [o for o in (*e.ops, *e.without_estimate) if o.name.startswith(("all-reduce", "broadcast."))]

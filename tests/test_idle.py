@@ -174,12 +174,12 @@ def testreconcile_is_exact():
 def test_host_activity_names_what_the_host_did(monkeypatch):
     from conftest import sample_path
 
-    from profanalyzer.analyze.analysis import AnalysisOptions, analyze
+    from profanalyzer.run import RunOptions, run_analysis
     from profanalyzer.synth.builder import US
     from profanalyzer.synth.scenarios import SCENARIOS
 
     spec = SCENARIOS["host_bound_input"]
-    a = analyze(sample_path("host_bound_input"), AnalysisOptions(host_activity=True))
+    a = run_analysis(sample_path("host_bound_input"), RunOptions(host_activity=True))
     top = a.idle_host_activity[0]
     # the synthesizer's input-pipeline event spans exactly the late launch of every step
     assert top.name == "InputPipeline::GetNext"
@@ -192,30 +192,30 @@ def test_host_activity_names_what_the_host_did(monkeypatch):
     assert any("InputPipeline::GetNext" in e for e in f.evidence)
 
     # without the option the host planes are never read
-    import profanalyzer.analyze.hostplanes as hp
+    import profanalyzer.xspace.hostlines as hp
 
     def boom(*args, **kw):
         raise AssertionError("host planes read without --host-activity")
 
     monkeypatch.setattr(hp, "read_host_events", boom)
-    assert analyze(sample_path("host_bound_input")).idle_host_activity == ()
+    assert run_analysis(sample_path("host_bound_input")).idle_host_activity == ()
 
 
 def test_no_host_planes_is_said():
     from realcap import VLLM, real_path
 
-    from profanalyzer.analyze.analysis import AnalysisOptions, analyze
+    from profanalyzer.run import RunOptions, run_analysis
 
-    a = analyze(real_path(VLLM), AnalysisOptions(host_activity=True))
+    a = run_analysis(real_path(VLLM), RunOptions(host_activity=True))
     assert a.idle_host_activity == () and any("no host planes" in n for n in a.notes)
 
 
 def test_host_activity_on_the_real_v6e_capture():
     from realcap import V6E, real_path
 
-    from profanalyzer.analyze.analysis import AnalysisOptions, analyze
+    from profanalyzer.run import RunOptions, run_analysis
 
-    a = analyze(real_path(V6E), AnalysisOptions(host_activity=True))
+    a = run_analysis(real_path(V6E), RunOptions(host_activity=True))
     names = {h.name for h in a.idle_host_activity}
     assert "PjitFunction(f)" in names  # JAX dispatching jit_f while the core waits for it
     assert all(0 < h.fraction <= 1 for h in a.idle_host_activity)

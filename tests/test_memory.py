@@ -12,10 +12,12 @@ from realcap import V6E as V6E_FILE
 from realcap import real_path
 
 from profanalyzer.analyze import memory
-from profanalyzer.analyze.analysis import AnalysisOptions, analyze
 from profanalyzer.hardware import V6E
 from profanalyzer.model import Analysis
+from profanalyzer.run import RunOptions, run_analysis
 from profanalyzer.synth.pbenc import f_bytes, f_varint
+from profanalyzer.trace import MemorySources
+from profanalyzer.xspace import allocator
 
 GB = 10**9
 
@@ -92,7 +94,7 @@ def test_buffer_assignment_from_a_known_plan():
         ("mul.2", 2 * GB, "temp", "hbm", "bf16[1000,1000,1000]"),
         ("out", 1 * GB, "output", "hbm", "bf16[500,1000,1000]"),
     ]
-    s = memory.summarize(memory.MemorySources("jit_step", ba, None, []), V6E)
+    s = memory.summarize(MemorySources("jit_step", ba, None, []), V6E)
     assert s.source == "buffer_assignment" and s.peak_bytes == pm.hbm_bytes
     assert s.hbm_bytes == 32 * 2**30 and s.headroom_bytes == 32 * 2**30 - pm.hbm_bytes
     assert s.host_offload_bytes == 2 * GB and s.peak_instruction == WANT_PEAK_INSTRUCTION
@@ -104,7 +106,7 @@ def test_no_buffer_assignment_and_malformed_bytes():
     assert read_assignment(f_bytes(1, f_bytes(1, "m"))) is None
     with pytest.raises(ValueError):
         read_assignment(b"\x0a\xff\xff\xff\x0f")
-    s = memory.summarize(memory.MemorySources(notes=["no host planes"]), V6E)
+    s = memory.summarize(MemorySources(notes=["no host planes"]), V6E)
     assert s.source == "none" and s.peak_bytes is None and s.headroom_bytes is None and s.top_buffers == ()
 
 
@@ -112,13 +114,13 @@ def test_default_analysis_never_reads_memory(monkeypatch):
     def boom(*a, **k):
         raise AssertionError("memory read without --memory")
 
-    monkeypatch.setattr(memory, "read_sources", boom)
-    a = analyze(sample_path("dense_short_fsdp"))
+    monkeypatch.setattr(allocator, "read_sources", boom)
+    a = run_analysis(sample_path("dense_short_fsdp"))
     assert a.memory is None and "memory" not in {k for k, v in a.to_dict().items() if v is not None}
 
 
 def test_sample_without_memory_says_so():
-    a = analyze(sample_path("dense_short_fsdp"), AnalysisOptions(memory=True))
+    a = run_analysis(sample_path("dense_short_fsdp"), RunOptions(memory=True))
     m = a.memory
     assert m is not None and m.source == "none" and m.peak_bytes is None
     assert any("HLO proto" in n for n in m.notes) and any("allocator" in n for n in m.notes)
@@ -126,7 +128,7 @@ def test_sample_without_memory_says_so():
 
 @pytest.fixture(scope="module")
 def v6e():
-    return analyze(real_path(V6E_FILE), AnalysisOptions(memory=True))
+    return run_analysis(real_path(V6E_FILE), RunOptions(memory=True))
 
 
 def test_real_v6e_memory(v6e):
@@ -168,7 +170,7 @@ def test_check_budget_names_memory_peak(v6e):
     ok = evaluate(parse_budget({"budget": {"memory.peak_bytes": {"max": 30e9}}}), doc)
     bad = evaluate(parse_budget({"budget": {"memory.peak_bytes": {"max": 20e9}}}), doc)
     assert ok.passed and not bad.passed and "bytes" in bad.checks[0].message
-    no_mem = analyze(sample_path("dense_short_fsdp"))
+    no_mem = run_analysis(sample_path("dense_short_fsdp"))
     assert metric_value(no_mem, "memory.peak_bytes") is None
 
 
@@ -201,7 +203,7 @@ def test_synthesized_capture_matches_its_plan():
     from profanalyzer.hardware import TPU7X
 
     t = truth_of("hlo_memory_dense")["memory"]
-    a = analyze(sample_path("hlo_memory_dense"), AnalysisOptions(memory=True))
+    a = run_analysis(sample_path("hlo_memory_dense"), RunOptions(memory=True))
     m = a.memory
     assert m.source == "buffer_assignment" and m.program.startswith("jit_train_step")
     assert m.program_hbm_bytes == t["program_hbm_bytes"] and m.peak_bytes == t["program_hbm_bytes"]
@@ -219,9 +221,9 @@ def test_headroom_line_for_the_rules(v6e):
     assert h.known and h.fits and (f"+{5e9 / 2**30:.1f} GiB needed, peak {m.peak_bytes / 2**30:.1f} of "
                                    f"{m.hbm_bytes / 2**30:.1f} GiB per TensorCore: fits") in h.line
     assert headroom(v6e, need_bytes=20e9).fits is False
-    plain = analyze(sample_path("dense_short_fsdp"))
+    plain = run_analysis(sample_path("dense_short_fsdp"))
     assert headroom(plain).known is False and "analyze --memory" in headroom(plain).line
-    none = analyze(sample_path("dense_short_fsdp"), AnalysisOptions(memory=True))
+    none = run_analysis(sample_path("dense_short_fsdp"), RunOptions(memory=True))
     assert headroom(none, 1e9).fits is None and "not in this capture" in headroom(none).line
 
 
@@ -239,8 +241,8 @@ def test_cli_reads_memory_only_when_a_memory_rule_fires(monkeypatch, capsys, tmp
     MEMORY_RULES = {r.code for r in all_rules() if "memory" in r.needs}
     assert MEMORY_RULES == {"HO001", "RM001", "SH003"}  # the rules that trade HBM for time declare it
     calls = []
-    real = memory.read_sources
-    monkeypatch.setattr(memory, "read_sources", lambda *a, **k: calls.append(1) or real(*a, **k))
+    real = allocator.read_sources
+    monkeypatch.setattr(allocator, "read_sources", lambda *a, **k: calls.append(1) or real(*a, **k))
     out = tmp_path / "a.json"
     rc, _, err = run_cli(capsys, "analyze", sample_path("bf16_dense"), "--json", out, "--no-html", "-q")
     assert rc == 0, err

@@ -11,10 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from profanalyzer.analyze.analysis import analyze
 from profanalyzer.documents import result_document
 from profanalyzer.errors import InputError, InvariantError
-from profanalyzer.findings import analyze_source, load_analysis, run_rules
+from profanalyzer.findings import load_analysis, run_rules
 from profanalyzer.invariants import check_analysis, check_findings
 from profanalyzer.model import (
     Analysis,
@@ -26,6 +25,7 @@ from profanalyzer.model import (
 from profanalyzer.report.html import render_html
 from profanalyzer.report.markdown import render_markdown
 from profanalyzer.report.terminal import format_summary
+from profanalyzer.run import RunOptions, run, run_analysis
 
 SAMPLES = Path(__file__).resolve().parent.parent / "sample_traces"
 # Folders: the run folders (plugins/profile/); compiled/ holds compiled programs, not captures.
@@ -34,7 +34,7 @@ TRACES = sorted(p for p in SAMPLES.iterdir() if p.name.endswith(".xplane.pb.gz")
 
 @pytest.fixture(scope="module", params=TRACES, ids=lambda p: p.name.split(".")[0])
 def analysed(request):
-    a = analyze(request.param)
+    a = run_analysis(request.param)
     return request.param, a, run_rules(a)
 
 
@@ -59,7 +59,8 @@ def test_saved_json_renders_like_the_trace(analysed, tmp_path):
     path, a, f = analysed
     saved = tmp_path / "saved.json"
     saved.write_text(json.dumps(result_document(a, f), indent=2, sort_keys=True))
-    b, g = analyze_source(saved)
+    r = run(saved)
+    b, g = r.analysis, r.findings
     assert format_summary(b, 10, g) == format_summary(a, 10, f)
     assert render_markdown(b, g) == render_markdown(a, f)
     kw = dict(command_line="profanalyze analyze x", input_sha256="0" * 64)
@@ -73,20 +74,22 @@ def _sort_keys_rounded(html: str) -> str:
     return re.sub(r'data-v="(-?[0-9.e+-]+)"', lambda m: f'data-v="{round_number(float(m.group(1)))}"', html)
 
 
-def test_analyze_source_reads_traces_and_gzipped_json(tmp_path):
+def test_run_reads_traces_and_gzipped_json(tmp_path):
     trace = SAMPLES / "offload_off.xplane.pb.gz"
-    a, f = analyze_source(trace)
+    r = run(trace)
+    a, f = r.analysis, r.findings
     z = tmp_path / "saved.json.gz"
     z.write_bytes(gzip.compress(json.dumps(result_document(a, f)).encode()))
-    b, g = analyze_source(z)
+    r = run(z)
+    b, g = r.analysis, r.findings
     assert b.to_dict() == a.to_dict() and g.to_dict() == f.to_dict()
     # rule selection applies to a saved document too
-    _, only = analyze_source(z, select=("SC",))
+    only = run(z, RunOptions(select=("SC",))).findings
     assert only.rules_run and all(c.startswith("SC") for c in only.rules_run)
 
 
 def test_analysis_without_findings_gets_rules_run(tmp_path):
-    a = analyze(SAMPLES / "bf16_dense.xplane.pb.gz")
+    a = run_analysis(SAMPLES / "bf16_dense.xplane.pb.gz")
     p = tmp_path / "a.json"
     p.write_text(json.dumps(a.to_dict()))
     b, g = load_analysis(p)
@@ -114,7 +117,7 @@ def test_bad_documents_are_one_line_input_errors(tmp_path, text, message):
 
 
 def test_wrong_types_name_the_field(tmp_path):
-    a = analyze(SAMPLES / "bf16_dense.xplane.pb.gz")
+    a = run_analysis(SAMPLES / "bf16_dense.xplane.pb.gz")
     d = a.to_dict()
     d["per_core"][0]["steps_kept"] = "three"
     with pytest.raises(SchemaError, match=r"per_core\[0\]\.steps_kept"):
@@ -126,7 +129,7 @@ def test_wrong_types_name_the_field(tmp_path):
 
 
 def test_self_check_catches_contradictions():
-    a = analyze(SAMPLES / "offload_off.xplane.pb.gz")
+    a = run_analysis(SAMPLES / "offload_off.xplane.pb.gz")
     core = a.per_core[0]
     bad_core = replace(core, buckets={**core.buckets, "idle": core.buckets["idle"] + 1e6})
     assert any("buckets sum" in p for p in check_analysis(replace(a, per_core=(bad_core, *a.per_core[1:]))))
@@ -142,7 +145,7 @@ def test_self_check_catches_contradictions():
 
 
 def test_finding_claiming_more_than_its_bucket_is_caught():
-    a = analyze(SAMPLES / "offload_off.xplane.pb.gz")
+    a = run_analysis(SAMPLES / "offload_off.xplane.pb.gz")
     f = run_rules(a)
     assert f.recommendations
     x = f.recommendations[0]

@@ -15,9 +15,9 @@ from test_report_html import parse
 
 @functools.cache
 def real(name: str):
-    from profanalyzer.analyze.analysis import analyze
+    from profanalyzer.run import run_analysis
 
-    return analyze(realcap.real_path(name))
+    return run_analysis(realcap.real_path(name))
 
 
 @functools.cache
@@ -256,11 +256,11 @@ def test_host_offload_finding_keeps_its_rules_lever():
     """#32 item 6: HO001 is the remat lever (L4) in `explain` and on the page alike; where the buffers do not
     fit in HBM its estimate halves the bytes by narrower storage, which it says, never as FP8 on a chip whose
     FP8 peak is its BF16's (v6e)."""
-    from profanalyzer.analyze.analysis import AnalysisOptions, analyze
     from profanalyzer.findings import run_rules
+    from profanalyzer.run import RunOptions, run_analysis
     from profanalyzer.vocab import GUIDE_SECTIONS
 
-    a = analyze(realcap.real_path(realcap.V6E), AnalysisOptions(memory=True))
+    a = run_analysis(realcap.real_path(realcap.V6E), RunOptions(memory=True))
     ho = next(r for r in run_rules(a).recommendations if r.code == "HO001")
     assert any("do not fit in HBM" in x for x in ho.assumptions)
     assert ho.lever == "remat" and ho.guide_section == GUIDE_SECTIONS["remat"]
@@ -273,8 +273,8 @@ def test_host_offload_finding_keeps_its_rules_lever():
 
 
 def _info(path):
-    from profanalyzer.analyze.analysis import read_trace
     from profanalyzer.info import format_info, trace_info
+    from profanalyzer.xspace.read import read_trace
 
     i = trace_info(read_trace(path))
     return i, format_info(i)
@@ -305,11 +305,11 @@ def test_info_prints_the_file_size_on_disk():
 
 def test_together_is_a_sum_of_claims_where_the_what_if_does_not_model_a_finding():
     # v6e: HO001 (host-offload wait, the remat lever) is not re-timed by a what-if: no "together about 0.000 ms"
-    from profanalyzer.analyze.analysis import AnalysisOptions, analyze
     from profanalyzer.findings import run_rules
     from profanalyzer.format import ms
+    from profanalyzer.run import RunOptions, run_analysis
 
-    a = analyze(realcap.real_path(realcap.V6E), AnalysisOptions(memory=True))  # as the CLI reads it
+    a = run_analysis(realcap.real_path(realcap.V6E), RunOptions(memory=True))  # as the CLI reads it
     f = run_rules(a)
     assert [r.lever for r in f.recommendations] == ["remat"]
     text = parse(html_of(a, f)).by_id("recs-total").norm_text()
@@ -352,10 +352,10 @@ def test_timeline_sentence_without_windows_starts_with_a_capital():
 def test_a_loop_with_no_model_compute_is_no_models_step():
     """#32 item 6: the v6e host-offload loop (adds and transfers, no matmul, no attention) is no model's step,
     not "inference (dense)"."""
-    from profanalyzer.analyze.analysis import analyze
     from profanalyzer.analyze.workload import classify_workload
+    from profanalyzer.run import run_analysis
 
-    wl = classify_workload(analyze(realcap.real_path(realcap.V6E)))
+    wl = classify_workload(run_analysis(realcap.real_path(realcap.V6E)))
     assert wl.kind == "no model" and "dense" not in wl.row and wl.main_bottleneck == "host_offload"
 
 
@@ -363,10 +363,10 @@ def test_a_claim_whose_premise_the_evidence_contradicts_is_not_ranked():
     """#32 item 6: FP002 (serving matmuls on the BF16 MXU) is quiet where those matmuls measure above the BF16
     peak (vLLM on TPU7x: 110%): its own evidence says they do not run at BF16; it still fires on the sample whose
     matmuls run below it."""
-    from profanalyzer.analyze.analysis import analyze
     from profanalyzer.findings import run_rules
+    from profanalyzer.run import run_analysis
 
-    vllm = analyze(realcap.real_path(realcap.VLLM))
+    vllm = run_analysis(realcap.real_path(realcap.VLLM))
     mm = vllm.bucket_ops["matmul_bf16"]
     assert mm.flops / (mm.ps * 1e-12) > vllm.hardware.per_core.peak_bf16_tflops * 1e12
     assert "FP002" not in {r.code for r in run_rules(vllm).recommendations}
@@ -402,9 +402,9 @@ def test_markdown_step_time_has_no_range_of_one_step():
     """#32 item 12: one kept step (a replayed compiled program) reads "the one kept step", not "0.799-0.799"."""
     from pathlib import Path
 
-    from profanalyzer.analyze.analysis import analyze
     from profanalyzer.report.markdown import render_markdown
+    from profanalyzer.run import run_analysis
 
     program = Path(__file__).resolve().parents[1] / "sample_traces" / "compiled" / "dense_fsdp.after_codegen.hlo.pb.gz"
-    line = next(x for x in render_markdown(analyze(program), None).splitlines() if x.startswith("**Step time"))
+    line = next(x for x in render_markdown(run_analysis(program), None).splitlines() if x.startswith("**Step time"))
     assert "(the one kept step)" in line and "–" not in line.split("·")[0]

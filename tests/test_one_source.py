@@ -55,10 +55,10 @@ def test_no_field_walk_left_in_the_module_decoder():
 
 @pytest.mark.parametrize("form", ["hlo.txt.gz", "hlo.pb.gz"])
 def test_a_compiled_program_keeps_its_program(form):
-    from profanalyzer.analyze.analysis import read_trace
     from profanalyzer.analyze.attributed import trace_program
     from profanalyzer.hlo.load import read_program
     from profanalyzer.run import run
+    from profanalyzer.xspace.read import read_trace
 
     path = ROOT / "sample_traces" / "compiled" / f"dense_fsdp.{form}"
     trace = read_trace(path)
@@ -125,35 +125,101 @@ def test_a_compiled_program_is_built_in_memory(monkeypatch):
     assert m.source == "buffer_assignment" and m.peak_bytes == pm.peak_bytes and m.hbm_bytes == pm.capacity_bytes
 
 
-def _opens(monkeypatch, path) -> list[str]:
-    """Each open of `path` during one run(): the function of profanalyzer's that opened it."""
+def _count_opens(monkeypatch, paths) -> dict[str, list[str]]:
+    """Each open of a file under `paths` while the returned counter is live: file -> the functions of
+    profanalyzer's that opened it (builtins.open and io.open: what Path.read_bytes, gzip.open and
+    mmap's file all go through)."""
     import builtins
     import io
     import os
     import traceback
 
-    from profanalyzer.run import run
-
-    want, seen, real = os.path.abspath(path), [], builtins.open
+    roots = [os.path.abspath(p) for p in paths]
+    seen: dict[str, list[str]] = {}
+    real = builtins.open
 
     def counting(f, *a, **k):
-        if isinstance(f, (str, os.PathLike)) and os.path.abspath(os.fspath(f)) == want:
-            seen.append(next((fr.name for fr in reversed(traceback.extract_stack()[:-1])
-                              if "/profanalyzer/" in fr.filename), "?"))
+        if isinstance(f, (str, os.PathLike)):
+            full = os.path.abspath(os.fspath(f))
+            if any(full == r or full.startswith(r + os.sep) for r in roots):
+                seen.setdefault(full, []).append(next((fr.name for fr in reversed(traceback.extract_stack()[:-1])
+                                                       if "/profanalyzer/" in fr.filename), "?"))
         return real(f, *a, **k)
 
     monkeypatch.setattr(builtins, "open", counting)
     monkeypatch.setattr(io, "open", counting)
-    run(path)
     return seen
 
 
-def test_a_compiled_program_is_opened_twice_at_most(monkeypatch):
-    """The JSON sniff and the one read (a gzip inflated and a tar told from the same bytes; before: six
-    opens, four of them tarfile.is_tarfile trying each compression). A Source owning the input (issue 33)
-    takes the sniff's open away too."""
-    seen = _opens(monkeypatch, ROOT / "sample_traces" / "compiled" / "dense_fsdp.hlo.pb.gz")
-    assert seen == ["is_json_document", "read_program"]
+def _inputs() -> list[Path]:
+    """Every sample capture, the two-host run folder, one corpus program of each form, the shared real captures."""
+    from realcap import REAL
+
+    samples = ROOT / "sample_traces"
+    out = sorted(samples.glob("*.xplane.pb.gz")) + [samples / "dense_short_fsdp_2hosts"]
+    out += [samples / "compiled" / n for n in ("dense_fsdp.hlo.pb.gz", "dense_fsdp.hlo.txt.gz", "serving_decode.hlo.pb.gz")]
+    out += sorted(REAL.glob("*.xplane.pb.gz")) if REAL.is_dir() else []
+    return out
+
+
+@pytest.mark.parametrize("path", _inputs(), ids=lambda p: p.name)
+def test_a_run_opens_its_input_once(path, monkeypatch):
+    """Issue 33: the input is opened once per run, whatever the run reads of it -- the trace, its programs,
+    counter lines, host lines and allocator activity (--memory --host-activity ask for every one) -- and the
+    report's hash is of the same bytes. Before the Source: 4 opens (the JSON sniff, the trace, the programs,
+    the counters), 9 for a plain real-TPU capture with --memory."""
+    from profanalyzer.run import RunOptions, run
+
+    seen = _count_opens(monkeypatch, [path])
+    r = run(path, RunOptions(memory=True, host_activity=True))
+    digest = r.source.sha256()
+    monkeypatch.undo()
+    from profanalyzer.outputs import file_sha256
+
+    assert digest == file_sha256(path)  # the footer's hash: the bytes read are the file's
+    captures = {k: v for k, v in seen.items() if ".xplane.pb" in k or not path.is_dir()}
+    assert captures and all(v == ["_read_raw"] for v in captures.values()), seen
+    # a folder's other files (its truth.json) are hashed for the footer, never read by the analysis
+    assert all(v == ["add_file_to_hash"] for k, v in seen.items() if k not in captures), seen
+
+
+def test_a_real_tpu_capture_with_its_dump_opens_the_capture_once(monkeypatch):
+    """A plain (not gzipped) capture of the real-TPU corpus, whose memory, programs and dump are read."""
+    from conftest import sample_path
+
+    from profanalyzer.run import RunOptions, run
+
+    logdir = sample_path("real-tpu/train_remat_full")
+    (capture,) = logdir.rglob("*.xplane.pb")
+    seen = _count_opens(monkeypatch, [capture])
+    r = run(logdir, RunOptions(memory=True, host_activity=True))
+    monkeypatch.undo()
+    assert r.analysis.memory is not None and r.analysis.memory.program
+    assert seen == {str(capture): ["_read_raw"]}, seen
+
+
+def test_a_saved_document_is_opened_once(monkeypatch, tmp_path):
+    import json
+
+    from profanalyzer.run import run
+
+    doc = tmp_path / "a.json"
+    doc.write_text(json.dumps(run(ROOT / "sample_traces" / "bf16_dense.xplane.pb.gz").document()))
+    seen = _count_opens(monkeypatch, [doc])
+    r = run(doc)
+    assert r.attributed is None and r.source is not None and r.source.kind == "document"
+    assert seen == {str(doc): ["_read_raw"]}
+
+
+def test_the_cli_opens_a_capture_once_for_its_report_and_hash(monkeypatch, tmp_path, capsys):
+    """`profanalyze analyze` writing the HTML (whose footer hashes the input) and the JSON."""
+    from conftest import run_cli
+
+    path = ROOT / "sample_traces" / "serving_tp2_w4.xplane.pb.gz"
+    seen = _count_opens(monkeypatch, [path])
+    rc, _, err = run_cli(capsys, "analyze", path, "-o", tmp_path / "r.html", "--json", tmp_path / "r.json", "-q")
+    assert rc == 0, err
+    assert seen == {str(path): ["_read_raw"]}, seen
 
 
 def test_the_overlap_stage_returns_its_windows_and_writes_nothing_into_the_context():

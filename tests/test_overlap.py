@@ -6,7 +6,7 @@ import pytest
 from conftest import analysis_of
 from xsb import SpaceBuilder
 
-from profanalyzer.analyze.analysis import analyze
+from profanalyzer.run import run_analysis
 
 AG_START = "%all-gather-start.{n} = (bf16[8,128]{{1,0}}, bf16[64,128]{{1,0}}) all-gather-start(bf16[8,128]{{1,0}} %p0), dimensions={{0}}"
 AG_DONE = "%all-gather-done.{n} = bf16[64,128]{{1,0}} all-gather-done((bf16[8,128]{{1,0}}, bf16[64,128]{{1,0}}) %all-gather-start.{n})"
@@ -52,7 +52,7 @@ def _trace(tmp_path, sc_planes=False, wrappers=False):
 
 
 def test_waiting_done_hidden_window_unmatched_and_sync(tmp_path):
-    a = analyze(_trace(tmp_path))
+    a = run_analysis(_trace(tmp_path))
     ag = a.collectives["all_gather"]
     assert ag.count == 2
     assert ag.window_ps == 600_000 + 301_000
@@ -73,7 +73,7 @@ def test_waiting_done_hidden_window_unmatched_and_sync(tmp_path):
 
 
 def test_sparsecore_planes_present_but_empty(tmp_path):
-    a = analyze(_trace(tmp_path, sc_planes=True, wrappers=True))
+    a = run_analysis(_trace(tmp_path, sc_planes=True, wrappers=True))
     sc = a.sparsecore_offload
     assert sc.planes == 2 and sc.planes_with_activity == 0 and not sc.detected
     assert sc.verdict == "not_visible"

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from profanalyzer import parallel
-from profanalyzer.analyze.analysis import analyze
+from profanalyzer.run import run_analysis
 
 SAMPLES = Path(__file__).resolve().parents[1] / "sample_traces"
 
@@ -17,9 +17,9 @@ SAMPLES = Path(__file__).resolve().parents[1] / "sample_traces"
 @pytest.mark.parametrize("name", ["dense_short_fsdp", "straggler_core", "moe_large_pp", "offload_on", "host_offload_train"])
 def test_threads_equal_one_thread(name, monkeypatch):
     path = SAMPLES / f"{name}.xplane.pb.gz"
-    many = json.dumps(analyze(path).to_dict(), sort_keys=True)
+    many = json.dumps(run_analysis(path).to_dict(), sort_keys=True)
     monkeypatch.setattr(parallel, "MAX_THREADS", 1)
-    one = json.dumps(analyze(path).to_dict(), sort_keys=True)
+    one = json.dumps(run_analysis(path).to_dict(), sort_keys=True)
     assert many == one
 
 

@@ -23,10 +23,10 @@ COMPILER = "sample_traces/compiled/dense_fsdp.compiler.json"
 
 @functools.cache
 def _analysis(path: str):
-    from profanalyzer.analyze.analysis import analyze
     from profanalyzer.findings import run_rules
+    from profanalyzer.run import run_analysis
 
-    a = analyze(path)
+    a = run_analysis(path)
     return a, run_rules(a)
 
 

@@ -54,9 +54,9 @@ need_dump = pytest.mark.skipif(not DUMP.exists(), reason="../shared/real-program
 
 @functools.cache
 def _maxtext():
-    from profanalyzer.analyze.analysis import analyze
+    from profanalyzer.run import run_analysis
 
-    return analyze(DUMP)
+    return run_analysis(DUMP)
 
 
 @need_dump

@@ -91,11 +91,11 @@ def test_sample_ps_fields_are_integers(validator, name):
 
 @pytest.mark.parametrize("name", [realcap.VLLM, realcap.V6E])
 def test_real_capture_ps_fields_are_integers(validator, name):
-    from profanalyzer.analyze.analysis import analyze
     from profanalyzer.documents import result_document
     from profanalyzer.findings import run_rules
+    from profanalyzer.run import run_analysis
 
-    a = analyze(realcap.real_path(name))
+    a = run_analysis(realcap.real_path(name))
     doc = json.loads(json.dumps(result_document(a, run_rules(a))))
     assert _float_ps(doc) == []
     assert [e.message for e in validator.iter_errors(doc)] == []

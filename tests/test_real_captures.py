@@ -18,9 +18,9 @@ POINTS = 0.02  # bucket shares within 2 points of the independent per-op sum
 
 @functools.cache
 def _analysis(name: str):
-    from profanalyzer.analyze.analysis import analyze
+    from profanalyzer.run import run_analysis
 
-    return analyze(realcap.real_path(name))
+    return run_analysis(realcap.real_path(name))
 
 
 @functools.cache
@@ -121,10 +121,10 @@ def test_v6e_host_offload_card_checks_the_hbm_headroom():
     """With memory read, keeping the 16.1 GB of offloaded arrays in HBM does not
     fit beside the 21.5 GB peak on a 33.6 GB v6e core: HO001 falls back to
     halving the bytes (L1) and says why."""
-    from profanalyzer.analyze.analysis import AnalysisOptions, analyze
     from profanalyzer.findings import run_rules
+    from profanalyzer.run import RunOptions, run_analysis
 
-    a = analyze(realcap.real_path(realcap.V6E), AnalysisOptions(memory=True))
+    a = run_analysis(realcap.real_path(realcap.V6E), RunOptions(memory=True))
     ho = next(r for r in run_rules(a).recommendations if r.code == "HO001")
     assert a.memory is not None and a.memory.host_offload_bytes == pytest.approx(16.1e9, rel=0.01)
     assert any("does not fit" in x for x in ho.assumptions)

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from profanalyzer.analyze.analysis import AnalysisOptions, analyze
 from profanalyzer.findings import run_rules
+from profanalyzer.run import RunOptions, run_analysis
 
 ROOT = Path(__file__).resolve().parents[1]
 CORPUS = ROOT / "sample_traces" / "real-tpu"
@@ -56,7 +56,7 @@ _CACHE: dict[tuple[str, str], object] = {}
 def _analysis(folder: Path, what: str):
     key = (str(folder), what)
     if key not in _CACHE:
-        _CACHE[key] = analyze(folder / what, AnalysisOptions(top_ops=10_000))
+        _CACHE[key] = run_analysis(folder / what, RunOptions(top_ops=10_000))
     return _CACHE[key]
 
 
@@ -69,7 +69,7 @@ def test_a_capture_without_device_planes_is_one_clear_error(unpacked):
         if b"/device:TPU:" in next((unpacked[name] / "logdir").rglob("*.xplane.pb")).read_bytes():
             continue  # a device plane, steps in part: not this test's case
         with pytest.raises(NoTpuPlanesError, match="no TPU device planes"):
-            analyze(unpacked[name] / "logdir")
+            run_analysis(unpacked[name] / "logdir")
 
 
 def test_corpus_manifest_covers_the_issue():
@@ -300,7 +300,7 @@ def test_a_capture_without_the_mask_keeps_kernel_flops_unknown(unpacked, tmp_pat
 
     alone = tmp_path / "logdir"
     shutil.copytree(unpacked["long_splash_b512"] / "logdir", alone)
-    a = analyze(alone, AnalysisOptions(top_ops=10_000))
+    a = run_analysis(alone, RunOptions(top_ops=10_000))
     kernels = [op for op in a.kernel_ops if op.bucket == "attention"]
     assert kernels and all(op.flops is None for op in kernels)
     assert all(k.computed_fraction is None for k in a.attention_kernels)

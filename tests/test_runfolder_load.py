@@ -11,10 +11,10 @@ import pytest
 from conftest import SAMPLES
 from xsb import SpaceBuilder
 
-from profanalyzer.analyze.analysis import AnalysisOptions, analyze
 from profanalyzer.documents import result_document
 from profanalyzer.errors import InputError
 from profanalyzer.findings import run_rules
+from profanalyzer.run import RunOptions, run_analysis
 from profanalyzer.xspace.build import load_trace
 
 EPOCH_NS = 1_732_000_000_000_000_000
@@ -22,7 +22,7 @@ RUN = next((SAMPLES / "dense_short_fsdp_2hosts").glob("plugins/profile/*"))
 
 
 def _doc(path, jobs: int) -> str:
-    a = analyze(path, AnalysisOptions(jobs=jobs))
+    a = run_analysis(path, RunOptions(jobs=jobs))
     return json.dumps(result_document(a, run_rules(a)), sort_keys=True)
 
 

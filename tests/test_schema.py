@@ -32,11 +32,11 @@ def test_every_sample_document_fits_the_schema(validator, name):
 
 @pytest.mark.parametrize("name", [realcap.VLLM, realcap.V6E])
 def test_real_capture_documents_fit_the_schema(validator, name):
-    from profanalyzer.analyze.analysis import analyze
     from profanalyzer.documents import result_document
     from profanalyzer.findings import run_rules
+    from profanalyzer.run import run_analysis
 
-    a = analyze(realcap.real_path(name))
+    a = run_analysis(realcap.real_path(name))
     doc = json.loads(json.dumps(result_document(a, run_rules(a))))
     assert _errors(validator, doc) == []
 

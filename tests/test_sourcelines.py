@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from profanalyzer.analyze.analysis import analyze
 from profanalyzer.analyze.sourcelines import GROUP
-from profanalyzer.findings import analyze_source, run_rules
+from profanalyzer.findings import run_rules
 from profanalyzer.hlo.load import read_program
 from profanalyzer.report.html import render_html
+from profanalyzer.run import run, run_analysis
 
 ROOT = Path(__file__).resolve().parents[1]
 CORPUS = ROOT / "sample_traces" / "compiled"
@@ -62,7 +62,7 @@ def _own_locations(path) -> dict[str, str]:
 def test_corpus_top_ops_name_their_hlo_source_line(name):
     path = CORPUS / f"{name}.hlo.pb.gz"
     own = _own_locations(path)
-    a = analyze(path)
+    a = run_analysis(path)
     checked = 0
     for op in a.top_ops:
         if GROUP.match(op.name):
@@ -80,7 +80,8 @@ def test_corpus_top_ops_name_their_hlo_source_line(name):
 
 @pytest.mark.skipif(not V6E.exists(), reason="../shared/real-traces v6e capture not present")
 def test_real_v6e_fusions_and_copies_show_the_test_script_lines():
-    a, f = analyze_source(V6E)
+    r = run(V6E)
+    a, f = r.analysis, r.findings
     fusions = [op for op in a.top_ops if "fusion" in op.name]
     copies = [op for op in a.top_ops if op.name.startswith("copy-")]
     assert fusions and copies
@@ -98,13 +99,14 @@ def test_real_v6e_fusions_and_copies_show_the_test_script_lines():
 
 
 def test_synthesized_ops_take_the_xla_ops_source_stat():
-    a = analyze(ROOT / "sample_traces" / "dense_short_fsdp.xplane.pb.gz")
+    a = run_analysis(ROOT / "sample_traces" / "dense_short_fsdp.xplane.pb.gz")
     with_src = [op for op in a.top_ops if op.source]
     assert with_src and all(re.search(r"\.py:\d+", op.source) for op in with_src)
 
 
 def test_report_links_a_finding_to_its_line_escaped():
-    a, f = analyze_source(ROOT / "sample_traces" / "dense_short_fsdp.xplane.pb.gz")
+    r = run(ROOT / "sample_traces" / "dense_short_fsdp.xplane.pb.gz")
+    a = r.analysis
     evil = "<script>alert(1)</script>.py:7"
     op = a.top_ops[0]
     a2 = replace(a, top_ops=(replace(op, source=evil),) + a.top_ops[1:])

@@ -280,13 +280,13 @@ def analysed(tmp_path_factory):
 
     def get(name: str):
         if name not in cache:
-            from profanalyzer.analyze.analysis import analyze
             from profanalyzer.documents import result_document
             from profanalyzer.findings import run_rules
+            from profanalyzer.run import run_analysis
 
             out = tmp_path_factory.mktemp(name) / f"{name}.xplane.pb.gz"
             truth = write_scenario(name, out)
-            a = analyze(out)
+            a = run_analysis(out)
             doc = json.loads(json.dumps(result_document(a, run_rules(a))))
             cache[name] = (a, doc, truth)
         return cache[name]

@@ -11,11 +11,12 @@ import numpy as np
 import pytest
 from conftest import sample_names, sample_path
 
-from profanalyzer.analyze.analysis import attribute, read_trace
+from profanalyzer.analyze.analysis import attribute
 from profanalyzer.analyze.attribution import exclusive_segments
 from profanalyzer.analyze.overlap import analyze_overlap
 from profanalyzer.analyze.timeline import MAX_SPANS_PER_LANE, build_timeline
 from profanalyzer.vocab import BUCKETS
+from profanalyzer.xspace.read import read_trace
 
 SHARED = Path(__file__).resolve().parents[2] / "shared"
 REAL = {

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from conftest import sample_path
 
-from profanalyzer.analyze.analysis import AnalysisOptions, analyze
 from profanalyzer.format import gib
 from profanalyzer.hardware import CHIPS
 from profanalyzer.heuristics.headroom import headroom
+from profanalyzer.run import RunOptions, run_analysis
 
 
 def test_gib_formatter():
@@ -19,7 +19,7 @@ def test_gib_formatter():
 
 
 def test_capacity_is_the_chip_tables_gib_per_tensorcore():
-    a = analyze(sample_path("hlo_memory_dense"), AnalysisOptions(memory=True))
+    a = run_analysis(sample_path("hlo_memory_dense"), RunOptions(memory=True))
     chip = CHIPS["tpu7x"]
     assert a.memory.hbm_bytes == chip.hbm_gib * 2**30 // chip.planes_per_chip
     line = headroom(a, 1e9).line
@@ -31,7 +31,7 @@ def test_memory_section_and_budget_speak_gib():
     from profanalyzer.budget import evaluate, parse_budget
     from profanalyzer.report.sections import memory_view
 
-    a = analyze(sample_path("hlo_memory_dense"), AnalysisOptions(memory=True))
+    a = run_analysis(sample_path("hlo_memory_dense"), RunOptions(memory=True))
     v = memory_view(a)
     assert "of 96.00 GiB HBM per TensorCore" in v.summary and " GB" not in v.summary
     r = evaluate(parse_budget({"budget": {"memory.peak_bytes": {"max": 1}}}), a)

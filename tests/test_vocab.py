@@ -67,10 +67,10 @@ def test_every_lever_has_section_label_and_rules():
 
 
 def test_every_rule_finding_cites_its_lever_section():
-    from profanalyzer.analyze.analysis import analyze
     from profanalyzer.heuristics import registry
+    from profanalyzer.run import run_analysis
 
-    a = analyze(Path(__file__).resolve().parent.parent / "sample_traces" / "bf16_dense.xplane.pb.gz")
+    a = run_analysis(Path(__file__).resolve().parent.parent / "sample_traces" / "bf16_dense.xplane.pb.gz")
     for r in registry():
         f = r.finding(a, 0.0, ["e"], ["a"])
         assert f.guide_section == vocab.LEVER_BY_ID[r.lever].guide_section and f.lever == r.lever

@@ -138,9 +138,10 @@ def _span(b: bytes) -> tuple[bytes, int, int]:
 
 @pytest.mark.parametrize("name", ["offload_on", "moe_large_pp", "zero_timestamps"])
 def test_skipping_lines_the_analysis_does_not_read_changes_nothing(name):
-    # analyze() decodes ANALYSIS_LINES only (Sparse Core Syncs, XLA TraceMe, ...
+    # run_analysis() decodes ANALYSIS_LINES only (Sparse Core Syncs, XLA TraceMe, ...
     # are skipped unread); the result equals the analysis of every line.
-    from profanalyzer.analyze.analysis import analyze, analyze_trace
+    from profanalyzer.analyze.analysis import analyze_trace
+    from profanalyzer.run import run_analysis
     from profanalyzer.trace import ANALYSIS_LINES
     from profanalyzer.xspace.build import load_trace
 
@@ -150,7 +151,7 @@ def test_skipping_lines_the_analysis_does_not_read_changes_nothing(name):
     assert skipped, "the sample has no line the analysis skips"
     assert not {ln.name for p in part.tensorcores + part.sparsecores for ln in p.lines} & skipped
     assert part.origin_ns == full.origin_ns
-    assert analyze(sample_path(name)).to_dict() == analyze_trace(full).to_dict()
+    assert run_analysis(sample_path(name)).to_dict() == analyze_trace(full).to_dict()
 
 
 def _scatter(ev: wire.RawEvents, want) -> dict[int, list[int]]:

@@ -126,10 +126,10 @@ from xprof_util import listing as _listing  # noqa: E402
 from xprof_util import real_cli_cache  # noqa: E402
 from xprof_util import sandbox as _sandbox  # noqa: E402
 
-from profanalyzer.analyze.analysis import analyze  # noqa: E402
 from profanalyzer.analyze.attribution import classify_plane  # noqa: E402
 from profanalyzer.analyze.overlap import window_name, windows_for_core  # noqa: E402
 from profanalyzer.classify import BUCKETS, COLLECTIVE_BUCKETS  # noqa: E402
+from profanalyzer.run import run_analysis  # noqa: E402
 from profanalyzer.trace import LINE_ASYNC, LINE_OPS  # noqa: E402
 from profanalyzer.xspace import xplane_pb2  # noqa: E402
 from profanalyzer.xspace.build import load_trace  # noqa: E402
@@ -183,7 +183,7 @@ def _source(name: str) -> Path:
 @functools.cache
 def _analysis(name: str):
     src = _source(name)
-    return analyze(src) if src.is_dir() else analysis_of(name)
+    return run_analysis(src) if src.is_dir() else analysis_of(name)
 
 
 def _kept_steps(name: str) -> tuple[set[int], int]:

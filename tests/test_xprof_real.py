@@ -96,7 +96,7 @@ except ImportError as exc:  # not installed, or its native library does not load
 
 from xprof_util import datatable, run_converters  # noqa: E402
 
-from profanalyzer.analyze.analysis import analyze  # noqa: E402
+from profanalyzer.run import run_analysis  # noqa: E402
 from profanalyzer.trace import LINE_OPS  # noqa: E402
 from profanalyzer.xspace.build import load_trace  # noqa: E402
 
@@ -204,7 +204,7 @@ def xprof(pattern: str) -> XProf:
 
 @functools.cache
 def ours(pattern: str):
-    return analyze(_capture(pattern))
+    return run_analysis(_capture(pattern))
 
 
 def _with_ops(pattern: str) -> XProf:

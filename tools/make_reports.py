@@ -51,13 +51,13 @@ def render_sample(path: Path, analysis=None, findings=None) -> tuple[str, str]:
     import dataclasses
     import os
 
-    from profanalyzer.analyze.analysis import analyze
     from profanalyzer.findings import run_rules
     from profanalyzer.outputs import file_sha256
     from profanalyzer.report.html import render_html
     from profanalyzer.report.markdown import render_markdown
+    from profanalyzer.run import run_analysis
 
-    a = analysis if analysis is not None else analyze(path)
+    a = analysis if analysis is not None else run_analysis(path)
     # Reports name their trace relative to the repository, so they do not
     # depend on where the checkout lives.
     src = Path(a.source)

@@ -1,6 +1,6 @@
-"""analyze(path) -> Analysis: the analysis stage of the pipeline.
+"""The analysis stage of the pipeline (profanalyzer.run.run calls it).
 
-read (xspace.reader) -> model (xspace.build.load_trace -> trace) -> analyze (this module:
+read (xspace.read_trace: a Source -> trace) -> analyze (this module:
 classification, exclusive attribution, steady-state steps, roofline) ->
 findings (heuristics) -> render (report).
 
@@ -13,10 +13,8 @@ writes; `findings.load_analysis` reads it back.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from pathlib import Path
-from typing import cast
 
 import numpy as np
 
@@ -77,7 +75,7 @@ from profanalyzer.stats import (
     median,
     modified_z,
 )
-from profanalyzer.trace import ANALYSIS_LINES, Trace
+from profanalyzer.trace import Trace
 from profanalyzer.version import __version__
 from profanalyzer.vocab import (
     BUCKETS,
@@ -85,12 +83,11 @@ from profanalyzer.vocab import (
     PHASES,
     PREDICTED_INPUT_KINDS,
 )
-from profanalyzer.xspace.build import load_trace
 
 #: Steady-state rule: a step is an outlier when |d - median| > K * scale, with
 #: scale = max(1.4826 * MAD, MIN_REL_SCALE * median). Needs >= MIN_STEPS steps.
 __all__ = [
-    "AnalysisOptions", "analyze", "analyze_trace", "attribute", "analyze_attributed", "read_trace", "select_steps",
+    "AnalysisOptions", "analyze_trace", "attribute", "analyze_attributed", "select_steps",
     "step_consensus", "median_kept_step",
 ]
 
@@ -186,23 +183,6 @@ class AnalysisOptions:
 
 #: The defaults, one shared instance (frozen) for every `options=` default.
 DEFAULT_ANALYSIS_OPTIONS = AnalysisOptions()
-
-
-def read_trace(path: str | Path, options: AnalysisOptions = DEFAULT_ANALYSIS_OPTIONS) -> Trace:
-    """The read stage as `analyze` runs it: only the lines the analysis uses.
-    A compiled program (HLO text / proto, an XLA dump) is replayed into a
-    predicted step first (profanalyzer.hlo.compiled)."""
-    from profanalyzer.hlo import compiled
-
-    if compiled.is_program_path(path):
-        return compiled.load_program_trace(path, chip=options.chip, lines=ANALYSIS_LINES)
-    # `progress` is typed object here and in run.RunOptions; its contract is load_trace's callable
-    progress = cast("Callable[[int, int, str], None] | None", options.progress)
-    return load_trace(path, chip=options.chip, jobs=options.jobs, progress=progress, lines=ANALYSIS_LINES)
-
-
-def analyze(path: str | Path, options: AnalysisOptions = DEFAULT_ANALYSIS_OPTIONS) -> Analysis:
-    return analyze_trace(read_trace(path, options), options)
 
 
 def _cache_read_ps(ops, att: Attributed) -> float:

@@ -132,10 +132,11 @@ class Attributed:
 def trace_program(trace: Trace) -> tuple[Any, str]:
     """The HLO programs a trace's first host file carries, those that ran (a capture keeps every program
     it compiled): (Program or None, why none)."""
-    from profanalyzer.hlo.load import read_trace_program
     from profanalyzer.trace import module_names
 
     if trace.program is not None:  # a compiled program: the one it was replayed from, text or proto
         return trace.program, ""
+    if trace.reads is None:
+        return None, "no host files"
     ran = module_names(trace)
-    return read_trace_program(trace.hosts[0].file if trace.hosts else None, ran or None)
+    return trace.reads.programs(trace.hosts[0].file if trace.hosts else None, ran or None)

@@ -32,7 +32,6 @@ import numpy as np
 
 from profanalyzer.analyze.attributed import Attributed
 from profanalyzer.analyze.attribution import locate
-from profanalyzer.hlo.load import read_trace_program
 from profanalyzer.hlo.model import Instruction, Program
 from profanalyzer.model import ExpectedFamily, ExpectedOp, ExpectedSlow, ExpectedSummary
 from profanalyzer.trace import LINE_MODULES, LINE_OPS, Trace
@@ -93,7 +92,8 @@ def expected_vs_measured(trace: Trace, read: Callable[[], tuple[Program | None, 
     if read is not None:
         program, why = read()
     else:
-        program, why = (own, "") if own is not None else read_trace_program(trace.hosts[0].file)
+        program, why = ((own, "") if own is not None else trace.reads.programs(trace.hosts[0].file)
+                        if trace.reads is not None else (None, "no host files"))
     if program is None:
         return Expected(chip.clock_ghz, (), (why,))
     main = program.main

@@ -248,7 +248,6 @@ def _local(trace: str, selective: bool = True):
 
 
 def _analyze(req: AnalyzeRequest) -> None:
-    from profanalyzer.documents import is_analysis_document
     from profanalyzer.report.registry import RENDERERS, RenderOptions
     from profanalyzer.run import Run, run
 
@@ -259,8 +258,6 @@ def _analyze(req: AnalyzeRequest) -> None:
         from profanalyzer.perfetto import parse_steps
 
         wanted = parse_steps(req.trace_steps or "")
-        if is_analysis_document(trace):
-            raise click.UsageError("--trace-out needs the trace itself, not a saved analysis")
     progress = _progress(quiet, trace)
     hashed: dict = {}
 
@@ -270,13 +267,15 @@ def _analyze(req: AnalyzeRequest) -> None:
         # The input's hash (report footer) runs on a second core during the
         # single-threaded analysis; during the read both cores decode.
         if not no_html:
-            hashed["get"] = (_hash_in_background(trace) if label == trace
+            hashed["get"] = (_hash_in_background(model.reads) if label == trace and model.reads is not None
                              else (lambda: "not computed (a URL input, read through a partial copy)"))
 
     r = run(trace, dataclasses.replace(req.run, progress=progress, on_read=on_read))
     a, f = r.analysis, r.findings
     if r.attributed is None:  # a saved `--json` document: rendered again without the trace
-        digest = None if no_html else _hash_in_background(trace)
+        if trace_out:
+            raise click.UsageError("--trace-out needs the trace itself, not a saved analysis")
+        digest = None if no_html or r.source is None else _hash_in_background(r.source)
     else:
         _stage(progress, "")
         digest = hashed.get("get")
@@ -342,18 +341,16 @@ def _levers_and_history(a, f, levers: str | None, history: str | None, trace: st
     return extra, lines
 
 
-def _hash_in_background(trace: str):
-    """Hash the input (for the report footer) on a thread: hashlib releases
-    the GIL on large buffers. Returns a getter."""
+def _hash_in_background(source):
+    """Hash the input (for the report footer; its Source: the bytes the run read) on a thread: hashlib
+    releases the GIL on large buffers. Returns a getter."""
     import threading
-
-    from profanalyzer.outputs import file_sha256
 
     box: dict[str, object] = {}
 
     def work() -> None:
         try:
-            box["v"] = file_sha256(trace)
+            box["v"] = source.sha256()
         except OSError as e:  # the analysis reports unreadable input itself
             box["v"] = f"unavailable ({e.strerror or e})"
 

@@ -39,6 +39,7 @@ from profanalyzer.hlo.replay import PREDICTED_NOTE, replay, to_xspace
 from profanalyzer.parts import ProgramMemory
 from profanalyzer.trace import Trace
 from profanalyzer.xspace.build import trace_from_bytes
+from profanalyzer.xspace.source import Source
 
 __all__ = ["is_program_path", "load_program_trace", "program_chip", "INPUT_KIND", "STEP_SOURCE"]
 
@@ -130,8 +131,13 @@ def memory_note(ba: MemoryStats | None, comp: MemoryStats | None, chip: Chip) ->
     return "; ".join(parts)
 
 
-def load_program_trace(path: str | Path, *, chip: str | None = None, lines: Collection[str] | None = None) -> Trace:
-    program = read_program(path)
+def load_program_trace(source: Source | str | Path, *, chip: str | None = None,
+                       lines: Collection[str] | None = None) -> Trace:
+    """The predicted step of a compiled program (a path, or a program's Source: its bytes as read), built in
+    memory; the Trace keeps the Program and the Source."""
+    src = source if isinstance(source, Source) else Source(Path(source), "program")
+    path = src.path
+    program = read_program(path, data=bytes(src.files[0].raw()) if src.files else None)
     ch, chip_source = program_chip(program, chip)
     rep = replay(program, ch)
     if not rep.ops:
@@ -147,4 +153,5 @@ def load_program_trace(path: str | Path, *, chip: str | None = None, lines: Coll
     # the replay writes a Steps line to give the pipeline its one step: the step is the schedule's, say so
     steps = {k: replace(v, source=STEP_SOURCE) for k, v in trace.steps.items()}
     return replace(trace, source=str(path), input_kind=INPUT_KIND, run=None, note=note,
-                   chip_source=chip_source, steps=steps, program_memory=program_memory(*hbm, ch), program=program)
+                   chip_source=chip_source, steps=steps, program_memory=program_memory(*hbm, ch), program=program,
+                   reads=src)

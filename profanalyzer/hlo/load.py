@@ -24,6 +24,7 @@ import tarfile
 from collections.abc import Collection
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 from profanalyzer.errors import InputError
 from profanalyzer.hlo.model import DumpFiles, Module, Program, pick_main
@@ -43,9 +44,10 @@ _MODULE_FILE = re.compile(r"^(module_\d+\.[^/]*?)\.(after_codegen|after_optimiza
                           r"(\.txt|\.hlo\.pb|\.pb)$")
 
 
-def is_program_path(path: str | os.PathLike) -> bool:
+def is_program_path(path: str | os.PathLike, head: bytes | None = None) -> bool:
     """Whether `path` names a compiled program this module reads (not a
-    capture: captures go through the trace reader)."""
+    capture: captures go through the trace reader). `head`: the first bytes
+    of the file's content when the caller read them (a Source: no open here)."""
     p = Path(path)
     name = p.name.lower()
     if p.is_dir():
@@ -59,6 +61,8 @@ def is_program_path(path: str | os.PathLike) -> bool:
     if name.endswith(PROTO_SUFFIXES) or name.endswith(TAR_SUFFIXES):
         return True
     if name.endswith((".txt", ".txt.gz")) and p.is_file():
+        if head is not None:
+            return looks_like_hlo_text(head[:4096].decode("utf-8", "replace"))
         try:
             with (gzip.open(p, "rb") if name.endswith(".gz") else open(p, "rb")) as f:
                 return looks_like_hlo_text(f.read(4096).decode("utf-8", "replace"))
@@ -208,17 +212,18 @@ def _read_tar(path: Path, data: bytes | None = None) -> Program:
         return _program(mods, str(path), [f"stage {s} of {n}" for n, s in chosen], _aux(names, read, chosen))
 
 
-def _read_capture(path: Path, programs: Collection[str] | None = None) -> Program:
+def _read_capture(file: Any, programs: Collection[str] | None = None) -> Program:
     """The HloProtos of a capture's `/host:metadata` planes: all of them, or
     only those of `programs` (the others' bytes are dropped unparsed:
-    xspace.metadata)."""
+    xspace.metadata). `file`: a path, or a Source's CaptureFile (its bytes as read)."""
     from profanalyzer.xspace import reader, xplane_pb2
     from profanalyzer.xspace.metadata import program_plane, program_trim
 
     def trim(r: reader.PlaneRef) -> reader.FieldTrim | None:
         return program_trim(programs) if programs is not None and r.kind == "metadata" else None
 
-    buf, index = reader.open_space(path, want=lambda r: r.kind == "metadata", trim=trim)
+    path = file.path if isinstance(file, reader.CaptureFile) else Path(file)
+    buf, index = reader.open_space(file, want=lambda r: r.kind == "metadata", trim=trim)
     metas = [p for p in index.planes if p.kind == "metadata" and p.held]
     mods: list[Module] = []
     notes: list[str] = []
@@ -250,9 +255,10 @@ def _read_capture(path: Path, programs: Collection[str] | None = None) -> Progra
     return _program(mods, str(path), notes)
 
 
-def read_program(path: str | os.PathLike, programs: Collection[str] | None = None) -> Program:
+def read_program(path: str | os.PathLike, programs: Collection[str] | None = None, data: bytes | None = None) -> Program:
     """Every module `path` holds, and which is the main one; of a capture,
-    only the programs named in `programs` when given (those that ran)."""
+    only the programs named in `programs` when given (those that ran).
+    `data`: the file's bytes when the caller read them (a Source: no open here)."""
     p = Path(path)
     if not p.exists():
         raise InputError(f"{p}: no such file or folder")
@@ -266,7 +272,8 @@ def read_program(path: str | os.PathLike, programs: Collection[str] | None = Non
             return _read_tar(p)
         if p.stat().st_size > MAX_BYTES:
             raise InputError(f"{p}: larger than {MAX_BYTES >> 20} MiB")
-        data = p.read_bytes()  # the one read of the file: a gzip is inflated, a tar opened, from these bytes
+        if data is None:
+            data = p.read_bytes()  # the one read of the file: a gzip is inflated, a tar opened, from these bytes
     except OSError as e:
         raise InputError(f"{p}: cannot read: {e.strerror or e}") from None
     plain = _gunzip(data, str(p)) if data[:2] == b"\x1f\x8b" else data
@@ -330,15 +337,18 @@ def _is_tar(data: bytes) -> bool:
     return data[257:262] == b"ustar"
 
 
-def read_trace_program(file: str | os.PathLike | None,
-                       programs: Collection[str] | None = None) -> tuple[Program | None, str]:
+def read_trace_program(file: Any, programs: Collection[str] | None = None) -> tuple[Program | None, str]:
     """The programs a trace's host file carries (its `/host:metadata` HloProtos,
     or the compiled program it was replayed from) and, when there are none or
     they cannot be read, why ("no HLO: ..."): a capture the analysis read stays
     analysable without them."""
+    from profanalyzer.xspace.reader import CaptureFile
+
     if not file:
         return None, "no host files"
     try:
+        if isinstance(file, CaptureFile):  # a Source's host file: its bytes as read
+            return with_dump_literals(_read_capture(file, programs), file.path), ""
         return with_dump_literals(read_program(file, programs), Path(file)), ""
     except InputError as e:
         return None, f"no HLO: {e}"

@@ -35,7 +35,7 @@ from profanalyzer.hardware import (
     chip_from_peaks,
 )
 from profanalyzer.trace import HostInfo, Line, OpMetadata, Plane, Trace, derive_steps
-from profanalyzer.xspace import inputs, reader, wire, xplane_pb2
+from profanalyzer.xspace import reader, wire, xplane_pb2
 from profanalyzer.xspace.events import (
     MAX_TIME_PS,
     OVERLAPPING_LINES,
@@ -50,6 +50,7 @@ from profanalyzer.xspace.optable import (
     metadata_from_columns,
     metadata_from_message,
 )
+from profanalyzer.xspace.source import Source, capture_source
 
 #: Per-event stats decoded into columns (ints); missing -> -1.
 EVENT_INT_STATS = (
@@ -304,7 +305,7 @@ def _no_tpu_message(path: Path, index: reader.SpaceIndex) -> str:
     return f"{path}: no TPU device planes (/device:TPU:N) in this profile; planes found: {shown}"
 
 
-def _open_host(f: Path, include_sparsecore: bool, lines: Collection[str] | None = None,
+def _open_host(cf: reader.CaptureFile, include_sparsecore: bool, lines: Collection[str] | None = None,
                meta_cache: MetadataCache | None = None, space: bytes | None = None,
                ) -> tuple[HostInfo, list[Callable[[], tuple[Plane, int] | Deferred]]]:
     """Open one host file: its HostInfo and one decode task per device plane
@@ -314,12 +315,13 @@ def _open_host(f: Path, include_sparsecore: bool, lines: Collection[str] | None 
     distinct op-metadata map per run). `space`: the serialized XSpace itself,
     built in memory (a replayed program): `f` only names it, and the host has
     no file (`HostInfo.file` is "")."""
+    f = cf.path
     kinds_wanted = ("tensorcore", "sparsecore") if include_sparsecore else ("tensorcore",)
     buf: bytes | bytearray | mmap.mmap
     if space is not None:
         buf, index = space, reader.scan_space(space, f)
     else:
-        buf, index = reader.open_space(f, want=lambda r: r.kind in kinds_wanted)
+        buf, index = reader.open_space(cf, want=lambda r: r.kind in kinds_wanted)
     host = reader.host_name(index)
     kinds: dict[str, int] = {}
     for r in index.planes:
@@ -352,7 +354,7 @@ def _open_host(f: Path, include_sparsecore: bool, lines: Collection[str] | None 
     return info, [partial(one, r) for r in refs]
 
 
-def _load_host(f: Path, include_sparsecore: bool, lines: Collection[str] | None = None,
+def _load_host(f: reader.CaptureFile, include_sparsecore: bool, lines: Collection[str] | None = None,
                meta_cache: MetadataCache | None = None, space: bytes | None = None) -> tuple[HostInfo, list[tuple[Plane, int]]]:
     """Decode one host file's device planes (each relative to its own origin)."""
     info, tasks = _open_host(f, include_sparsecore, lines, meta_cache, space)
@@ -378,7 +380,7 @@ def default_jobs(n_files: int) -> int:
     return max(1, min(n_files, os.cpu_count() or 1))
 
 
-def _load_hosts(files: list[Path], include_sparsecore: bool, lines: Collection[str] | None, jobs: int,
+def _load_hosts(files: list[reader.CaptureFile], include_sparsecore: bool, lines: Collection[str] | None, jobs: int,
                 progress: Callable[[int, int, str], None] | None) -> list[tuple[HostInfo, list[tuple[Plane, int]]]]:
     """Decode several host files in this process: one pool of threads decodes
     the planes of up to `jobs` files at a time while the next file is opened
@@ -399,7 +401,7 @@ def _load_hosts(files: list[Path], include_sparsecore: bool, lines: Collection[s
         f, info, futures = inflight.popleft()
         results.append((info, [finished(fut.result()) for fut in futures]))
         if progress:
-            progress(len(results), len(files), f.name)
+            progress(len(results), len(files), f.path.name)
 
     try:
         for f in files:
@@ -481,7 +483,7 @@ def _chip(chip: str | None, device_type: str | None, peaks: tuple[float, float] 
 
 
 def load_trace(
-    path: str | Path,
+    path: str | Path | Source,
     *,
     chip: str | None = None,
     include_sparsecore: bool = True,
@@ -498,9 +500,14 @@ def load_trace(
     time, default: one per core, at most one per file; their planes on a
     shared pool of threads). `progress(done, total, label)` is called after
     each host file.
+
+    `path` may be a capture's Source (profanalyzer.xspace.source: each file
+    read once for the run); the Trace keeps it as its `reads`.
     """
-    resolved = inputs.resolve_input(path)
-    files = list(resolved.files)
+    source = path if isinstance(path, Source) else capture_source(path)
+    resolved = source.resolved
+    assert resolved is not None  # a capture's Source
+    files = list(source.files)
     jobs = default_jobs(len(files)) if jobs is None else max(1, jobs)
     results: list[tuple[HostInfo, list[tuple[Plane, int]]]] = []
     if jobs > 1 and len(files) > 1:
@@ -510,8 +517,8 @@ def load_trace(
         for k, f in enumerate(files):
             results.append(_load_host(f, include_sparsecore, lines, meta_cache))
             if progress:
-                progress(k + 1, len(files), f.name)
-    return _assemble(results, str(path), resolved.kind, resolved.run, resolved.note, chip)
+                progress(k + 1, len(files), f.path.name)
+    return replace(_assemble(results, source.label, resolved.kind, resolved.run, resolved.note, chip), reads=source)
 
 
 def _assemble(results: list[tuple[HostInfo, list[tuple[Plane, int]]]], source: str, kind: str, run: str | None,
@@ -543,4 +550,5 @@ def trace_from_bytes(data: bytes, label: str, *, chip: str | None = None,
                      lines: Collection[str] | None = None) -> Trace:
     """The Trace of one serialized XSpace built in memory (a replayed compiled
     program): nothing is written or read from disk; `label` names it in errors."""
-    return _assemble([_load_host(Path(label), True, lines, MetadataCache(), data)], label, "file", None, None, chip)
+    return _assemble([_load_host(reader.CaptureFile(label), True, lines, MetadataCache(), data)], label, "file", None, None,
+                     chip)

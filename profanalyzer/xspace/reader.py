@@ -18,6 +18,7 @@ decompressed size.
 from __future__ import annotations
 
 import gzip
+import io
 import mmap
 import re
 import zlib
@@ -136,26 +137,58 @@ def _sniff_text_mangled(buf, name: str) -> str | None:
     return None
 
 
-def read_bytes(path: Path) -> bytes | bytearray | mmap.mmap:
-    """Return the raw XSpace bytes of a file (.gz decompressed, capped).
+class CaptureFile:
+    """One capture file of a Source, opened once (`raw`): a plain file mapped
+    read-only, a `.gz` held as its compressed bytes. Every reader of the file
+    (`open_space`: the trace, its programs, counter lines, host lines,
+    allocator events) starts from these bytes; a `.gz` is inflated from
+    memory, streamed, never held whole. The file is never written."""
 
-    Never writes: plain files are mapped read-only, .gz files decompressed in
-    memory (up to MAX_DECOMPRESSED_BYTES, then refused)."""
+    __slots__ = ("path", "_raw")
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self._raw: bytes | mmap.mmap | None = None
+
+    def raw(self) -> bytes | mmap.mmap:
+        """The file's bytes as read (the one open of the file)."""
+        if self._raw is None:
+            self._raw = _read_raw(self.path)
+        return self._raw
+
+    @property
+    def gzipped(self) -> bool:
+        return self.raw()[:2] == b"\x1f\x8b"
+
+
+def _read_raw(path: Path) -> bytes | mmap.mmap:
     try:
         size = path.stat().st_size
         if size == 0:
             raise InputError(f"{path}: empty file")
         with open(path, "rb") as f:
-            head = f.read(2)
-            f.seek(0)
-            if head == b"\x1f\x8b":
-                return _gunzip(f, path)
-            mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+            if f.read(2) == b"\x1f\x8b":
+                f.seek(0)
+                return f.read()
+            return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
     except OSError as e:
         raise InputError(f"{path}: cannot read: {e.strerror or e}") from None
     except ValueError as e:  # mmap of a file that shrank to nothing meanwhile
         raise InputError(f"{path}: cannot read: {e}") from None
-    return mm
+
+
+def _as_file(file: CaptureFile | str | Path) -> CaptureFile:
+    return file if isinstance(file, CaptureFile) else CaptureFile(file)
+
+
+def read_bytes(file: CaptureFile | str | Path) -> bytes | bytearray | mmap.mmap:
+    """Return the raw XSpace bytes of a file (.gz decompressed, capped).
+
+    Never writes: plain files are mapped read-only, .gz files decompressed in
+    memory (up to MAX_DECOMPRESSED_BYTES, then refused)."""
+    cf = _as_file(file)
+    raw = cf.raw()
+    return _gunzip(io.BytesIO(raw), cf.path) if cf.gzipped else raw
 
 
 _CHUNK = 1 << 20
@@ -578,9 +611,10 @@ def _all_planes(ref: PlaneRef) -> bool:
 
 
 def open_space(
-    path: Path, want: PlaneFilter | None = None, trim: Callable[[PlaneRef], FieldTrim | None] | None = None
+    file: CaptureFile | str | Path, want: PlaneFilter | None = None, trim: Callable[[PlaneRef], FieldTrim | None] | None = None
 ) -> tuple[bytes | bytearray | mmap.mmap, SpaceIndex]:
-    """(buffer, index) of an XSpace file, holding at least the planes `want`
+    """(buffer, index) of an XSpace file (a CaptureFile: its bytes read once
+    for every call; a path: read now), holding at least the planes `want`
     accepts (default: all); the index lists every plane, its offsets point
     into the buffer, and a plane not held (`PlaneRef.held` false) has offset -1.
 
@@ -594,24 +628,18 @@ def open_space(
     after an irregularity). Bad input raises the same one-line InputError as
     `read_bytes` + `scan_space` (on any irregularity the file is re-read
     that way for the message)."""
-    path = Path(path)
+    cf = _as_file(file)
     want = want or _all_planes
-    try:
-        with open(path, "rb") as f:
-            gz = f.read(2) == b"\x1f\x8b"
-            if gz:
-                f.seek(0)
-                stream = _SpaceStream(want, trim)
-                try:
-                    for chunk in _gunzip_chunks(f, path):
-                        stream.feed(chunk)
-                    return stream.out, stream.finish(path)
-                except ValueError:  # not an InputError: those carry their message already
-                    pass  # the simple path below says what is wrong
-    except OSError as e:
-        raise InputError(f"{path}: cannot read: {e.strerror or e}") from None
-    buf = read_bytes(path)
-    return buf, scan_space(buf, path)
+    if cf.gzipped:
+        stream = _SpaceStream(want, trim)
+        try:
+            for chunk in _gunzip_chunks(io.BytesIO(cf.raw()), cf.path):
+                stream.feed(chunk)
+            return stream.out, stream.finish(cf.path)
+        except ValueError:  # not an InputError: those carry their message already
+            pass  # the simple path below says what is wrong
+    buf = read_bytes(cf)
+    return buf, scan_space(buf, cf.path)
 
 
 def host_name(index: SpaceIndex) -> str:
