@@ -129,6 +129,12 @@ def read_json(path: str | Path) -> Any:
             data = fh.read()
     except OSError as e:
         raise InputError(f"{path}: cannot read ({e.strerror or e})") from None
+    return json_value(data, path)
+
+
+def json_value(data: bytes, path: str | Path) -> Any:
+    """The JSON value of a document's bytes (gzipped or not), read by the caller; InputError (one line)
+    when they are not JSON."""
     try:
         if data[:2] == b"\x1f\x8b":
             data = gzip.decompress(data)

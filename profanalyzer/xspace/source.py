@@ -27,9 +27,7 @@ documents (records), errors.
 
 from __future__ import annotations
 
-import gzip
 import hashlib
-import json
 import os
 import zlib
 from collections.abc import Collection
@@ -37,6 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from profanalyzer.documents import json_value
 from profanalyzer.errors import InputError
 from profanalyzer.xspace import inputs, reader
 
@@ -130,19 +129,6 @@ def _inflated_head(raw: Any) -> bytes:
         return b""
 
 
-def _json_value(raw: Any, path: Path) -> Any:
-    """The JSON value of a saved document's bytes (gzipped or not); InputError (one line) when it is not JSON."""
-    data = bytes(raw)
-    try:
-        if data[:2] == b"\x1f\x8b":
-            data = gzip.decompress(data)
-        return json.loads(data.decode("utf-8"))
-    except (OSError, EOFError, UnicodeDecodeError) as e:
-        raise InputError(f"{path}: cannot read the analysis JSON ({e})") from None
-    except json.JSONDecodeError as e:
-        raise InputError(f"{path}: not valid JSON ({e.msg} at line {e.lineno} column {e.colno})") from None
-
-
 def open_source(path: str | os.PathLike) -> Source:
     """The Source of a user path (see the module doc). Bad input raises InputError (one line)."""
     from profanalyzer.hlo.load import is_program_path
@@ -158,7 +144,7 @@ def open_source(path: str | os.PathLike) -> Source:
     head = _inflated_head(raw)
     if head.lstrip()[:1] == b"{":
         try:
-            doc = _json_value(raw, p)
+            doc = json_value(bytes(raw), p)
         except InputError:
             doc = None
         if isinstance(doc, dict) and "schema_version" in doc:
