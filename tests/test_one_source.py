@@ -48,6 +48,35 @@ def test_bytes_that_are_no_hlo_proto_say_so():
         parse_hlo_proto_bytes(b"\x0f\xff\xff")
 
 
+def test_the_decoders_instruction_constructor_equals_the_dataclass():
+    """`Instruction.decoded` fills the instance dict in one step; it must give exactly the dataclass's fields and
+    an object equal to (and hashing like) the one `__init__` builds."""
+    import dataclasses
+
+    from profanalyzer.hlo.model import Instruction, OpMetadata, Shape
+
+    args = dict(name="dot.1", opcode="dot", shape=Shape("bf16", (8, 16)), operands=("p0", "p1"), called=(),
+                attrs=(("lhs_contracting_dims", "{1}"),), metadata=OpMetadata("dot_general", "jit(f)/dot", "m.py", 3, 1),
+                backend_config='{"x":1}', text="%dot.1 = ...", is_root=True, parameter_number=-1, literal="",
+                literal_stats=())
+    fast, slow = Instruction.decoded(**args), Instruction(**args)
+    assert fast == slow and hash(fast) == hash(slow)
+    assert set(vars(fast)) == {f.name for f in dataclasses.fields(Instruction)}
+    assert fast.config == {"x": 1}  # cached properties still work on the filled dict
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        fast.name = "other"  # type: ignore[misc]
+
+
+@pytest.mark.parametrize("s", ["jit(f)/dot_general", 'a"b', "back\\slash", "tab\there", "del\x7f", "caf\u00e9",
+                               "", " spaced "])
+def test_quoting_in_the_text_is_jsons(s):
+    import json
+
+    from profanalyzer.hlo.proto import _quoted
+
+    assert _quoted(s) == json.dumps(s)
+
+
 def test_no_field_walk_left_in_the_module_decoder():
     src = (ROOT / "profanalyzer" / "hlo" / "proto.py").read_text()
     assert "iter_fields" not in src and "xspace import wire" not in src and "hlo_min_pb2" in src

@@ -143,6 +143,20 @@ class Instruction:
     #: constants of 8-bit integers read from a proto: (elements, nonzero, min, max); () otherwise
     literal_stats: tuple[int, ...] = ()
 
+    @classmethod
+    def decoded(cls, name: str, opcode: str, shape: Shape, operands: tuple[str, ...], called: tuple[str, ...],
+                attrs: tuple[tuple[str, str], ...], metadata: OpMetadata, backend_config: str, text: str,
+                is_root: bool, parameter_number: int, literal: str, literal_stats: tuple[int, ...]) -> Instruction:
+        """An Instruction with every field given (operand_indices: none), as a decoder builds thousands: the
+        instance dict is filled in one step, where the frozen dataclass's `__init__` sets each field through
+        `object.__setattr__` (about 4x the time). Same fields, same equality (tests/test_hlo_proto.py)."""
+        ins = object.__new__(cls)
+        ins.__dict__.update(name=name, opcode=opcode, shape=shape, operands=operands, operand_indices=(),
+                            called=called, attrs=attrs, metadata=metadata, backend_config=backend_config, text=text,
+                            is_root=is_root, parameter_number=parameter_number, literal=literal,
+                            literal_stats=literal_stats)
+        return ins
+
     def attr(self, key: str, default: str = "") -> str:
         for k, v in self.attrs:
             if k == key:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
+from typing import cast
 
 from profanalyzer.hlo.model import (
     Computation,
@@ -74,38 +75,8 @@ def _byte_literal_stats(lit) -> tuple[int, ...]:
 
 
 def _frontend(fa) -> str:
-    items = [f"{e.key}={json.dumps(e.value) if not e.value.startswith('{') else e.value}" for e in fa.map]
+    items = [f"{e.key}={_quoted(e.value) if not e.value.startswith('{') else e.value}" for e in fa.map]
     return "{" + ",".join(items) + "}" if items else ""
-
-
-class _Raw:
-    """One instruction's fields as the renderer reads them (`_instruction` fills every one)."""
-
-    __slots__ = ("name", "opcode", "shape", "meta", "literal", "pnum", "kind", "dims", "target", "id", "operands",
-                 "called", "backend", "direction", "frontend", "thread", "tuple_index", "channel", "group", "math",
-                 "lit_stats", "slices")
-    name: str
-    opcode: str
-    shape: Shape
-    meta: OpMetadata
-    literal: str
-    pnum: int
-    kind: str
-    dims: list[int]
-    target: str
-    id: int
-    operands: list[int]
-    called: list[int]
-    backend: str
-    direction: str
-    frontend: str
-    thread: str
-    tuple_index: int
-    channel: int
-    group: int  # the largest replica group of a collective (devices)
-    math: list[tuple[str, str]]  # window / dim_labels / dot dims / group counts, as the text prints them
-    lit_stats: tuple[int, ...]
-    slices: list[int]  # a gather's slice sizes
 
 
 def _window_text(w) -> str:
@@ -165,27 +136,20 @@ def _group_size(i) -> int:
     return best
 
 
-def _instruction(i) -> _Raw:
-    """One instruction message as the renderer's fields; proto3 leaves zeros out, so an id, root, tuple index or
-    parameter number of 0 reads as absent (-1), as the wire gives it."""
-    r = _Raw()
-    r.name, r.opcode, r.kind, r.target = i.name, i.opcode, i.fusion_kind, i.custom_call_target
-    r.backend = i.backend_config.decode("utf-8", "replace")
-    r.direction, r.thread = i.comparison_direction, i.async_execution_thread
-    r.shape = _shape(i.shape)
-    r.meta = _metadata(i.metadata)
-    lit = i.literal
-    r.literal = _literal(lit) if i.HasField("literal") else ""
-    r.lit_stats = _byte_literal_stats(lit) if i.HasField("literal") else ()
-    r.frontend = _frontend(i.frontend_attributes)
-    r.pnum = i.parameter_number or -1
-    r.id = i.id or -1
-    r.tuple_index = i.tuple_index or -1
-    r.channel = i.channel_id
-    r.group = _group_size(i) if i.replica_groups or i.HasField("collective_device_list") or i.HasField(
-        "mesh_replica_groups") else 0
-    r.dims, r.slices = list(i.dimensions), list(i.gather_slice_sizes)
-    r.operands, r.called = list(i.operand_ids), list(i.called_computation_ids)
+def _quoted(s: str) -> str:
+    """`s` as a JSON string, as json.dumps writes it (ASCII escapes), without the encoder for plain text."""
+    if s.isascii() and s.isprintable() and '"' not in s and "\\" not in s:
+        return '"' + s + '"'
+    return json.dumps(s)
+
+
+#: Opcodes whose dimensions the text prints, and those that print the convolution / dot numbers.
+_DIM_OPS = frozenset({"broadcast", "reduce", "transpose", "all-gather", "reverse", "concatenate"})
+_MATH_OPS = frozenset({"convolution", "dot", "ragged-dot", "scaled-dot"})
+
+
+def _math(i) -> list[tuple[str, str]]:
+    """Window, dim_labels, dot dimensions and group counts, as the text prints them for a convolution or dot."""
     math: list[tuple[str, str]] = []
     if i.HasField("window") and (w := _window_text(i.window)):
         math.append(("window", w))
@@ -196,8 +160,121 @@ def _instruction(i) -> _Raw:
     for key, n in (("feature_group_count", i.feature_group_count), ("batch_group_count", i.batch_group_count)):
         if n > 1:
             math.append((key, str(n)))
-    r.math = math
-    return r
+    return math
+
+
+def _metadata_parts(md, memo: dict) -> tuple[OpMetadata, str]:
+    """An OpMetadata and its `, metadata={...}` text ("" when empty), shared by instructions with equal fields."""
+    key = (md.op_type, md.op_name, md.source_file, md.source_line, md.stack_frame_id)
+    got = memo.get(key)
+    if got is None:
+        op_type, op_name, source_file, source_line, frame = key
+        fields = []
+        if op_type:
+            fields.append("op_type=" + _quoted(op_type))
+        if op_name:
+            fields.append("op_name=" + _quoted(op_name))
+        if source_file:
+            fields.append("source_file=" + _quoted(source_file))
+        if source_line:
+            fields.append(f"source_line={source_line}")
+        if frame:
+            fields.append(f"stack_frame_id={frame}")
+        got = memo[key] = (OpMetadata(*key), ", metadata={" + " ".join(fields) + "}" if fields else "")
+    return got
+
+
+def _shape_parts(s, memo: dict) -> tuple[Shape, str]:
+    """A Shape and its text, shared by instructions with the same serialized shape."""
+    key = s.SerializeToString()
+    got = memo.get(key)
+    if got is None:
+        shape = _shape(s)
+        got = memo[key] = (shape, shape.text())
+    return got
+
+
+class _Names:
+    """What rendering an instruction needs from the whole module: instruction and computation names by id,
+    and the memos of shapes and metadata."""
+
+    __slots__ = ("ins", "comps", "shapes", "metas")
+
+    def __init__(self, ins: dict[int, str], comps: dict[int, str]) -> None:
+        self.ins, self.comps = ins, comps
+        self.shapes: dict[bytes, tuple[Shape, str]] = {}
+        self.metas: dict[tuple, tuple[OpMetadata, str]] = {}
+
+
+def _instruction(i, names: _Names, root: bool) -> tuple[Instruction, int]:
+    """One instruction message as an `Instruction` with the text the compiler prints for it, and the size of its
+    largest replica group (0 when none). proto3 leaves zeros out, so an id, tuple index or parameter number of 0
+    reads as absent, as the wire gives it."""
+    opcode = i.opcode
+    s = i.shape
+    shape, shape_text = names.shapes.get(s.SerializeToString()) or _shape_parts(s, names.shapes)
+    m = i.metadata
+    md, md_text = (names.metas.get((m.op_type, m.op_name, m.source_file, m.source_line, m.stack_frame_id))
+                   or _metadata_parts(m, names.metas))
+    found = [*map(names.ins.get, i.operand_ids)]
+    ops: list[str] = ([names.ins.get(o, f"unknown.{o}") for o in i.operand_ids] if None in found
+                      else cast("list[str]", found))
+    attrs: list[tuple[str, str]] = []
+    if kind := i.fusion_kind:
+        attrs.append(("kind", kind if kind.startswith("k") else "k" + kind[:1].upper() + kind[1:]))
+    if direction := i.comparison_direction:
+        attrs.append(("direction", direction))
+    if opcode == "get-tuple-element":  # tuple_index 0 is not serialized (the proto3 default)
+        attrs.append(("index", str(max(0, i.tuple_index))))
+    if (channel := i.channel_id) > 0:
+        attrs.append(("channel_id", str(channel)))
+    if opcode in _DIM_OPS and (dims := i.dimensions):
+        attrs.append(("dimensions", "{" + ",".join(map(str, dims)) + "}"))
+    if opcode == "gather" and (slices := i.gather_slice_sizes):
+        attrs.append(("slice_sizes", "{" + ",".join(map(str, slices)) + "}"))
+    if opcode in _MATH_OPS:
+        attrs += _math(i)
+    if thread := i.async_execution_thread:
+        attrs.append(("async_execution_thread", _quoted(thread)))
+    if called_ids := i.called_computation_ids:
+        comp_names = names.comps
+        called = tuple(comp_names.get(c, f"computation.{c}") for c in called_ids)
+        grouped: dict[str, list[str]] = {}
+        for k, c in zip(_called_keys(opcode, len(called)), called, strict=False):  # a while has body and
+            grouped.setdefault(k, []).append(c)  # condition: extra called ids of a malformed proto are dropped
+        for k, cs in grouped.items():
+            attrs.append((k, "{" + ", ".join("%" + c for c in cs) + "}" if k == "branch_computations" else "%" + cs[0]))
+    else:
+        called = ()
+    if target := i.custom_call_target:
+        attrs.append(("custom_call_target", _quoted(target)))
+    if i.HasField("frontend_attributes") and (frontend := _frontend(i.frontend_attributes)):
+        attrs.append(("frontend_attributes", frontend))
+    pnum = i.parameter_number or -1
+    literal, lit_stats = "", cast("tuple[int, ...]", ())
+    if opcode == "constant":
+        if i.HasField("literal"):
+            lit = i.literal
+            literal, lit_stats = _literal(lit), _byte_literal_stats(lit)
+        inner = literal
+    elif opcode == "parameter":
+        pnum = max(pnum, 0)  # proto3 leaves a parameter's number 0 out (the field's default)
+        inner = str(pnum)
+    else:
+        inner = ", ".join(["%" + o for o in ops])
+    backend = i.backend_config.decode("utf-8", "replace")
+    name = i.name
+    parts = ["%", name, " = ", shape_text, " ", opcode, "(", inner, ")"]
+    for k, v in attrs:
+        parts += (", ", k, "=", v)
+    parts.append(md_text)
+    if backend:
+        parts += (", backend_config=", backend)
+    text = "".join(parts)
+    group = _group_size(i) if i.replica_groups or i.HasField("collective_device_list") or i.HasField(
+        "mesh_replica_groups") else 0
+    return Instruction.decoded(name, opcode, shape, tuple(ops), called, tuple(attrs), md, backend, text, root, pnum,
+                               literal, lit_stats), group
 
 
 def _called_keys(opcode: str, n: int) -> list[str]:
@@ -213,71 +290,6 @@ def _called_keys(opcode: str, n: int) -> list[str]:
     return ["calls"] * n
 
 
-def _render(r: _Raw, names: dict[int, str], comp_names: dict[int, str], root: bool) -> tuple[Instruction, str]:
-    ops = [names.get(o, f"unknown.{o}") for o in r.operands]
-    called = [comp_names.get(c, f"computation.{c}") for c in r.called]
-    attrs: list[tuple[str, str]] = []
-    if r.kind:
-        kind = r.kind if r.kind.startswith("k") else "k" + r.kind[:1].upper() + r.kind[1:]
-        attrs.append(("kind", kind))
-    if r.direction:
-        attrs.append(("direction", r.direction))
-    if r.opcode == "get-tuple-element":  # tuple_index 0 is not serialized (the proto3 default)
-        attrs.append(("index", str(max(0, r.tuple_index))))
-    if r.channel > 0:
-        attrs.append(("channel_id", str(r.channel)))
-    if r.dims and r.opcode in ("broadcast", "reduce", "transpose", "all-gather", "reverse", "concatenate"):
-        attrs.append(("dimensions", "{" + ",".join(map(str, r.dims)) + "}"))
-    if r.slices and r.opcode == "gather":
-        attrs.append(("slice_sizes", "{" + ",".join(map(str, r.slices)) + "}"))
-    if r.opcode in ("convolution", "dot", "ragged-dot", "scaled-dot"):
-        attrs += r.math
-    if r.thread:
-        attrs.append(("async_execution_thread", json.dumps(r.thread)))
-    keys = _called_keys(r.opcode, len(called))
-    grouped: dict[str, list[str]] = {}
-    for k, c in zip(keys, called, strict=False):  # a while has body and condition: extra called ids of a malformed proto are dropped
-        grouped.setdefault(k, []).append(c)
-    for k, cs in grouped.items():
-        attrs.append((k, "{" + ", ".join("%" + c for c in cs) + "}" if k == "branch_computations" else "%" + cs[0]))
-    if r.target:
-        attrs.append(("custom_call_target", json.dumps(r.target)))
-    if r.frontend:
-        attrs.append(("frontend_attributes", r.frontend))
-    inner = ", ".join("%" + o for o in ops)
-    if r.opcode == "parameter" and r.pnum < 0:
-        r.pnum = 0  # proto3 leaves a parameter's number 0 out (the field's default)
-    if r.opcode == "constant":
-        inner = r.literal
-    elif r.opcode == "parameter":
-        inner = str(r.pnum)
-    parts = [f"%{r.name} = {r.shape.text()} {r.opcode}({inner})"] + [f"{k}={v}" for k, v in attrs]
-    md = r.meta
-    mfields = []
-    if md.op_type:
-        mfields.append(f"op_type={json.dumps(md.op_type)}")
-    if md.op_name:
-        mfields.append(f"op_name={json.dumps(md.op_name)}")
-    if md.source_file:
-        mfields.append(f"source_file={json.dumps(md.source_file)}")
-    if md.source_line:
-        mfields.append(f"source_line={md.source_line}")
-    if md.stack_frame_id:
-        mfields.append(f"stack_frame_id={md.stack_frame_id}")
-    if mfields:
-        parts.append("metadata={" + " ".join(mfields) + "}")
-    if r.backend:
-        parts.append(f"backend_config={r.backend}")
-    text = ", ".join(parts)
-    ins = Instruction(name=r.name, opcode=r.opcode, shape=r.shape, operands=tuple(ops),
-                      called=tuple(called), attrs=tuple((k, v) for k, v in attrs if k not in ("frontend_attributes",))
-                      + ((("frontend_attributes", r.frontend),) if r.frontend else ()),
-                      metadata=md, backend_config=r.backend, text=text, is_root=root, parameter_number=r.pnum,
-                      literal=r.literal if r.opcode == "constant" else "",
-                      literal_stats=r.lit_stats if r.opcode == "constant" else ())
-    return ins, text
-
-
 def _stack(st) -> StackFrames:
     return StackFrames(tuple(st.file_names), tuple(st.function_names),
                        tuple((x.file_name_id, x.function_name_id, x.line) for x in st.file_locations),
@@ -286,26 +298,30 @@ def _stack(st) -> StackFrames:
 
 def _module(mod, source: str) -> Module:
     sched = {e.key: list(e.value.instruction_ids) for e in mod.schedule.sequences}
-    comps_raw = [(c.name, [_instruction(i) for i in c.instructions], c.id or -1, c.root_id or -1, c.execution_thread)
-                 for c in mod.computations]
-    if not comps_raw:
+    comps_pb = list(mod.computations)
+    if not comps_pb:
         raise ValueError("no computations: not an HloProto / HloModuleProto")
     entry_id, entry_name = mod.entry_computation_id or -1, mod.entry_computation_name
-    names = {r.id: r.name for _, rs, _, _, _ in comps_raw for r in rs}
-    comp_names = {cid: cname for cname, _, cid, _, _ in comps_raw}
-    comps = []
-    for cname, rs, cid, root, thread in comps_raw:
-        order = rs
+    comp_names = {c.id or -1: c.name for c in comps_pb}
+    names = _Names({i.id or -1: i.name for c in comps_pb for i in c.instructions}, comp_names)
+    comps, groups = [], 1
+    for c in comps_pb:
+        cid, root = c.id or -1, c.root_id or -1
+        order = list(c.instructions)
         if cid in sched:  # the schedule's order for scheduled computations
-            by_id = {r.id: r for r in rs}
+            by_id = {i.id or -1: i for i in order}
             ids = sched[cid]
             listed = set(ids)
-            order = [by_id[i] for i in ids if i in by_id] + [r for r in rs if r.id not in listed]
-        made = tuple(_render(r, names, comp_names, r.id == root)[0] for r in order)
-        comps.append(Computation(cname, made, cid == entry_id or cname == entry_name, thread))
+            order = [by_id[i] for i in ids if i in by_id] + [i for i in order if (i.id or -1) not in listed]
+        made = []
+        for i in order:
+            ins, group = _instruction(i, names, (i.id or -1) == root)
+            made.append(ins)
+            if group > groups:
+                groups = group
+        comps.append(Computation(c.name, tuple(made), cid == entry_id or c.name == entry_name, c.execution_thread))
     entry = comp_names.get(entry_id, entry_name) or comps[-1].name
     # the proto holds no num_partitions (the module config does): the largest collective group stands for it
-    groups = max([r.group for _c, rs, *_ in comps_raw for r in rs] + [1])
     return Module(name=mod.name or "module", computations=tuple(comps), entry=entry, is_scheduled=bool(sched),
                   stack=_stack(mod.stack_frame_index), source=source, stage="proto", num_partitions=groups)
 
