@@ -3,7 +3,7 @@
 The optional C accelerators: `profanalyzer.xspace._wire` decodes XSpace wire
 bytes (events, top-level fields, event-metadata maps) in one pass;
 `profanalyzer.classify._canon` erases instruction numbers from op identities
-(op families); `profanalyzer._nest` nests a line's events (parents, depths,
+(op families); `profanalyzer.model._nest` nests a line's events (parents, depths,
 self times); `profanalyzer.analyze._windows` sums their exclusive time per window and
 label. All four are optional: without a C compiler the build skips them
 and profanalyzer uses its numpy / protobuf-runtime / regular-expression
@@ -55,8 +55,8 @@ setup(
             extra_compile_args=["-O2"],
         ),
         Extension(
-            "profanalyzer._nest",
-            sources=["profanalyzer/_nest.c"],
+            "profanalyzer.model._nest",
+            sources=["profanalyzer/model/_nest.c"],
             optional=True,
             extra_compile_args=["-O2"],
         ),

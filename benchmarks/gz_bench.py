@@ -39,8 +39,8 @@ _DEVICE = "want=lambda r: r.kind in ('tensorcore', 'sparsecore')"
 TASKS = {
     "inflate_all": (
         "from pathlib import Path\n"
-        "from profanalyzer.xspace import reader\n"
-        "buf = reader.read_bytes(Path(PATH)); index = reader.scan_space(buf, Path(PATH))\n"
+        "from profanalyzer.xspace import capturefile, reader\n"
+        "buf = capturefile.read_bytes(Path(PATH)); index = reader.scan_space(buf, Path(PATH))\n"
         "note = f'{len(buf) / 1e6:.0f} MB held, {len(index.planes)} planes'\n"
     ),
     "open_device": (

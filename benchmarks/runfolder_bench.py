@@ -81,8 +81,8 @@ TASKS = {
         "import gc\n"
         "from profanalyzer.analyze.analysis import AnalysisOptions, analyze_trace\n"
         "from profanalyzer.xspace.read import read_trace\n"
-        "from profanalyzer.findings import run_rules\n"
-        "from profanalyzer.report.html import render_html\nfrom profanalyzer.outputs import file_sha256\n"
+        "from profanalyzer.findings.engine import run_rules\n"
+        "from profanalyzer.report.html import render_html\nfrom profanalyzer.core.outputs import file_sha256\n"
         "opts = AnalysisOptions()\n"
         "gc.disable()\n"
         "t = [time.perf_counter()]\n"
@@ -100,7 +100,7 @@ TASKS = {
     "read_processes": (
         "from concurrent.futures import ProcessPoolExecutor\n"
         "from pathlib import Path\n"
-        "from profanalyzer.trace import ANALYSIS_LINES\n"
+        "from profanalyzer.model.trace import ANALYSIS_LINES\n"
         "from profanalyzer.xspace.build import _load_host\n"
         "files = sorted(Path(PATH).iterdir())\n"
         "with ProcessPoolExecutor(max_workers=2) as pool:\n"
@@ -109,13 +109,13 @@ TASKS = {
         + "note = f'{len(res)} hosts; largest worker {kids / 1024:.0f} MiB'\n"
     ),
     "read_threads": (
-        "from profanalyzer.trace import ANALYSIS_LINES\n"
+        "from profanalyzer.model.trace import ANALYSIS_LINES\n"
         "from profanalyzer.xspace.build import load_trace\n"
         "tr = load_trace(PATH, lines=ANALYSIS_LINES)\n"
         "note = f'{len(tr.hosts)} hosts'\n"
     ),
     "read_jobs": (
-        "from profanalyzer.trace import ANALYSIS_LINES\n"
+        "from profanalyzer.model.trace import ANALYSIS_LINES\n"
         "from profanalyzer.xspace.build import load_trace\n"
         "out = []\n"
         "for jobs in (1, 2, 3):\n"
@@ -128,7 +128,7 @@ TASKS = {
     "pickle": (
         "import pickle\n"
         "from pathlib import Path\n"
-        "from profanalyzer.trace import ANALYSIS_LINES\n"
+        "from profanalyzer.model.trace import ANALYSIS_LINES\n"
         "from profanalyzer.xspace.build import _load_host\n"
         "f = sorted(Path(PATH).iterdir())[0]\n"
         "t1 = time.perf_counter(); res = _load_host(f, True, ANALYSIS_LINES); t2 = time.perf_counter()\n"

@@ -1,13 +1,13 @@
 """Guide-lever rules: one module per lever of the TPU7x performance guide.
 
-Each lever module exposes `RULES` (a tuple of `profanalyzer.rules.Rule`) and
+Each lever module exposes `RULES` (a tuple of `profanalyzer.findings.rules.Rule`) and
 imports only the core's lower floors (rules, model, vocab, format, workload).
 `registry()` returns all of them, ordered by code.
 """
 
 from __future__ import annotations
 
-from profanalyzer.vocab import LEVERS
+from profanalyzer.core.vocab import LEVERS
 
 #: One module per guide lever, named by the lever id.
 LEVER_MODULES = LEVERS

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from profanalyzer import format as fmt
-from profanalyzer.format import pct
-from profanalyzer.hardware import FP8_MAX_SPEEDUP
+from profanalyzer.core import format as fmt
+from profanalyzer.core.format import pct
+from profanalyzer.core.hardware import FP8_MAX_SPEEDUP
 
 __all__ = ["ms", "pct", "op_line", "serving", "step_ps", "fp8_cap"]
 
@@ -25,7 +25,7 @@ def fp8_cap(analysis) -> float:
 
 
 def ms(ps: float) -> str:
-    """Evidence times: '1.234 ms' (profanalyzer.format.ms with its unit)."""
+    """Evidence times: '1.234 ms' (profanalyzer.core.format.ms with its unit)."""
     return fmt.ms(ps, unit=True)
 
 

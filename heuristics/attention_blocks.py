@@ -4,7 +4,7 @@ program's attention-kernel work, evidence a capture without HLO lacks)."""
 
 from __future__ import annotations
 
-from profanalyzer.rules import rule
+from profanalyzer.findings.rules import rule
 
 from ._util import ms, pct
 
@@ -18,7 +18,7 @@ MIN_FRACTION = 0.03
 
 @rule("TK007", "tokamax", "Attention kernels far below the MXU peak: tune their block sizes",
       fixtures=("real-tpu/long_splash_b128", "real-tpu/long_splash_b512"))
-def attention_block_sizes(self, analysis):
+def attention_block_sizes(self, analysis, facts):
     """
     What it detects: fused attention kernels (splash / flash, forward and
     backward) whose FLOP rate is surely under 35% of the BF16 peak: their

@@ -7,13 +7,13 @@ faster (v5e, v5p, v6e); neither on v4."""
 
 from __future__ import annotations
 
-from profanalyzer.hardware import (
+from profanalyzer.core.hardware import (
     FP8_GUIDE_TYPICAL_SPEEDUP,
     FP8_MEASURED_SPEEDUPS,
     FP8_RECIPES_SOURCE,
     fp8_measured_range,
 )
-from profanalyzer.rules import rule
+from profanalyzer.findings.rules import rule
 
 from ._util import fp8_cap, ms, op_line, pct, serving, step_ps
 from .kv_cache import kv_cache_8bit
@@ -86,7 +86,7 @@ def bounded_saving(analysis, raw_ps: float, share: float) -> tuple[float, list[s
 
 
 @rule("FP001", "fp8", "BF16 matmuls that FP8 would run at twice the peak", fixtures=("bf16_dense", "fp8_dense"))
-def bf16_to_fp8(self, analysis):
+def bf16_to_fp8(self, analysis, facts):
     """
     What it detects: matmul (convolution fusion) time in BF16 above 8% of the
     step, split into compute-bound and HBM-bound time.
@@ -144,7 +144,7 @@ def above_bf16_peak(analysis, mm) -> bool:
 
 
 @rule("FP002", "fp8", "Serving matmuls on the BF16 MXU: quantize the activations to FP8", fixtures=("serving_tp2_w4", "dense_short_fsdp"))
-def serve_fp8_activations(self, analysis):
+def serve_fp8_activations(self, analysis, facts):
     """
     What it detects: in a serving (inference) step, matmuls that run on the
     MXU at BF16 (BF16 activations, including weight-only quantized kernels such
@@ -199,7 +199,7 @@ def serve_fp8_activations(self, analysis):
 
 
 @rule("FP003", "fp8", "BF16 matmuls that the INT8 MXU would run at twice the peak", fixtures=("bf16_dense@v6e", "bf16_dense"))
-def bf16_to_int8(self, analysis):
+def bf16_to_int8(self, analysis, facts):
     """
     What it detects: on a chip whose MXU runs INT8 faster than BF16 and FP8
     no faster (v5e, v5p, v6e: published INT8 peaks twice the BF16 ones),
@@ -255,7 +255,7 @@ F32_PASSES = 6
 
 
 @rule("FP004", "fp8", "F32 matmuls on the MXU: compute in BF16", fixtures=("real-tpu/train_f32", "real-tpu/train_remat_none"))
-def f32_to_bf16(self, analysis):
+def f32_to_bf16(self, analysis, facts):
     """
     What it detects: matmuls (and attention contractions) whose operands are
     f32 above 8% of the step.

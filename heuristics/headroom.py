@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from profanalyzer.format import GIB
+from profanalyzer.core.format import GIB
 
 __all__ = ["Headroom", "headroom"]
 

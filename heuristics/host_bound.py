@@ -10,7 +10,7 @@ the core before any device-side lever matters. Reads `Analysis.idle_causes`
 
 from __future__ import annotations
 
-from profanalyzer.rules import rule
+from profanalyzer.findings.rules import rule
 
 from ._util import ms, pct
 
@@ -22,7 +22,7 @@ HOST_IDLE_HIDEABLE = 0.80
 
 
 @rule("HB001", "sharding", "Host-bound steps: the TensorCore waits for the host", fixtures=("host_bound_input", "dense_short_fsdp"))
-def host_bound(self, analysis):
+def host_bound(self, analysis, facts):
     """
     What it detects: idle TensorCore time caused by the host above 5% of the
     step: idle between program runs (the host had not dispatched the next

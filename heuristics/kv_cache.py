@@ -4,7 +4,7 @@ summary, evidence a capture without HLO lacks)."""
 
 from __future__ import annotations
 
-from profanalyzer.rules import rule
+from profanalyzer.findings.rules import rule
 
 from ._util import ms, pct
 
@@ -16,7 +16,7 @@ WIDE = ("bf16", "f16")
 
 @rule("FP005", "fp8", "The KV cache is read at 16 bits every decode step: store it in 8",
       fixtures=("real-tpu/decode_mha_bf16", "real-tpu/train_remat_none"))
-def kv_cache_8bit(self, analysis):
+def kv_cache_8bit(self, analysis, facts):
     """
     What it detects: a decode step whose attention over its KV cache (the
     contractions of a buffer the step updates one position at a time) takes

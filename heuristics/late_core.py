@@ -9,8 +9,8 @@ makes one core the step's pace-setter. Reads `Analysis.collective_diagnosis`
 
 from __future__ import annotations
 
-from profanalyzer.rules import rule
-from profanalyzer.vocab import COLLECTIVE_BUCKETS
+from profanalyzer.core.vocab import COLLECTIVE_BUCKETS
+from profanalyzer.findings.rules import rule
 
 from ._util import ms, pct, step_ps
 
@@ -31,7 +31,7 @@ def _waiting(core) -> float:
 
 @rule("LC001", "sharding", "One TensorCore arrives late at the collectives: the others wait for it",
       fixtures=("straggler_core", "dense_short_fsdp"))
-def late_core(self, analysis):
+def late_core(self, analysis, facts):
     """
     What it detects: one TensorCore arriving last at most collective
     instances (at least half of at least 10 instances with a distinct last

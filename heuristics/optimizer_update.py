@@ -4,7 +4,7 @@ reads the optimizer phase, which only a training step's program structure gives)
 
 from __future__ import annotations
 
-from profanalyzer.rules import rule
+from profanalyzer.findings.rules import rule
 
 from ._util import ms, pct
 
@@ -16,7 +16,7 @@ ACCUMULATE = 4
 
 @rule("OP001", "sharding", "The optimizer update is a large share of the step: amortise it over more tokens",
       fixtures=("real-tpu/train_small_batch", "real-tpu/train_remat_none"))
-def optimizer_update(self, analysis):
+def optimizer_update(self, analysis, facts):
     """
     What it detects: a training step whose optimizer phase (its compute
     outside the forward and the backward, the work that writes the updated

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from profanalyzer.analyze.workload import classify_workload
-from profanalyzer.rules import rule
-from profanalyzer.vocab import COLLECTIVE_BUCKETS, COMPUTE_BUCKETS
+from profanalyzer.core.vocab import COLLECTIVE_BUCKETS, COMPUTE_BUCKETS
+from profanalyzer.findings.rules import rule
 
 from ._util import ms, op_line, pct, serving
 from .headroom import headroom
@@ -21,7 +20,7 @@ CUSTOM_TOP_OPS = 3
 
 
 @rule("RM001", "remat", "Recompute is a large share of a compute-bound step", fixtures=("remat_full", "remat_minimal"), needs=("memory",))
-def lighter_remat_policy(self, analysis):
+def lighter_remat_policy(self, analysis, facts):
     """
     What it detects: time spent re-running forward ops in the backward pass
     (ops named `.remat` or under `rematted_computation`) above 4% of the step.
@@ -42,7 +41,7 @@ def lighter_remat_policy(self, analysis):
     remat = analysis.remat
     if remat.fraction < REMAT_MIN_FRACTION or serving(analysis):
         return []
-    wl = classify_workload(analysis)
+    wl = facts.workload
     by_bucket = {b: o.remat_ps for b, o in analysis.bucket_ops.items() if b in COMPUTE_BUCKETS | COLLECTIVE_BUCKETS}
     kept_by_minimal = sum(by_bucket.get(b, 0.0) for b in MINIMAL_KEEPS)
     evidence = [
@@ -107,7 +106,7 @@ HOST_OFFLOAD_MIN_FRACTION = 0.03
 
 
 @rule("HO001", "remat", "The TensorCore waits for host offload transfers", fixtures=("host_offload_loop", "dense_short_fsdp"), needs=("memory",))
-def host_offload_wait(self, analysis):
+def host_offload_wait(self, analysis, facts):
     """
     What it detects: time the TensorCore sits in copy-start / copy-done of
     buffers in host memory (memory space S(5)) waiting for the host <-> HBM

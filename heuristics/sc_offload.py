@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from profanalyzer.rules import rule
-from profanalyzer.vocab import OFFLOADABLE
-from profanalyzer.vocab import SPARSECORE_CAPTURE_HINT as CAPTURE_HINT
+from profanalyzer.core.vocab import OFFLOADABLE
+from profanalyzer.core.vocab import SPARSECORE_CAPTURE_HINT as CAPTURE_HINT
+from profanalyzer.findings.rules import rule
 
 from ._util import ms, pct, step_ps
 
@@ -55,7 +55,7 @@ def tracing_flags() -> list[str]:
 
 @rule("SC001", "sc_offload", "Exposed collectives that SparseCore offload would hide", fixtures=("offload_off", "offload_on"),
       flags=enable_flags(OFFLOADABLE))
-def enable_offload(self, analysis):
+def enable_offload(self, analysis, facts):
     """
     What it detects: all-gather, reduce-scatter or all-reduce time exposed on
     the TensorCore (the core stalls in the collective's ops) for collective
@@ -122,7 +122,7 @@ def enable_offload(self, analysis):
 
 @rule("SC002", "sc_offload", "Offloaded collectives still stall the TensorCore", fixtures=("straggler_core", "offload_on"),
       flags=[latency_flag(t) for t in OFFLOADABLE])
-def schedule_offload_earlier(self, analysis):
+def schedule_offload_earlier(self, analysis, facts):
     """
     What it detects: collectives that already run on SparseCores but whose
     call-done still waits (exposed time above the call-start/call-done cost),
@@ -178,7 +178,7 @@ def schedule_offload_earlier(self, analysis):
 
 @rule("SC003", "sc_offload", "SparseCore activity not captured", fixtures=("offload_not_captured", "offload_on"),
       flags=tracing_flags())
-def capture_sparsecore(self, analysis):
+def capture_sparsecore(self, analysis, facts):
     """
     What it detects: TensorCores hand collectives to SparseCores
     (call-start/call-done ops) but the capture has no SparseCore activity.

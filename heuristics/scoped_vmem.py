@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import re
 
-from profanalyzer.hardware import CHIPS
-from profanalyzer.rules import rule
+from profanalyzer.core.hardware import CHIPS
+from profanalyzer.findings.rules import rule
 
 from ._util import op_line
 
@@ -47,7 +47,7 @@ def stalled_small_tile_kernels(analysis):
 
 @rule("VM001", "scoped_vmem", "Memory-stalled kernels with small tiles: raise scoped VMEM", fixtures=("small_tiles", "tuned_vmem"),
       flags=FLAGS)
-def raise_scoped_vmem(self, analysis):
+def raise_scoped_vmem(self, analysis, facts):
     """
     What it detects: Pallas kernels whose block sizes are small (<= 256) and
     that run below 40% of their roofline, over 3% of the step.

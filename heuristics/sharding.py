@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from profanalyzer.analyze.workload import classify_workload
-from profanalyzer.hardware import GUIDE_ICI_INTENSITY
-from profanalyzer.rules import rule
-from profanalyzer.vocab import COMPUTE_BUCKETS
+from profanalyzer.core.hardware import GUIDE_ICI_INTENSITY
+from profanalyzer.core.vocab import COMPUTE_BUCKETS
+from profanalyzer.findings.rules import rule
 
 from ._util import ms, pct, serving, step_ps
 from .headroom import headroom
@@ -48,7 +47,7 @@ def _intensity_line(analysis) -> str:
 
 
 @rule("SH001", "sharding", "Exposed all-to-all: overlap expert routing", fixtures=("moe_short_fsdp_ep", "dense_short_fsdp"))
-def overlap_all_to_all(self, analysis):
+def overlap_all_to_all(self, analysis, facts):
     """
     What it detects: a MoE workload whose all-to-all (expert dispatch and
     combine) is exposed on the TensorCore above 3% of the step.
@@ -65,7 +64,7 @@ def overlap_all_to_all(self, analysis):
     """
     if serving(analysis):
         return []
-    wl = classify_workload(analysis)
+    wl = facts.workload
     c = analysis.collectives.get("all_to_all")
     if wl.kind != "moe" or c is None or c.fraction_of_step < A2A_MIN_FRACTION:
         return []
@@ -91,7 +90,7 @@ def overlap_all_to_all(self, analysis):
 
 
 @rule("SH002", "sharding", "Pipeline bubbles: more microbatches", fixtures=("moe_large_pp", "moe_short_fsdp_ep"))
-def pipeline_bubbles(self, analysis):
+def pipeline_bubbles(self, analysis, facts):
     """
     What it detects: pipeline parallelism (collective-permute / send-recv
     between stages) with idle TensorCore time above 5% of the step.
@@ -111,7 +110,7 @@ def pipeline_bubbles(self, analysis):
     if idle.fraction < BUBBLE_MIN_FRACTION:
         return []
     saving = idle.ps * BUBBLE_REDUCTION
-    wl = classify_workload(analysis)
+    wl = facts.workload
     return [
         self.finding(
             analysis,
@@ -130,7 +129,7 @@ def pipeline_bubbles(self, analysis):
 
 
 @rule("SH003", "sharding", "Communication-bound sharding: simplify it", fixtures=("moe_large_pp", "well_tuned"), needs=("memory",))
-def communication_bound(self, analysis):
+def communication_bound(self, analysis, facts):
     """
     What it detects: exposed all-gather / reduce-scatter / all-reduce above
     3% of the step on a workload whose arithmetic intensity against ICI is
@@ -147,7 +146,7 @@ def communication_bound(self, analysis):
     """
     if serving(analysis):
         return []
-    wl = classify_workload(analysis)
+    wl = facts.workload
     exposed = {t: analysis.collectives[t] for t in ("all_gather", "reduce_scatter", "all_reduce") if t in analysis.collectives}
     total = sum(c.exposed_ps for c in exposed.values())
     step = analysis.steps.step_time_ps["mean"] or 1
@@ -186,7 +185,7 @@ COLLECTIVE_MATMUL_HIDES = 0.5
 
 
 @rule("SH004", "sharding", "Tensor-parallel all-reduces on the critical path", fixtures=("serving_tp2_w4", "dense_short_fsdp"))
-def tp_all_reduce_critical(self, analysis):
+def tp_all_reduce_critical(self, analysis, facts):
     """
     What it detects: all-reduces that each consume the op right before them
     (the row-parallel matmul of tensor parallelism) and hide nothing, above

@@ -4,7 +4,7 @@ anti-patterns, evidence a capture without HLO does not have)."""
 
 from __future__ import annotations
 
-from profanalyzer.rules import rule
+from profanalyzer.findings.rules import rule
 
 from ._util import ms, pct
 
@@ -14,7 +14,7 @@ STATE_COPY_MIN_FRACTION = 0.02
 
 @rule("TK006", "tokamax", "State buffers copied whole every step: update them in place",
       fixtures=("real-tpu/decode_gqa_scan_cache", "real-tpu/decode_gqa_per_layer"))
-def state_copies(self, analysis):
+def state_copies(self, analysis, facts):
     """
     What it detects: copies of a state buffer (an array of an entry
     parameter: a KV cache, the parameters, optimizer state) made every step,

@@ -3,8 +3,7 @@ tune-jax block sizes, max-logit estimate, state buffers updated in place."""
 
 from __future__ import annotations
 
-from profanalyzer.analyze.workload import classify_workload
-from profanalyzer.rules import rule
+from profanalyzer.findings.rules import rule
 
 from ._util import ms, op_line, pct
 from .attention_blocks import attention_block_sizes
@@ -46,7 +45,7 @@ def splash_efficiency(analysis) -> tuple[float, str]:
 
 
 @rule("TK001", "tokamax", "Unfused attention: use splash attention", fixtures=("attention_unfused", "attention_splash"))
-def use_splash(self, analysis):
+def use_splash(self, analysis, facts):
     """
     What it detects: attention computed as plain dots and softmax fusions
     above 3% of the step, in a step that runs no fused attention kernel (any
@@ -93,7 +92,7 @@ def use_splash(self, analysis):
 
 
 @rule("TK002", "tokamax", "MoE experts as padded dense matmuls: use Megablox GMM", fixtures=("moe_dense_padded", "moe_short_fsdp_ep"))
-def use_megablox(self, analysis):
+def use_megablox(self, analysis, facts):
     """
     What it detects: a MoE workload whose expert matmuls run as dense dots
     (no Megablox grouped-matmul kernel), with the padding measured from
@@ -105,7 +104,7 @@ def use_megablox(self, analysis):
     What to change: use Megablox grouped matmul (MaxText `sparse_matmul=true`,
     `megablox=true`), which computes ragged token groups without padding.
     """
-    wl = classify_workload(analysis)
+    wl = facts.workload
     if wl.kind != "moe" or any("kernel:megablox_gmm" in op.tags for op in analysis.kernel_ops):
         return []
     expert = [
@@ -144,7 +143,7 @@ LAYOUT_MIN_FRACTION = 0.02
 
 
 @rule("TK005", "tokamax", "Layout ops feed the fused attention kernel: give it its native layout", fixtures=("serving_tp2_w4", "attention_splash"))
-def attention_native_layout(self, analysis):
+def attention_native_layout(self, analysis, facts):
     """
     What it detects: transposes, reshapes and copies that run under a fused
     attention kernel's own scope (they exist to put Q/K/V or the KV cache
@@ -185,7 +184,7 @@ def _claims_by_bucket(ops, saving: float) -> dict[str, float]:
 
 
 @rule("TK003", "tokamax", "Kernels below their roofline: tune block sizes", fixtures=("dense_long_fsdp_cp", "tuned_vmem"))
-def tune_block_sizes(self, analysis):
+def tune_block_sizes(self, analysis, facts):
     """
     What it detects: Pallas kernels (attention, grouped matmul, custom) below
     35% of their roofline, or below 60% while together taking 30% of the step
@@ -235,7 +234,7 @@ def tune_block_sizes(self, analysis):
 
 
 @rule("TK004", "tokamax", "Splash attention: estimate the max logit", fixtures=("dense_long_fsdp_cp", "attention_unfused"))
-def max_logit_estimate(self, analysis):
+def max_logit_estimate(self, analysis, facts):
     """
     What it detects: splash attention forward kernels above 5% of the step.
 

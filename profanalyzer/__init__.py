@@ -2,7 +2,7 @@
 
 import os as _os
 
-from profanalyzer.version import __version__
+from profanalyzer.core.version import __version__
 
 # The rules live in the top-level heuristics/ folder (the product's layout names it) and install as
 # profanalyzer.heuristics (pyproject.toml's package-dir), so nothing named `heuristics` lands in
@@ -17,10 +17,10 @@ __all__ = ["__version__", "load"]
 
 
 def __getattr__(name: str):
-    """`profanalyzer.load` (the notebook API, profanalyzer.notebook), imported
+    """`profanalyzer.load` (the notebook API, profanalyzer.api.notebook), imported
     on first use: `import profanalyzer` stays light for the command line."""
     if name == "load":
-        from profanalyzer.notebook import load
+        from profanalyzer.api.notebook import load
 
         return load
     raise AttributeError(f"module 'profanalyzer' has no attribute {name!r}")

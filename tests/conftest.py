@@ -58,7 +58,7 @@ def truth_of(name: str) -> dict:
 def analysis_of(name: str):
     """The analysis of a sample; `NAME@CHIP` analyses it as that chip (`--chip`): a rule whose lever
     exists on some chips only fires on the chip that has it (FP003: int8 on v6e, not on TPU7x)."""
-    from profanalyzer.run import RunOptions, run_analysis
+    from profanalyzer.pipeline.run import RunOptions, run_analysis
 
     base, _, chip = name.partition("@")
     return run_analysis(sample_path(base), RunOptions(chip=chip or None))
@@ -66,7 +66,7 @@ def analysis_of(name: str):
 
 @functools.cache
 def findings_of(name: str):
-    from profanalyzer.findings import run_rules
+    from profanalyzer.findings.engine import run_rules
 
     return run_rules(analysis_of(name))
 
@@ -78,7 +78,7 @@ def analyses():
 
 @functools.cache
 def _sample_doc_text(name: str) -> str:
-    from profanalyzer.documents import result_document
+    from profanalyzer.model.documents import result_document
 
     return json.dumps(result_document(analysis_of(name), findings_of(name)))
 

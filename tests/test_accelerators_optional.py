@@ -16,13 +16,13 @@ NAMES = ["dense_short_fsdp", "moe_large_pp", "serving_tp2_w4", "zero_timestamps"
 def _document(path, monkeypatch, off: bool) -> tuple[str, str]:
     import profanalyzer.analyze.attribution as A
     import profanalyzer.classify as C
+    import profanalyzer.model.trace as T
     import profanalyzer.report.html as H
     import profanalyzer.report.templating as RT
-    import profanalyzer.trace as T
     import profanalyzer.xspace.wire as W
     from profanalyzer.cli.analyze import result_dict
-    from profanalyzer.findings import run_rules
-    from profanalyzer.run import run_analysis
+    from profanalyzer.findings.engine import run_rules
+    from profanalyzer.pipeline.run import run_analysis
 
     with monkeypatch.context() as m:
         if off:

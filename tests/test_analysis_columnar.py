@@ -22,6 +22,7 @@ from realcap import REAL, V6E, VLLM
 from profanalyzer.analyze import opstats as O
 from profanalyzer.analyze.attributed import TableMemo
 from profanalyzer.analyze.attribution import CoreWork, locate
+from profanalyzer.analyze.critical import ADJACENT_PS, MAX_ADJACENT_OPS, critical_path
 from profanalyzer.analyze.idle import (
     HOST_CALLBACK,
     HOST_DISPATCH,
@@ -33,11 +34,10 @@ from profanalyzer.analyze.idle import (
     row_kinds,
     union_intervals,
 )
+from profanalyzer.analyze.opfamilies import FAMILY_MIN, families
 from profanalyzer.analyze.opgroups import (
-    FAMILY_MIN,
     OpGroups,
     by_time,
-    families,
     output_bytes,
 )
 from profanalyzer.analyze.opstats import (
@@ -48,12 +48,9 @@ from profanalyzer.analyze.opstats import (
     run_kind_of,
 )
 from profanalyzer.analyze.overlap import (
-    ADJACENT_PS,
-    MAX_ADJACENT_OPS,
     TYPES,
     Windows,
     analyze_overlap,
-    critical_path,
     windows_for_core,
 )
 from profanalyzer.analyze.runkind import (
@@ -70,9 +67,7 @@ from profanalyzer.analyze.scopes import (
     scope_rollup,
 )
 from profanalyzer.classify import ROLE_CODES
-from profanalyzer.model import BucketOps, RunKind, ScopeRow, TopOp, Utilisation
-from profanalyzer.trace import LINE_MODULES, LINE_OPS, Plane, Trace
-from profanalyzer.vocab import (
+from profanalyzer.core.vocab import (
     ATTENTION_SPLIT,
     BUCKETS,
     COLLECTIVE_BUCKETS,
@@ -80,6 +75,9 @@ from profanalyzer.vocab import (
     IDLE_CAUSES,
     MATMUL_BUCKETS,
 )
+from profanalyzer.model.analysis import BucketOps, TopOp, Utilisation
+from profanalyzer.model.parts import RunKind, ScopeRow
+from profanalyzer.model.trace import LINE_MODULES, LINE_OPS, Plane, Trace
 from profanalyzer.xspace.read import read_trace
 
 BARRIER = re.compile(r"barrier", re.I)

@@ -13,8 +13,8 @@ import pytest
 from profanalyzer.analyze.antipatterns import KINDS, detect
 from profanalyzer.hlo.load import read_program
 from profanalyzer.hlo.text import parse_text
+from profanalyzer.pipeline.run import run_analysis
 from profanalyzer.report.markdown import render_markdown
-from profanalyzer.run import run_analysis
 
 ROOT = Path(__file__).resolve().parents[1]
 CORPUS = ROOT / "sample_traces" / "compiled"

@@ -325,25 +325,22 @@ def test_the_checks_catch_what_they_claim(tmp_path):
 #: longest prefix that matches names a module's stage). A module may import
 #: its own stage and those below; never one above. `=name`: that module only.
 STAGES: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("floor", ("profanalyzer.vocab", "profanalyzer.format", "profanalyzer.errors", "profanalyzer.version",
-               "profanalyzer.hardware", "profanalyzer.stats", "profanalyzer.arrays", "profanalyzer.parallel",
-               "profanalyzer.shell", "profanalyzer.outputs")),
-    # the records, the trace model, and the records' notebook cards (frames: model calls it)
-    ("records", ("profanalyzer.records", "profanalyzer.parts", "profanalyzer.model", "profanalyzer.invariants",
-                 "profanalyzer.documents", "profanalyzer.trace", "profanalyzer.frames")),
-    # the inputs: XSpace captures (read, build the trace model, sources) and compiled programs
+    # vocabularies, formatting, errors, the chip table, numeric helpers, output naming
+    ("floor", ("profanalyzer.core",)),
+    # the records, the trace model, the invariants, saved documents and the records' notebook cards
+    ("records", ("profanalyzer.model",)),
+    # the inputs: XSpace captures (the Source, the readers, the trace model's build) and compiled programs
     ("input", ("profanalyzer.xspace", "profanalyzer.hlo")),
     ("classify", ("profanalyzer.classify",)),
     ("analyze", ("profanalyzer.analyze",)),
-    ("rules", ("profanalyzer.rules", "profanalyzer.heuristics", "profanalyzer.findings", "profanalyzer.whatif", "profanalyzer.verify",
-               "profanalyzer.explain")),
-    ("run", ("profanalyzer.run",)),
-    ("compare", ("profanalyzer.compare", "profanalyzer.opmatch", "profanalyzer.budget", "profanalyzer.fleet")),
+    # the findings stage and the rules it runs
+    ("rules", ("profanalyzer.findings", "profanalyzer.heuristics")),
+    ("run", ("profanalyzer.pipeline",)),
+    ("compare", ("profanalyzer.compare", "profanalyzer.fleet")),
     ("report", ("profanalyzer.report",)),
     # the entry points; `profanalyzer` itself is the notebook facade (its one
     # import, `load`, runs on first use of profanalyzer.load)
-    ("top", ("profanalyzer.cli", "profanalyzer.notebook", "profanalyzer.mcp_server", "profanalyzer.schema",
-             "profanalyzer.info", "profanalyzer.perfetto", "profanalyzer.synth", "=profanalyzer")),
+    ("top", ("profanalyzer.api", "profanalyzer.cli", "profanalyzer.synth", "=profanalyzer")),
 )
 _STAGE_NAMES = [name for name, _ in STAGES]
 
@@ -387,6 +384,16 @@ def stage_arrows(files, imports) -> dict[str, list[str]]:
     return out
 
 
+def test_no_flat_modules_but_the_package_entry():
+    """The layout shows the pipeline: every module lives in a room (a sub-package), and every room is a
+    whole stage (STAGES names packages, not modules): only `profanalyzer/__init__.py` sits at the top."""
+    flat = sorted(p.name for p in (ROOT / "profanalyzer").iterdir() if p.suffix in (".py", ".c") and p.name != "__init__.py")
+    assert not flat, flat
+    rooms = {p.name for p in (ROOT / "profanalyzer").iterdir() if (p / "__init__.py").exists()}
+    staged = {pre.split(".")[1] for _, pres in STAGES for pre in pres if pre.startswith("profanalyzer.")}
+    assert rooms | {"heuristics"} == staged, (rooms, staged)
+
+
 def test_stage_rules(collected):
     files, imports, _ = collected
     broken = {k: v for k, v in stage_arrows(files, imports).items() if v}
@@ -397,13 +404,14 @@ def test_stage_rules(collected):
 def test_stage_rules_catch_what_they_claim(tmp_path):
     pkg = {
         "profanalyzer/__init__.py": "",
-        "profanalyzer/model.py": "def f():\n    from profanalyzer.analyze import analysis\n",  # up, deferred
+        "profanalyzer/model/analysis.py": "def f():\n    from profanalyzer.analyze import analysis\n",  # up, deferred
         "profanalyzer/analyze/__init__.py": "",
-        "profanalyzer/analyze/analysis.py": "from profanalyzer import model\n",
+        "profanalyzer/analyze/analysis.py": "from profanalyzer.model import analysis\n",
         "profanalyzer/report/__init__.py": "",
-        "profanalyzer/report/html.py": "from profanalyzer import findings, model\nfrom profanalyzer.report import svg\n",
+        "profanalyzer/report/html.py": ("from profanalyzer.findings import engine\nfrom profanalyzer.model import analysis\n"
+                                        "from profanalyzer.report import svg\n"),
         "profanalyzer/report/svg.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from profanalyzer.analyze import analysis\n",
-        "profanalyzer/findings.py": "",
+        "profanalyzer/findings/engine.py": "",
         "profanalyzer/xspace/sources.py": "from profanalyzer.fleet import paths\n",
         "profanalyzer/fleet/__init__.py": "",
         "profanalyzer/fleet/paths.py": "",
@@ -425,23 +433,23 @@ def test_stage_rules_catch_what_they_claim(tmp_path):
         imports += c.imports
     got = stage_arrows(files, imports)
     assert got["unstaged"] == ["profanalyzer.mystery"]
-    assert got["up"] == ["profanalyzer.model (records) -> profanalyzer.analyze.analysis (analyze)",
+    assert got["up"] == ["profanalyzer.model.analysis (records) -> profanalyzer.analyze.analysis (analyze)",
                          "profanalyzer.xspace.sources (input) -> profanalyzer.fleet.paths (compare)"]
-    assert got["renderer"] == ["profanalyzer.report.html -> profanalyzer.findings (rules)"]
+    assert got["renderer"] == ["profanalyzer.report.html -> profanalyzer.findings.engine (rules)"]
     assert got["input imports fleet"] == ["profanalyzer.xspace.sources -> profanalyzer.fleet.paths"]
 
 
 # ---------------------------------------------------------------------------
-# One pipeline: only profanalyzer.run calls the analysis stages
+# One pipeline: only profanalyzer.pipeline.run calls the analysis stages
 # ---------------------------------------------------------------------------
 
-#: The stage entry points that only `profanalyzer.run` calls.
+#: The stage entry points that only `profanalyzer.pipeline.run` calls.
 STAGE_CALLS = frozenset({"analyze_trace", "analyze_attributed", "attribute", "attribute_trace", "read_trace",
                          "run_rules", "load_analysis"})
 #: Where they are defined (and may call each other).
-STAGE_HOMES = frozenset({"profanalyzer.analyze.analysis", "profanalyzer.analyze.attribution", "profanalyzer.findings",
-                         "profanalyzer.xspace.read", "profanalyzer.run"})
-STAGE_MODULES = frozenset({"profanalyzer.analyze.analysis", "profanalyzer.analyze.attribution", "profanalyzer.findings",
+STAGE_HOMES = frozenset({"profanalyzer.analyze.analysis", "profanalyzer.analyze.attribution", "profanalyzer.findings.engine",
+                         "profanalyzer.xspace.read", "profanalyzer.pipeline.run"})
+STAGE_MODULES = frozenset({"profanalyzer.analyze.analysis", "profanalyzer.analyze.attribution", "profanalyzer.findings.engine",
                            "profanalyzer.xspace.read"})
 
 
@@ -456,9 +464,9 @@ def test_only_run_calls_the_analysis_stages(collected):
     found = stage_callers(files, imports)
     found += sorted(f"{imp} uses {mod}.{a} (line {line})" for imp, mod, a, line in attrs
                     if imp not in STAGE_HOMES and mod in STAGE_MODULES and a in STAGE_CALLS)
-    assert not found, "call profanalyzer.run.run instead: " + "; ".join(found)
+    assert not found, "call profanalyzer.pipeline.run.run instead: " + "; ".join(found)
     # the scan sees the calls it forbids: run.py's own
-    own = [i for i in imports if i.importer == "profanalyzer.run" and i.module in STAGE_MODULES and i.name in STAGE_CALLS]
+    own = [i for i in imports if i.importer == "profanalyzer.pipeline.run" and i.module in STAGE_MODULES and i.name in STAGE_CALLS]
     assert {i.name for i in own} >= {"read_trace", "attribute", "analyze_attributed", "run_rules", "load_analysis"}
 
 
@@ -499,4 +507,4 @@ def test_no_stage_after_the_read_imports_a_reader(collected):
     found = reader_imports(files, imports)
     assert not found, "ask Trace.reads (the run's Source) instead: " + "; ".join(found)
     # the scan sees reader imports where they belong
-    assert [i for i in imports if i.importer == "profanalyzer.run" and i.module.startswith("profanalyzer.xspace")]
+    assert [i for i in imports if i.importer == "profanalyzer.pipeline.run" and i.module.startswith("profanalyzer.xspace")]

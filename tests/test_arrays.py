@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from profanalyzer.arrays import unique_ids
+from profanalyzer.core.arrays import unique_ids
 
 _OPTIONS = [{}, {"return_index": True}, {"return_inverse": True}, {"return_counts": True},
             {"return_index": True, "return_inverse": True, "return_counts": True}]
@@ -40,7 +40,7 @@ def test_first_index_is_the_first_occurrence():
 
 
 def test_object_array_keeps_sequences_as_cells():
-    from profanalyzer.arrays import object_array
+    from profanalyzer.core.arrays import object_array
 
     a = object_array([(1, 2), "x", None, [3]])
     assert a.shape == (4,) and a.dtype == object and a[0] == (1, 2) and a[3] == [3]

@@ -13,8 +13,8 @@ from profanalyzer.analyze.attribution import (
     exclusive_segments,
 )
 from profanalyzer.classify import BUCKETS
-from profanalyzer.errors import InvariantError
-from profanalyzer.trace import nesting
+from profanalyzer.core.errors import InvariantError
+from profanalyzer.model.trace import nesting
 
 I = BUCKET_INDEX
 

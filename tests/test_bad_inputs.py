@@ -32,7 +32,7 @@ from test_reader import EPOCH_NS, _basic_space
 from xsb import SpaceBuilder
 
 from profanalyzer.cli import main
-from profanalyzer.xspace import reader
+from profanalyzer.xspace import capturefile
 
 # ---------------------------------------------------------------------------
 # Input builders: each writes its input under `d` and returns the path to pass.
@@ -227,7 +227,7 @@ class Case:
     build: Callable[[Path], Path]
     error: str | None = None  # regex the one error line must match; None: must succeed
     check: Callable[[dict], None] | None = None  # on the --json output when it succeeds
-    cap: int | None = None  # reader.MAX_DECOMPRESSED_BYTES for this case
+    cap: int | None = None  # capturefile.MAX_DECOMPRESSED_BYTES for this case
     commands: tuple[str, ...] = ("analyze", "info", "")  # "" = the default command
     xfail: str | None = None  # a known bug, fixed outside this test's reach
 
@@ -406,7 +406,7 @@ def _no_nan(name: str):
 )
 def test_bad_input_table(case: Case, dirs, capsys, monkeypatch):
     if case.cap is not None:
-        monkeypatch.setattr(reader, "MAX_DECOMPRESSED_BYTES", case.cap)
+        monkeypatch.setattr(capturefile, "MAX_DECOMPRESSED_BYTES", case.cap)
     path = case.build(dirs["in"])
     before = _snapshot(dirs["in"])
     for command in case.commands:

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from conftest import ROOT, run_cli, sample_doc, sample_path
 
-from profanalyzer.budget import (
+from profanalyzer.compare.budget import (
     METRICS,
     REGRESSION_METRICS,
     BudgetError,

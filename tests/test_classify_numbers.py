@@ -280,7 +280,7 @@ def _module_caches(path: Path) -> list[str]:
 
 def test_no_module_global_cache_on_the_classify_and_analysis_path():
     files = sorted((ROOT / "profanalyzer" / "classify").glob("*.py")) + sorted(
-        (ROOT / "profanalyzer" / "analyze").glob("*.py")) + [ROOT / "profanalyzer" / "records.py"]
+        (ROOT / "profanalyzer" / "analyze").glob("*.py")) + [ROOT / "profanalyzer" / "model" / "records.py"]
     assert len(files) > 20
     found = [c for p in files for c in _module_caches(p)]
     assert found == []
@@ -295,7 +295,7 @@ def test_the_cache_scan_finds_what_it_claims(tmp_path):
 
 def test_one_memo_per_run():
     """run() makes the run's classify memo; every core's classes and the later stages use that one."""
-    from profanalyzer.run import run
+    from profanalyzer.pipeline.run import run
 
     r1 = run(SAMPLES / "dense_short_fsdp.xplane.pb.gz")
     r2 = run(SAMPLES / "dense_short_fsdp.xplane.pb.gz")

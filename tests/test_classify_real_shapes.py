@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from profanalyzer.classify import classify_op, matmul_kernel_flops
-from profanalyzer.trace import nesting, sequential_overlaps
+from profanalyzer.model.trace import nesting, sequential_overlaps
 
 QMM = ("%{name} = bf16[{m},{n}]{{1,0}} custom-call(bf16[{m},{k}]{{1,0}} %x, {wt}[{n},{k}]{{1,0:T(64,128)(8,1)E(4)}} %w, "
        "f32[10,1,{n}]{{2,1,0}} %s), custom_call_target=\"tpu_custom_call\", "

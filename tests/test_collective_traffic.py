@@ -58,8 +58,8 @@ def test_bytes_from_shapes_on_every_form():
 
 @functools.cache
 def _vllm():
-    from profanalyzer.findings import run_rules
-    from profanalyzer.run import run_analysis
+    from profanalyzer.findings.engine import run_rules
+    from profanalyzer.pipeline.run import run_analysis
 
     a = run_analysis(realcap.real_path(realcap.VLLM))
     return a, run_rules(a)

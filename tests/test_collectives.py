@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from profanalyzer.findings import run_rules
-from profanalyzer.run import run_analysis
+from profanalyzer.findings.engine import run_rules
+from profanalyzer.pipeline.run import run_analysis
 from profanalyzer.synth import SCENARIOS, write_scenario
 
 SAMPLES = "sample_traces"
@@ -94,8 +94,8 @@ def test_the_html_table_names_each_type_by_its_label():
     from conftest import analysis_of, findings_of
     from test_report_html import parse
 
+    from profanalyzer.core.vocab import COLLECTIVE_TYPE_LABELS
     from profanalyzer.report.html import render_html
-    from profanalyzer.vocab import COLLECTIVE_TYPE_LABELS
 
     a = analysis_of("straggler_core")
     dom = parse(render_html(a, findings_of("straggler_core"), command_line="profanalyze t", input_sha256="0" * 64))

@@ -10,7 +10,7 @@ import re
 import pytest
 from conftest import run_cli, sample_doc, sample_path
 
-from profanalyzer.compare import (
+from profanalyzer.compare.comparison import (
     MIN_EFFECT,
     NOISE_K,
     compare,
@@ -18,9 +18,10 @@ from profanalyzer.compare import (
     validate_document,
     verdict_of,
 )
-from profanalyzer.errors import InputError
-from profanalyzer.opmatch import match_name
-from profanalyzer.report.diff import format_text, render_diff_html, render_diff_markdown
+from profanalyzer.compare.opmatch import match_name
+from profanalyzer.core.errors import InputError
+from profanalyzer.report.diff import format_text, render_diff_markdown
+from profanalyzer.report.diff_html import render_diff_html
 
 doc = sample_doc  # a fresh copy of a sample's analysis document
 run = run_cli

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from profanalyzer.analyze.counters import VERDICTS, with_device_peaks
-from profanalyzer.run import run_analysis
+from profanalyzer.pipeline.run import run_analysis
 from profanalyzer.synth import SCENARIOS, write_scenario
 from profanalyzer.xspace.read import read_trace
 

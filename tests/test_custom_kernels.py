@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from profanalyzer.classify import RULES, classify_op
-from profanalyzer.run import run_analysis
+from profanalyzer.pipeline.run import run_analysis
 from profanalyzer.synth import SCENARIOS, write_scenario
 from profanalyzer.synth.layers import CUSTOM_MATMUL_KERNEL
 

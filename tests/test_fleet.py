@@ -310,7 +310,7 @@ def test_task_never_raises(tmp_path):
 
 
 def test_no_host_files_is_an_input_error(tmp_path):
-    from profanalyzer.errors import InputError
+    from profanalyzer.core.errors import InputError
 
     with pytest.raises(InputError, match="no host files"):
         fl.run_fleet([str(tmp_path)], workers=0)

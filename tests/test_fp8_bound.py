@@ -8,13 +8,13 @@ from __future__ import annotations
 import pytest
 from conftest import analysis_of, findings_of
 
-from profanalyzer.hardware import (
+from profanalyzer.core.hardware import (
     FP8_GUIDE_TYPICAL_SPEEDUP,
     FP8_MEASURED_SPEEDUPS,
     fp8_measured_range,
 )
+from profanalyzer.findings.whatif import FP8_MAX_SPEEDUP, what_if
 from profanalyzer.heuristics.fp8 import fp8_saving
-from profanalyzer.whatif import FP8_MAX_SPEEDUP, what_if
 
 
 def _fp8(name: str, code: str = "FP001"):

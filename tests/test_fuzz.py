@@ -36,13 +36,13 @@ from hypothesis import strategies as st
 from test_reader import _basic_space
 
 from profanalyzer.analyze.analysis import analyze_trace
-from profanalyzer.errors import InputError
-from profanalyzer.findings import run_rules
-from profanalyzer.info import format_info, trace_info
+from profanalyzer.api.info import format_info, trace_info
+from profanalyzer.core.errors import InputError
+from profanalyzer.findings.engine import run_rules
+from profanalyzer.model.trace import ANALYSIS_LINES
 from profanalyzer.report.html import render_html
 from profanalyzer.report.markdown import render_markdown
 from profanalyzer.report.terminal import format_summary
-from profanalyzer.trace import ANALYSIS_LINES
 from profanalyzer.xspace import wire, xplane_pb2
 from profanalyzer.xspace.build import load_trace
 

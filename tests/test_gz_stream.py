@@ -12,10 +12,10 @@ import pytest
 from conftest import sample_path
 from xsb import SpaceBuilder
 
-from profanalyzer.documents import result_document
-from profanalyzer.errors import InputError
-from profanalyzer.findings import run_rules
-from profanalyzer.run import RunOptions, run_analysis
+from profanalyzer.core.errors import InputError
+from profanalyzer.findings.engine import run_rules
+from profanalyzer.model.documents import result_document
+from profanalyzer.pipeline.run import RunOptions, run_analysis
 from profanalyzer.xspace import reader
 from profanalyzer.xspace.metadata import program_plane
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-import profanalyzer.hardware as hw
-from profanalyzer.hardware import CHIPS
+import profanalyzer.core.hardware as hw
+from profanalyzer.core.hardware import CHIPS
 
 
 def test_clock_is_inferred_from_fields_of_the_chip():

@@ -8,8 +8,8 @@ import dataclasses
 import pytest
 from conftest import sample_path
 
-from profanalyzer.findings import run_rules
-from profanalyzer.run import RunOptions, run_analysis
+from profanalyzer.findings.engine import run_rules
+from profanalyzer.pipeline.run import RunOptions, run_analysis
 
 
 @pytest.fixture(scope="module")

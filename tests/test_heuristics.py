@@ -8,11 +8,11 @@ import re
 import pytest
 from conftest import analysis_of, findings_of, real_tpu_names, sample_names
 
-from profanalyzer.findings import merge, run_rules
+from profanalyzer.core.vocab import LEVERS
+from profanalyzer.findings.engine import merge, run_rules
 from profanalyzer.heuristics import LEVER_MODULES, registry
-from profanalyzer.model import Finding
+from profanalyzer.model.findings import Finding
 from profanalyzer.synth import SCENARIOS
-from profanalyzer.vocab import LEVERS
 
 RULES = registry()
 PAIR_TOLERANCE = 0.25

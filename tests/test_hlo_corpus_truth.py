@@ -19,13 +19,13 @@ from conftest import ROOT
 from test_hlo_truth import compare, weighted_agreement
 
 from profanalyzer.analyze.attribution import classify_plane
-from profanalyzer.hardware import chip_from_device_type
+from profanalyzer.core.hardware import chip_from_device_type
+from profanalyzer.core.vocab import BUCKETS, OFFLOADABLE
 from profanalyzer.hlo.compiled import load_program_trace
 from profanalyzer.hlo.load import read_program
 from profanalyzer.hlo.schedule import schedule
 from profanalyzer.hlo.truth import hlo_bucket
-from profanalyzer.trace import LINE_OPS
-from profanalyzer.vocab import BUCKETS, OFFLOADABLE
+from profanalyzer.model.trace import LINE_OPS
 
 CORPUS = ROOT / "sample_traces" / "compiled"
 MANIFEST = json.loads((CORPUS / "manifest.json").read_text())

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from conftest import ROOT, run_cli
 
-from profanalyzer.schema import document_schema
+from profanalyzer.api.schema import document_schema
 
 SHARED = ROOT.parent / "shared"
 V6E = SHARED / "real-traces" / "v6e_host_offload.xplane.pb.gz"
@@ -101,8 +101,8 @@ def test_a_capture_without_hlo_has_no_expected_section(tmp_path, capsys):
 def test_the_terminal_marks_a_program_predicted():
     """The terminal summary says PREDICTED at the top and on the step time of a
     compiled program; a capture's says neither."""
+    from profanalyzer.pipeline.run import RunOptions, run
     from profanalyzer.report.terminal import format_summary
-    from profanalyzer.run import RunOptions, run
 
     prog = format_summary(run(PROGRAM, RunOptions()).analysis)
     head = prog.splitlines()[:4]

@@ -6,7 +6,7 @@ own cost_analysis() and memory_analysis() of the same programs
 The compiler's cost ratio: cost_analysis gives flops and bytes accessed per
 device (its `optimal_seconds` is negative on every corpus program -- no
 figure to use); the roofline time t = flops / peak(precision) + bytes / HBM
-bandwidth (per TensorCore, profanalyzer.hardware) is the cost model those
+bandwidth (per TensorCore, profanalyzer.core.hardware) is the cost model those
 two numbers make. The replay instead takes the compiler's per-op
 `estimated_cycles` (an independent estimate of the same compiler) and, for
 ops without one, bytes over HBM.
@@ -37,9 +37,9 @@ import json
 import pytest
 from conftest import ROOT, run_cli
 
-from profanalyzer.hardware import TPU7X
+from profanalyzer.core.hardware import TPU7X
+from profanalyzer.core.vocab import MATMUL_BUCKETS
 from profanalyzer.hlo.memory import assignment_stats, proto_allocations
-from profanalyzer.vocab import MATMUL_BUCKETS
 
 CORPUS = ROOT / "sample_traces" / "compiled"
 STEP_TOL = 0.05

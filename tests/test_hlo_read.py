@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from profanalyzer.errors import InputError
+from profanalyzer.core.errors import InputError
 from profanalyzer.hlo.load import is_program_path, read_program
 from profanalyzer.hlo.model import UNKNOWN_CYCLES
 from profanalyzer.hlo.schedule import schedule, trip_counts
@@ -246,8 +246,8 @@ def test_bad_input_is_one_line(tmp_path):
 
 
 def test_the_package_is_the_input_floor():
-    allowed = ("profanalyzer.hlo", "profanalyzer.errors", "profanalyzer.vocab", "profanalyzer.hardware",
-               "profanalyzer.records", "profanalyzer.parts", "profanalyzer.trace", "profanalyzer.xspace")
+    allowed = ("profanalyzer.hlo", "profanalyzer.core.errors", "profanalyzer.core.vocab", "profanalyzer.core.hardware",
+               "profanalyzer.model.records", "profanalyzer.model.parts", "profanalyzer.model.trace", "profanalyzer.xspace")
     for f in sorted((ROOT / "profanalyzer" / "hlo").glob("*.py")):
         for node in ast.walk(ast.parse(f.read_text())):
             mods = []

@@ -11,13 +11,13 @@ from pathlib import Path
 import pytest
 from conftest import run_cli
 
-from profanalyzer.hardware import CHIPS, TPU7X, V6E
+from profanalyzer.core.hardware import CHIPS, TPU7X, V6E
+from profanalyzer.core.vocab import BUCKETS, MATMUL_BUCKETS, OFFLOADABLE
 from profanalyzer.hlo.load import read_program
 from profanalyzer.hlo.replay import replay
 from profanalyzer.hlo.schedule import op_remat as _remat
 from profanalyzer.hlo.schedule import schedule
 from profanalyzer.hlo.truth import hlo_bucket
-from profanalyzer.vocab import BUCKETS, MATMUL_BUCKETS, OFFLOADABLE
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"
 DUMP = SHARED / "real-programs" / "maxtext_llama3.1-8b_tpu7x-16_fsdp_remat_full.tar.gz"
@@ -181,7 +181,7 @@ def test_expected_vs_measured_pools_every_tensorcore():
     import numpy as np
 
     from profanalyzer.analyze.expected import expected_vs_measured
-    from profanalyzer.trace import LINE_MODULES, LINE_OPS
+    from profanalyzer.model.trace import LINE_MODULES, LINE_OPS
     from profanalyzer.xspace.build import load_trace
 
     trace = load_trace(V6E_CAPTURE)
@@ -231,8 +231,8 @@ def test_expected_vs_measured_counts_the_steps_program_once(capsys):
     """#32 item 7: per step, the step's program only (jit__psum and jit_broadcast_in_dim run beside it and
     are named, not compared), no row that reads 0.000 ms on both sides, no range "a-a", the unestimated time
     said once, the op table's runs and the family table's per-step figures labelled as such."""
+    from profanalyzer.pipeline.run import run_analysis
     from profanalyzer.report.expected_view import expected_view, markdown_expected
-    from profanalyzer.run import run_analysis
 
     a = run_analysis(V6E_CAPTURE)
     e = a.expected

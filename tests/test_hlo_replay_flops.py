@@ -28,7 +28,7 @@ from pathlib import Path
 import pytest
 from conftest import run_cli
 
-from profanalyzer.hardware import TPU7X
+from profanalyzer.core.hardware import TPU7X
 from profanalyzer.hlo.flops import (
     FlopsTable,
     accessed_bytes,

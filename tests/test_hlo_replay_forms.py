@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from profanalyzer.hardware import TPU7X
+from profanalyzer.core.hardware import TPU7X
 from profanalyzer.hlo.load import read_program
 from profanalyzer.hlo.model import Instruction, Shape
 from profanalyzer.hlo.replay import replay

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from profanalyzer.classify import async_pair_key, classify_op
+from profanalyzer.core.vocab import MATMUL_BUCKETS
 from profanalyzer.hlo.load import read_program
 from profanalyzer.hlo.memory import (
     assignment_stats,
@@ -26,7 +27,6 @@ from profanalyzer.hlo.memory import (
 )
 from profanalyzer.hlo.schedule import schedule, xprof_text
 from profanalyzer.hlo.truth import category, hlo_bucket
-from profanalyzer.vocab import MATMUL_BUCKETS
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"
 DUMP = SHARED / "real-programs" / "maxtext_llama3.1-8b_tpu7x-16_fsdp_remat_full.tar.gz"

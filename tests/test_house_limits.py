@@ -1,7 +1,7 @@
-"""House limits on the size of the code (issue #24): no Python file of
-profanalyzer/ over MAX_FILE_LINES lines, no function over MAX_FUNCTION_LINES
-lines outside profanalyzer/synth/ (the synthesizer's catalog and builders are
-data-shaped). Generated protobuf modules (`*_pb2.py`) are not counted.
+"""House limits on the size of the code (issues #24, #33): no Python file of
+profanalyzer/ over MAX_FILE_LINES lines (synth/, the test-data generator, over
+SYNTH_MAX_FILE_LINES), no function over MAX_FUNCTION_LINES lines outside
+profanalyzer/synth/ (the synthesizer's catalog and builders are data-shaped). Generated protobuf modules (`*_pb2.py`) are not counted.
 
 A function's length is the span of its `def` (decorators excluded) to its
 last line, nested functions included in their parent's span and checked on
@@ -15,7 +15,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "profanalyzer"
-MAX_FILE_LINES = 700
+MAX_FILE_LINES = 600
+SYNTH_MAX_FILE_LINES = 700
 MAX_FUNCTION_LINES = 120
 #: Folders (relative to the package) whose functions may be longer.
 LONG_FUNCTIONS_OK = ("synth",)
@@ -37,8 +38,9 @@ def offenders(package: Path, max_file: int = MAX_FILE_LINES, max_function: int =
         rel = path.relative_to(package.parent)
         text = path.read_text(encoding="utf-8")
         n = len(text.splitlines())
-        if n > max_file:
-            found.append(f"{rel}: {n} lines (at most {max_file})")
+        limit = SYNTH_MAX_FILE_LINES if path.relative_to(package).parts[0] in long_ok else max_file
+        if n > limit:
+            found.append(f"{rel}: {n} lines (at most {limit})")
         if path.relative_to(package).parts[0] in long_ok:
             continue
         for node in ast.walk(ast.parse(text, filename=str(path))):
@@ -51,7 +53,7 @@ def offenders(package: Path, max_file: int = MAX_FILE_LINES, max_function: int =
 
 def test_the_scan_sees_the_package():
     files = [p for p in PACKAGE.rglob("*.py") if not _generated(p)]
-    assert len(files) > 50 and (PACKAGE / "model.py") in files
+    assert len(files) > 50 and (PACKAGE / "model" / "analysis.py") in files
     assert any(_generated(p) for p in PACKAGE.rglob("*.py")), "the generated module is there, and skipped"
 
 
@@ -70,9 +72,10 @@ def test_the_check_catches_what_it_claims(tmp_path):
     (pkg / "xspace").mkdir()
     (pkg / "__init__.py").write_text("")
     # at the limits: not reported
-    (pkg / "fits.py").write_text("def ok():\n" + _body(119) + "\n" * (700 - 120))
+    (pkg / "fits.py").write_text("def ok():\n" + _body(119) + "\n" * (600 - 120))
+    (pkg / "synth" / "fits.py").write_text("x = 1\n" * 700)
     # a file one line over; a function one line over (nested in a method)
-    (pkg / "big.py").write_text("x = 1\n" * 701)
+    (pkg / "big.py").write_text("x = 1\n" * 601)
     (pkg / "long.py").write_text("class C:\n    def m(self):\n        def inner():\n" + _body(121).replace("    ", "            ")
                                  + "        return inner\n")
     # long functions are allowed under synth/, long files are not
@@ -81,7 +84,7 @@ def test_the_check_catches_what_it_claims(tmp_path):
     (pkg / "xspace" / "big_pb2.py").write_text("x = 1\n" * 5000)
     found = offenders(pkg)
     assert found == [
-        "profanalyzer/big.py: 701 lines (at most 700)",
+        "profanalyzer/big.py: 601 lines (at most 600)",
         "profanalyzer/long.py:2 m(): 124 lines (at most 120)",
         "profanalyzer/long.py:3 inner(): 122 lines (at most 120)",
         "profanalyzer/synth/catalog.py: 801 lines (at most 700)",

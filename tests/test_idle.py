@@ -8,13 +8,13 @@ import pytest
 from conftest import analysis_of, sample_names
 
 from profanalyzer.analyze.analysis import analyze_trace
+from profanalyzer.core.vocab import IDLE_CAUSES
 from profanalyzer.synth import real_shapes
 from profanalyzer.synth.builder import DONE, OP, START, SYNC, WB, WE
 from profanalyzer.synth.model import simulate
 from profanalyzer.synth.program import build_plan
 from profanalyzer.synth.scenarios import get_scenario
 from profanalyzer.synth.writer import hostnames_for, write_host
-from profanalyzer.vocab import IDLE_CAUSES
 from profanalyzer.xspace.build import load_trace
 
 
@@ -174,7 +174,7 @@ def testreconcile_is_exact():
 def test_host_activity_names_what_the_host_did(monkeypatch):
     from conftest import sample_path
 
-    from profanalyzer.run import RunOptions, run_analysis
+    from profanalyzer.pipeline.run import RunOptions, run_analysis
     from profanalyzer.synth.builder import US
     from profanalyzer.synth.scenarios import SCENARIOS
 
@@ -204,7 +204,7 @@ def test_host_activity_names_what_the_host_did(monkeypatch):
 def test_no_host_planes_is_said():
     from realcap import VLLM, real_path
 
-    from profanalyzer.run import RunOptions, run_analysis
+    from profanalyzer.pipeline.run import RunOptions, run_analysis
 
     a = run_analysis(real_path(VLLM), RunOptions(host_activity=True))
     assert a.idle_host_activity == () and any("no host planes" in n for n in a.notes)
@@ -213,7 +213,7 @@ def test_no_host_planes_is_said():
 def test_host_activity_on_the_real_v6e_capture():
     from realcap import V6E, real_path
 
-    from profanalyzer.run import RunOptions, run_analysis
+    from profanalyzer.pipeline.run import RunOptions, run_analysis
 
     a = run_analysis(real_path(V6E), RunOptions(host_activity=True))
     names = {h.name for h in a.idle_host_activity}

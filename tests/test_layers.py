@@ -16,34 +16,34 @@ ROOT = Path(__file__).resolve().parent.parent
 
 #: floor of each module (lower imports nothing from higher)
 FLOORS = {
-    "profanalyzer": 0, "profanalyzer.errors": 0, "profanalyzer.outputs": 0, "profanalyzer.vocab": 0, "profanalyzer.format": 0, "profanalyzer.stats": 0,
-    "profanalyzer.records": 1, "profanalyzer.parts": 1, "profanalyzer.hardware": 1, "profanalyzer.model": 1,
-    "profanalyzer.invariants": 1, "profanalyzer.documents": 1,
-    "profanalyzer.xspace": 2, "profanalyzer.trace": 2, "profanalyzer.xspace.build": 2, "profanalyzer.classify": 2,
+    "profanalyzer": 0, "profanalyzer.core.errors": 0, "profanalyzer.core.outputs": 0, "profanalyzer.core.vocab": 0, "profanalyzer.core.format": 0, "profanalyzer.core.stats": 0,
+    "profanalyzer.model.records": 1, "profanalyzer.model.parts": 1, "profanalyzer.core.hardware": 1, "profanalyzer.model.analysis": 1,
+    "profanalyzer.model.invariants": 1, "profanalyzer.model.documents": 1, "profanalyzer.model.findings": 1,
+    "profanalyzer.xspace": 2, "profanalyzer.model.trace": 2, "profanalyzer.xspace.build": 2, "profanalyzer.classify": 2,
     # issue #25: compiled programs (HLO text / HloProto / dump folders), the input floor
     "profanalyzer.hlo": 2, "profanalyzer.hlo.compiled": 2,
-    "profanalyzer.analyze.attribution": 3, "profanalyzer.analyze.opgroups": 3,
-    "profanalyzer.analyze.overlap": 4, "profanalyzer.analyze.sparsecore": 4,
+    "profanalyzer.analyze.attribution": 3, "profanalyzer.analyze.opgroups": 3, "profanalyzer.analyze.opfamilies": 3,
+    "profanalyzer.analyze.overlap": 4, "profanalyzer.analyze.critical": 4, "profanalyzer.analyze.sparsecore": 4,
     "profanalyzer.analyze.timeline": 5, "profanalyzer.analyze.scopes": 5, "profanalyzer.analyze.idle": 5, "profanalyzer.analyze.memory": 5, "profanalyzer.analyze.stepclass": 5, "profanalyzer.analyze.hostplanes": 5, "profanalyzer.analyze.expected": 5,
     "profanalyzer.analyze.analysis": 6, "profanalyzer.analyze.workload": 6,
-    "profanalyzer.rules": 7,
+    "profanalyzer.findings.rules": 7,
     "profanalyzer.heuristics": 8,
-    "profanalyzer.findings": 9, "profanalyzer.verify": 9, "profanalyzer.whatif": 9,
-    "profanalyzer.compare": 10, "profanalyzer.opmatch": 10, "profanalyzer.budget": 10,
+    "profanalyzer.findings.engine": 9, "profanalyzer.findings.verify": 9, "profanalyzer.findings.whatif": 9,
+    "profanalyzer.compare.comparison": 10, "profanalyzer.compare.opmatch": 10, "profanalyzer.compare.budget": 10,
     "profanalyzer.report": 11,
     # issue #17: the interfaces for notebooks, URLs, trace viewers and agents
-    "profanalyzer.shell": 0,
-    "profanalyzer.version": 0, "profanalyzer.parallel": 0, "profanalyzer.arrays": 0, "profanalyzer.frames": 1, "profanalyzer.schema": 1, "profanalyzer.xspace.sources": 2,
-    "profanalyzer.perfetto": 6, "profanalyzer.explain": 10, "profanalyzer.notebook": 12, "profanalyzer.mcp_server": 13,
+    "profanalyzer.core.shell": 0,
+    "profanalyzer.core.version": 0, "profanalyzer.core.parallel": 0, "profanalyzer.core.arrays": 0, "profanalyzer.model.frames": 1, "profanalyzer.api.schema": 1, "profanalyzer.xspace.sources": 2,
+    "profanalyzer.api.perfetto": 6, "profanalyzer.findings.explain": 10, "profanalyzer.api.notebook": 12, "profanalyzer.api.mcp_server": 13,
 }
 CHECKED = [
-    "profanalyzer/outputs.py", "profanalyzer/vocab.py", "profanalyzer/format.py", "profanalyzer/hardware.py", "profanalyzer/records.py", "profanalyzer/parts.py", "profanalyzer/model.py", "profanalyzer/invariants.py", "profanalyzer/documents.py", "profanalyzer/rules.py",
-    "profanalyzer/analyze/workload.py", "profanalyzer/analyze/attribution.py", "profanalyzer/analyze/overlap.py", "profanalyzer/analyze/sparsecore.py", "profanalyzer/analyze/opgroups.py", "profanalyzer/analyze/timeline.py", "profanalyzer/analyze/scopes.py", "profanalyzer/analyze/idle.py", "profanalyzer/analyze/memory.py", "profanalyzer/analyze/stepclass.py", "profanalyzer/analyze/hostplanes.py",
-    "profanalyzer/analyze/analysis.py", "profanalyzer/hlo/compiled.py", "profanalyzer/analyze/expected.py", "profanalyzer/findings.py", "profanalyzer/compare.py", "profanalyzer/opmatch.py", "profanalyzer/budget.py",
-    "profanalyzer/verify.py",
-    "profanalyzer/shell.py",
-    "profanalyzer/version.py", "profanalyzer/parallel.py", "profanalyzer/arrays.py", "profanalyzer/frames.py", "profanalyzer/schema.py", "profanalyzer/xspace/sources.py",
-    "profanalyzer/perfetto.py", "profanalyzer/explain.py", "profanalyzer/notebook.py", "profanalyzer/mcp_server.py",
+    "profanalyzer/core/outputs.py", "profanalyzer/core/vocab.py", "profanalyzer/core/format.py", "profanalyzer/core/hardware.py", "profanalyzer/model/records.py", "profanalyzer/model/parts.py", "profanalyzer/model/analysis.py", "profanalyzer/model/findings.py", "profanalyzer/model/invariants.py", "profanalyzer/model/documents.py", "profanalyzer/findings/rules.py",
+    "profanalyzer/analyze/workload.py", "profanalyzer/analyze/attribution.py", "profanalyzer/analyze/overlap.py", "profanalyzer/analyze/critical.py", "profanalyzer/analyze/sparsecore.py", "profanalyzer/analyze/opgroups.py", "profanalyzer/analyze/opfamilies.py", "profanalyzer/analyze/timeline.py", "profanalyzer/analyze/scopes.py", "profanalyzer/analyze/idle.py", "profanalyzer/analyze/memory.py", "profanalyzer/analyze/stepclass.py", "profanalyzer/analyze/hostplanes.py",
+    "profanalyzer/analyze/analysis.py", "profanalyzer/hlo/compiled.py", "profanalyzer/analyze/expected.py", "profanalyzer/findings/engine.py", "profanalyzer/compare/comparison.py", "profanalyzer/compare/opmatch.py", "profanalyzer/compare/budget.py",
+    "profanalyzer/findings/verify.py",
+    "profanalyzer/core/shell.py",
+    "profanalyzer/core/version.py", "profanalyzer/core/parallel.py", "profanalyzer/core/arrays.py", "profanalyzer/model/frames.py", "profanalyzer/api/schema.py", "profanalyzer/xspace/sources.py",
+    "profanalyzer/api/perfetto.py", "profanalyzer/findings/explain.py", "profanalyzer/api/notebook.py", "profanalyzer/api/mcp_server.py",
     *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "heuristics").glob("*.py")),
     *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "profanalyzer" / "hlo").glob("*.py")),
     *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "profanalyzer" / "report").glob("*.py") if p.name != "fleet_html.py"),
@@ -97,4 +97,4 @@ def test_imports_point_down(path):
 def test_heuristics_never_import_findings():
     for p in (ROOT / "heuristics").glob("*.py"):
         mods = {m for m, _ in imports(str(p.relative_to(ROOT)))}
-        assert "profanalyzer.findings" not in mods, p.name
+        assert "profanalyzer.findings.engine" not in mods, p.name

@@ -11,7 +11,7 @@ from conftest import analysis_of, sample_names
 from test_report_html import XSS, findings_or_none, handmade_findings, markdown_case
 
 from profanalyzer.classify import BUCKETS
-from profanalyzer.model import Finding, Findings
+from profanalyzer.model.findings import Finding, Findings
 from profanalyzer.report.markdown import md_escape, render_markdown
 from profanalyzer.report.summary import headline
 from profanalyzer.report.terminal import ms, pct

@@ -15,7 +15,7 @@ pytest.importorskip("mcp.server.mcpserver", reason="the MCP SDK 2.x is the [mcp]
 
 from mcp import Client  # noqa: E402
 
-from profanalyzer.mcp_server import TOOLS, build_server  # noqa: E402
+from profanalyzer.api.mcp_server import TOOLS, build_server  # noqa: E402
 
 TIMEOUT = 120
 
@@ -57,8 +57,8 @@ def test_tools_return_the_cli_documents(capsys, tmp_path):
         assert json.loads(v.content[0].text) == v.structured_content  # the text is the same document
     doc = _cli_json(capsys, "analyze", trace, "-q", "--no-html")
     assert r["analyze"].structured_content == doc
+    from profanalyzer.pipeline.run import run
     from profanalyzer.report.registry import RENDERERS
-    from profanalyzer.run import run
 
     md = r["render"].structured_content
     assert md["format"] == "markdown" and md["text"] == RENDERERS["markdown"].render(run(trace))

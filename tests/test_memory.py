@@ -12,11 +12,11 @@ from realcap import V6E as V6E_FILE
 from realcap import real_path
 
 from profanalyzer.analyze import memory
-from profanalyzer.hardware import V6E
-from profanalyzer.model import Analysis
-from profanalyzer.run import RunOptions, run_analysis
+from profanalyzer.core.hardware import V6E
+from profanalyzer.model.analysis import Analysis
+from profanalyzer.model.trace import MemorySources
+from profanalyzer.pipeline.run import RunOptions, run_analysis
 from profanalyzer.synth.pbenc import f_bytes, f_varint
-from profanalyzer.trace import MemorySources
 from profanalyzer.xspace import allocator
 
 GB = 10**9
@@ -161,9 +161,9 @@ def test_real_v6e_peak_matches_xprof_memory_profile(v6e):
 
 
 def test_check_budget_names_memory_peak(v6e):
-    from profanalyzer.budget import evaluate, metric_value, parse_budget
-    from profanalyzer.documents import result_document
-    from profanalyzer.findings import run_rules
+    from profanalyzer.compare.budget import evaluate, metric_value, parse_budget
+    from profanalyzer.findings.engine import run_rules
+    from profanalyzer.model.documents import result_document
 
     doc = result_document(v6e, run_rules(v6e))
     assert metric_value(doc, "memory.peak_bytes") == v6e.memory.peak_bytes
@@ -175,7 +175,7 @@ def test_check_budget_names_memory_peak(v6e):
 
 
 def test_compare_shows_memory_deltas(v6e):
-    from profanalyzer.compare import compare
+    from profanalyzer.compare.comparison import compare
     from profanalyzer.report.diff import format_text, render_diff_markdown
 
     c = compare(v6e, v6e)
@@ -184,9 +184,9 @@ def test_compare_shows_memory_deltas(v6e):
 
 
 def test_memory_regression_against_a_baseline(v6e):
-    from profanalyzer.budget import evaluate, parse_budget
-    from profanalyzer.documents import result_document
-    from profanalyzer.findings import run_rules
+    from profanalyzer.compare.budget import evaluate, parse_budget
+    from profanalyzer.findings.engine import run_rules
+    from profanalyzer.model.documents import result_document
 
     doc = result_document(v6e, run_rules(v6e))
     same = evaluate(parse_budget({"baseline": "x", "max_regression": {"memory.peak_bytes": "0%"}}), doc, doc)
@@ -200,7 +200,7 @@ def test_memory_regression_against_a_baseline(v6e):
 def test_synthesized_capture_matches_its_plan():
     from conftest import truth_of
 
-    from profanalyzer.hardware import TPU7X
+    from profanalyzer.core.hardware import TPU7X
 
     t = truth_of("hlo_memory_dense")["memory"]
     a = run_analysis(sample_path("hlo_memory_dense"), RunOptions(memory=True))
@@ -236,7 +236,7 @@ def test_cli_reads_memory_only_when_a_memory_rule_fires(monkeypatch, capsys, tmp
 
     from conftest import run_cli
 
-    from profanalyzer.findings import all_rules
+    from profanalyzer.findings.engine import all_rules
 
     MEMORY_RULES = {r.code for r in all_rules() if "memory" in r.needs}
     assert MEMORY_RULES == {"HO001", "RM001", "SH003"}  # the rules that trade HBM for time declare it

@@ -12,9 +12,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from profanalyzer.errors import InputError
+from profanalyzer.core.errors import InputError
 from profanalyzer.xspace import build as tb
-from profanalyzer.xspace import optable, reader, wire
+from profanalyzer.xspace import capturefile, optable, reader, wire
 from profanalyzer.xspace import xplane_pb2 as pb
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -52,7 +52,7 @@ def both_ways(buf, start: int, end: int):
 @pytest.mark.parametrize("path", SAMPLES + (REAL or [pytest.param(None, marks=pytest.mark.skip(
     reason="../shared/real-traces/ not present"))]), ids=lambda p: p.name if p else "real")
 def test_c_metadata_equals_runtime(path):
-    buf = reader.read_bytes(path)
+    buf = capturefile.read_bytes(path)
     index = reader.scan_space(buf, path)
     planes = [r for r in index.planes if r.kind in ("tensorcore", "sparsecore")]
     assert planes
@@ -133,7 +133,7 @@ def test_scan_fields_matches_iter_fields():
 def test_identical_maps_are_decoded_once_per_host():
     """A host's TensorCores share one table; a different map gets its own."""
     path = ROOT / "sample_traces" / "dense_short_fsdp.xplane.pb.gz"
-    buf = reader.read_bytes(path)
+    buf = capturefile.read_bytes(path)
     index = reader.scan_space(buf, path)
     tcs = [r for r in index.planes if r.kind == "tensorcore"]
     assert len(tcs) >= 2
@@ -206,7 +206,7 @@ def test_plane_whose_table_is_in_flight_is_deferred_then_finished(monkeypatch):
     Deferred (its events decoded) instead of waiting; finished afterwards it
     equals the plane built in turn."""
     path = ROOT / "sample_traces" / "dense_short_fsdp.xplane.pb.gz"
-    buf = reader.read_bytes(path)
+    buf = capturefile.read_bytes(path)
     tcs = [r for r in reader.scan_space(buf, path).planes if r.kind == "tensorcore"]
     cache = optable.MetadataCache()
     gate, started = threading.Event(), threading.Event()

@@ -11,21 +11,17 @@ from pathlib import Path
 
 import pytest
 
-from profanalyzer.documents import result_document
-from profanalyzer.errors import InputError, InvariantError
-from profanalyzer.findings import load_analysis, run_rules
-from profanalyzer.invariants import check_analysis, check_findings
-from profanalyzer.model import (
-    Analysis,
-    BucketShare,
-    Findings,
-    SchemaError,
-    round_number,
-)
+from profanalyzer.core.errors import InputError, InvariantError
+from profanalyzer.findings.engine import load_analysis, run_rules
+from profanalyzer.model.analysis import Analysis, BucketShare
+from profanalyzer.model.documents import result_document
+from profanalyzer.model.findings import Findings
+from profanalyzer.model.invariants import check_analysis, check_findings
+from profanalyzer.model.records import SchemaError, round_number
+from profanalyzer.pipeline.run import RunOptions, run, run_analysis
 from profanalyzer.report.html import render_html
 from profanalyzer.report.markdown import render_markdown
 from profanalyzer.report.terminal import format_summary
-from profanalyzer.run import RunOptions, run, run_analysis
 
 SAMPLES = Path(__file__).resolve().parent.parent / "sample_traces"
 # Folders: the run folders (plugins/profile/); compiled/ holds compiled programs, not captures.

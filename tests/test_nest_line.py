@@ -1,4 +1,4 @@
-"""trace.nest_line: the C pass (profanalyzer._nest) gives numpy's nesting and
+"""trace.nest_line: the C pass (profanalyzer.model._nest) gives numpy's nesting and
 self times exactly, partial overlaps and ties included."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-import profanalyzer.trace as T
+import profanalyzer.model.trace as T
 
 
 def _numpy(start, end, monkeypatch):

@@ -16,9 +16,9 @@ from conftest import ROOT, SAMPLES, analysis_of, findings_of, sample_doc, sample
 pd = pytest.importorskip("pandas", reason="the notebook API needs pandas")
 
 import profanalyzer  # noqa: E402
-from profanalyzer.errors import InputError  # noqa: E402
-from profanalyzer.frames import FRAME_COLUMNS  # noqa: E402
-from profanalyzer.model import Analysis  # noqa: E402
+from profanalyzer.core.errors import InputError  # noqa: E402
+from profanalyzer.model.analysis import Analysis  # noqa: E402
+from profanalyzer.model.frames import FRAME_COLUMNS  # noqa: E402
 
 
 def _doc(x) -> dict:

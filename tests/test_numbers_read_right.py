@@ -15,14 +15,14 @@ from test_report_html import parse
 
 @functools.cache
 def real(name: str):
-    from profanalyzer.run import run_analysis
+    from profanalyzer.pipeline.run import run_analysis
 
     return run_analysis(realcap.real_path(name))
 
 
 @functools.cache
 def real_findings(name: str):
-    from profanalyzer.findings import run_rules
+    from profanalyzer.findings.engine import run_rules
 
     return run_rules(real(name))
 
@@ -86,9 +86,9 @@ def test_mxu_below_peak_has_no_caveat():
 
 
 def test_recommendations_together_is_the_what_if_combination():
-    from profanalyzer.format import ms
+    from profanalyzer.core.format import ms
+    from profanalyzer.findings.whatif import what_if
     from profanalyzer.report.html import render_html
-    from profanalyzer.whatif import what_if
 
     a, f = analysis_of("dense_short_fsdp"), findings_of("dense_short_fsdp")
     levers = tuple(sorted({r.lever for r in f.recommendations}))
@@ -102,7 +102,7 @@ def test_recommendations_together_is_the_what_if_combination():
     assert f"add up to {ms(summed)} ms/step" in text and "sum of claims" in text
     assert "net of overlaps" not in text
     # the what-if output names the same two numbers the same way
-    from profanalyzer.whatif import format_what_if
+    from profanalyzer.findings.whatif import format_what_if
 
     line = format_what_if(w)[0]
     assert f"saves {ms(w.saving_ps)} ms" in line and f"add up to {ms(summed)} ms" in line
@@ -167,8 +167,8 @@ def test_compute_excludes_the_host_offload_wait():
                                                              "all_to_all", "other_collective"))
         assert c.buckets["host_offload"] > 0.5 * c.step_ps  # the capture is mostly host DMA wait
         assert abs(c.compute_ps - (c.busy_ps - waits)) <= 1
-    from profanalyzer.format import ms
-    from profanalyzer.stats import median_of
+    from profanalyzer.core.format import ms
+    from profanalyzer.core.stats import median_of
 
     desc = real_dom(realcap.V6E).find("svg", class_="core-strip").find("desc").norm_text()
     med = median_of([c.compute_ps for c in a.per_core])
@@ -211,8 +211,8 @@ def test_median_label_is_not_drawn_over_the_bars():
 
 
 def test_diff_bars_scale_to_the_largest_change_on_the_page():
-    from profanalyzer.compare import compare
-    from profanalyzer.report.diff import build_diff_context
+    from profanalyzer.compare.comparison import compare
+    from profanalyzer.report.diff_html import build_diff_context
 
     b, n = "fp8_remat_before", "fp8_remat_after"
     c = compare((analysis_of(b), findings_of(b)), (analysis_of(n), findings_of(n)))
@@ -227,7 +227,7 @@ def test_diff_bars_scale_to_the_largest_change_on_the_page():
 
 
 def test_counts_print_as_integers():
-    from profanalyzer.format import count
+    from profanalyzer.core.format import count
 
     assert count(21.0) == "21" and count(20.5) == "20.5" and count(1234.0) == "1,234"
     dom = real_dom(realcap.VLLM)
@@ -256,9 +256,9 @@ def test_host_offload_finding_keeps_its_rules_lever():
     """#32 item 6: HO001 is the remat lever (L4) in `explain` and on the page alike; where the buffers do not
     fit in HBM its estimate halves the bytes by narrower storage, which it says, never as FP8 on a chip whose
     FP8 peak is its BF16's (v6e)."""
-    from profanalyzer.findings import run_rules
-    from profanalyzer.run import RunOptions, run_analysis
-    from profanalyzer.vocab import GUIDE_SECTIONS
+    from profanalyzer.core.vocab import GUIDE_SECTIONS
+    from profanalyzer.findings.engine import run_rules
+    from profanalyzer.pipeline.run import RunOptions, run_analysis
 
     a = run_analysis(realcap.real_path(realcap.V6E), RunOptions(memory=True))
     ho = next(r for r in run_rules(a).recommendations if r.code == "HO001")
@@ -273,7 +273,7 @@ def test_host_offload_finding_keeps_its_rules_lever():
 
 
 def _info(path):
-    from profanalyzer.info import format_info, trace_info
+    from profanalyzer.api.info import format_info, trace_info
     from profanalyzer.xspace.read import read_trace
 
     i = trace_info(read_trace(path))
@@ -281,7 +281,7 @@ def _info(path):
 
 
 def test_info_and_analyze_report_one_median_step():
-    from profanalyzer.format import ms
+    from profanalyzer.core.format import ms
 
     for path, a in ((sample_path("dense_short_fsdp"), analysis_of("dense_short_fsdp")),
                     (realcap.real_path(realcap.VLLM), real(realcap.VLLM))):
@@ -294,7 +294,7 @@ def test_info_and_analyze_report_one_median_step():
 def test_info_prints_the_file_size_on_disk():
     import os
 
-    from profanalyzer.info import _size
+    from profanalyzer.api.info import _size
 
     path = sample_path("dense_short_fsdp")
     i, text = _info(path)
@@ -305,9 +305,9 @@ def test_info_prints_the_file_size_on_disk():
 
 def test_together_is_a_sum_of_claims_where_the_what_if_does_not_model_a_finding():
     # v6e: HO001 (host-offload wait, the remat lever) is not re-timed by a what-if: no "together about 0.000 ms"
-    from profanalyzer.findings import run_rules
-    from profanalyzer.format import ms
-    from profanalyzer.run import RunOptions, run_analysis
+    from profanalyzer.core.format import ms
+    from profanalyzer.findings.engine import run_rules
+    from profanalyzer.pipeline.run import RunOptions, run_analysis
 
     a = run_analysis(realcap.real_path(realcap.V6E), RunOptions(memory=True))  # as the CLI reads it
     f = run_rules(a)
@@ -353,7 +353,7 @@ def test_a_loop_with_no_model_compute_is_no_models_step():
     """#32 item 6: the v6e host-offload loop (adds and transfers, no matmul, no attention) is no model's step,
     not "inference (dense)"."""
     from profanalyzer.analyze.workload import classify_workload
-    from profanalyzer.run import run_analysis
+    from profanalyzer.pipeline.run import run_analysis
 
     wl = classify_workload(run_analysis(realcap.real_path(realcap.V6E)))
     assert wl.kind == "no model" and "dense" not in wl.row and wl.main_bottleneck == "host_offload"
@@ -363,8 +363,8 @@ def test_a_claim_whose_premise_the_evidence_contradicts_is_not_ranked():
     """#32 item 6: FP002 (serving matmuls on the BF16 MXU) is quiet where those matmuls measure above the BF16
     peak (vLLM on TPU7x: 110%): its own evidence says they do not run at BF16; it still fires on the sample whose
     matmuls run below it."""
-    from profanalyzer.findings import run_rules
-    from profanalyzer.run import run_analysis
+    from profanalyzer.findings.engine import run_rules
+    from profanalyzer.pipeline.run import run_analysis
 
     vllm = run_analysis(realcap.real_path(realcap.VLLM))
     mm = vllm.bucket_ops["matmul_bf16"]
@@ -389,7 +389,7 @@ def test_vmem_and_hbm_units_follow_the_chip_table():
     """#32 item 11: the scoped-VMEM advice follows the chip's own VMEM per TensorCore (TPU7x 64 MiB -> 48 MiB,
     v6e 128 MiB -> 96 MiB, MaxText's dense preset) and says per TensorCore; the chip's source says which table
     its HBM and VMEM units come from (GiB, per TensorCore) where the guide rounds them (GB, per chip)."""
-    from profanalyzer.hardware import TPU7X
+    from profanalyzer.core.hardware import TPU7X
 
     for name, kib, mib in (("small_tiles", 49152, 64), ("small_tiles@v6e", 98304, 128)):
         vm = next(r for r in findings_of(name).recommendations if r.code == "VM001")
@@ -402,8 +402,8 @@ def test_markdown_step_time_has_no_range_of_one_step():
     """#32 item 12: one kept step (a replayed compiled program) reads "the one kept step", not "0.799-0.799"."""
     from pathlib import Path
 
+    from profanalyzer.pipeline.run import run_analysis
     from profanalyzer.report.markdown import render_markdown
-    from profanalyzer.run import run_analysis
 
     program = Path(__file__).resolve().parents[1] / "sample_traces" / "compiled" / "dense_fsdp.after_codegen.hlo.pb.gz"
     line = next(x for x in render_markdown(run_analysis(program), None).splitlines() if x.startswith("**Step time"))

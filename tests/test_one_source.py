@@ -86,7 +86,7 @@ def test_no_field_walk_left_in_the_module_decoder():
 def test_a_compiled_program_keeps_its_program(form):
     from profanalyzer.analyze.attributed import trace_program
     from profanalyzer.hlo.load import read_program
-    from profanalyzer.run import run
+    from profanalyzer.pipeline.run import run
     from profanalyzer.xspace.read import read_trace
 
     path = ROOT / "sample_traces" / "compiled" / f"dense_fsdp.{form}"
@@ -140,7 +140,7 @@ def test_a_compiled_program_is_built_in_memory(monkeypatch):
     """The replayed step is read as a capture from memory: no temporary capture is written."""
     import tempfile
 
-    from profanalyzer.run import RunOptions, run
+    from profanalyzer.pipeline.run import RunOptions, run
 
     def no_disk(*a, **k):
         raise AssertionError("a temporary file was made for a compiled program")
@@ -197,13 +197,13 @@ def test_a_run_opens_its_input_once(path, monkeypatch):
     counter lines, host lines and allocator activity (--memory --host-activity ask for every one) -- and the
     report's hash is of the same bytes. Before the Source: 4 opens (the JSON sniff, the trace, the programs,
     the counters), 9 for a plain real-TPU capture with --memory."""
-    from profanalyzer.run import RunOptions, run
+    from profanalyzer.pipeline.run import RunOptions, run
 
     seen = _count_opens(monkeypatch, [path])
     r = run(path, RunOptions(memory=True, host_activity=True))
     digest = r.source.sha256()
     monkeypatch.undo()
-    from profanalyzer.outputs import file_sha256
+    from profanalyzer.core.outputs import file_sha256
 
     assert digest == file_sha256(path)  # the footer's hash: the bytes read are the file's
     captures = {k: v for k, v in seen.items() if ".xplane.pb" in k or not path.is_dir()}
@@ -216,7 +216,7 @@ def test_a_real_tpu_capture_with_its_dump_opens_the_capture_once(monkeypatch):
     """A plain (not gzipped) capture of the real-TPU corpus, whose memory, programs and dump are read."""
     from conftest import sample_path
 
-    from profanalyzer.run import RunOptions, run
+    from profanalyzer.pipeline.run import RunOptions, run
 
     logdir = sample_path("real-tpu/train_remat_full")
     (capture,) = logdir.rglob("*.xplane.pb")
@@ -230,7 +230,7 @@ def test_a_real_tpu_capture_with_its_dump_opens_the_capture_once(monkeypatch):
 def test_a_saved_document_is_opened_once(monkeypatch, tmp_path):
     import json
 
-    from profanalyzer.run import run
+    from profanalyzer.pipeline.run import run
 
     doc = tmp_path / "a.json"
     doc.write_text(json.dumps(run(ROOT / "sample_traces" / "bf16_dense.xplane.pb.gz").document()))
@@ -259,7 +259,7 @@ def test_the_overlap_stage_returns_its_windows_and_writes_nothing_into_the_conte
     import numpy as np
 
     from profanalyzer.analyze.overlap import analyze_overlap, windows_for_core
-    from profanalyzer.run import run
+    from profanalyzer.pipeline.run import run
 
     att = run(ROOT / "sample_traces" / "dense_short_fsdp.xplane.pb.gz").attributed
     assert "windows" not in {f.name for f in dataclasses.fields(att)}

@@ -266,7 +266,7 @@ def test_synth_refuses_several_hosts_in_one_file(capsys, world):
 
 
 def test_a_failed_write_leaves_the_old_file_and_no_temporary(tmp_path):
-    from profanalyzer.outputs import atomic_open, write_text
+    from profanalyzer.core.outputs import atomic_open, write_text
 
     dest = tmp_path / "r.json"
     dest.write_text("old\n")
@@ -280,7 +280,7 @@ def test_a_failed_write_leaves_the_old_file_and_no_temporary(tmp_path):
 
 
 def test_a_symlinked_output_is_written_through(tmp_path):
-    from profanalyzer.outputs import write_text
+    from profanalyzer.core.outputs import write_text
 
     (tmp_path / "real.html").write_text("old")
     os.symlink("real.html", tmp_path / "link.html")
@@ -289,8 +289,8 @@ def test_a_symlinked_output_is_written_through(tmp_path):
 
 
 def test_a_write_protected_output_is_left_alone(tmp_path):
-    from profanalyzer.errors import OutputError
-    from profanalyzer.outputs import check_outputs, write_text
+    from profanalyzer.core.errors import OutputError
+    from profanalyzer.core.outputs import check_outputs, write_text
 
     if os.geteuid() == 0:
         pytest.skip("root may write anything: permissions do not refuse")
@@ -305,7 +305,7 @@ def test_a_write_protected_output_is_left_alone(tmp_path):
 
 
 def test_a_new_output_gets_the_usual_permissions(tmp_path):
-    from profanalyzer.outputs import write_text
+    from profanalyzer.core.outputs import write_text
 
     umask = os.umask(0o022)
     os.umask(umask)

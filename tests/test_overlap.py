@@ -6,7 +6,7 @@ import pytest
 from conftest import analysis_of
 from xsb import SpaceBuilder
 
-from profanalyzer.run import run_analysis
+from profanalyzer.pipeline.run import run_analysis
 
 AG_START = "%all-gather-start.{n} = (bf16[8,128]{{1,0}}, bf16[64,128]{{1,0}}) all-gather-start(bf16[8,128]{{1,0}} %p0), dimensions={{0}}"
 AG_DONE = "%all-gather-done.{n} = bf16[64,128]{{1,0}} all-gather-done((bf16[8,128]{{1,0}}, bf16[64,128]{{1,0}}) %all-gather-start.{n})"

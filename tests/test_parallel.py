@@ -1,4 +1,4 @@
-"""Per-core work on threads (`profanalyzer.parallel`) gives the same
+"""Per-core work on threads (`profanalyzer.core.parallel`) gives the same
 analysis as one thread, and errors come out in core order."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from profanalyzer import parallel
-from profanalyzer.run import run_analysis
+from profanalyzer.core import parallel
+from profanalyzer.pipeline.run import run_analysis
 
 SAMPLES = Path(__file__).resolve().parents[1] / "sample_traces"
 

@@ -19,7 +19,7 @@ import pytest
 from conftest import analysis_of, findings_of, sample_doc
 from test_report_html import dom_case
 
-from profanalyzer.explain import explain, format_explanation
+from profanalyzer.findings.explain import explain, format_explanation
 from profanalyzer.heuristics import registry
 from profanalyzer.report.markdown import render_markdown
 from profanalyzer.report.terminal import format_recommendations
@@ -180,7 +180,7 @@ def test_explain_sc001_flag_block_pastes():
 
 
 def test_blocks_append_to_flags_already_set():
-    from profanalyzer.shell import flags_block, flags_line
+    from profanalyzer.core.shell import flags_block, flags_line
 
     flags = ["--a=1", "--b_c=true", "--d=2.0"]
     for block in ("\n".join(flags_block(flags)), flags_line(flags)):
@@ -191,8 +191,8 @@ def test_blocks_append_to_flags_already_set():
 
 
 def test_the_forms_are_enforced():
-    from profanalyzer.rules import rule
-    from profanalyzer.shell import check_action, check_flag, wrap_comment
+    from profanalyzer.core.shell import check_action, check_flag, wrap_comment
+    from profanalyzer.findings.rules import rule
 
     for bad in ("--a b", '--a="x"', "--a=$(x)", "-a", "--a;b", ""):
         with pytest.raises(ValueError):

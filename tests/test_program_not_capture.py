@@ -23,8 +23,8 @@ COMPILER = "sample_traces/compiled/dense_fsdp.compiler.json"
 
 @functools.cache
 def _analysis(path: str):
-    from profanalyzer.findings import run_rules
-    from profanalyzer.run import run_analysis
+    from profanalyzer.findings.engine import run_rules
+    from profanalyzer.pipeline.run import run_analysis
 
     a = run_analysis(path)
     return a, run_rules(a)

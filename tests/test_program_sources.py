@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from profanalyzer.core.vocab import FRAMEWORK_FILE
 from profanalyzer.hlo.model import StackFrames
-from profanalyzer.vocab import FRAMEWORK_FILE
 
 ROOT = Path(__file__).resolve().parents[1]
 CORPUS = ROOT / "sample_traces" / "real-tpu" / "decode_gqa_bf16.tar.gz"
@@ -54,7 +54,7 @@ need_dump = pytest.mark.skipif(not DUMP.exists(), reason="../shared/real-program
 
 @functools.cache
 def _maxtext():
-    from profanalyzer.run import run_analysis
+    from profanalyzer.pipeline.run import run_analysis
 
     return run_analysis(DUMP)
 

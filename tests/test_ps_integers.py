@@ -51,7 +51,7 @@ def _types(s: dict) -> set:
 
 
 def test_schema_types_every_ps_field_as_integer():
-    from profanalyzer.schema import document_schema
+    from profanalyzer.api.schema import document_schema
 
     schema = document_schema()
     found: list = []
@@ -77,7 +77,7 @@ def _float_ps(x, path="", out=None):
 
 @pytest.fixture(scope="module")
 def validator():
-    from profanalyzer.schema import document_schema
+    from profanalyzer.api.schema import document_schema
 
     return jsonschema.Draft202012Validator(document_schema())
 
@@ -91,9 +91,9 @@ def test_sample_ps_fields_are_integers(validator, name):
 
 @pytest.mark.parametrize("name", [realcap.VLLM, realcap.V6E])
 def test_real_capture_ps_fields_are_integers(validator, name):
-    from profanalyzer.documents import result_document
-    from profanalyzer.findings import run_rules
-    from profanalyzer.run import run_analysis
+    from profanalyzer.findings.engine import run_rules
+    from profanalyzer.model.documents import result_document
+    from profanalyzer.pipeline.run import run_analysis
 
     a = run_analysis(realcap.real_path(name))
     doc = json.loads(json.dumps(result_document(a, run_rules(a))))

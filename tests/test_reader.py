@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 from xsb import Ref, SpaceBuilder
 
-from profanalyzer.errors import InputError, NoTpuPlanesError
-from profanalyzer.trace import self_times
+from profanalyzer.core.errors import InputError, NoTpuPlanesError
+from profanalyzer.model.trace import self_times
 from profanalyzer.xspace import reader
 from profanalyzer.xspace.build import load_trace
 

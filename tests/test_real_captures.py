@@ -11,21 +11,21 @@ import pytest
 import realcap
 
 from profanalyzer.classify import MATMUL_BUCKETS
-from profanalyzer.hardware import FP8_MAX_SPEEDUP
+from profanalyzer.core.hardware import FP8_MAX_SPEEDUP
 
 POINTS = 0.02  # bucket shares within 2 points of the independent per-op sum
 
 
 @functools.cache
 def _analysis(name: str):
-    from profanalyzer.run import run_analysis
+    from profanalyzer.pipeline.run import run_analysis
 
     return run_analysis(realcap.real_path(name))
 
 
 @functools.cache
 def _findings(name: str):
-    from profanalyzer.findings import run_rules
+    from profanalyzer.findings.engine import run_rules
 
     return run_rules(_analysis(name))
 
@@ -121,8 +121,8 @@ def test_v6e_host_offload_card_checks_the_hbm_headroom():
     """With memory read, keeping the 16.1 GB of offloaded arrays in HBM does not
     fit beside the 21.5 GB peak on a 33.6 GB v6e core: HO001 falls back to
     halving the bytes (L1) and says why."""
-    from profanalyzer.findings import run_rules
-    from profanalyzer.run import RunOptions, run_analysis
+    from profanalyzer.findings.engine import run_rules
+    from profanalyzer.pipeline.run import RunOptions, run_analysis
 
     a = run_analysis(realcap.real_path(realcap.V6E), RunOptions(memory=True))
     ho = next(r for r in run_rules(a).recommendations if r.code == "HO001")

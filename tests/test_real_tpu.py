@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from profanalyzer.findings import run_rules
-from profanalyzer.run import RunOptions, run_analysis
+from profanalyzer.findings.engine import run_rules
+from profanalyzer.pipeline.run import RunOptions, run_analysis
 
 ROOT = Path(__file__).resolve().parents[1]
 CORPUS = ROOT / "sample_traces" / "real-tpu"
@@ -63,7 +63,7 @@ def _analysis(folder: Path, what: str):
 def test_a_capture_without_device_planes_is_one_clear_error(unpacked):
     """The capture the manifest marks (the profiler stopped before the device ran) is refused with the
     reader's one-line error, and its dump still analyses."""
-    from profanalyzer.errors import NoTpuPlanesError
+    from profanalyzer.core.errors import NoTpuPlanesError
 
     for name in NO_DEVICE & set(unpacked):
         if b"/device:TPU:" in next((unpacked[name] / "logdir").rglob("*.xplane.pb")).read_bytes():
@@ -330,7 +330,7 @@ def test_before_the_run_against_the_wall_clock(unpacked):
     the host's wall clock, on every program, ../shared's two included (not fitted on): median error
     <= 20%, >= 80% of the programs within 50%; kernels the compiler gives no estimate are named with
     their share of the predicted step."""
-    from profanalyzer.hardware import V5E
+    from profanalyzer.core.hardware import V5E
     from profanalyzer.hlo.load import read_program
     from profanalyzer.hlo.replay import replay
 
@@ -426,7 +426,7 @@ def test_before_the_run_names_host_transfers(unpacked):
     """Host offload in a compiled program: the host-memory transfers are priced over the host link where the
     chip publishes one, else at HBM bandwidth, and the page says which, with their bytes; the same program
     keeping its activations on the device has none."""
-    from profanalyzer.hardware import V5E
+    from profanalyzer.core.hardware import V5E
     from profanalyzer.hlo.load import read_program
     from profanalyzer.hlo.replay import replay
 

@@ -19,11 +19,12 @@ import pytest
 from conftest import ROOT, analysis_of, findings_of, sample_names, sample_path
 
 from profanalyzer.classify import BUCKETS
-from profanalyzer.model import Analysis, Finding, Findings, RuleDoc, WorkloadClass
-from profanalyzer.outputs import file_sha256
+from profanalyzer.core.outputs import file_sha256
+from profanalyzer.core.shell import finding_lines
+from profanalyzer.model.analysis import Analysis
+from profanalyzer.model.findings import Finding, Findings, RuleDoc, WorkloadClass
 from profanalyzer.report.html import render_html
 from profanalyzer.report.terminal import ms, pct
-from profanalyzer.shell import finding_lines
 
 XSS = "<script>alert(1)</script>"
 MAX_BYTES = 2 * 1024 * 1024
@@ -481,7 +482,7 @@ def test_reports_folder_is_current():
 
 
 def test_output_path_and_input_hash(tmp_path):
-    from profanalyzer.outputs import default_output_path, trace_stem
+    from profanalyzer.core.outputs import default_output_path, trace_stem
 
     assert str(default_output_path("sample_traces/x.xplane.pb.gz")) == "x.report.html"
     assert trace_stem("a/b.xplane.pb") == "b"
@@ -502,7 +503,7 @@ def test_file_sha256_mapped_and_read_agree(tmp_path, monkeypatch):
     a folder of both."""
     import hashlib
 
-    import profanalyzer.outputs as H
+    import profanalyzer.core.outputs as H
 
     monkeypatch.setattr(H, "_HASH_CHUNK", 1 << 16)  # several chunks, the last one short
     big = tmp_path / "run" / "a.xplane.pb"

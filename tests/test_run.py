@@ -1,4 +1,4 @@
-"""One pipeline: `profanalyzer.run.run` is what the CLI, the notebook API,
+"""One pipeline: `profanalyzer.pipeline.run.run` is what the CLI, the notebook API,
 the MCP server, the fleet's per-file task and compare.load_document analyse
 through, and they produce the same analysis document for a sample."""
 
@@ -10,7 +10,7 @@ import pytest
 from conftest import run_cli, sample_path
 
 from profanalyzer.analyze import analysis
-from profanalyzer.run import Run, RunOptions, run
+from profanalyzer.pipeline.run import Run, RunOptions, run
 
 #: RM001 fires and the capture holds a buffer assignment: the memory section is
 #: read because a firing rule needs it (Rule.needs), on every entry point.
@@ -31,11 +31,11 @@ def _counting(monkeypatch) -> list[int]:
 
 
 def test_every_entry_point_gives_the_run_document(through_run, monkeypatch, capsys, tmp_path):
-    from profanalyzer.compare import load_document
+    from profanalyzer.api.mcp_server import analyze_document
+    from profanalyzer.api.notebook import load
+    from profanalyzer.compare.comparison import load_document
     from profanalyzer.fleet.execute import analyse_host_file
     from profanalyzer.fleet.records import host_record
-    from profanalyzer.mcp_server import analyze_document
-    from profanalyzer.notebook import load
 
     want = through_run.document()
     assert want["memory"]["peak_bytes"] > 0 and any(r["code"] == "RM001" for r in want["recommendations"])
@@ -85,7 +85,7 @@ def test_a_saved_document_and_a_compiled_program_are_inputs(through_run, tmp_pat
 
 
 def test_memory_is_read_only_when_a_firing_rule_needs_it():
-    from profanalyzer.findings import all_rules
+    from profanalyzer.findings.engine import all_rules
 
     quiet = run(sample_path("bf16_dense"))
     needing = {r.code for r in all_rules() if "memory" in r.needs}

@@ -14,7 +14,7 @@ jsonschema = pytest.importorskip("jsonschema", reason="jsonschema is in the [tes
 
 @pytest.fixture(scope="module")
 def validator():
-    from profanalyzer.schema import document_schema
+    from profanalyzer.api.schema import document_schema
 
     schema = document_schema()
     jsonschema.Draft202012Validator.check_schema(schema)
@@ -32,9 +32,9 @@ def test_every_sample_document_fits_the_schema(validator, name):
 
 @pytest.mark.parametrize("name", [realcap.VLLM, realcap.V6E])
 def test_real_capture_documents_fit_the_schema(validator, name):
-    from profanalyzer.documents import result_document
-    from profanalyzer.findings import run_rules
-    from profanalyzer.run import run_analysis
+    from profanalyzer.findings.engine import run_rules
+    from profanalyzer.model.documents import result_document
+    from profanalyzer.pipeline.run import run_analysis
 
     a = run_analysis(realcap.real_path(name))
     doc = json.loads(json.dumps(result_document(a, run_rules(a))))
@@ -69,8 +69,9 @@ def test_schema_follows_the_records():
     import dataclasses
     import typing
 
-    from profanalyzer.model import Analysis, Findings
-    from profanalyzer.schema import document_schema
+    from profanalyzer.api.schema import document_schema
+    from profanalyzer.model.analysis import Analysis
+    from profanalyzer.model.findings import Findings
 
     s = document_schema()
     seen = set()
@@ -106,7 +107,7 @@ def _records_in(tp):
 
 
 def test_cli_schema_prints_it(capsys, tmp_path):
-    from profanalyzer.model import SCHEMA_VERSION
+    from profanalyzer.model.analysis import SCHEMA_VERSION
 
     rc, out, err = run_cli(capsys, "schema")
     assert rc == 0
@@ -142,8 +143,8 @@ def test_compare_and_check_refuse_another_major_version(capsys, tmp_path):
 
 
 def test_explain_every_rule(capsys):
-    from profanalyzer.findings import all_rules
-    from profanalyzer.vocab import GUIDE_SECTIONS
+    from profanalyzer.core.vocab import GUIDE_SECTIONS
+    from profanalyzer.findings.engine import all_rules
 
     for r in all_rules():
         rc, out, err = run_cli(capsys, "explain", r.code.lower())

@@ -115,7 +115,7 @@ def test_rollup_matches_schedule(scenario, tmp_path):
 
 
 def test_collapse_sums_exactly():
-    from profanalyzer.model import ScopeRow
+    from profanalyzer.model.parts import ScopeRow
 
     rows = [ScopeRow("a/b/c", 3.0, 0.3, {"matmul_bf16": 3.0}, 0.0, 1.0, 2, 4),
             ScopeRow("a/b/d", 2.0, 0.2, {"all_gather": 2.0}, 2.0, 0.0, 1, 8),

@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 
 from profanalyzer.analyze.sourcelines import GROUP
-from profanalyzer.findings import run_rules
+from profanalyzer.findings.engine import run_rules
 from profanalyzer.hlo.load import read_program
+from profanalyzer.pipeline.run import run, run_analysis
 from profanalyzer.report.html import render_html
-from profanalyzer.run import run, run_analysis
 
 ROOT = Path(__file__).resolve().parents[1]
 CORPUS = ROOT / "sample_traces" / "compiled"

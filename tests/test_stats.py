@@ -1,4 +1,4 @@
-"""profanalyzer.stats: its medians equal numpy's and the statistics module's."""
+"""profanalyzer.core.stats: its medians equal numpy's and the statistics module's."""
 
 import math
 import statistics
@@ -7,7 +7,7 @@ import warnings
 import numpy as np
 import pytest
 
-from profanalyzer.stats import median, median_of, modified_z
+from profanalyzer.core.stats import median, median_of, modified_z
 
 
 @pytest.mark.parametrize("n", [1, 2, 3, 4, 7, 10, 101, 1000])

@@ -6,7 +6,7 @@ import pytest
 from conftest import analysis_of, sample_names
 
 from profanalyzer.analyze.stepclass import step_classes
-from profanalyzer.model import StepRow
+from profanalyzer.model.analysis import StepRow
 from profanalyzer.synth.builder import US
 from profanalyzer.synth.scenarios import SCENARIOS
 

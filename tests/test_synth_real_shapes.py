@@ -280,9 +280,9 @@ def analysed(tmp_path_factory):
 
     def get(name: str):
         if name not in cache:
-            from profanalyzer.documents import result_document
-            from profanalyzer.findings import run_rules
-            from profanalyzer.run import run_analysis
+            from profanalyzer.findings.engine import run_rules
+            from profanalyzer.model.documents import result_document
+            from profanalyzer.pipeline.run import run_analysis
 
             out = tmp_path_factory.mktemp(name) / f"{name}.xplane.pb.gz"
             truth = write_scenario(name, out)

@@ -28,7 +28,7 @@ def _compiles(monkeypatch) -> list[str]:
 
 @pytest.fixture(scope="module")
 def context(analyses):
-    from profanalyzer.findings import run_rules
+    from profanalyzer.findings.engine import run_rules
     from profanalyzer.report.context import build_context
 
     a = analyses("dense_short_fsdp")

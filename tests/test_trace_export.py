@@ -1,5 +1,5 @@
 """`analyze --trace-out`: the annotated Chrome/Perfetto trace of the
-analysed window (profanalyzer.perfetto): its structure, and its content
+analysed window (profanalyzer.api.perfetto): its structure, and its content
 checked against the analysis."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from collections import defaultdict
 import pytest
 from conftest import SAMPLES, analysis_of, findings_of, run_cli, sample_path
 
-from profanalyzer.perfetto import CLASS_COLOURS
+from profanalyzer.api.perfetto import CLASS_COLOURS
 
 
 def _export(capsys, tmp_path, src, *extra, name="t.json.gz"):

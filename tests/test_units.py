@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from conftest import sample_path
 
-from profanalyzer.format import gib
-from profanalyzer.hardware import CHIPS
+from profanalyzer.core.format import gib
+from profanalyzer.core.hardware import CHIPS
 from profanalyzer.heuristics.headroom import headroom
-from profanalyzer.run import RunOptions, run_analysis
+from profanalyzer.pipeline.run import RunOptions, run_analysis
 
 
 def test_gib_formatter():
@@ -28,7 +28,7 @@ def test_capacity_is_the_chip_tables_gib_per_tensorcore():
 
 
 def test_memory_section_and_budget_speak_gib():
-    from profanalyzer.budget import evaluate, parse_budget
+    from profanalyzer.compare.budget import evaluate, parse_budget
     from profanalyzer.report.sections import memory_view
 
     a = run_analysis(sample_path("hlo_memory_dense"), RunOptions(memory=True))
@@ -39,7 +39,7 @@ def test_memory_section_and_budget_speak_gib():
 
 
 def test_buffer_sizes_keep_a_digit():
-    from profanalyzer.format import binary_size
+    from profanalyzer.core.format import binary_size
 
     assert (binary_size(5 * 2**30), binary_size(12.5 * 2**20), binary_size(3000), binary_size(12)) == (
         "5.00 GiB", "12.5 MiB", "2.9 KiB", "12 B")

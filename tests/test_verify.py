@@ -1,4 +1,4 @@
-"""Predicted vs observed (profanalyzer.verify, through compare): the
+"""Predicted vs observed (profanalyzer.findings.verify, through compare): the
 synthesizer's lever pairs are the ground truth of what pulling a lever saves."""
 
 from __future__ import annotations
@@ -8,10 +8,10 @@ import json
 import pytest
 from conftest import run_cli, sample_doc, sample_names
 
-from profanalyzer.compare import compare
-from profanalyzer.stats import SHORTFALL_RATIO
+from profanalyzer.compare.comparison import compare
+from profanalyzer.core.stats import SHORTFALL_RATIO
+from profanalyzer.findings.verify import ratio_verdict
 from profanalyzer.synth.scenarios import SCENARIOS
-from profanalyzer.verify import ratio_verdict
 
 #: (before, after, rule code of the lever the pair changes) for every pair in the catalog
 PAIRS = [
@@ -91,11 +91,8 @@ def test_lever_pulled_without_effect_is_called_out():
     assert v.within_noise and v.observed_ps == 0 and v.ratio == 0
     assert v.shortfall and v.verdict == "shortfall"
     assert "Saved far less than predicted: FP001" in c.headline
-    from profanalyzer.report.diff import (
-        format_text,
-        render_diff_html,
-        render_diff_markdown,
-    )
+    from profanalyzer.report.diff import format_text, render_diff_markdown
+    from profanalyzer.report.diff_html import render_diff_html
 
     assert "SHORTFALL FP001" in format_text(c)
     assert "**Shortfall:** FP001" in render_diff_markdown(c)

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from profanalyzer import vocab
-from profanalyzer.hardware import CHIPS
+from profanalyzer.core import vocab
+from profanalyzer.core.hardware import CHIPS
 from profanalyzer.report import svg
 
 GUIDE = Path(__file__).resolve().parent.parent.parent / "shared" / "guide" / "tpu7x-performance-guide.md"
@@ -68,7 +68,7 @@ def test_every_lever_has_section_label_and_rules():
 
 def test_every_rule_finding_cites_its_lever_section():
     from profanalyzer.heuristics import registry
-    from profanalyzer.run import run_analysis
+    from profanalyzer.pipeline.run import run_analysis
 
     a = run_analysis(Path(__file__).resolve().parent.parent / "sample_traces" / "bf16_dense.xplane.pb.gz")
     for r in registry():

@@ -1,4 +1,4 @@
-"""Levers together (profanalyzer.whatif): the combined re-timed step on the
+"""Levers together (profanalyzer.findings.whatif): the combined re-timed step on the
 synthesizer's two-lever pairs, the guide bounds, the range, the CLI."""
 
 from __future__ import annotations
@@ -8,14 +8,14 @@ import json
 import pytest
 from conftest import analysis_of, findings_of, run_cli, sample_names, sample_path
 
-from profanalyzer.synth.scenarios import SCENARIOS
-from profanalyzer.whatif import (
+from profanalyzer.findings.whatif import (
     FP8_MAX_SPEEDUP,
     GUIDE_REMAT_MAX_OVERHEAD,
     WHAT_IF_LEVERS,
     parse_levers,
     what_if,
 )
+from profanalyzer.synth.scenarios import SCENARIOS
 
 #: Pairs of the catalog that change two levers at once.
 TWO_LEVER = sorted(
@@ -94,7 +94,7 @@ def test_lever_without_finding_changes_nothing():
 
 def test_parse_levers():
     assert parse_levers("sc_offload, FP8") == ("fp8", "sc_offload")
-    from profanalyzer.errors import InputError
+    from profanalyzer.core.errors import InputError
 
     for bad in ("fp9", "", ","):
         with pytest.raises(InputError):

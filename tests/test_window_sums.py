@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import profanalyzer.analyze.attribution as A
-from profanalyzer.trace import nest_line
+from profanalyzer.model.trace import nest_line
 
 
 def _timeline(rng, n):

@@ -141,8 +141,8 @@ def test_skipping_lines_the_analysis_does_not_read_changes_nothing(name):
     # run_analysis() decodes ANALYSIS_LINES only (Sparse Core Syncs, XLA TraceMe, ...
     # are skipped unread); the result equals the analysis of every line.
     from profanalyzer.analyze.analysis import analyze_trace
-    from profanalyzer.run import run_analysis
-    from profanalyzer.trace import ANALYSIS_LINES
+    from profanalyzer.model.trace import ANALYSIS_LINES
+    from profanalyzer.pipeline.run import run_analysis
     from profanalyzer.xspace.build import load_trace
 
     full = load_trace(sample_path(name))

@@ -115,8 +115,8 @@ def printed_flags() -> dict[str, set[str]]:
 
 def expansions(template: str) -> list[str]:
     """A source template's flags: its placeholders range over the collective
-    types the SparseCore offload flags name (profanalyzer.vocab.OFFLOADABLE)."""
-    from profanalyzer.vocab import OFFLOADABLE
+    types the SparseCore offload flags name (profanalyzer.core.vocab.OFFLOADABLE)."""
+    from profanalyzer.core.vocab import OFFLOADABLE
 
     if "{" not in template:
         return [template]

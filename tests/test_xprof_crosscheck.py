@@ -129,8 +129,8 @@ from xprof_util import sandbox as _sandbox  # noqa: E402
 from profanalyzer.analyze.attribution import classify_plane  # noqa: E402
 from profanalyzer.analyze.overlap import window_name, windows_for_core  # noqa: E402
 from profanalyzer.classify import BUCKETS, COLLECTIVE_BUCKETS  # noqa: E402
-from profanalyzer.run import run_analysis  # noqa: E402
-from profanalyzer.trace import LINE_ASYNC, LINE_OPS  # noqa: E402
+from profanalyzer.model.trace import LINE_ASYNC, LINE_OPS  # noqa: E402
+from profanalyzer.pipeline.run import run_analysis  # noqa: E402
 from profanalyzer.xspace import xplane_pb2  # noqa: E402
 from profanalyzer.xspace.build import load_trace  # noqa: E402
 

@@ -96,8 +96,8 @@ except ImportError as exc:  # not installed, or its native library does not load
 
 from xprof_util import datatable, run_converters  # noqa: E402
 
-from profanalyzer.run import run_analysis  # noqa: E402
-from profanalyzer.trace import LINE_OPS  # noqa: E402
+from profanalyzer.model.trace import LINE_OPS  # noqa: E402
+from profanalyzer.pipeline.run import run_analysis  # noqa: E402
 from profanalyzer.xspace.build import load_trace  # noqa: E402
 
 REAL = Path(__file__).resolve().parents[1].parent / "shared" / "real-traces"

@@ -13,7 +13,7 @@ after calibration against the host's wall clock.
 
     python3 tools/calibrate_replay.py [--chip v5e]
 
-The factors are written into profanalyzer/hardware.py by hand (`ReplayCalibration`),
+The factors are written into profanalyzer/core/hardware.py by hand (`ReplayCalibration`),
 with this command's output as their provenance.
 """
 
@@ -33,10 +33,10 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from profanalyzer.analyze.analysis import attribute  # noqa: E402
-from profanalyzer.hardware import chip_by_key  # noqa: E402
+from profanalyzer.core.hardware import chip_by_key  # noqa: E402
 from profanalyzer.hlo.load import read_program  # noqa: E402
 from profanalyzer.hlo.replay import op_bound, replay  # noqa: E402
-from profanalyzer.trace import LINE_OPS  # noqa: E402
+from profanalyzer.model.trace import LINE_OPS  # noqa: E402
 from profanalyzer.xspace.build import load_trace  # noqa: E402
 
 CORPUS = ROOT / "sample_traces" / "real-tpu"

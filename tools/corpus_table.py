@@ -21,7 +21,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from profanalyzer.analyze.analysis import analyze_trace  # noqa: E402
-from profanalyzer.hardware import chip_from_device_type  # noqa: E402
+from profanalyzer.core.hardware import chip_from_device_type  # noqa: E402
+from profanalyzer.core.vocab import BUCKETS  # noqa: E402
 from profanalyzer.hlo.compiled import load_program_trace  # noqa: E402
 from profanalyzer.hlo.load import read_program  # noqa: E402
 from profanalyzer.hlo.memory import (  # noqa: E402
@@ -31,7 +32,6 @@ from profanalyzer.hlo.memory import (  # noqa: E402
     proto_allocations,
 )
 from profanalyzer.hlo.replay import replay  # noqa: E402
-from profanalyzer.vocab import BUCKETS  # noqa: E402
 from profanalyzer.xspace.build import load_trace  # noqa: E402
 
 CORPUS = ROOT / "sample_traces" / "compiled"

@@ -64,7 +64,7 @@ def cli_page() -> str:
 
 
 def _rules():
-    from profanalyzer.findings import all_rules
+    from profanalyzer.findings.engine import all_rules
 
     return all_rules()
 
@@ -82,7 +82,7 @@ def rules_index() -> str:
 
 
 def rule_page(code: str) -> str:
-    from profanalyzer.explain import explain
+    from profanalyzer.findings.explain import explain
 
     e = explain(code)
     out = [f"# {e.code}: {e.title}", "", GENERATED.format(what="the rule registry (heuristics/)"), "",
@@ -101,9 +101,9 @@ def schema_page() -> str:
     """The JSON Schema of the `analyze --json` document, as `profanalyze schema` prints it."""
     import json
 
-    from profanalyzer.schema import document_schema
+    from profanalyzer.api.schema import document_schema
 
-    return "\n".join(["# JSON Schema", "", GENERATED.format(what="profanalyzer.schema (`profanalyze schema`)"), "",
+    return "\n".join(["# JSON Schema", "", GENERATED.format(what="profanalyzer.api.schema (`profanalyze schema`)"), "",
                       "The JSON Schema (draft 2020-12) of the `analyze --json` document, generated from the typed "
                       "records; [The JSON document](json.md) says how it is written and versioned.", "",
                       "```json", json.dumps(document_schema(), indent=2, sort_keys=True), "```", ""])

@@ -51,11 +51,11 @@ def render_sample(path: Path, analysis=None, findings=None) -> tuple[str, str]:
     import dataclasses
     import os
 
-    from profanalyzer.findings import run_rules
-    from profanalyzer.outputs import file_sha256
+    from profanalyzer.core.outputs import file_sha256
+    from profanalyzer.findings.engine import run_rules
+    from profanalyzer.pipeline.run import run_analysis
     from profanalyzer.report.html import render_html
     from profanalyzer.report.markdown import render_markdown
-    from profanalyzer.run import run_analysis
 
     a = analysis if analysis is not None else run_analysis(path)
     # Reports name their trace relative to the repository, so they do not

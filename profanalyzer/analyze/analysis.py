@@ -1,4 +1,4 @@
-"""The analysis stage of the pipeline (profanalyzer.run.run calls it).
+"""The analysis stage of the pipeline (profanalyzer.pipeline.run.run calls it).
 
 read (xspace.read_trace: a Source -> trace) -> analyze (this module:
 classification, exclusive attribution, steady-state steps, roofline) ->
@@ -6,7 +6,7 @@ findings (heuristics) -> render (report).
 
 Everything crossing the stage boundary is a frozen dataclass; numpy stays
 inside (no pandas: its import alone cost ~0.25 s of a 1.9 s end-to-end run).
-`Analysis.to_dict()` (profanalyzer.model) is deterministic (sorted keys,
+`Analysis.to_dict()` (profanalyzer.model.analysis) is deterministic (sorted keys,
 integer picoseconds, 12 significant digits) and is the JSON that `--json`
 writes; `findings.load_analysis` reads it back.
 """
@@ -57,32 +57,32 @@ from profanalyzer.analyze.sourcelines import with_source_lines
 from profanalyzer.analyze.stepclass import step_classes
 from profanalyzer.analyze.timeline import build_timeline
 from profanalyzer.classify import Memo
-from profanalyzer.errors import InputError
-from profanalyzer.model import (
-    SCHEMA_VERSION,
-    Analysis,
-    BucketShare,
-    ChipSpec,
-    CoreSummary,
-    HostSummary,
-    StepRow,
-    StepsSummary,
-)
-from profanalyzer.stats import (
+from profanalyzer.core.errors import InputError
+from profanalyzer.core.stats import (
     STRAGGLER_MIN_MEMBERS,
     STRAGGLER_MIN_REL_SCALE,
     STRAGGLER_Z,
     median,
     modified_z,
 )
-from profanalyzer.trace import Trace
-from profanalyzer.version import __version__
-from profanalyzer.vocab import (
+from profanalyzer.core.version import __version__
+from profanalyzer.core.vocab import (
     BUCKETS,
     COLLECTIVE_BUCKETS,
     PHASES,
     PREDICTED_INPUT_KINDS,
 )
+from profanalyzer.model.analysis import (
+    SCHEMA_VERSION,
+    Analysis,
+    BucketShare,
+    CoreSummary,
+    HostSummary,
+    StepRow,
+    StepsSummary,
+)
+from profanalyzer.model.parts import ChipSpec
+from profanalyzer.model.trace import Trace
 
 #: Steady-state rule: a step is an outlier when |d - median| > K * scale, with
 #: scale = max(1.4826 * MAD, MIN_REL_SCALE * median). Needs >= MIN_STEPS steps.

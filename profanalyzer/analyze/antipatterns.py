@@ -49,8 +49,8 @@ import numpy as np
 
 from profanalyzer.analyze.attributed import Attributed
 from profanalyzer.analyze.attribution import CoreWork, locate
-from profanalyzer.model import AntiPattern
-from profanalyzer.trace import LINE_OPS, Trace
+from profanalyzer.model.analysis import AntiPattern
+from profanalyzer.model.trace import LINE_OPS, Trace
 
 __all__ = ["KINDS", "find_antipatterns", "detect", "state_arrays", "squeezed"]
 

@@ -25,8 +25,8 @@ from profanalyzer.classify import Memo
 
 if TYPE_CHECKING:
     from profanalyzer.analyze.attribution import CoreWork, PlaneClasses
-    from profanalyzer.model import StepRow
-    from profanalyzer.trace import Plane, Trace
+    from profanalyzer.model.analysis import StepRow
+    from profanalyzer.model.trace import Plane, Trace
 
 __all__ = ["Attributed", "TableMemo"]
 
@@ -132,7 +132,7 @@ class Attributed:
 def trace_program(trace: Trace) -> tuple[Any, str]:
     """The HLO programs a trace's first host file carries, those that ran (a capture keeps every program
     it compiled): (Program or None, why none)."""
-    from profanalyzer.trace import module_names
+    from profanalyzer.model.trace import module_names
 
     if trace.program is not None:  # a compiled program: the one it was replayed from, text or proto
         return trace.program, ""

@@ -33,10 +33,10 @@ from profanalyzer.classify import (
     classify_op,
     columns_of,
 )
-from profanalyzer.errors import InvariantError
-from profanalyzer.parallel import map_ordered
-from profanalyzer.trace import LINE_OPS, Plane, Trace
-from profanalyzer.vocab import BUCKETS, COMPUTE_BUCKETS, PHASES
+from profanalyzer.core.errors import InvariantError
+from profanalyzer.core.parallel import map_ordered
+from profanalyzer.core.vocab import BUCKETS, COMPUTE_BUCKETS, PHASES
+from profanalyzer.model.trace import LINE_OPS, Plane, Trace
 
 BUCKET_INDEX = {b: i for i, b in enumerate(BUCKETS)}
 IDLE = BUCKET_INDEX["idle"]

@@ -13,10 +13,11 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from profanalyzer.analyze.attribution import CoreWork
-from profanalyzer.model import CaptureIssue, CaptureQuality, StepsSummary, Utilisation
-from profanalyzer.stats import median
-from profanalyzer.trace import LINE_OPS, Trace
-from profanalyzer.vocab import PREDICTED_INPUT_KINDS
+from profanalyzer.core.stats import median
+from profanalyzer.core.vocab import PREDICTED_INPUT_KINDS
+from profanalyzer.model.analysis import StepsSummary, Utilisation
+from profanalyzer.model.parts import CaptureIssue, CaptureQuality
+from profanalyzer.model.trace import LINE_OPS, Trace
 
 if TYPE_CHECKING:
     from profanalyzer.analyze.attributed import Attributed

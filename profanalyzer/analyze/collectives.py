@@ -36,15 +36,15 @@ from profanalyzer.analyze.overlap import (
     traffic_cache,
     window_traffic,
 )
+from profanalyzer.core.stats import median
+from profanalyzer.core.vocab import PREDICTED_INPUT_KINDS
 from profanalyzer.hlo.traffic import ALGORITHM
-from profanalyzer.model import (
+from profanalyzer.model.analysis import (
     CollectiveDiagnosis,
     CollectiveDiagnostics,
     CollectiveTypeSummary,
 )
-from profanalyzer.stats import median
-from profanalyzer.trace import Trace
-from profanalyzer.vocab import PREDICTED_INPUT_KINDS
+from profanalyzer.model.trace import Trace
 
 __all__ = ["diagnose_collectives", "TOLERANCE_MIN_PS", "TOLERANCE_STEP_FRACTION"]
 

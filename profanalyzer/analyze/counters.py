@@ -41,9 +41,9 @@ from typing import Any
 import numpy as np
 
 from profanalyzer.analyze.attributed import Attributed
-from profanalyzer.model import KernelCounters
-from profanalyzer.trace import LINE_OPS, OpMetadata, Trace
-from profanalyzer.vocab import BUCKETS, COUNTERS_LINE, TRACEME_LINE, UTIL_STAT
+from profanalyzer.core.vocab import BUCKETS, COUNTERS_LINE, TRACEME_LINE, UTIL_STAT
+from profanalyzer.model.analysis import KernelCounters
+from profanalyzer.model.trace import LINE_OPS, OpMetadata, Trace
 
 __all__ = ["COUNTERS_LINE", "TRACEME_LINE", "UTIL_STAT", "kernel_counters", "with_device_peaks",
            "MXU_BOUND", "VECTOR_BOUND", "WAIT_BOUND", "MXU_MATMUL", "counter_matmul_rows", "trace_counter_lines", "VERDICTS", "ops_precision", "with_counter_tags"]

@@ -9,7 +9,7 @@ counted apart and named in a note): the ops doing the work, at any depth (the
 body of a while loop is compared op by op; the loop itself, whose time is its
 body's, is not an op of its own here):
 the compiler's `estimated_cycles` at the chip's assumed clock
-(profanalyzer.hardware `clock_ghz`) and the measured durations on every
+(profanalyzer.core.hardware `clock_ghz`) and the measured durations on every
 TensorCore of the capture, pooled: min, max and mean over all its runs on
 all cores (`occurrences` counts them all, `cores` says on how many
 TensorCores it ran). The TensorCores of an SPMD program run the same
@@ -32,10 +32,15 @@ import numpy as np
 
 from profanalyzer.analyze.attributed import Attributed
 from profanalyzer.analyze.attribution import locate
+from profanalyzer.core.vocab import CONTROL_FLOW, PREDICTED_INPUT_KINDS
 from profanalyzer.hlo.model import Instruction, Program
-from profanalyzer.model import ExpectedFamily, ExpectedOp, ExpectedSlow, ExpectedSummary
-from profanalyzer.trace import LINE_MODULES, LINE_OPS, Trace
-from profanalyzer.vocab import CONTROL_FLOW, PREDICTED_INPUT_KINDS
+from profanalyzer.model.analysis import (
+    ExpectedFamily,
+    ExpectedOp,
+    ExpectedSlow,
+    ExpectedSummary,
+)
+from profanalyzer.model.trace import LINE_MODULES, LINE_OPS, Trace
 
 __all__ = ["OpExpectation", "Expected", "expected_vs_measured", "summarize", "family_of", "SLOW_RATIO"]
 

@@ -22,9 +22,9 @@ import numpy as np
 from google.protobuf.message import DecodeError  # type: ignore[import-untyped]  # no stubs installed
 
 from profanalyzer.analyze.idle import host_gaps, union_intervals
-from profanalyzer.model import HostActivity
-from profanalyzer.trace import Trace
-from profanalyzer.vocab import HOST_LINES
+from profanalyzer.core.vocab import HOST_LINES
+from profanalyzer.model.parts import HostActivity
+from profanalyzer.model.trace import Trace
 
 if TYPE_CHECKING:
     from profanalyzer.analyze.attributed import Attributed

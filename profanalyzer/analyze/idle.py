@@ -45,9 +45,9 @@ import numpy as np
 
 from profanalyzer.analyze.attributed import TableMemo
 from profanalyzer.analyze.attribution import IDLE, CoreWork
-from profanalyzer.model import IdleCause
-from profanalyzer.trace import LINE_MODULES, LINE_OPS
-from profanalyzer.vocab import BUCKETS, COLLECTIVE_BUCKETS, IDLE_CAUSES
+from profanalyzer.core.vocab import BUCKETS, COLLECTIVE_BUCKETS, IDLE_CAUSES
+from profanalyzer.model.parts import IdleCause
+from profanalyzer.model.trace import LINE_MODULES, LINE_OPS
 
 if TYPE_CHECKING:
     from profanalyzer.analyze.attributed import Attributed

@@ -10,7 +10,7 @@ from profanalyzer.hlo.kernels import (
     kernel_bytes,
 )
 from profanalyzer.hlo.model import Module
-from profanalyzer.model import AttentionKernel
+from profanalyzer.model.analysis import AttentionKernel
 
 __all__ = ["attention_kernels", "attention_kernel_rows", "kernel_byte_rows"]
 

@@ -28,7 +28,7 @@ from profanalyzer.analyze.antipatterns import squeezed, state_arrays
 from profanalyzer.hlo.kernels import is_concatenation
 from profanalyzer.hlo.model import Computation, Instruction, Module
 from profanalyzer.hlo.schedule import operand_shapes
-from profanalyzer.model import DecodeCache
+from profanalyzer.model.analysis import DecodeCache
 
 __all__ = ["cache_contractions", "decode_cache", "cache_attention_rows", "MIN_CACHE_BYTES",
            "MIN_POSITIONS"]

@@ -40,7 +40,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from profanalyzer.hardware import Chip
+from profanalyzer.core.hardware import Chip
 from profanalyzer.hlo.memory import (
     Allocation,
     BufferAssignment,
@@ -49,8 +49,8 @@ from profanalyzer.hlo.memory import (
     trace_peak,
 )
 from profanalyzer.hlo.model import Shape
-from profanalyzer.model import MemoryBuffer, MemorySummary
-from profanalyzer.trace import LINE_MODULES, MemorySources, Trace
+from profanalyzer.model.parts import MemoryBuffer, MemorySummary
+from profanalyzer.model.trace import LINE_MODULES, MemorySources, Trace
 
 __all__ = [
     "assignment_memory", "summarize", "dominant_program", "trace_memory", "AssignmentMemory",

@@ -1,6 +1,6 @@
 """Op groups: the kept steps' op occurrences of every TensorCore summed per
-(name, HLO category, bucket) group, and unrolled repeats folded into families
-(analysis stage; numpy inside).
+(name, HLO category, bucket) group (analysis stage; numpy inside); unrolled
+repeats are folded into families by `profanalyzer.analyze.opfamilies`.
 
 `group_ops` sums the (core, metadata row) contributions of the kept steps
 into `OpGroups` (columns; `OpGroup` is one row): self time, counts, FLOPs
@@ -10,8 +10,7 @@ utilisation sums. The float sums add in the order a loop over cores, rows
 and groups would (ufunc.at and cumsum add one by one), so the numbers are
 bit for bit those of that loop. Per-row features of a core's metadata table
 are computed once per distinct table (attributed.TableMemo, the run's).
-`families` merges an op repeated in unrolled layers into one row; `by_time`
-orders groups most time first. The records built from them are
+`by_time` orders groups most time first. The records built from them are
 `profanalyzer.analyze.opstats`.
 """
 
@@ -29,11 +28,11 @@ import numpy as np
 
 from profanalyzer.analyze.attributed import TableMemo
 from profanalyzer.analyze.attribution import CoreWork, locate
-from profanalyzer.arrays import object_array, unique_ids
 from profanalyzer.classify.parse import shape_dims
 from profanalyzer.classify.tables import ARRAY
-from profanalyzer.trace import LINE_OPS, Trace
-from profanalyzer.vocab import BUCKETS, CONTROL_FLOW, MATMUL_BUCKETS
+from profanalyzer.core.arrays import object_array, unique_ids
+from profanalyzer.core.vocab import BUCKETS, CONTROL_FLOW, MATMUL_BUCKETS
+from profanalyzer.model.trace import LINE_OPS, Trace
 
 #: Bytes per element of HLO element types (fp8 one byte, 4-bit types half).
 DTYPE_BYTES = {"pred": 1, "s8": 1, "u8": 1, "s16": 2, "u16": 2, "s32": 4, "u32": 4, "s64": 8, "u64": 8, "bf16": 2,
@@ -94,10 +93,10 @@ class OpGroup:
         self.out_bytes = math.nan
 
 
-_TEXT_FIELDS = ("name", "hlo_category", "bucket", "tf_op", "dedup", "phase", "kernel", "precision", "reason", "part")
-_INT_FIELDS = ("self_ps", "count", "mf_known")
-_FLOAT_FIELDS = ("tot_flops", "tot_model_flops", "tot_bytes", "flops", "bytes", "out_bytes")
-_BOOL_FIELDS = ("remat", "flops_unknown", "to_host")
+TEXT_FIELDS = ("name", "hlo_category", "bucket", "tf_op", "dedup", "phase", "kernel", "precision", "reason", "part")
+INT_FIELDS = ("self_ps", "count", "mf_known")
+FLOAT_FIELDS = ("tot_flops", "tot_model_flops", "tot_bytes", "flops", "bytes", "out_bytes")
+BOOL_FIELDS = ("remat", "flops_unknown", "to_host")
 
 
 def pick(values, idx: list[int]) -> list:
@@ -144,31 +143,31 @@ class OpGroups:
     def group(self, i: int) -> OpGroup:
         """Group i as an OpGroup (Python ints, floats and bools)."""
         g = OpGroup(self.name[i], self.hlo_category[i], self.bucket[i])
-        for f in _TEXT_FIELDS[3:]:
+        for f in TEXT_FIELDS[3:]:
             setattr(g, f, getattr(self, f)[i])
-        for f in _INT_FIELDS:
+        for f in INT_FIELDS:
             setattr(g, f, int(getattr(self, f)[i]))
-        for f in _FLOAT_FIELDS:
+        for f in FLOAT_FIELDS:
             setattr(g, f, float(getattr(self, f)[i]))
-        for f in _BOOL_FIELDS:
+        for f in BOOL_FIELDS:
             setattr(g, f, bool(getattr(self, f)[i]))
         return g
 
     def take(self, idx) -> OpGroups:
         ix = np.asarray(idx, dtype=np.int64)
         il = ix.tolist()
-        cols: dict = {f: pick(getattr(self, f), il) for f in _TEXT_FIELDS}
-        cols.update({f: getattr(self, f)[ix] for f in _INT_FIELDS + _FLOAT_FIELDS + _BOOL_FIELDS})
+        cols: dict = {f: pick(getattr(self, f), il) for f in TEXT_FIELDS}
+        cols.update({f: getattr(self, f)[ix] for f in INT_FIELDS + FLOAT_FIELDS + BOOL_FIELDS})
         return OpGroups(**cols)
 
     @staticmethod
     def of(groups) -> OpGroups:
         """Columns of a sequence of OpGroup."""
         gs = list(groups)
-        cols: dict = {f: [getattr(g, f) for g in gs] for f in _TEXT_FIELDS}
-        cols.update({f: np.asarray([getattr(g, f) for g in gs], dtype=np.int64) for f in _INT_FIELDS})
-        cols.update({f: np.asarray([getattr(g, f) for g in gs], dtype=np.float64) for f in _FLOAT_FIELDS})
-        cols.update({f: np.asarray([bool(getattr(g, f)) for g in gs], dtype=bool) for f in _BOOL_FIELDS})
+        cols: dict = {f: [getattr(g, f) for g in gs] for f in TEXT_FIELDS}
+        cols.update({f: np.asarray([getattr(g, f) for g in gs], dtype=np.int64) for f in INT_FIELDS})
+        cols.update({f: np.asarray([getattr(g, f) for g in gs], dtype=np.float64) for f in FLOAT_FIELDS})
+        cols.update({f: np.asarray([bool(getattr(g, f)) for g in gs], dtype=bool) for f in BOOL_FIELDS})
         return OpGroups(**cols)
 
 
@@ -503,104 +502,3 @@ def by_time(self_ps: np.ndarray, names: list[str]) -> np.ndarray:
         run = order[a:b].tolist()
         order[a:b] = sorted(run, key=names.__getitem__)
     return order
-
-
-#: Ops of one family (same instruction name up to its number, category,
-#: bucket and framework scope: one op repeated in unrolled layers) are listed
-#: as one row when there are at least this many.
-FAMILY_MIN = 4
-_NUMBER_SUFFIX = re.compile(r"\.\d+$")
-
-
-def _stem(name: str) -> str:
-    """_NUMBER_SUFFIX.sub("", name): without a trailing `.<digits>` (\\d is
-    any Unicode decimal digit, as str.isdecimal; `$` also matches before a
-    final newline, left to the regex)."""
-    head, dot, tail = name.rpartition(".")
-    if dot and tail.isdecimal():
-        return head
-    return _NUMBER_SUFFIX.sub("", name) if name.endswith("\n") else name
-
-
-def _stems(names: list[str]) -> list[str]:
-    """[_stem(n) for n in names], its common case inline."""
-    out = []
-    for n in names:
-        head, dot, tail = n.rpartition(".")
-        out.append(head if dot and tail.isdecimal() else (_stem(n) if n.endswith("\n") else n))
-    return out
-
-
-def families(agg: OpGroups) -> OpGroups:
-    """The op groups (most time first) with unrolled repeats of one op merged
-    into one row (`name.*`, count and times summed), most time first."""
-    keys: dict[tuple, int] = {}
-    stems: dict[int, str] = {}
-    nxt = 0
-    scoped: dict = {}  # tf_op -> it is a framework scope
-    ids: list[int] = []
-    for name, stem, tf, cat, b, rm, k, pr, pa in zip(agg.name, _stems(agg.name), agg.tf_op, agg.hlo_category,
-                                                     agg.bucket, agg.remat.tolist(), agg.kernel, agg.precision, agg.part, strict=True):
-        if stem != name and (scoped[tf] if tf in scoped else scoped.setdefault(tf, bool((tf or "").strip()))):
-            # repeats share a framework scope
-            j = keys.setdefault((stem, cat, b, tf, rm, k, pr, pa), nxt)
-            if j == nxt:
-                stems[j] = stem
-                nxt += 1
-        else:
-            j = nxt
-            nxt += 1
-        ids.append(j)
-    fid = np.asarray(ids, dtype=np.int64)
-    size = np.bincount(fid, minlength=nxt)
-    merged = size[fid] >= FAMILY_MIN
-    single = np.flatnonzero(~merged)
-    nums = _INT_FIELDS + _FLOAT_FIELDS + _BOOL_FIELDS
-    # Rows as columns: the numbers per part, the text fields as the agg row
-    # they come from (taken once, in the final order, at the end).
-    src = [single]
-    num_parts = [{f: getattr(agg, f)[single] for f in nums}]
-    names = pick(agg.name, single.tolist())
-    pos = [fid[single]]  # a family's rows stand where its first member's key first appeared
-    if merged.any():
-        members = np.flatnonzero(merged)
-        mfid = fid[members]
-        ufid, first, inv = unique_ids(mfid, return_index=True, return_inverse=True)
-        inv = inv.reshape(-1)
-        nf = len(ufid)
-        first_m = members[first]
-        self_ps = np.zeros(nf, dtype=np.int64)
-        np.add.at(self_ps, inv, agg.self_ps[members])
-        count = np.zeros(nf, dtype=np.int64)
-        np.add.at(count, inv, agg.count[members])
-        sums = {}
-        for f in ("tot_flops", "tot_model_flops", "tot_bytes"):
-            sums[f] = np.zeros(nf)
-            np.add.at(sums[f], inv, getattr(agg, f)[members])  # member by member, in order
-        mf_known = np.zeros(nf, dtype=np.int64)
-        np.add.at(mf_known, inv, agg.mf_known[members])
-        unknown = np.bincount(inv[agg.flops_unknown[members]], minlength=nf) > 0
-        # per occurrence: the family's mean
-        with np.errstate(divide="ignore", invalid="ignore"):
-            mean_f = sums["tot_flops"] / count
-            mean_b = sums["tot_bytes"] / count
-        any_f = np.bincount(inv[~np.isnan(agg.flops[members])], minlength=nf) > 0
-        any_b = np.bincount(inv[~np.isnan(agg.bytes[members])], minlength=nf) > 0
-        names += [f"{stems[j]}.* ({int(size[j])} ops)" for j in ufid.tolist()]
-        num_parts.append({**{f: getattr(agg, f)[first_m] for f in nums},
-                          "self_ps": self_ps, "count": count, "mf_known": mf_known, "flops_unknown": unknown,
-                          "flops": np.where((count != 0) & any_f, mean_f, math.nan),
-                          "bytes": np.where((count != 0) & any_b, mean_b, math.nan), **sums})
-        pos.append(ufid)
-        src.append(first_m)
-    rows = np.concatenate(src)
-    cols = {f: np.concatenate([p[f] for p in num_parts]) for f in nums}
-    order = np.lexsort((rows, np.concatenate(pos)))
-    order = order[by_time(cols["self_ps"][order], pick(names, order.tolist()))]
-    il = rows[order].tolist()
-    out: dict = {f: pick(getattr(agg, f), il) for f in _TEXT_FIELDS if f != "name"}
-    out["name"] = pick(names, order.tolist())
-    out.update({f: v[order] for f, v in cols.items()})
-    return OpGroups(**out)
-
-

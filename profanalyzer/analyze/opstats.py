@@ -19,12 +19,12 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from profanalyzer.analyze.opfamilies import families
 from profanalyzer.analyze.opgroups import (
     OpGroup,
     OpGroups,
     by_time,
     core_peak,
-    families,
     group_ops,
     seq_sum,
 )
@@ -35,21 +35,16 @@ from profanalyzer.analyze.runkind import (
     inference_markers,
 )
 from profanalyzer.classify import async_pair_key
-from profanalyzer.model import (
-    BucketOps,
-    HostOffloadSummary,
-    RunKind,
-    TopOp,
-    Utilisation,
-)
-from profanalyzer.trace import LINE_MODULES, Trace
-from profanalyzer.vocab import (
+from profanalyzer.core.vocab import (
     ATTENTION_SPLIT,
     BUCKETS,
     COLLECTIVE_BUCKETS,
     COMPUTE_BUCKETS,
     MATMUL_BUCKETS,
 )
+from profanalyzer.model.analysis import BucketOps, TopOp, Utilisation
+from profanalyzer.model.parts import HostOffloadSummary, RunKind
+from profanalyzer.model.trace import LINE_MODULES, Trace
 
 if TYPE_CHECKING:
     from profanalyzer.analyze.attributed import Attributed

@@ -35,12 +35,17 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from profanalyzer.analyze.attribution import CoreWork
-from profanalyzer.arrays import unique_ids
-from profanalyzer.model import ScopeRow
-from profanalyzer.parallel import map_ordered
-from profanalyzer.parts import DEFAULT_DEPTH, NO_SCOPE, TOP_LEVEL, collapse
-from profanalyzer.trace import LINE_OPS
-from profanalyzer.vocab import BUCKETS, COLLECTIVE_BUCKETS
+from profanalyzer.core.arrays import unique_ids
+from profanalyzer.core.parallel import map_ordered
+from profanalyzer.core.vocab import BUCKETS, COLLECTIVE_BUCKETS
+from profanalyzer.model.parts import (
+    DEFAULT_DEPTH,
+    NO_SCOPE,
+    TOP_LEVEL,
+    ScopeRow,
+    collapse,
+)
+from profanalyzer.model.trace import LINE_OPS
 
 if TYPE_CHECKING:
     from profanalyzer.analyze.attributed import Attributed

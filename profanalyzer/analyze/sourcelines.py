@@ -27,8 +27,9 @@ from dataclasses import dataclass, replace
 
 from profanalyzer.analyze.attributed import Attributed
 from profanalyzer.analyze.scopes import fold_scope
-from profanalyzer.model import Analysis, Finding
-from profanalyzer.trace import Trace
+from profanalyzer.model.analysis import Analysis
+from profanalyzer.model.findings import Finding
+from profanalyzer.model.trace import Trace
 
 __all__ = ["SourceLine", "source_lines", "with_source_lines", "finding_sources", "MAX_HOPS", "MOVERS"]
 

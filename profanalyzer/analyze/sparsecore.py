@@ -24,9 +24,19 @@ import numpy as np
 
 from profanalyzer.analyze.attribution import CoreWork, PlaneClasses, locate
 from profanalyzer.classify import ROLE_CODES, classify_op
-from profanalyzer.model import SparseCoreSummary
-from profanalyzer.trace import LINE_OPS, LINE_SC_MODULES, LINE_SC_OPS, Plane, Trace
-from profanalyzer.vocab import COLLECTIVE_TYPES, OFFLOADABLE, SPARSECORE_CAPTURE_HINT
+from profanalyzer.core.vocab import (
+    COLLECTIVE_TYPES,
+    OFFLOADABLE,
+    SPARSECORE_CAPTURE_HINT,
+)
+from profanalyzer.model.analysis import SparseCoreSummary
+from profanalyzer.model.trace import (
+    LINE_OPS,
+    LINE_SC_MODULES,
+    LINE_SC_OPS,
+    Plane,
+    Trace,
+)
 
 #: The TensorCore's offload_start ops by link id: (ids, first index, count, start times).
 StartIndex = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]

@@ -19,9 +19,9 @@ import math
 from functools import reduce
 from itertools import pairwise
 
-from profanalyzer.model import StepClass, StepRow
-from profanalyzer.stats import median_of
-from profanalyzer.vocab import BUCKETS
+from profanalyzer.core.stats import median_of
+from profanalyzer.core.vocab import BUCKETS
+from profanalyzer.model.analysis import StepClass, StepRow
 
 __all__ = ["step_classes", "MIN_MEMBERS"]
 

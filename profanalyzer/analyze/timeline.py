@@ -18,10 +18,10 @@ import numpy as np
 
 from profanalyzer.analyze.attribution import exclusive_segments
 from profanalyzer.analyze.overlap import Windows, window_class, window_name
-from profanalyzer.model import Lane, Span, TimelineSample, WindowSpan
-from profanalyzer.stats import median
-from profanalyzer.trace import LINE_SC_OPS
-from profanalyzer.vocab import BUCKETS
+from profanalyzer.core.stats import median
+from profanalyzer.core.vocab import BUCKETS
+from profanalyzer.model.parts import Lane, Span, TimelineSample, WindowSpan
+from profanalyzer.model.trace import LINE_SC_OPS
 
 if TYPE_CHECKING:
     from profanalyzer.analyze.attributed import Attributed

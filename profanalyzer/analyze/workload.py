@@ -15,8 +15,9 @@ Signals, all from the Analysis:
 
 from __future__ import annotations
 
-from profanalyzer.model import Analysis, WorkloadClass
-from profanalyzer.vocab import COMPUTE_ORDER, MATMUL_BUCKETS
+from profanalyzer.core.vocab import COMPUTE_ORDER, MATMUL_BUCKETS
+from profanalyzer.model.analysis import Analysis
+from profanalyzer.model.findings import WorkloadClass
 
 LONG_SEQ_ATTENTION_SHARE = 0.40  # attention FLOPs / all compute FLOPs
 

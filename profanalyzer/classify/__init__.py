@@ -115,7 +115,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from profanalyzer.arrays import unique_ids
 from profanalyzer.classify.parse import (
     NUMBER,
     Features,
@@ -157,7 +156,8 @@ from profanalyzer.classify.tables import (
 from profanalyzer.classify.tables import (
     MATMUL_OPCODES as MATMUL_OPCODES,
 )
-from profanalyzer.vocab import (
+from profanalyzer.core.arrays import unique_ids
+from profanalyzer.core.vocab import (
     BUCKETS,
     COLLECTIVE_BUCKETS,
     COMPUTE_BUCKETS,

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import re
 
-from profanalyzer.vocab import COLLECTIVE_KIND_BUCKET
+from profanalyzer.core.vocab import COLLECTIVE_KIND_BUCKET
 
 # --------------------------------------------------------------------------
 # Public vocabulary
 # --------------------------------------------------------------------------
-# Buckets, their kinds and the phases live in profanalyzer.vocab (one table).
+# Buckets, their kinds and the phases live in profanalyzer.core.vocab (one table).
 COLLECTIVES: tuple[str, ...] = (
     "all_gather",
     "reduce_scatter",

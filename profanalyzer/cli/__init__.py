@@ -1,5 +1,5 @@
 """The `profanalyze` command line: thin. Parses options, calls the library,
-prints, and maps typed errors to exit codes (see profanalyzer.errors).
+prints, and maps typed errors to exit codes (see profanalyzer.core.errors).
 
     __init__   the group (`profanalyze TRACE` is `profanalyze analyze TRACE`) and main
     _common    shared options, output writing, echo, errors -> exit codes
@@ -20,7 +20,7 @@ from profanalyzer.cli.api import explain, mcp, schema
 from profanalyzer.cli.compare import check, compare
 from profanalyzer.cli.fleet import fleet
 from profanalyzer.cli.synth import synth
-from profanalyzer.version import __version__
+from profanalyzer.core.version import __version__
 
 __all__ = ["cli", "main", "result_dict"]
 

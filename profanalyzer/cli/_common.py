@@ -1,5 +1,5 @@
 """What the `profanalyze` commands share: options, output writing, terminal
-echo, and the mapping of typed errors to exit codes (see profanalyzer.errors).
+echo, and the mapping of typed errors to exit codes (see profanalyzer.core.errors).
 
 Imports click, the standard library and profanalyzer's light modules only:
 every command module imports this one, and `profanalyze analyze` must not pay
@@ -18,9 +18,9 @@ from typing import Any
 
 import click
 
-from profanalyzer import outputs
-from profanalyzer.errors import EXIT_INPUT, EXIT_INTERNAL, ProfanalyzerError
-from profanalyzer.vocab import CHIP_CHOICES
+from profanalyzer.core import outputs
+from profanalyzer.core.errors import EXIT_INPUT, EXIT_INTERNAL, ProfanalyzerError
+from profanalyzer.core.vocab import CHIP_CHOICES
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
@@ -55,7 +55,7 @@ jobs_option = click.option("-j", "--jobs", type=click.IntRange(1, 512), default=
 
 def write_text(text: str, dest: str, announce: bool = True) -> None:
     """Write `text` to `dest` (- for stdout) through the output layer
-    (profanalyzer.outputs: atomic, a temporary file then a rename);
+    (profanalyzer.core.outputs: atomic, a temporary file then a rename);
     OutputError when it cannot be written. Every command checks its outputs
     with `check_outputs` before any work."""
     if dest == "-":
@@ -72,7 +72,7 @@ def write_json(obj: object, dest: str, announce: bool = True) -> None:
 
 
 #: Refuse, before any work, the outputs that would touch an input or cannot be
-#: written (profanalyzer.outputs.check_outputs: inputs, (option, path) pairs).
+#: written (profanalyzer.core.outputs.check_outputs: inputs, (option, path) pairs).
 check_outputs = outputs.check_outputs
 
 

@@ -31,7 +31,7 @@ from profanalyzer.cli._common import (
 from profanalyzer.xspace.sources import is_url
 
 if TYPE_CHECKING:
-    from profanalyzer.run import RunOptions
+    from profanalyzer.pipeline.run import RunOptions
 
 _CHIP_HELP = "Chip generation; overrides the trace's device_type_string."
 
@@ -54,7 +54,7 @@ def _progress(quiet: bool, trace: str | None = None):
         if state["sizes"] is None:
             state["sizes"] = {}
             if trace is not None:
-                from profanalyzer.errors import ProfanalyzerError
+                from profanalyzer.core.errors import ProfanalyzerError
                 from profanalyzer.xspace.inputs import resolve_input
 
                 try:
@@ -106,14 +106,14 @@ def _stage(bar, text: str) -> None:
 @click.option("-q", "--quiet", is_flag=True, help="No progress indicator.")
 def info(trace: str, chip: str | None, jobs: int | None, json_out: str | None, quiet: bool) -> None:
     """Hosts, planes, chip, lines and event counts, steps, programs, time span."""
-    from profanalyzer.info import format_info, trace_info
+    from profanalyzer.api.info import format_info, trace_info
     from profanalyzer.xspace.build import load_trace
 
     check_outputs([trace], [("--json", json_out)])
     from profanalyzer.hlo.load import is_program_path
 
     if not is_url(trace) and is_program_path(trace):  # a compiled program: its modules and chip, and what to run
-        from profanalyzer.info import format_program_info, program_info
+        from profanalyzer.api.info import format_program_info, program_info
 
         pi = program_info(trace, chip)
         if json_out:
@@ -188,13 +188,13 @@ def analyze(trace: str, chip: str | None, jobs: int | None, json_out: str | None
     if trace_steps is not None and not trace_out:
         raise click.UsageError("--steps selects what --trace-out exports: pass --trace-out FILE.json.gz too")
     if not no_html and output is None:
-        from profanalyzer.outputs import default_output_path
+        from profanalyzer.core.outputs import default_output_path
 
         output = str(default_output_path(trace))
     check_outputs([trace, history], [("--json", json_out), ("--markdown", md_out),
                                      ("-o", None if no_html else output), ("--trace-out", trace_out),
                                      *(("--write", d) for _, d in writes)])
-    from profanalyzer.run import RunOptions
+    from profanalyzer.pipeline.run import RunOptions
 
     with _local(trace) as local:
         _analyze(AnalyzeRequest(local, trace, RunOptions(chip=chip, jobs=jobs, memory=memory, host_activity=host_act,
@@ -248,14 +248,14 @@ def _local(trace: str, selective: bool = True):
 
 
 def _analyze(req: AnalyzeRequest) -> None:
+    from profanalyzer.pipeline.run import Run, run
     from profanalyzer.report.registry import RENDERERS, RenderOptions
-    from profanalyzer.run import Run, run
 
     trace, label, quiet, trace_out = req.trace, req.label, req.quiet, req.trace_out
     no_html, json_out, md_out, writes = req.html_out is None, req.json_out, req.md_out, req.writes
     markers: dict[str, str] | None = None
     if trace_out:
-        from profanalyzer.perfetto import parse_steps
+        from profanalyzer.api.perfetto import parse_steps
 
         wanted = parse_steps(req.trace_steps or "")
     progress = _progress(quiet, trace)
@@ -280,7 +280,11 @@ def _analyze(req: AnalyzeRequest) -> None:
         _stage(progress, "")
         digest = hashed.get("get")
         if trace_out:
-            from profanalyzer.perfetto import marker_notes, trace_events, write_trace
+            from profanalyzer.api.perfetto import (
+                marker_notes,
+                trace_events,
+                write_trace,
+            )
 
             exported = trace_events(r.attributed, a, f, wanted)
             write_trace(exported, trace_out)
@@ -297,7 +301,7 @@ def _analyze(req: AnalyzeRequest) -> None:
     if md_out:
         write_text(RENDERERS["markdown"].render(done, opts), md_out)
     if digest is not None:
-        from profanalyzer.outputs import default_output_path
+        from profanalyzer.core.outputs import default_output_path
 
         html_opts = dataclasses.replace(opts, command_line=command_line(), input_sha256=digest(),
                                         timestamp=utc_timestamp() if req.timestamp else None)
@@ -315,7 +319,7 @@ def _levers_and_history(a, f, levers: str | None, history: str | None, trace: st
     extra: dict = {}
     lines: list[str] = []
     if levers is not None:
-        from profanalyzer.whatif import format_what_if, parse_levers, what_if
+        from profanalyzer.findings.whatif import format_what_if, parse_levers, what_if
 
         w = what_if(a, f, parse_levers(levers))
         extra["what_if"] = w.to_dict()
@@ -323,8 +327,8 @@ def _levers_and_history(a, f, levers: str | None, history: str | None, trace: st
     if history is not None:
         from pathlib import Path
 
-        from profanalyzer.model import to_jsonable
-        from profanalyzer.verify import calibrate, history_points, point_of
+        from profanalyzer.findings.verify import calibrate, history_points, point_of
+        from profanalyzer.model.records import to_jsonable
 
         points = history_points(history) + [point_of(Path(trace).name, a, f)]
         rows = calibrate(points)
@@ -371,7 +375,7 @@ def _codes(text: str) -> tuple[str, ...]:
 def _known_prefixes(param, value: str) -> str:
     """--select / --ignore as given, when each prefix names at least one rule: a typo in a CI gate must
     not pass green with no rule run (a usage error, exit 2)."""
-    from profanalyzer.explain import known_codes
+    from profanalyzer.findings.explain import known_codes
 
     codes = known_codes()
     unknown = [p for p in _codes(value or "") if not any(c.startswith(p) for c in codes)]
@@ -381,7 +385,7 @@ def _known_prefixes(param, value: str) -> str:
 
 
 def result_dict(a, f) -> dict:
-    """The JSON document (see profanalyzer.findings.result_document)."""
-    from profanalyzer.documents import result_document
+    """The JSON document (see profanalyzer.findings.engine.result_document)."""
+    from profanalyzer.model.documents import result_document
 
     return result_document(a, f)

@@ -16,7 +16,7 @@ from profanalyzer.cli._common import OUTPUT_FILE, check_outputs, echo, write_jso
 def schema(out: str) -> None:
     """Print the JSON Schema of the `analyze --json` document (generated from
     the typed records; versioned by schema_version)."""
-    from profanalyzer.schema import document_schema
+    from profanalyzer.api.schema import document_schema
 
     check_outputs([], [("-o", out)])
     write_json(document_schema(), out)
@@ -29,8 +29,8 @@ def schema(out: str) -> None:
 def explain(code: str, json_out: str | None) -> None:
     """Explain a rule CODE: what it detects, why it costs time, what to
     change, and the guide section it is tied to (CODE e.g. SC001)."""
-    from profanalyzer.explain import explain as explain_code
-    from profanalyzer.explain import format_explanation
+    from profanalyzer.findings.explain import explain as explain_code
+    from profanalyzer.findings.explain import format_explanation
 
     check_outputs([], [("--json", json_out)])
     e = explain_code(code)
@@ -45,6 +45,6 @@ def explain(code: str, json_out: str | None) -> None:
 def mcp() -> None:
     """Serve the tools analyze, compare, check, explain and top_ops to agents
     over the Model Context Protocol (stdio); needs the [mcp] extra."""
-    from profanalyzer.mcp_server import serve_stdio
+    from profanalyzer.api.mcp_server import serve_stdio
 
     serve_stdio()

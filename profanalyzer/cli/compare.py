@@ -25,7 +25,7 @@ from profanalyzer.cli._common import (
     write_json,
     write_text,
 )
-from profanalyzer.errors import EXIT_GATE_FAILED, EXIT_OK
+from profanalyzer.core.errors import EXIT_GATE_FAILED, EXIT_OK
 from profanalyzer.xspace.sources import is_url
 
 _chip_option = chip_option("Chip generation for inputs that are traces; overrides the trace's device_type_string.")
@@ -46,12 +46,9 @@ def compare(base: str, new: str, chip: str | None, output: str | None, json_out:
 
     BASE and NEW are traces or `profanalyze analyze --json` files."""
     check_outputs([base, new], [("-o", output), ("--json", json_out), ("--markdown", md_out)])
-    from profanalyzer.compare import compare as run_compare
-    from profanalyzer.report.diff import (
-        format_text,
-        render_diff_html,
-        render_diff_markdown,
-    )
+    from profanalyzer.compare.comparison import compare as run_compare
+    from profanalyzer.report.diff import format_text, render_diff_markdown
+    from profanalyzer.report.diff_html import render_diff_html
 
     c = run_compare(_document(base, chip, memory), _document(new, chip, memory), base_label=base, new_label=new)
     to_stdout = json_out == "-" or md_out == "-"
@@ -68,8 +65,8 @@ def compare(base: str, new: str, chip: str | None, output: str | None, json_out:
 
 
 def _document(path: str, chip: str | None, memory: bool = False) -> dict:
-    """The analysis document of a path or URL (profanalyzer.notebook.document)."""
-    from profanalyzer.notebook import document
+    """The analysis document of a path or URL (profanalyzer.api.notebook.document)."""
+    from profanalyzer.api.notebook import document
 
     return document(path, chip, memory)
 
@@ -89,7 +86,7 @@ def check(trace: str, budget_path: str | None, baseline: str | None, chip: str |
 
     Exit 0 when every check passes, 1 when a check fails (each failing check
     is printed on its own line), 2 on a bad budget file or input."""
-    from profanalyzer.budget import (
+    from profanalyzer.compare.budget import (
         BudgetError,
         evaluate,
         find_budget,

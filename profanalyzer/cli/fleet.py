@@ -57,7 +57,7 @@ def fleet(paths: tuple[str, ...], scheduler: str | None, workers: int | None, ch
     fsspec URLs (gs://... needs gcsfs). Each host file is one task; results are
     cached per file content in the user cache dir.
     """
-    from profanalyzer.errors import EXIT_INPUT
+    from profanalyzer.core.errors import EXIT_INPUT
     from profanalyzer.fleet import FleetOptions, run_fleet
 
     if scheduler and workers is not None:

@@ -27,7 +27,7 @@ Pipeline:
    looks up local files in this process first (threads), so an unchanged fleet
    starts no cluster; tasks on a remote cluster use their workers' cache.
 4. **Isolate failures**: a missing or corrupt host file becomes a failure entry
-   (its one-line :class:`~profanalyzer.errors.ProfanalyzerError` message); the
+   (its one-line :class:`~profanalyzer.core.errors.ProfanalyzerError` message); the
    other files complete.
 5. **Aggregate** (:func:`aggregate`): per run the pod view (per-host step time and
    buckets, straggler hosts by modified z-score, the slowest host's critical
@@ -48,6 +48,7 @@ pay for it (``dask`` is the optional ``[fleet]`` extra).
 
 from __future__ import annotations
 
+from profanalyzer.core.vocab import XPLANE_SUFFIXES
 from profanalyzer.fleet.aggregate import (
     DEFINITIONS,
     REGRESSION_K,
@@ -99,7 +100,6 @@ from profanalyzer.fleet.records import (
     TrendRow,
     host_record,
 )
-from profanalyzer.vocab import XPLANE_SUFFIXES
 from profanalyzer.xspace.sources import is_url
 
 __all__ = [

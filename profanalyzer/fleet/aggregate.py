@@ -7,6 +7,13 @@ import statistics
 from collections.abc import Iterable, Sequence
 from dataclasses import replace
 
+from profanalyzer.core.stats import (
+    STRAGGLER_MIN_MEMBERS,
+    STRAGGLER_MIN_REL_SCALE,
+    STRAGGLER_Z,
+    modified_z,
+)
+from profanalyzer.core.version import __version__
 from profanalyzer.fleet.paths import Expansion, RunInput, host_stem, natural
 from profanalyzer.fleet.records import (
     DEFAULT_FLEET_OPTIONS,
@@ -21,19 +28,12 @@ from profanalyzer.fleet.records import (
     Trend,
     TrendRow,
 )
-from profanalyzer.stats import (
-    STRAGGLER_MIN_MEMBERS,
-    STRAGGLER_MIN_REL_SCALE,
-    STRAGGLER_Z,
-    modified_z,
-)
-from profanalyzer.version import __version__
 
 #: Straggler hosts: modified z-score above STRAGGLER_Z (needs >= STRAGGLER_MIN_HOSTS analysed hosts).
 STRAGGLER_MIN_HOSTS = STRAGGLER_MIN_MEMBERS
 #: (The z-score scale is floored at STRAGGLER_MIN_REL_SCALE of the pod's median
 #: step time, so hosts that agree to the picosecond do not turn noise into
-#: stragglers; see profanalyzer.stats.)
+#: stragglers; see profanalyzer.core.stats.)
 #: Regression rule: value - baseline > max(K x noise, MIN_POINTS x baseline step time).
 REGRESSION_K = 3.0
 REGRESSION_MIN_POINTS = 0.01
@@ -315,10 +315,10 @@ def aggregate_fleet(
 
 
 def calibration(runs: Sequence[RunResult], outputs: Sequence[Sequence[dict]]) -> tuple:
-    """Per rule, predicted vs observed over consecutive runs (profanalyzer.verify.calibrate):
+    """Per rule, predicted vs observed over consecutive runs (profanalyzer.findings.verify.calibrate):
     a run's step is the mean over its analysed hosts, a rule's saving the mean over them
     (0 on a host without the finding)."""
-    from profanalyzer.verify import RunPoint, calibrate
+    from profanalyzer.findings.verify import RunPoint, calibrate
 
     points = []
     for r, outs in zip(runs, outputs, strict=True):

@@ -11,8 +11,8 @@ import os
 import tempfile
 from pathlib import Path
 
+from profanalyzer.core.version import __version__
 from profanalyzer.fleet.records import RECORD_VERSION, FleetOptions
-from profanalyzer.version import __version__
 
 log = logging.getLogger(__name__)
 

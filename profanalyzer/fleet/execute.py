@@ -7,7 +7,7 @@ import logging
 import os
 from collections.abc import Callable, Iterable, Sequence
 
-from profanalyzer.errors import InputError, ProfanalyzerError
+from profanalyzer.core.errors import InputError, ProfanalyzerError
 from profanalyzer.fleet.aggregate import aggregate_fleet
 from profanalyzer.fleet.cache import (
     PATH_MARK,
@@ -56,7 +56,7 @@ def analyse_host_file(
         hit = cache.get(key) if cache else None
         if hit is not None:
             return from_cache(path, sha, hit)
-        from profanalyzer.run import RunOptions, run
+        from profanalyzer.pipeline.run import RunOptions, run
 
         try:
             r = run(local, RunOptions(chip=options.chip))

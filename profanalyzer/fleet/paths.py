@@ -14,9 +14,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from profanalyzer.errors import InputError, ProfanalyzerError
+from profanalyzer.core.errors import InputError, ProfanalyzerError
+from profanalyzer.core.vocab import XPLANE_SUFFIXES
 from profanalyzer.fleet.records import Failure, failure_from, one_line
-from profanalyzer.vocab import XPLANE_SUFFIXES
 from profanalyzer.xspace.sources import is_url, is_xplane_name, open_fsspec
 
 RUN_NAME_RE = re.compile(r"^(\d{4})_(\d{2})_(\d{2})_(\d{2})_(\d{2})_(\d{2})$")

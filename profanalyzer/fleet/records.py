@@ -13,9 +13,9 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from profanalyzer.errors import ProfanalyzerError
-from profanalyzer.model import to_jsonable
-from profanalyzer.verify import CalibrationRow
+from profanalyzer.core.errors import ProfanalyzerError
+from profanalyzer.findings.verify import CalibrationRow
+from profanalyzer.model.records import to_jsonable
 
 FLEET_SCHEMA_VERSION = 1
 #: Version of the per-file record layout (part of the cache key).
@@ -61,7 +61,7 @@ def one_line(text: str, limit: int = 500) -> str:
 
 
 def _findings_of(a, f) -> dict:
-    from profanalyzer.verify import point_of
+    from profanalyzer.findings.verify import point_of
 
     p = point_of("", a, f)
     return {code: {"lever": lever, "saving_ps": ps, "rates": dict(p.rates.get(code, {}))} for code, (lever, ps) in p.savings.items()}
@@ -110,7 +110,7 @@ def host_record(analysis, findings) -> dict:
             for r in recs[:3]
         ],
         "notes": list(a.notes),
-        # every finding's saving and claim rates: calibration across runs (profanalyzer.verify)
+        # every finding's saving and claim rates: calibration across runs (profanalyzer.findings.verify)
         "findings": _findings_of(a, findings) if findings is not None else {},
     })
     # JSON round trip: a fresh record and a cached one are the same objects.

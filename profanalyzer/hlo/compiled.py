@@ -15,8 +15,8 @@ from collections.abc import Collection
 from dataclasses import replace
 from pathlib import Path
 
-from profanalyzer.errors import InputError
-from profanalyzer.hardware import (
+from profanalyzer.core.errors import InputError
+from profanalyzer.core.hardware import (
     TPU7X,
     Chip,
     chip_by_key,
@@ -36,8 +36,8 @@ from profanalyzer.hlo.memory import (
 )
 from profanalyzer.hlo.model import Program
 from profanalyzer.hlo.replay import PREDICTED_NOTE, replay, to_xspace
-from profanalyzer.parts import ProgramMemory
-from profanalyzer.trace import Trace
+from profanalyzer.model.parts import ProgramMemory
+from profanalyzer.model.trace import Trace
 from profanalyzer.xspace.build import trace_from_bytes
 from profanalyzer.xspace.source import Source
 

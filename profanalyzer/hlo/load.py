@@ -11,7 +11,7 @@
 
 The main module is the one with the most compiler-estimated cycles, then
 instructions (`Program.why_main` says which and why). Bad input raises
-profanalyzer.errors.InputError (one line).
+profanalyzer.core.errors.InputError (one line).
 """
 
 from __future__ import annotations
@@ -26,11 +26,11 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from profanalyzer.errors import InputError
+from profanalyzer.core.errors import InputError
+from profanalyzer.core.vocab import HLO_PROTO_STAT
 from profanalyzer.hlo.model import DumpFiles, Module, Program, pick_main
 from profanalyzer.hlo.proto import parse_hlo_proto_bytes
 from profanalyzer.hlo.text import looks_like_hlo_text, parse_text
-from profanalyzer.vocab import HLO_PROTO_STAT
 
 __all__ = ["read_program", "read_trace_program", "is_program_path", "STAGES"]
 
@@ -216,13 +216,13 @@ def _read_capture(file: Any, programs: Collection[str] | None = None) -> Program
     """The HloProtos of a capture's `/host:metadata` planes: all of them, or
     only those of `programs` (the others' bytes are dropped unparsed:
     xspace.metadata). `file`: a path, or a Source's CaptureFile (its bytes as read)."""
-    from profanalyzer.xspace import reader, xplane_pb2
+    from profanalyzer.xspace import capturefile, reader, xplane_pb2
     from profanalyzer.xspace.metadata import program_plane, program_trim
 
     def trim(r: reader.PlaneRef) -> reader.FieldTrim | None:
         return program_trim(programs) if programs is not None and r.kind == "metadata" else None
 
-    path = file.path if isinstance(file, reader.CaptureFile) else Path(file)
+    path = file.path if isinstance(file, capturefile.CaptureFile) else Path(file)
     buf, index = reader.open_space(file, want=lambda r: r.kind == "metadata", trim=trim)
     metas = [p for p in index.planes if p.kind == "metadata" and p.held]
     mods: list[Module] = []
@@ -342,7 +342,7 @@ def read_trace_program(file: Any, programs: Collection[str] | None = None) -> tu
     or the compiled program it was replayed from) and, when there are none or
     they cannot be read, why ("no HLO: ..."): a capture the analysis read stays
     analysable without them."""
-    from profanalyzer.xspace.reader import CaptureFile
+    from profanalyzer.xspace.capturefile import CaptureFile
 
     if not file:
         return None, "no host files"

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
-from profanalyzer.vocab import FRAMEWORK_FILE
+from profanalyzer.core.vocab import FRAMEWORK_FILE
 
 #: INT64_MAX: the compiler's "no estimate" for `estimated_cycles`.
 UNKNOWN_CYCLES = 9223372036854775807

@@ -8,7 +8,7 @@ The replay's assumptions (each listed in `Replay.assumptions`):
   other in schedule order; a `while` runs its condition trip+1 times and its
   body trip times (`schedule.trip_count`), a `call` runs its callee in place;
 * an op with the compiler's `estimated_cycles` takes cycles / clock, the
-  clock being the chip table's assumed figure (profanalyzer.hardware
+  clock being the chip table's assumed figure (profanalyzer.core.hardware
   `clock_ghz`, inferred from the published peak);
 * an op without an estimate (copies, custom calls incl. Pallas kernels,
   synchronous collectives) takes its bytes (operands + result) over the
@@ -41,7 +41,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from profanalyzer.hardware import Chip
+from profanalyzer.core.hardware import Chip
+from profanalyzer.core.vocab import HLO_PROTO_STAT
 from profanalyzer.hlo.flops import FlopsTable, accessed_bytes
 from profanalyzer.hlo.kernels import MaskTable, kernel_flops
 from profanalyzer.hlo.model import Computation, Instruction, Module, Program
@@ -57,7 +58,6 @@ from profanalyzer.hlo.schedule import (
 )
 from profanalyzer.hlo.traffic import buffer_bytes, moved_factor, start_result
 from profanalyzer.hlo.truth import HOST_MEMORY, category_of, collective_kind
-from profanalyzer.vocab import HLO_PROTO_STAT
 
 __all__ = ["ReplayOp", "Replay", "replay", "to_xspace", "PREDICTED_NOTE", "op_bound"]
 

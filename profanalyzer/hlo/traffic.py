@@ -54,7 +54,7 @@ _GROUPS_IOTA = re.compile(r"replica_groups=\[(\d+),(\d+)\]<=")
 class Traffic:
     """One collective instruction's bytes over the links, per device."""
 
-    kind: str  # profanalyzer.vocab COLLECTIVE_TYPES
+    kind: str  # profanalyzer.core.vocab COLLECTIVE_TYPES
     buffer_bytes: float  # the data it is about (see ALGORITHM)
     group: int | None  # devices in its group; None: unknown
     group_from: str  # "replica_groups" | "shapes" | "unknown (the large-group bound)"

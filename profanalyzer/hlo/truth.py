@@ -1,4 +1,4 @@
-"""Each scheduled instruction's time bucket (profanalyzer.vocab.BUCKETS) from
+"""Each scheduled instruction's time bucket (profanalyzer.core.vocab.BUCKETS) from
 the HLO alone: its opcode, its fusion body, element types, execution thread,
 custom-call target and metadata -- never from the trace classifier, so the
 two can be compared (tests/test_hlo_truth.py).
@@ -34,6 +34,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from profanalyzer.core.vocab import COLLECTIVE_KIND_BUCKET
 from profanalyzer.hlo.model import (
     FP8_DTYPES,
     INT4_DTYPES,
@@ -42,7 +43,6 @@ from profanalyzer.hlo.model import (
     Module,
 )
 from profanalyzer.hlo.schedule import ScheduledOp, fusion_body, operand_shapes
-from profanalyzer.vocab import COLLECTIVE_KIND_BUCKET
 
 __all__ = ["Truth", "hlo_bucket", "category", "category_of", "collective_kind", "WINDOWED_LOOP"]
 
@@ -74,7 +74,7 @@ _ELEMENTWISE = frozenset({"add", "subtract", "multiply", "divide", "maximum", "m
 @dataclass(frozen=True)
 class Truth:
     bucket: str | None  # None: not an op with time (a value)
-    collective: str | None  # collective kind (profanalyzer.vocab COLLECTIVE_TYPES) or None
+    collective: str | None  # collective kind (profanalyzer.core.vocab COLLECTIVE_TYPES) or None
     reason: str
 
 

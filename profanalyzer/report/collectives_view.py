@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from profanalyzer.format import ms, pct
-from profanalyzer.model import Analysis
-from profanalyzer.vocab import COLLECTIVE_TYPE_LABELS, PREDICTED_INPUT_KINDS
+from profanalyzer.core.format import ms, pct
+from profanalyzer.core.vocab import COLLECTIVE_TYPE_LABELS, PREDICTED_INPUT_KINDS
+from profanalyzer.model.analysis import Analysis
 
 __all__ = ["CollectiveRowView", "CollectivesView", "collectives_view", "collectives_markdown", "card_sources"]
 

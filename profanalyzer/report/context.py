@@ -5,7 +5,7 @@ is computed here, so the template only formats.
 
 Strings here are plain text (the template escapes them); the charts are
 `markupsafe.Markup` built by `svg.py`, which escapes trace text itself.
-Numbers are formatted with profanalyzer.format's `ms()` / `pct()` so the
+Numbers are formatted with profanalyzer.core.format's `ms()` / `pct()` so the
 report, the terminal and the JSON agree digit for digit. Rule docs come in
 with each finding (`Finding.doc`, set by its rule): this module does not reach
 into the rule registry.
@@ -17,8 +17,18 @@ import os
 import re
 from collections.abc import Mapping
 
-from profanalyzer.format import count, gib, ms, pct
-from profanalyzer.model import Analysis, Finding, Findings, RuleDoc
+from profanalyzer.core.format import count, gib, ms, pct
+from profanalyzer.core.shell import finding_lines
+from profanalyzer.core.stats import median_of
+from profanalyzer.core.vocab import (
+    BUCKETS,
+    COLLECTIVE_BUCKETS,
+    COLLECTIVE_TYPE_LABELS,
+    LEVER_LABELS,
+    WHAT_IF_LEVERS,
+)
+from profanalyzer.model.analysis import Analysis
+from profanalyzer.model.findings import Finding, Findings, RuleDoc
 from profanalyzer.report import svg
 from profanalyzer.report.collectives_view import card_sources
 from profanalyzer.report.opviews import (
@@ -63,15 +73,6 @@ from profanalyzer.report.views import (
     TimelineView,
     WindowRow,
     WorkloadView,
-)
-from profanalyzer.shell import finding_lines
-from profanalyzer.stats import median_of
-from profanalyzer.vocab import (
-    BUCKETS,
-    COLLECTIVE_BUCKETS,
-    COLLECTIVE_TYPE_LABELS,
-    LEVER_LABELS,
-    WHAT_IF_LEVERS,
 )
 
 #: Rows of the op tables.
@@ -267,7 +268,7 @@ def _recs(a: Analysis, findings: Findings | None, docs: Mapping[str, RuleDoc]) -
 def _together(a: Analysis, findings: Findings, total: float, step: float) -> str:
     """One number, one meaning: the findings' savings summed are a sum of
     claims; what the levers save pulled together is the what-if re-timing
-    (profanalyzer.whatif, as `analyze --what-if`), shown when it models
+    (profanalyzer.findings.whatif, as `analyze --what-if`), shown when it models
     every finding's claims (`whatif.modelled`)."""
     claims = f"their estimates add up to {ms(total)} ms/step ({pct(total / step)}), a sum of claims"
     if findings.together is not None:  # computed by the findings stage (findings.together)

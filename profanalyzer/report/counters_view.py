@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from profanalyzer.format import ms, pct
-from profanalyzer.model import Analysis
-from profanalyzer.vocab import LEVER_BY_ID
+from profanalyzer.core.format import ms, pct
+from profanalyzer.core.vocab import LEVER_BY_ID
+from profanalyzer.model.analysis import Analysis
 
 __all__ = ["CounterRowView", "CountersView", "counters_view", "counters_markdown"]
 

@@ -1,8 +1,9 @@
-"""Renderers of a Comparison (profanalyzer.compare): terminal text, Markdown, HTML.
+"""Renderers of a Comparison (profanalyzer.compare.comparison): terminal text and Markdown, and the
+labels, cuts and row choices the HTML page (profanalyzer.report.diff_html) shares with them.
 
     format_text(c) -> str
     render_diff_markdown(c) -> str
-    render_diff_html(c) -> str          # one self-contained file, like the report
+    render_diff_html(c) -> str          # report/diff_html.py: one self-contained file, like the report
 
 All deterministic. The HTML reuses the report's CSS (`_styles.html.j2`), its
 jinja2 environment (autoescape on, StrictUndefined) and its bucket colours and
@@ -14,24 +15,22 @@ by `md_escape` / `code_span` in Markdown.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from profanalyzer.format import gib, ms, noise, pct, pts, signed_ms, signed_pct
+from profanalyzer.core.format import gib, ms, noise, pct, pts, signed_ms, signed_pct
+from profanalyzer.core.stats import MIN_EFFECT, NOISE_K, SHORTFALL_RATIO
+from profanalyzer.core.vocab import IDLE_CAUSE_LABELS
 from profanalyzer.report import context as _context
 from profanalyzer.report import svg
-from profanalyzer.report.views import Kpi
-from profanalyzer.stats import MIN_EFFECT, NOISE_K, SHORTFALL_RATIO
-from profanalyzer.vocab import IDLE_CAUSE_COLOURS, IDLE_CAUSE_LABELS
 
-if TYPE_CHECKING:  # the records it renders (built by profanalyzer.compare and profanalyzer.verify)
-    from profanalyzer.compare import Comparison, ExposedChange, ShareChange
-    from profanalyzer.opmatch import OpChange
-    from profanalyzer.verify import RuleCheck
+if TYPE_CHECKING:  # the records it renders (built by profanalyzer.compare.comparison and profanalyzer.findings.verify)
+    from profanalyzer.compare.comparison import Comparison, ExposedChange, ShareChange
+    from profanalyzer.compare.opmatch import OpChange
+    from profanalyzer.findings.verify import RuleCheck
 
-TEMPLATE = "diff.html.j2"
 #: Rows of each op table in Markdown / terminal.
 OPS_SHORT = 5
+#: Widths op names and tf_ops are cut to in the op tables (Markdown and HTML).
 NAME_CUT = 70
 TF_OP_CUT = 90
 
@@ -43,13 +42,13 @@ COLLECTIVE_LABELS = {**_context.COLLECTIVE_LABELS, "unknown": "Unknown collectiv
 # ---------------------------------------------------------------------------
 
 
-# profanalyzer.format's, under the names this module's callers use.
+# profanalyzer.core.format's, under the names this module's callers use.
 sms = signed_ms
 spct = signed_pct
 noise_text = noise
 
 
-def _cut(text: str, n: int) -> str:
+def cut(text: str, n: int) -> str:
     text = " ".join(str(text).split())
     return text if len(text) <= n else text[: n - 1] + "…"
 
@@ -57,7 +56,7 @@ def _cut(text: str, n: int) -> str:
 _OP_PARAMS = re.compile(r"\[[^/]*\]:?$")
 
 
-def _cut_mid(text: str, n: int) -> str:
+def cut_mid(text: str, n: int) -> str:
     """Long tf_ops differ at their end: drop the last op's parameters
     (`dot_general[dimension_numbers=...]:` -> `dot_general`), then keep the
     head and the tail."""
@@ -89,12 +88,12 @@ def engine_change(e: ExposedChange, arrow: str = "->") -> str:
     return f"{e.base_engine or '-'} {arrow} {e.new_engine or '-'}"
 
 
-def _buckets_shown(c: Comparison) -> list[tuple[str, ShareChange]]:
+def buckets_shown(c: Comparison) -> list[tuple[str, ShareChange]]:
     """Buckets present on either side (all 11 when every one is non-zero)."""
     return [(b, s) for b, s in c.buckets.items() if s.base_ps or s.new_ps or b == "idle"]
 
 
-def _exposed_shown(c: Comparison) -> list[tuple[str, ExposedChange]]:
+def exposed_shown(c: Comparison) -> list[tuple[str, ExposedChange]]:
     rows = [(t, e) for t, e in c.exposed.items() if t != "total"]
     if "total" in c.exposed:
         rows.append(("total", c.exposed["total"]))
@@ -147,7 +146,7 @@ def format_text(c: Comparison, ops: int = OPS_SHORT) -> str:
     out.append(f"step time (median): {ms(st.base_median_ps)} -> {ms(st.new_median_ps)} ms ({sms(st.median_delta_ps)} ms)")
     out.append("")
     out.append(f"{'bucket':<18}{'base ms':>10}{'new ms':>10}{'delta ms':>10}{'base':>8}{'new':>8}{'delta':>11}{'noise':>9}  verdict")
-    for b, s in _buckets_shown(c):
+    for b, s in buckets_shown(c):
         out.append(
             f"{b:<18}{ms(s.base_ps):>10}{ms(s.new_ps):>10}{sms(s.delta_ps):>10}{pct(s.base_fraction):>8}{pct(s.new_fraction):>8}"
             f"{pts(s.delta_points):>11}{noise_text(s.noise_ps):>9}  {s.verdict}"
@@ -158,7 +157,7 @@ def format_text(c: Comparison, ops: int = OPS_SHORT) -> str:
         out.append(f"{'idle.' + k:<18}{ms(s.base_ps):>10}{ms(s.new_ps):>10}{sms(s.delta_ps):>10}{pct(s.base_fraction):>8}{pct(s.new_fraction):>8}{pts(s.delta_points):>11}{'-':>9}  {s.verdict}")
     out.append("")
     out.append(f"{'exposed comm':<18}{'base ms':>10}{'new ms':>10}{'delta ms':>10}{'base':>8}{'new':>8}{'delta':>11}  engine")
-    for t, e in _exposed_shown(c):
+    for t, e in exposed_shown(c):
         s = e.exposed
         eng = engine_change(e)
         out.append(
@@ -192,7 +191,7 @@ def format_text(c: Comparison, ops: int = OPS_SHORT) -> str:
         out.append("")
         out.append(f"{title} (matched by tf_op + name without instruction numbers + bucket):")
         for o in rows[:ops]:
-            out.append(f"  {_op_delta(o):>10} ms  {_cut(o.bucket, 16):<16}  {_cut(o.match_name, 32):<32}  {_cut_mid(o.tf_op, 80)}")
+            out.append(f"  {_op_delta(o):>10} ms  {cut(o.bucket, 16):<16}  {cut(o.match_name, 32):<32}  {cut_mid(o.tf_op, 80)}")
     for n in c.notes:
         out.append(f"note: {n}")
     return "\n".join(out)
@@ -213,7 +212,7 @@ def render_diff_markdown(c: Comparison, ops: int = OPS_SHORT) -> str:
     from profanalyzer.report.markdown import code_span, md_escape
 
     st = c.step_time
-    out = [f"### profanalyze compare: {code_span(_name(c.base.label))} → {code_span(_name(c.new.label))}", ""]
+    out = [f"### profanalyze compare: {code_span(short_label(c.base.label))} → {code_span(short_label(c.new.label))}", ""]
     out.append(md_escape(c.headline, line_start=True))
     out.append("")
     out.append("| Metric | Base | New | Change | Verdict |")
@@ -240,7 +239,7 @@ def render_diff_markdown(c: Comparison, ops: int = OPS_SHORT) -> str:
     out.append("")
     out.append("| Bucket | Base ms | New ms | Δ ms | Base | New | Δ | Verdict |")
     out.append("|---|--:|--:|--:|--:|--:|--:|---|")
-    for b, s in _buckets_shown(c):
+    for b, s in buckets_shown(c):
         out.append(
             f"| {md_escape(bucket_label(b))} | {ms(s.base_ps)} | {ms(s.new_ps)} | {sms(s.delta_ps)} | {pct(s.base_fraction)} | {pct(s.new_fraction)} | {pts(s.delta_points)} | {s.verdict} |"
         )
@@ -259,7 +258,7 @@ def render_diff_markdown(c: Comparison, ops: int = OPS_SHORT) -> str:
     out.append("")
     out.append("| Type | Engine | Base ms | New ms | Δ ms | Δ | Verdict |")
     out.append("|---|---|--:|--:|--:|--:|---|")
-    for t, e in _exposed_shown(c):
+    for t, e in exposed_shown(c):
         s = e.exposed
         eng = md_escape(engine_change(e, "→"))
         out.append(f"| {md_escape(coll_label(t))} | {eng} | {ms(s.base_ps)} | {ms(s.new_ps)} | {sms(s.delta_ps)} | {pts(s.delta_points)} | {s.verdict} |")
@@ -306,7 +305,7 @@ def render_diff_markdown(c: Comparison, ops: int = OPS_SHORT) -> str:
         out.append("|---|---|---|--:|--:|--:|")
         for o in rows[:ops]:
             out.append(
-                f"| {code_span(_cut(o.match_name, NAME_CUT))} | {md_escape(bucket_label(o.bucket))} | {md_escape(_cut_mid(o.tf_op, TF_OP_CUT))} | "
+                f"| {code_span(cut(o.match_name, NAME_CUT))} | {md_escape(bucket_label(o.bucket))} | {md_escape(cut_mid(o.tf_op, TF_OP_CUT))} | "
                 f"{ms(o.base_ps)} | {ms(o.new_ps)} | {sms(o.delta_ps)} |"
             )
     out.append("")
@@ -317,299 +316,6 @@ def render_diff_markdown(c: Comparison, ops: int = OPS_SHORT) -> str:
     return "\n".join(out) + "\n"
 
 
-def _name(label: str) -> str:
+def short_label(label: str) -> str:
     s = str(label).rstrip("/\\").replace("\\", "/")
     return s.rsplit("/", 1)[-1] or s
-
-
-# ---------------------------------------------------------------------------
-# HTML
-# ---------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Fact:
-    label: str
-    base: str
-    new: str
-
-
-@dataclass(frozen=True)
-class DeltaRow:
-    key: str
-    label: str
-    colour: str
-    base_ms: str
-    new_ms: str
-    delta_ms: str
-    base_pct: str
-    new_pct: str
-    delta_pts: str
-    noise: str
-    verdict: str
-    tone: str
-    neg_w: str  # diverging bar widths (of half the cell)
-    pos_w: str
-    extra: str  # engine change (communication)
-    zero: bool
-
-
-@dataclass(frozen=True)
-class FindingRow:
-    code: str
-    lever: str
-    title: str
-    status: str
-    base: str
-    new: str
-    tone: str
-
-
-@dataclass(frozen=True)
-class CheckRow:
-    code: str
-    lever: str
-    status: str
-    predicted: str
-    step_delta: str
-    credited: str
-    ratio: str
-    beyond_noise: str
-    pools: str
-    verdict: str
-    tone: str
-    shortfall: str  # the call-out sentence ('' when none)
-
-
-@dataclass(frozen=True)
-class OpRow:
-    name: str
-    name_full: str
-    tf_op: str
-    tf_op_full: str
-    bucket: str
-    base_ms: str
-    new_ms: str
-    delta_ms: str
-    delta_pct: str
-    names: str
-
-
-@dataclass(frozen=True)
-class OpTable:
-    id: str
-    title: str
-    note: str
-    rows: tuple[OpRow, ...]
-
-
-@dataclass(frozen=True)
-class DiffContext:
-    tool_version: str
-    title: str
-    base_name: str
-    new_name: str
-    base_label: str
-    new_label: str
-    headline: str
-    verdict: str
-    kpis: tuple[Kpi, ...]
-    facts: tuple[Fact, ...]
-    buckets: tuple[DeltaRow, ...]
-    remat: DeltaRow
-    comm: tuple[DeltaRow, ...]
-    findings: tuple[FindingRow, ...]
-    op_tables: tuple[OpTable, ...]
-    op_key: str
-    method: tuple[tuple[str, str], ...]
-    notes: tuple[str, ...]
-    checks: tuple[CheckRow, ...] = ()
-    checks_skipped: str = ""
-    idle: tuple[DeltaRow, ...] = ()  # the idle bucket by cause
-    memory: tuple[Fact, ...] = ()  # memory deltas (label, base, new) when both sides read memory
-
-
-def _w(x: float, top: float) -> str:
-    if top <= 0:
-        return "0%"
-    return f"{min(1.0, abs(x) / top) * 100:.1f}%"
-
-
-def _row(key: str, label: str, colour: str, s: ShareChange, top: float, extra: str = "", noise: bool = True) -> DeltaRow:
-    return DeltaRow(
-        key=key,
-        label=label,
-        colour=colour,
-        base_ms=ms(s.base_ps),
-        new_ms=ms(s.new_ps),
-        delta_ms=sms(s.delta_ps),
-        base_pct=pct(s.base_fraction),
-        new_pct=pct(s.new_fraction),
-        delta_pts=pts(s.delta_points),
-        noise=noise_text(s.noise_ps) if noise else "-",
-        verdict=s.verdict,
-        tone=tone(s.verdict),
-        neg_w=_w(s.delta_ps, top) if s.delta_ps < 0 else "0%",
-        pos_w=_w(s.delta_ps, top) if s.delta_ps > 0 else "0%",
-        extra=extra,
-        zero=not s.base_ps and not s.new_ps,
-    )
-
-
-def _op_rows(rows: tuple[OpChange, ...]) -> tuple[OpRow, ...]:
-    out = []
-    for o in rows:
-        names = ", ".join(o.base_names) + " → " + ", ".join(o.new_names) if o.base_names and o.new_names else ", ".join(o.base_names or o.new_names)
-        out.append(
-            OpRow(
-                name=_cut(o.match_name, NAME_CUT),
-                name_full=o.match_name,
-                tf_op=_cut_mid(o.tf_op, TF_OP_CUT),
-                tf_op_full=o.tf_op,
-                bucket=bucket_label(o.bucket) if o.bucket else "-",
-                base_ms=ms(o.base_ps),
-                new_ms=ms(o.new_ps),
-                delta_ms=sms(o.delta_ps),
-                delta_pct=spct(o.delta_fraction),
-                names=_cut(names, NAME_CUT),
-            )
-        )
-    return tuple(out)
-
-
-def build_diff_context(c: Comparison) -> DiffContext:
-    st = c.step_time
-    tot = c.exposed.get("total")
-    u = c.utilisation.get("mfu")
-    idle = c.buckets.get("idle")
-    kpis = [
-        Kpi("kpi-step", "Step time", spct(st.relative), f"{ms(st.base_ps)} → {ms(st.new_ps)} ms · noise {noise_text(st.noise_ps)} ms · {st.verdict}", tone(st.verdict)),
-    ]
-    if tot is not None:
-        s = tot.exposed
-        kpis.append(Kpi("kpi-exposed", "Exposed communication", pts(s.delta_points), f"{pct(s.base_fraction)} → {pct(s.new_fraction)} · {s.verdict}", tone(s.verdict)))
-    kpis.append(Kpi("kpi-remat", "Remat", pts(c.remat.delta_points), f"{pct(c.remat.base_fraction)} → {pct(c.remat.new_fraction)} · {c.remat.verdict}", tone(c.remat.verdict)))
-    if u is not None:
-        t = "neutral" if u.delta is None or abs(u.delta) < 0.005 else ("good" if u.delta > 0 else "bad")
-        kpis.append(Kpi("kpi-mfu", "MFU", pts(u.delta), f"{pct(u.base)} → {pct(u.new)}", t))
-    if idle is not None:
-        kpis.append(Kpi("kpi-idle", "Idle", pts(idle.delta_points), f"{pct(idle.base_fraction)} → {pct(idle.new_fraction)} · {idle.verdict}", tone(idle.verdict)))
-
-    facts = (
-        Fact("Source", c.base.source, c.new.source),
-        Fact("Chip", c.base.chip, c.new.chip),
-        Fact("Hosts / TensorCores", f"{c.base.hosts} / {c.base.tensorcores}", f"{c.new.hosts} / {c.new.tensorcores}"),
-        Fact("Steps kept", f"{c.base.steps_kept} of {c.base.steps_count}", f"{c.new.steps_kept} of {c.new.steps_count}"),
-        Fact("Step time median", f"{ms(st.base_median_ps)} ms", f"{ms(st.new_median_ps)} ms"),
-        Fact("Step time SEM", f"{noise_text(st.base_sem_ps)} ms", f"{noise_text(st.new_sem_ps)} ms"),
-        Fact("SparseCore offload", c.base.offload or "-", c.new.offload or "-"),
-        Fact("profanalyze", c.base.tool_version, c.new.tool_version),
-    )
-
-    shown = _buckets_shown(c)
-    ex = _exposed_shown(c)
-    top = bar_scale(c)
-    buckets = tuple(_row(b, bucket_label(b), svg.colour(b), s, top) for b, s in shown)
-    remat = _row("remat", "Recompute (remat, overlaps the buckets)", "#777777", c.remat, top, noise=False)
-    ctop = top
-    comm = tuple(
-        _row(
-            t,
-            coll_label(t),
-            svg.colour(t) if t != "total" else "#BB5566",
-            e.exposed,
-            ctop,
-            extra=engine_change(e, "→"),
-        )
-        for t, e in ex
-    )
-    frows = tuple(
-        FindingRow(
-            f.code,
-            f.lever,
-            f.title,
-            {"new": "new", "vanished": "resolved", "persisting": "still there"}[f.status],
-            f"{ms(f.base_saving_ps)} ms ({pct(f.base_saving_fraction)})" if f.base_saving_ps is not None else "-",
-            f"{ms(f.new_saving_ps)} ms ({pct(f.new_saving_fraction)})" if f.new_saving_ps is not None else "-",
-            {"new": "bad", "vanished": "good"}.get(f.status, "neutral"),
-        )
-        for f in c.findings
-    )
-    floor = f"changes under {c.ops.min_delta_fraction:.1%} of the base step are not listed"
-    tables = (
-        OpTable("ops-slower", "Slower ops", floor, _op_rows(c.ops.slower)),
-        OpTable("ops-faster", "Faster ops", floor, _op_rows(c.ops.faster)),
-        OpTable("ops-entered", "Entered the top lists (NEW only)", "in NEW's top/remat/kernel op lists only: below BASE's smallest listed op there, or new", _op_rows(c.ops.entered)),
-        OpTable("ops-left", "Left the top lists (BASE only)", "in BASE's op lists only: below NEW's smallest listed op there, or gone", _op_rows(c.ops.left)),
-    )
-    return DiffContext(
-        tool_version=_tool_version(),
-        title=f"profanalyze compare: {_name(c.base.label)} → {_name(c.new.label)}"
-              + (" (PREDICTED)" if c.basis == "predicted" else ""),
-        base_name=_name(c.base.label),
-        new_name=_name(c.new.label),
-        base_label=c.base.label,
-        new_label=c.new.label,
-        headline=c.headline,
-        verdict=st.verdict,
-        kpis=tuple(kpis),
-        facts=facts,
-        buckets=buckets,
-        remat=remat,
-        comm=comm,
-        findings=frows,
-        op_tables=tables,
-        op_key=c.ops.key,
-        method=tuple(sorted(c.method.items())),
-        notes=c.notes,
-        idle=_idle_rows(c, top),
-        memory=tuple(Fact(f"Memory {k}", gib(v.base), f"{gib(v.new)} ({gib(v.delta, signed=True)})") for k, v in c.memory.items()),
-        checks=tuple(_check_row(v) for v in c.verification),
-        checks_skipped=c.verification_skipped,
-    )
-
-
-def _check_row(v: RuleCheck) -> CheckRow:
-    tone_of = {"delivered": "good", "shortfall": "bad", "overshoot": "neutral"}
-    return CheckRow(
-        code=v.code,
-        lever=v.lever,
-        status=v.status + (f" (with {', '.join(v.shared_with)})" if v.shared_with else ""),
-        predicted=f"{ms(v.predicted_ps)} ms",
-        step_delta=f"{sms(-v.observed_ps)} ms",
-        credited=f"{ms(v.attributed_ps)} ms",
-        ratio=ratio_text(v.ratio),
-        beyond_noise="no" if v.within_noise else "yes",
-        pools=pools_text(v),
-        verdict=v.verdict,
-        tone=tone_of.get(v.verdict, "neutral"),
-        shortfall=shortfall_line(v) if v.shortfall else "",
-    )
-
-
-def bar_scale(c: Comparison) -> float:
-    """The change a full-width bar stands for, the same in every table of the
-    page (buckets, recompute, exposed communication, idle causes): the
-    largest change shown. A table of small changes draws small bars; a
-    -0.001 ms change is not drawn as wide as the step's largest one."""
-    deltas = [abs(s.delta_ps) for _, s in _buckets_shown(c)] + [abs(c.remat.delta_ps)]
-    deltas += [abs(e.exposed.delta_ps) for _, e in _exposed_shown(c)]
-    deltas += [abs(s.delta_ps) for s in c.idle_causes.values()]
-    return max(deltas + [0.0])
-
-
-def _idle_rows(c: Comparison, top: float) -> tuple[DeltaRow, ...]:
-    items = list(c.idle_causes.items())
-    return tuple(_row(k, IDLE_CAUSE_LABELS.get(k, k), IDLE_CAUSE_COLOURS.get(k, "#BBBBBB"), s, top, noise=False) for k, s in items)
-
-
-def _tool_version() -> str:
-    from profanalyzer.version import __version__
-
-    return __version__
-
-
-def render_diff_html(c: Comparison) -> str:
-    from profanalyzer.report.html import environment
-
-    return environment().get_template(TEMPLATE).render(r=build_diff_context(c))

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from profanalyzer.format import ms
-from profanalyzer.model import Analysis, ExpectedOp
+from profanalyzer.core.format import ms
+from profanalyzer.model.analysis import Analysis, ExpectedOp
 
 __all__ = ["ExpectedRowView", "ExpectedView", "expected_view", "markdown_expected", "EXPECTED_ROWS"]
 

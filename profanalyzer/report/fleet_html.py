@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 
 from markupsafe import Markup
 
-from profanalyzer.format import EM_DASH, ms
+from profanalyzer.core.format import EM_DASH, ms
 from profanalyzer.report import svg
 from profanalyzer.report.svg import (
     colour,
@@ -431,7 +431,7 @@ def _trend_view(result: FleetResult, used: Sequence[str], anchors: dict[str, str
 
 
 def build_fleet_context(result: FleetResult, *, command_line: str, timestamp: str | None = None) -> FleetContext:
-    from profanalyzer.vocab import BUCKETS
+    from profanalyzer.core.vocab import BUCKETS
 
     buckets = tuple(BUCKETS)
     used = _used_buckets(result, buckets)

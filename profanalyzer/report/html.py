@@ -17,7 +17,8 @@ from functools import lru_cache
 
 import jinja2
 
-from profanalyzer.model import Analysis, Findings, RuleDoc
+from profanalyzer.model.analysis import Analysis
+from profanalyzer.model.findings import Findings, RuleDoc
 from profanalyzer.report import templating
 from profanalyzer.report.context import build_context
 from profanalyzer.report.views import ReportContext

@@ -4,7 +4,7 @@
 
 The same headline as the HTML report, the top recommendations (lever, code,
 saving, the exact change: LIBTPU_INIT_ARGS flags as the multi-line shell
-assignment of profanalyzer.shell, line for line as bash reads it) and the
+assignment of profanalyzer.core.shell, line for line as bash reads it) and the
 bucket table; small enough to paste into an
 issue. Deterministic. Trace-derived text (op names in evidence, the trace
 name) is escaped so that no character of it acts as Markdown or HTML.
@@ -14,8 +14,11 @@ from __future__ import annotations
 
 import re
 
-from profanalyzer.format import ms, pct
-from profanalyzer.model import Analysis, Findings
+from profanalyzer.core.format import ms, pct
+from profanalyzer.core.shell import finding_lines
+from profanalyzer.core.vocab import LEVER_LABELS
+from profanalyzer.model.analysis import Analysis
+from profanalyzer.model.findings import Findings
 from profanalyzer.report.sections import markdown_sections as _sections_md
 from profanalyzer.report.summary import (
     bucket_rows,
@@ -24,8 +27,6 @@ from profanalyzer.report.summary import (
     headline,
     remat_row,
 )
-from profanalyzer.shell import finding_lines
-from profanalyzer.vocab import LEVER_LABELS
 
 #: Evidence lines shown per recommendation.
 MAX_EVIDENCE = 3

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from profanalyzer.format import count, ms, pct
-from profanalyzer.model import Analysis, TopOp
+from profanalyzer.core.format import count, ms, pct
+from profanalyzer.model.analysis import Analysis, TopOp
 from profanalyzer.report import svg
 from profanalyzer.report.summary import bar_width, bucket_label, cut_name
 from profanalyzer.report.views import (

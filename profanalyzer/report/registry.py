@@ -3,7 +3,7 @@
 notebook and the MCP server read. Adding an output format is one entry here.
 
 A renderer reads a run's `analysis` and `findings` (any object that has
-them: `profanalyzer.run.Run`, the notebook's `LoadedAnalysis` through
+them: `profanalyzer.pipeline.run.Run`, the notebook's `LoadedAnalysis` through
 `Rendered`) and the `RenderOptions` of the output; it never reaches into the
 analysis, the rules or their registry (each finding carries its rule's doc).
 The format modules are imported when a renderer runs (jinja2 only for HTML).
@@ -16,8 +16,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from profanalyzer.documents import result_document
-from profanalyzer.model import Analysis, Findings
+from profanalyzer.model.analysis import Analysis
+from profanalyzer.model.documents import result_document
+from profanalyzer.model.findings import Findings
 
 __all__ = ["RENDERERS", "RenderOptions", "Rendered", "Renderer", "renderer"]
 

@@ -11,8 +11,10 @@ from dataclasses import dataclass
 
 from markupsafe import Markup
 
-from profanalyzer.format import binary_size, gib, ms, pct
-from profanalyzer.model import DEFAULT_DEPTH, Analysis, collapse
+from profanalyzer.core.format import binary_size, gib, ms, pct
+from profanalyzer.core.vocab import BUCKETS, IDLE_CAUSE_LABELS, IDLE_CAUSES
+from profanalyzer.model.analysis import Analysis
+from profanalyzer.model.parts import DEFAULT_DEPTH, collapse
 from profanalyzer.report import svg
 from profanalyzer.report.antipatterns_view import (
     AntiPatternsView,
@@ -34,7 +36,6 @@ from profanalyzer.report.expected_view import (
     expected_view,
     markdown_expected,
 )
-from profanalyzer.vocab import BUCKETS, IDLE_CAUSE_LABELS, IDLE_CAUSES
 
 __all__ = ["mxu_text", "ScopeRowView", "ScopesView", "IdleRowView", "IdleView", "Sections", "scopes_view", "idle_view", "build_sections", "markdown_sections", "MARKDOWN_SCOPE_ROWS", "MemoryView", "BufferRowView", "memory_view", "step_class_text", "host_activity_lines", "SCOPE_ROWS"]
 

@@ -6,11 +6,12 @@ the bucket table rows, the exposed communication, and the small text helpers
 
 from __future__ import annotations
 
-from profanalyzer.format import ms, pct
-from profanalyzer.model import Analysis, Finding, Findings
+from profanalyzer.core.format import ms, pct
+from profanalyzer.core.vocab import BUCKETS, COLLECTIVE_BUCKETS
+from profanalyzer.model.analysis import Analysis
+from profanalyzer.model.findings import Finding, Findings
 from profanalyzer.report import svg
 from profanalyzer.report.views import BucketRow
-from profanalyzer.vocab import BUCKETS, COLLECTIVE_BUCKETS
 
 #: Op names longer than this are cut in table cells (full name in a tooltip).
 NAME_CUT = 90

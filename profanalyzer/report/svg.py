@@ -20,10 +20,10 @@ from dataclasses import dataclass
 
 from markupsafe import Markup, escape
 
-from profanalyzer.format import ms
-from profanalyzer.vocab import BUCKET_COLOURS, BUCKET_LABELS, IDLE_CAUSE_COLOURS
+from profanalyzer.core.format import ms
+from profanalyzer.core.vocab import BUCKET_COLOURS, BUCKET_LABELS, IDLE_CAUSE_COLOURS
 
-#: Bucket colours and labels: profanalyzer.vocab's bucket table (fixed fills,
+#: Bucket colours and labels: profanalyzer.core.vocab's bucket table (fixed fills,
 #: Paul Tol's colour-blind-safe "muted" scheme).
 SPARSECORE_COLOUR = "#EE8866"
 #: Collective window classes (hidden fraction >= 0.9 / between / <= 0.1).

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from profanalyzer.format import binary_size, gib, ms, pct
-from profanalyzer.model import Analysis, collapse
+from profanalyzer.core.format import binary_size, gib, ms, pct
+from profanalyzer.core.shell import finding_lines, wrap_comment
+from profanalyzer.core.vocab import BUCKETS
+from profanalyzer.model.analysis import Analysis
+from profanalyzer.model.parts import collapse
 from profanalyzer.report.summary import cores_text
-from profanalyzer.shell import finding_lines, wrap_comment
-from profanalyzer.vocab import BUCKETS
 
 BAR_WIDTH = 24
 #: The terminal lists idle causes when idle is at least this share of the step.

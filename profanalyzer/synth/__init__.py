@@ -27,7 +27,7 @@ import json
 import os
 from pathlib import Path
 
-from profanalyzer import outputs
+from profanalyzer.core import outputs
 
 from . import real_shapes
 from .builder import BUCKETS, COLL_BUCKETS
@@ -132,7 +132,7 @@ def write_scenario(
     * anything else: a run folder ``OUT/plugins/profile/<run_name>/<hostname>.xplane.pb``
       (one file per host) with the truth at ``OUT/truth.json``.
 
-    Each file is written atomically (profanalyzer.outputs). Missing folders
+    Each file is written atomically (profanalyzer.core.outputs). Missing folders
     are created here; `profanalyze synth` refuses a missing parent folder
     before it calls this, as every command does.
     """

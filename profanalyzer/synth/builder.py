@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 # which op lands in which bucket is decided here by construction, not by the
 # classifier.
 from ..classify import BUCKETS as PRODUCT_BUCKETS  # noqa: E402
-from ..hardware import TPU7X
+from ..core.hardware import TPU7X
 from .hlo import Namer, nbytes, shape
 from .scenario import Scenario
 

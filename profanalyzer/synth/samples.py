@@ -14,7 +14,7 @@ import sys
 import time
 from pathlib import Path
 
-from profanalyzer import outputs
+from profanalyzer.core import outputs
 
 from . import SCENARIOS, write_scenario
 from .builder import COLL_BUCKETS
@@ -48,7 +48,7 @@ def readme(truths: dict[str, dict], sizes: dict[str, int]) -> str:
         "schedule (not by re-reading the trace). No real TPU7x trace is public: names, categories",
         "and name stacks follow the facts in `shared/reference/tpu-xspace-facts.md` and a real",
         "v5p MaxText op table; durations come from a roofline on TPU7x per-core peaks",
-        "(`profanalyzer.hardware.TPU7X`) and a schedule simulation (`profanalyzer/synth/model.py`).",
+        "(`profanalyzer.core.hardware.TPU7X`) and a schedule simulation (`profanalyzer/synth/model.py`).",
         "",
         "Columns: guide workload row, lever the scenario stresses (`pair` = the scenario that differs",
         "by that one lever; before -> after), median step time over kept steps, the three largest",

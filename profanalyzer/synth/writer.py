@@ -23,7 +23,7 @@ import random
 
 import numpy as np
 
-from ..hardware import TPU7X
+from ..core.hardware import TPU7X
 from ..xspace import xplane_pb2 as pb
 from . import pbenc as P
 from .builder import stable_hash

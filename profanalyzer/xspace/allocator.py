@@ -21,10 +21,10 @@ from pathlib import Path
 import numpy as np
 from google.protobuf.message import DecodeError  # type: ignore[import-untyped]  # no stubs installed
 
+from profanalyzer.core.vocab import HLO_PROTO_STAT, MEMORY_EVENTS
 from profanalyzer.hlo.memory import read_assignment
-from profanalyzer.trace import AllocatorPeak, MemorySources
-from profanalyzer.vocab import HLO_PROTO_STAT, MEMORY_EVENTS
-from profanalyzer.xspace import reader, wire, xplane_pb2
+from profanalyzer.model.trace import AllocatorPeak, MemorySources
+from profanalyzer.xspace import capturefile, reader, wire, xplane_pb2
 from profanalyzer.xspace.metadata import (
     PL_EVENT_METADATA,
     PL_LINES,
@@ -142,7 +142,7 @@ def allocator_plane(buf, start: int, end: int) -> xplane_pb2.XPlane:  # type: ig
     return xplane_pb2.XPlane.FromString(bytes(out))  # type: ignore[attr-defined]  # protoc's classes exist only at run time (no stubs)
 
 
-def read_sources(file: reader.CaptureFile | str | Path, program: str) -> MemorySources:
+def read_sources(file: capturefile.CaptureFile | str | Path, program: str) -> MemorySources:
     """Decode `/host:metadata` and the host planes of one host file (only
     these); corrupt planes become a note, never an exception."""
     try:
@@ -151,7 +151,7 @@ def read_sources(file: reader.CaptureFile | str | Path, program: str) -> MemoryS
         return MemorySources(program=program, notes=[f"memory not read: a metadata or host plane is corrupt ({e})"])
 
 
-def _read_sources(file: reader.CaptureFile | str | Path, program: str) -> MemorySources:
+def _read_sources(file: capturefile.CaptureFile | str | Path, program: str) -> MemorySources:
     # A .gz streams: /host:metadata held as `program_hlo_proto` reads it, host planes
     # without their lines (each line's metadata ids noted in `seen`). A plain
     # file is mapped whole and the same trimming happens below.

@@ -4,7 +4,7 @@
 host file and builds its TPU device planes (TensorCore and SparseCore) on a
 pool of threads, then shifts every plane to the common trace origin, picks
 the chip and derives the steps (the model and its helpers live in
-`profanalyzer.trace`).
+`profanalyzer.model.trace`).
 
 `build_plane` builds one plane from its wire bytes: its fields scanned, its
 header (name, stats, stat names) decoded by the protobuf runtime, its
@@ -26,16 +26,23 @@ from typing import Any, TypeVar
 import numpy as np
 from google.protobuf.message import DecodeError  # type: ignore[import-untyped]
 
-from profanalyzer.errors import InputError, NoTpuPlanesError
-from profanalyzer.hardware import (
+from profanalyzer.core.errors import InputError, NoTpuPlanesError
+from profanalyzer.core.hardware import (
     TPU7X,
     Chip,
     chip_by_key,
     chip_from_device_type,
     chip_from_peaks,
 )
-from profanalyzer.trace import HostInfo, Line, OpMetadata, Plane, Trace, derive_steps
-from profanalyzer.xspace import reader, wire, xplane_pb2
+from profanalyzer.model.trace import (
+    HostInfo,
+    Line,
+    OpMetadata,
+    Plane,
+    Trace,
+    derive_steps,
+)
+from profanalyzer.xspace import capturefile, reader, wire, xplane_pb2
 from profanalyzer.xspace.events import (
     MAX_TIME_PS,
     OVERLAPPING_LINES,
@@ -305,7 +312,7 @@ def _no_tpu_message(path: Path, index: reader.SpaceIndex) -> str:
     return f"{path}: no TPU device planes (/device:TPU:N) in this profile; planes found: {shown}"
 
 
-def _open_host(cf: reader.CaptureFile, include_sparsecore: bool, lines: Collection[str] | None = None,
+def _open_host(cf: capturefile.CaptureFile, include_sparsecore: bool, lines: Collection[str] | None = None,
                meta_cache: MetadataCache | None = None, space: bytes | None = None,
                ) -> tuple[HostInfo, list[Callable[[], tuple[Plane, int] | Deferred]]]:
     """Open one host file: its HostInfo and one decode task per device plane
@@ -354,7 +361,7 @@ def _open_host(cf: reader.CaptureFile, include_sparsecore: bool, lines: Collecti
     return info, [partial(one, r) for r in refs]
 
 
-def _load_host(f: reader.CaptureFile, include_sparsecore: bool, lines: Collection[str] | None = None,
+def _load_host(f: capturefile.CaptureFile, include_sparsecore: bool, lines: Collection[str] | None = None,
                meta_cache: MetadataCache | None = None, space: bytes | None = None) -> tuple[HostInfo, list[tuple[Plane, int]]]:
     """Decode one host file's device planes (each relative to its own origin)."""
     info, tasks = _open_host(f, include_sparsecore, lines, meta_cache, space)
@@ -380,7 +387,7 @@ def default_jobs(n_files: int) -> int:
     return max(1, min(n_files, os.cpu_count() or 1))
 
 
-def _load_hosts(files: list[reader.CaptureFile], include_sparsecore: bool, lines: Collection[str] | None, jobs: int,
+def _load_hosts(files: list[capturefile.CaptureFile], include_sparsecore: bool, lines: Collection[str] | None, jobs: int,
                 progress: Callable[[int, int, str], None] | None) -> list[tuple[HostInfo, list[tuple[Plane, int]]]]:
     """Decode several host files in this process: one pool of threads decodes
     the planes of up to `jobs` files at a time while the next file is opened
@@ -550,5 +557,5 @@ def trace_from_bytes(data: bytes, label: str, *, chip: str | None = None,
                      lines: Collection[str] | None = None) -> Trace:
     """The Trace of one serialized XSpace built in memory (a replayed compiled
     program): nothing is written or read from disk; `label` names it in errors."""
-    return _assemble([_load_host(reader.CaptureFile(label), True, lines, MetadataCache(), data)], label, "file", None, None,
+    return _assemble([_load_host(capturefile.CaptureFile(label), True, lines, MetadataCache(), data)], label, "file", None, None,
                      chip)

@@ -12,13 +12,13 @@ from pathlib import Path
 
 import numpy as np
 
-from profanalyzer.vocab import COUNTERS_LINE, TRACEME_LINE, UTIL_STAT
-from profanalyzer.xspace import reader, wire, xplane_pb2
+from profanalyzer.core.vocab import COUNTERS_LINE, TRACEME_LINE, UTIL_STAT
+from profanalyzer.xspace import capturefile, reader, wire, xplane_pb2
 
 __all__ = ["read_counter_lines"]
 
 
-def read_counter_lines(file: reader.CaptureFile | str | Path) -> dict[str, dict[str, tuple[np.ndarray, ...]]]:
+def read_counter_lines(file: capturefile.CaptureFile | str | Path) -> dict[str, dict[str, tuple[np.ndarray, ...]]]:
     """plane name -> {"counters": (start_ps, end_ps, unit index, util), "units": names,
     "phases": (start_ps, end_ps, is_wait)} for each TensorCore plane of one
     capture file with a `_counters_` or emit_pipeline `XLA TraceMe` line.

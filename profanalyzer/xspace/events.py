@@ -13,8 +13,8 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from profanalyzer.errors import InputError
-from profanalyzer.trace import LINE_ASYNC, Events, nest_line, sequential_overlaps
+from profanalyzer.core.errors import InputError
+from profanalyzer.model.trace import LINE_ASYNC, Events, nest_line, sequential_overlaps
 from profanalyzer.xspace import wire
 from profanalyzer.xspace.optable import stat_value
 

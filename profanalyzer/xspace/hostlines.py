@@ -15,8 +15,8 @@ from pathlib import Path
 
 import numpy as np
 
-from profanalyzer.vocab import HOST_LINES
-from profanalyzer.xspace import reader, wire, xplane_pb2
+from profanalyzer.core.vocab import HOST_LINES
+from profanalyzer.xspace import capturefile, reader, wire, xplane_pb2
 
 __all__ = ["read_host_events"]
 
@@ -48,7 +48,7 @@ def _host_lines_trim(ref: reader.PlaneRef) -> reader.FieldTrim:
     return trim
 
 
-def read_host_events(file: reader.CaptureFile | str | Path, origin_ns: int = 0) -> tuple[list[str], np.ndarray, np.ndarray, np.ndarray, int]:
+def read_host_events(file: capturefile.CaptureFile | str | Path, origin_ns: int = 0) -> tuple[list[str], np.ndarray, np.ndarray, np.ndarray, int]:
     """(event names, name index, start ps, end ps, lines read) of the
     matching host lines of one file; times in picoseconds from `origin_ns`."""
     buf, index = reader.open_space(file, want=lambda r: r.kind == "host", trim=_host_lines_trim)

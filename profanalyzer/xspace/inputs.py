@@ -17,8 +17,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from profanalyzer.errors import InputError
-from profanalyzer.vocab import XPLANE_SUFFIXES
+from profanalyzer.core.errors import InputError
+from profanalyzer.core.vocab import XPLANE_SUFFIXES
 
 
 @dataclass(frozen=True)

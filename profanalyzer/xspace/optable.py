@@ -18,8 +18,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from profanalyzer.arrays import object_array, unique_ids
-from profanalyzer.trace import OpMetadata
+from profanalyzer.core.arrays import object_array, unique_ids
+from profanalyzer.model.trace import OpMetadata
 from profanalyzer.xspace import wire, xplane_pb2
 
 #: Metadata stats kept as strings / numbers in the op-metadata table.

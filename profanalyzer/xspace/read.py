@@ -14,8 +14,8 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Collection
 
-from profanalyzer.errors import InputError
-from profanalyzer.trace import ANALYSIS_LINES, Trace
+from profanalyzer.core.errors import InputError
+from profanalyzer.model.trace import ANALYSIS_LINES, Trace
 from profanalyzer.xspace.source import Source, open_source
 
 __all__ = ["read_trace"]

@@ -1,7 +1,7 @@
 """`open_source(path) -> Source`: the input of one run, opened once.
 
 A Source owns what the user passed: its label, its kind, and its bytes, each
-file read once (`reader.CaptureFile`: a plain file mapped read-only, a `.gz`
+file read once (`capturefile.CaptureFile`: a plain file mapped read-only, a `.gz`
 held compressed and inflated from memory, streamed, by each reader). What it
 is is told from those bytes, never by opening the file again:
 
@@ -12,7 +12,7 @@ is is told from those bytes, never by opening the file again:
 * `capture`: an XSpace file, a run folder or a log dir
   (profanalyzer.xspace.inputs): `files` are its host files.
 
-A capture's Source is the Trace's `reads` (profanalyzer.trace.CaptureReads):
+A capture's Source is the Trace's `reads` (profanalyzer.model.trace.CaptureReads):
 the stages ask it for what the trace does not hold (a host file's programs,
 counter lines, host lines, allocator activity) and it decodes them from the
 same bytes, so no stage under analyze/ imports a reader. `sha256()` is the
@@ -35,9 +35,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from profanalyzer.documents import json_value
-from profanalyzer.errors import InputError
-from profanalyzer.xspace import inputs, reader
+from profanalyzer.core.errors import InputError
+from profanalyzer.model.documents import json_value
+from profanalyzer.xspace import capturefile, inputs
 
 __all__ = ["Source", "open_source", "capture_source", "SOURCE_KINDS"]
 
@@ -52,10 +52,10 @@ class Source:
 
     path: Path
     kind: str  # one of SOURCE_KINDS
-    files: tuple[reader.CaptureFile, ...] = ()  # a capture's host files, in host order; a single-file input's file
+    files: tuple[capturefile.CaptureFile, ...] = ()  # a capture's host files, in host order; a single-file input's file
     resolved: inputs.ResolvedInput | None = None  # a capture: how the path resolved (file, run folder, log dir)
     document: Any = None  # a saved document's JSON value
-    _by_name: dict[str, reader.CaptureFile] = field(default_factory=dict, repr=False)
+    _by_name: dict[str, capturefile.CaptureFile] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
         self._by_name = {str(f.path): f for f in self.files}
@@ -64,11 +64,11 @@ class Source:
     def label(self) -> str:
         return str(self.path)
 
-    def file(self, name: str) -> reader.CaptureFile:
+    def file(self, name: str) -> capturefile.CaptureFile:
         """The host file a HostInfo names (`HostInfo.file`): the one read, not a new one."""
-        return self._by_name.get(str(name)) or reader.CaptureFile(name)
+        return self._by_name.get(str(name)) or capturefile.CaptureFile(name)
 
-    # -- what the stages read beyond the trace's planes (profanalyzer.trace.CaptureReads)
+    # -- what the stages read beyond the trace's planes (profanalyzer.model.trace.CaptureReads)
 
     def programs(self, file: str | None, ran: Collection[str] | None = None) -> tuple[Any, str]:
         """The HLO programs a host file carries (only those in `ran` when given): (Program or None, why none)."""
@@ -96,8 +96,8 @@ class Source:
 
     def sha256(self) -> str:
         """SHA-256 of the input: a file's bytes, or a folder's files (sorted relative paths and contents);
-        the capture files' bytes are those read (profanalyzer.outputs.file_sha256 hashes the same)."""
-        from profanalyzer.outputs import add_file_to_hash
+        the capture files' bytes are those read (profanalyzer.core.outputs.file_sha256 hashes the same)."""
+        from profanalyzer.core.outputs import add_file_to_hash
 
         h = hashlib.sha256()
         held = {f.path.resolve(): f for f in self.files}
@@ -139,7 +139,7 @@ def open_source(path: str | os.PathLike) -> Source:
     if p.is_dir():
         return Source(p, "program") if is_program_path(p) else capture_source(p)
     resolved = inputs.resolve_input(p)
-    cf = reader.CaptureFile(p)
+    cf = capturefile.CaptureFile(p)
     raw = cf.raw()  # the one open of the file
     head = _inflated_head(raw)
     if head.lstrip()[:1] == b"{":
@@ -158,4 +158,4 @@ def capture_source(path: str | os.PathLike) -> Source:
     """The Source of a capture path (a file, a run folder, a log dir), its files not read yet."""
     p = Path(path)
     resolved = inputs.resolve_input(p)
-    return Source(p, "capture", tuple(reader.CaptureFile(f) for f in resolved.files), resolved)
+    return Source(p, "capture", tuple(capturefile.CaptureFile(f) for f in resolved.files), resolved)

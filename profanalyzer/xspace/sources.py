@@ -28,8 +28,8 @@ import shutil
 import tempfile
 from collections.abc import Iterator
 
-from profanalyzer.errors import InputError, ProfanalyzerError
-from profanalyzer.vocab import XPLANE_SUFFIXES
+from profanalyzer.core.errors import InputError, ProfanalyzerError
+from profanalyzer.core.vocab import XPLANE_SUFFIXES
 
 __all__ = ["is_url", "is_xplane_name", "open_fsspec", "local_copy", "fetch", "SKIP_PLANE_BYTES", "DEVICE_KINDS"]
 

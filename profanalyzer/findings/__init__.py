@@ -1,0 +1,1 @@
+"""The findings stage: the rule registry and runner, the what-if re-timing, the verification of a rule's prediction, rule explanations. The rules themselves are in heuristics/ (installed as profanalyzer.heuristics)."""

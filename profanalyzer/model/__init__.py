@@ -1,0 +1,1 @@
+"""The records that cross a stage boundary (Analysis, Findings and their parts), the trace model, the invariants and saved documents."""

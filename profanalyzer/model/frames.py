@@ -1,0 +1,197 @@
+"""The notebook views of the records: `Analysis.frames()` (pandas
+DataFrames) and the `_repr_html_` cards of an Analysis and a Finding.
+
+pandas is imported inside `analysis_frames` only: the command line never
+calls it (tests/test_fleet.py checks that `profanalyze TRACE` imports
+neither pandas nor Dask). This module reads the records by attribute and
+imports no record module (model.py calls it, so it sits beside the records).
+
+The frames and their columns (times in picoseconds, fractions of the step):
+
+steps     step x TensorCore when the per-core step times are at hand
+          (`profanalyzer.load` of a trace: `core` is host:plane); else (a
+          saved document, or `Analysis.frames()`) one row per step of the
+          steps table, its time the median over TensorCores (`core`
+          'median'). kept/reason are the step's (the analysis keeps or drops
+          a step for all cores):
+          step, step_ps, kept, reason, core
+buckets   the step time by bucket at up to four scopes, `scope` says which:
+          'run' (the breakdown: mean per kept step over TensorCores),
+          'step' (one step, mean over TensorCores), 'core' (one TensorCore,
+          mean over its kept steps), 'step_core' (one TensorCore in one
+          step, when the per-core step times are at hand):
+          scope, step (<NA> for 'run' and 'core'), core (<NA> for 'run'
+          and 'step'), bucket, ps, fraction
+ops       the ops tables: top ops, recomputed (remat) ops and kernels
+          (`table`: 'top_ops' | 'remat_ops' | 'kernel_ops'), every TopOp
+          field: name, hlo_category, bucket, tags, tf_op, reason, self_ps,
+          fraction, count, flops, bytes, intensity, tflops_per_s, gbps,
+          bound_by, roofline_fraction, deduplicated_name, model_flops_ratio
+windows   collective windows the analysis holds (it does not keep every
+          window of every step): the most exposed ones over the run
+          (`source` 'top_exposed') and every window of the representative
+          step of the timeline (`source` 'timeline'):
+          source, core, step, type, name, engine, start_ps (from the step
+          start), end_ps, window_ps, exposed_ps, hidden_ps, hidden_fraction,
+          klass (hidden | partial | exposed)
+findings  one row per recommendation, in rank order: rank, code, lever,
+          title, severity, saving_ps, saving_fraction, evidence (list),
+          actions (list), assumptions (list), guide_section, flags (list:
+          the LIBTPU_INIT_ARGS flags, in order)
+counters  one row per (op, unit) of the kernel counters (empty without
+          counter lines): op, bucket, unit, utilisation (time-weighted over
+          the op's runs), median (sample), ep_wait_fraction, verdict, lever,
+          ps (the op's time per kept step per TensorCore)
+"""
+
+from __future__ import annotations
+
+from html import escape
+from typing import Any
+
+from profanalyzer.core.format import ms, pct
+from profanalyzer.core.shell import finding_lines
+
+__all__ = ["FRAME_COLUMNS", "analysis_frames", "analysis_card", "finding_card"]
+
+_OP_FIELDS = ("name", "hlo_category", "bucket", "tags", "tf_op", "reason", "self_ps", "fraction", "count", "flops", "bytes",
+              "intensity", "tflops_per_s", "gbps", "bound_by", "roofline_fraction", "deduplicated_name", "model_flops_ratio")
+
+#: The columns of each frame, in order (the module docstring says what they hold).
+FRAME_COLUMNS: dict[str, tuple[str, ...]] = {
+    "steps": ("step", "step_ps", "kept", "reason", "core"),
+    "buckets": ("scope", "step", "core", "bucket", "ps", "fraction"),
+    "ops": ("table",) + _OP_FIELDS,
+    "windows": ("source", "core", "step", "type", "name", "engine", "start_ps", "end_ps", "window_ps", "exposed_ps",
+                "hidden_ps", "hidden_fraction", "klass"),
+    "findings": ("rank", "code", "lever", "title", "severity", "saving_ps", "saving_fraction", "evidence", "actions",
+                 "assumptions", "guide_section", "flags"),
+    "counters": ("op", "bucket", "unit", "utilisation", "median", "ep_wait_fraction", "verdict", "lever", "ps"),
+}
+
+
+def _rows(a: Any, findings: Any, core_steps: Any = None) -> dict[str, list[tuple]]:
+    rows: dict[str, list[tuple]] = {k: [] for k in FRAME_COLUMNS}
+    if core_steps:
+        verdict = {r.number: (r.kept, r.reason) for r in a.steps.table}
+        for c in core_steps:
+            kept, reason = verdict.get(c.step, (False, "not in the steps table"))
+            rows["steps"].append((c.step, float(c.step_ps), kept, reason, c.core))
+    else:
+        for r in a.steps.table:
+            rows["steps"].append((r.number, r.step_ps, r.kept, r.reason, "median"))
+    for b, s in a.breakdown.items():
+        rows["buckets"].append(("run", None, None, b, s.ps, s.fraction))
+    for r in a.steps.table:
+        total = r.step_ps or 0.0
+        for b, ps in r.buckets.items():
+            rows["buckets"].append(("step", r.number, None, b, ps, ps / total if total else None))
+    for c in a.per_core:
+        for b, ps in c.buckets.items():
+            rows["buckets"].append(("core", None, c.core, b, ps, ps / c.step_ps if c.step_ps else None))
+    for cs in core_steps or ():
+        for b, ps in cs.buckets.items():
+            rows["buckets"].append(("step_core", cs.step, cs.core, b, float(ps), ps / cs.step_ps if cs.step_ps else None))
+    for table in ("top_ops", "remat_ops", "kernel_ops"):
+        for op in getattr(a, table):
+            rows["ops"].append((table,) + tuple(list(v) if isinstance(v, tuple) else v for v in (getattr(op, f) for f in _OP_FIELDS)))
+    for w in a.communication.top_exposed:
+        rows["windows"].append(("top_exposed", w.core, w.step, w.type, w.name, w.engine, w.offset_ps, w.offset_ps + w.window_ps,
+                                w.window_ps, w.exposed_ps, w.hidden_ps, w.hidden_fraction, w.klass))
+    tl = a.timeline
+    if tl is not None:
+        engines = {}
+        for t, cs in a.collectives.items():
+            engines[t] = cs.engine
+        for w in tl.windows:
+            span = w.end_ps - w.start_ps
+            hidden = round(span * w.hidden_fraction)
+            rows["windows"].append(("timeline", tl.core, tl.step, w.type, w.name, engines.get(w.type, ""), w.start_ps, w.end_ps,
+                                    span, span - hidden, hidden, w.hidden_fraction, w.klass))
+    for i, f in enumerate(findings.recommendations if findings is not None else (), 1):
+        rows["findings"].append((i, f.code, f.lever, f.title, f.severity, f.estimated_saving_ps, f.estimated_saving_fraction,
+                                 list(f.evidence), list(f.actions), list(f.assumptions), f.guide_section, list(f.flags)))
+    for k in getattr(a, "kernel_counters", None) or ():
+        for u in sorted(set(k.utilisation) | set(k.median_utilisation)) or [""]:
+            rows["counters"].append((k.op, k.bucket, u, k.utilisation.get(u), k.median_utilisation.get(u),
+                                     k.ep_wait_fraction, k.verdict, k.lever, k.ps))
+    return rows
+
+
+def analysis_frames(a: Any, findings: Any = None, core_steps: Any = None) -> dict[str, Any]:
+    """The DataFrames of an analysis (and of its findings, when given; else
+    the `findings` frame is empty with its columns; and of each TensorCore's
+    time per step, when given: `profanalyzer.load` of a trace gives them)."""
+    import pandas as pd  # type: ignore[import-untyped]  # the notebook API's dependency (no stubs); never imported by the CLI
+
+    out = {}
+    for name, rows in _rows(a, findings, core_steps).items():
+        df = pd.DataFrame.from_records(rows, columns=list(FRAME_COLUMNS[name]))
+        if name == "buckets":
+            df["step"] = df["step"].astype("Int64")
+        out[name] = df
+    return out
+
+
+# ---------------------------------------------------------------------------
+# HTML cards (Jupyter's _repr_html_): everything from the trace is escaped.
+
+_STYLE = ("font-family:system-ui,sans-serif;border:1px solid #ccc;border-radius:6px;padding:8px 12px;"
+          "max-width:56em;line-height:1.35")
+
+
+def finding_card(f: Any, rank: int | None = None) -> str:
+    """One recommendation as the report's card shows it: code, title,
+    severity, saving, evidence, actions, guide section."""
+    head = f"{'#' + str(rank) + ' ' if rank else ''}{f.code} — {f.title}"
+    parts = [
+        f'<div class="profanalyze-finding" style="{_STYLE}">',
+        f"<div><b>{escape(head)}</b> <span>[{escape(f.severity)}]</span></div>",
+        f"<div>saves about {escape(ms(f.estimated_saving_ps))} ms/step ({escape(pct(f.estimated_saving_fraction))})"
+        f" · lever {escape(f.lever)} · guide {escape(f.guide_section)}</div>",
+    ]
+    if f.evidence:
+        parts.append("<div>Evidence:<ul>" + "".join(f"<li>{escape(e)}</li>" for e in f.evidence) + "</ul></div>")
+    change = finding_lines(f)
+    if change:
+        parts.append('<div>What to change:<pre style="white-space:pre-wrap;overflow-wrap:anywhere"><code>'
+                     + escape("\n".join(change)) + "</code></pre></div>")
+    if f.merged_note:
+        parts.append(f"<div><i>{escape(f.merged_note)}</i></div>")
+    parts.append("</div>")
+    return "".join(parts)
+
+
+def analysis_card(a: Any, findings: Any = None, headline: str | None = None, top: int = 8) -> str:
+    """The summary card: source, chip, steps, step time, MFU, the largest
+    buckets, exposed communication; the findings' titles when given."""
+    t = a.steps.step_time_ps
+    mfu = a.utilisation.mfu
+    rows = sorted(a.breakdown.items(), key=lambda kv: -kv[1].fraction)[:top]
+    parts = [
+        f'<div class="profanalyze-analysis" style="{_STYLE}">',
+        f"<div><b>profanalyze</b> · {escape(a.source)}</div>",
+        f"<div>{escape(a.hardware.name)} · {len(a.hosts)} host(s) · {a.tensorcores} TensorCores · "
+        f"{a.steps.kept} of {a.steps.count} steps kept</div>",
+    ]
+    if headline:
+        parts.append(f"<div><b>{escape(headline)}</b></div>")
+    else:
+        parts.append(f"<div><b>Step time {escape(ms(t.get('median')))} ms</b> (median of the kept steps)</div>")
+    parts.append(f"<div>MFU {escape(pct(mfu))} · exposed communication {escape(ms(a.communication.exposed_total_ps))} ms "
+                 f"({escape(pct(a.communication.exposed_total_fraction))}) · recompute {escape(pct(a.remat.fraction))}</div>")
+    parts.append('<table style="border-collapse:collapse;margin-top:4px"><tr><th align="left">bucket</th>'
+                 '<th align="right">ms/step</th><th align="right">share</th></tr>')
+    for b, s in rows:
+        parts.append(f'<tr><td>{escape(b)}</td><td align="right">{escape(ms(s.ps))}</td><td align="right">{escape(pct(s.fraction))}</td></tr>')
+    parts.append("</table>")
+    if findings is not None:
+        recs = findings.recommendations
+        if recs:
+            parts.append("<div style=\"margin-top:4px\">Recommendations:<ol>" + "".join(
+                f"<li>{escape(f.code)} — {escape(f.title)}: {escape(ms(f.estimated_saving_ps))} ms/step "
+                f"({escape(pct(f.estimated_saving_fraction))})</li>" for f in recs) + "</ol></div>")
+        else:
+            parts.append("<div>No tuning lever passed its threshold.</div>")
+    parts.append("</div>")
+    return "".join(parts)

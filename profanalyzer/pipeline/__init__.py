@@ -1,0 +1,1 @@
+"""One run: the phases from the input to the findings, assembled once (`run`)."""

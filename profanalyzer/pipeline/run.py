@@ -1,0 +1,143 @@
+"""`run(source, options) -> Run`: the one pipeline every entry point calls.
+
+    open (xspace.source.open_source: the input's one open; a saved document,
+          a compiled program or a capture, told from the bytes read)
+    -> read (xspace.read.read_trace: a capture's planes, or a program
+          replayed into its predicted step, in memory; the Trace keeps the
+          Source as its `reads`, asked later for programs, counter lines,
+          host lines and allocator activity)
+    -> attribute once (analysis.attribute -> Attributed, holding the run's
+          one classify cache, classify.Memo)
+    -> analyse (analysis.analyze_attributed)
+    -> rules (findings.run_rules)
+    -> what a firing rule needs (Rule.needs: "memory" reads the HBM use,
+          from the same bytes, then the rules run again) -> Run
+
+`run_analysis` runs the phases up to the analysis alone (no rules). A saved
+`analyze --json` document is an input too: it is read back (typed and
+self-checked), its rules run again only when a selection is given. The CLI
+(`analyze`, `check`, `compare`), the notebook API, the MCP server, the fleet's
+per-file task and `compare.load_document` all call `run`; consumers of the
+attributed trace (the trace export, the notebook's per-core steps) read
+`Run.attributed` instead of attributing again, and the report's input hash is
+`Run.source.sha256()`. No other module calls the analysis stages, and no stage
+after the read imports a reader (tests/test_architecture.py).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, cast
+
+from profanalyzer.model.analysis import Analysis
+from profanalyzer.model.documents import result_document
+from profanalyzer.model.findings import Findings
+from profanalyzer.xspace.source import Source, open_source
+
+if TYPE_CHECKING:
+    from profanalyzer.analyze.attributed import Attributed
+    from profanalyzer.model.trace import Trace
+
+__all__ = ["Run", "RunOptions", "run", "run_analysis"]
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    chip: str | None = None  # chip generation; overrides the trace's device_type_string
+    jobs: int | None = None  # host files decoded in parallel (default: one per core)
+    progress: object = None  # callable(done, total, label) after each host file
+    memory: bool = False  # read HBM use whether or not a rule needs it (--memory)
+    host_activity: bool = False  # read the host planes' dispatch/input lines (--host-activity)
+    top_ops: int = 30
+    select: tuple[str, ...] = ()  # rule code prefixes to run (all when empty)
+    ignore: tuple[str, ...] = ()  # rule code prefixes to skip
+    #: The name the analysis gives its input, when it is not the path read
+    #: (a URL read through a temporary local copy); None: the path.
+    label: str | None = None
+    #: Called with the trace once it is read, before the analysis (the CLI's
+    #: status line and its input hash start then). Not called for a saved document.
+    on_read: Callable[[Trace], None] | None = None
+
+
+@dataclass(frozen=True, eq=False)
+class Run:
+    """One analysed input: its Analysis, the Findings of its rules and,
+    when it was a trace or a program (not a saved document), the attributed
+    trace the analysis was computed from."""
+
+    analysis: Analysis
+    findings: Findings
+    attributed: Attributed | None = None
+    #: the input, opened once (its label, kind, bytes and hash); None: a Run assembled from records
+    source: Source | None = None
+
+    def document(self) -> dict:
+        """The `profanalyze analyze --json` document."""
+        return result_document(self.analysis, self.findings)
+
+
+def run(source: str | os.PathLike | Source, options: RunOptions = RunOptions()) -> Run:
+    """Open, read, attribute, analyse and run the rules over `source` (see the
+    module doc). Raises a ProfanalyzerError (InputError for bad input)."""
+    from profanalyzer.findings.engine import load_analysis, run_rules
+
+    src = source if isinstance(source, Source) else open_source(source)
+    if src.kind == "document":
+        a, f = load_analysis(src.path, src.document)
+        if options.select or options.ignore:
+            f = run_rules(a, options.select, options.ignore)
+        return Run(a, f, None, src)
+    att, a = _analysed(src, options)
+    f = run_rules(a, options.select, options.ignore)
+    if a.memory is None and "memory" in _needs(f):
+        from profanalyzer.analyze.memory import trace_memory
+
+        mem = trace_memory(att.trace)
+        if mem.peak_bytes is not None:  # the cards state the headroom in bytes
+            a = replace(a, memory=mem)
+            f = run_rules(a, options.select, options.ignore)
+    return Run(a, f, att, src)
+
+
+def run_analysis(source: str | os.PathLike | Source, options: RunOptions = RunOptions()) -> Analysis:
+    """The phases of `run` up to the analysis (open, read, attribute, analyse): no rules, so nothing read for
+    them (the library's and the tests' entry for the analysis alone)."""
+    src = source if isinstance(source, Source) else open_source(source)
+    if src.kind == "document":
+        from profanalyzer.findings.engine import load_analysis
+
+        return load_analysis(src.path, src.document)[0]
+    return _analysed(src, options)[1]
+
+
+def _analysed(src: Source, options: RunOptions) -> tuple[Attributed, Analysis]:
+    from profanalyzer.analyze.analysis import (
+        AnalysisOptions,
+        analyze_attributed,
+        attribute,
+    )
+    from profanalyzer.classify import Memo
+    from profanalyzer.xspace.read import read_trace
+
+    aopts = AnalysisOptions(chip=options.chip, top_ops=options.top_ops, jobs=options.jobs, progress=options.progress,
+                            memory=options.memory, host_activity=options.host_activity)
+    # `progress` is typed object in RunOptions; its contract is load_trace's callable
+    progress = cast("Callable[[int, int, str], None] | None", options.progress)
+    trace = read_trace(src, chip=options.chip, jobs=options.jobs, progress=progress)
+    if options.on_read is not None:
+        options.on_read(trace)
+    att = attribute(trace, Memo())  # the run's one classify cache, kept by the Attributed it builds
+    a = analyze_attributed(att, aopts)
+    if options.label is not None and options.label != src.label:
+        a = replace(a, source=options.label)
+    return att, a
+
+
+def _needs(findings: Findings) -> set[str]:
+    """What the rules whose findings fired need read (Rule.needs)."""
+    from profanalyzer.findings.engine import all_rules
+
+    fired = {r.code for r in findings.recommendations}
+    return {n for r in all_rules() if r.code in fired for n in r.needs}
