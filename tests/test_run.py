@@ -92,3 +92,27 @@ def test_memory_is_read_only_when_a_firing_rule_needs_it():
     assert not needing & {f.code for f in quiet.findings.recommendations} and quiet.analysis.memory is None
     ignored = run(sample_path(SAMPLE), RunOptions(ignore=tuple(needing)))
     assert ignored.analysis.memory is None
+
+
+def test_what_if_and_history_are_typed_fields_of_the_run(tmp_path):
+    """Issue 33 item 3 (in part): `--what-if` and `--history` are RunOptions, computed by the run's extras
+    phase into typed fields of the Run (WhatIf, Calibration), which every renderer reads; no untyped
+    `extra` travels beside the run."""
+    from profanalyzer.findings.verify import Calibration
+    from profanalyzer.findings.whatif import WhatIf
+    from profanalyzer.report.registry import RENDERERS
+
+    hist = tmp_path / "hist"
+    hist.mkdir()
+    (hist / "2026-01-01.json").write_text(RENDERERS["json"].render(run(sample_path("fp8_remat_before"))))
+    r = run(sample_path("fp8_remat_after"), RunOptions(what_if="fp8,remat", history=str(hist)))
+    assert isinstance(r.what_if, WhatIf) and set(r.what_if.levers) == {"fp8", "remat"}
+    assert isinstance(r.calibration, Calibration) and r.calibration.runs == ("2026-01-01", "fp8_remat_after.xplane.pb.gz")
+    doc = json.loads(RENDERERS["json"].render(r))
+    assert doc["what_if"] == r.what_if.to_dict() and doc["calibration"] == r.calibration.to_dict()
+    lines = r.what_if.lines() + r.calibration.lines()
+    assert RENDERERS["terminal"].render(r).endswith("\n".join(lines) + "\n")
+    assert "\n".join(lines) in RENDERERS["markdown"].render(r)
+    plain = run(sample_path("fp8_remat_after"))
+    assert plain.what_if is None and plain.calibration is None
+    assert "what_if" not in json.loads(RENDERERS["json"].render(plain))

@@ -86,6 +86,8 @@ class _Shown:
 
     analysis: Analysis
     findings: Findings | None
+    what_if: None = None  # the notebook renders no extras
+    calibration: None = None
 
 
 def analysis_of(x: Analysis) -> Analysis:

@@ -198,9 +198,10 @@ def analyze(trace: str, chip: str | None, jobs: int | None, json_out: str | None
 
     with _local(trace) as local:
         _analyze(AnalyzeRequest(local, trace, RunOptions(chip=chip, jobs=jobs, memory=memory, host_activity=host_act,
-                                                         select=_codes(select), ignore=_codes(ignore), label=trace),
+                                                         select=_codes(select), ignore=_codes(ignore), label=trace,
+                                                         what_if=what_if_levers, history=history),
                                 json_out, md_out, None if no_html else output, writes, trace_out, trace_steps,
-                                what_if_levers, history, top, by_scope, timestamp, quiet))
+                                top, by_scope, timestamp, quiet))
 
 
 @dataclass(frozen=True)
@@ -209,15 +210,14 @@ class AnalyzeRequest:
 
     trace: str  # the local path read (a URL's temporary copy)
     label: str  # the input as the user named it
-    run: RunOptions  # chip, jobs, memory, host activity, rule selection, label (progress and on_read set later)
+    run: RunOptions  # chip, jobs, memory, host activity, rule selection, label, --what-if, --history
+    # (progress and on_read set later)
     json_out: str | None = None
     md_out: str | None = None
     html_out: str | None = None  # None: no HTML report (--no-html)
     writes: tuple[tuple[str, str], ...] = ()  # --write (renderer, path)
     trace_out: str | None = None
     trace_steps: str | None = None
-    what_if: str | None = None  # --what-if LEVERS
-    history: str | None = None  # --history DIR
     top: int = 10
     by_scope: int | None = None
     timestamp: bool = False
@@ -291,11 +291,10 @@ def _analyze(req: AnalyzeRequest) -> None:
             markers = marker_notes(exported, trace_out)
             del exported
             click.echo(f"trace: {trace_out}", err=True)
+    done = Run(a, f, what_if=r.what_if, calibration=r.calibration)
     del r  # the trace and its attribution are freed before the outputs render
-    extra, extra_lines = _levers_and_history(a, f, req.what_if, req.history, trace)
-    done = Run(a, f)
     to_stdout = json_out == "-" or md_out == "-" or any(d == "-" for _, d in writes)
-    opts = RenderOptions(top=req.top, by_scope=req.by_scope, extra=extra, extra_lines=tuple(extra_lines), trace_markers=markers)
+    opts = RenderOptions(top=req.top, by_scope=req.by_scope, trace_markers=markers)
     if json_out:
         write_text(RENDERERS["json"].render(done, opts), json_out, announce=json_out != "-")
     if md_out:
@@ -312,37 +311,6 @@ def _analyze(req: AnalyzeRequest) -> None:
         write_text(RENDERERS[name].render(done, dataclasses.replace(opts, command_line=command_line())), dest)
     if not quiet and not to_stdout:
         echo(RENDERERS["terminal"].render(done, opts).removesuffix("\n"))
-
-
-def _levers_and_history(a, f, levers: str | None, history: str | None, trace: str) -> tuple[dict, list[str]]:
-    """--what-if and --history: (JSON keys, terminal/Markdown lines)."""
-    extra: dict = {}
-    lines: list[str] = []
-    if levers is not None:
-        from profanalyzer.findings.whatif import format_what_if, parse_levers, what_if
-
-        w = what_if(a, f, parse_levers(levers))
-        extra["what_if"] = w.to_dict()
-        lines += format_what_if(w)
-    if history is not None:
-        from pathlib import Path
-
-        from profanalyzer.findings.verify import calibrate, history_points, point_of
-        from profanalyzer.model.records import to_jsonable
-
-        points = history_points(history) + [point_of(Path(trace).name, a, f)]
-        rows = calibrate(points)
-        extra["calibration"] = {"runs": [p.label for p in points], "rules": to_jsonable(list(rows))}
-        lines.append(f"calibration over {len(points)} runs ({history} + this trace):" if rows else
-                     f"calibration over {len(points)} runs ({history} + this trace): no lever pulled between consecutive runs")
-        for r in rows:
-            lines.append(f"  {r.sentence} (ratio {r.low_ratio:.2f}-{r.high_ratio:.2f}; predicted {r.predicted_ps / 1e9:.3f} ms, "
-                         f"credited {r.observed_ps / 1e9:.3f} ms)")
-        own = {x.code for x in f.recommendations}
-        for r in rows:
-            if r.code in own:
-                lines.append(f"  this run's {r.code} estimate, read with its history: x{r.median_ratio:.2f}")
-    return extra, lines
 
 
 def _hash_in_background(source):

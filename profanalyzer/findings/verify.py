@@ -338,6 +338,37 @@ def history_points(folder: str | Path) -> list[RunPoint]:
     return out
 
 
+@dataclass(frozen=True)
+class Calibration:
+    """`analyze --history DIR`: the rules' predictions over a history of runs and this one, in time order
+    (`calibrate`), as the JSON key `calibration` and the terminal / Markdown lines read it."""
+
+    history: str  # the folder, as given
+    runs: tuple[str, ...]  # the runs' labels, this run last
+    rows: tuple[CalibrationRow, ...]
+    own: tuple[str, ...]  # this run's recommendation codes
+
+    def to_dict(self) -> dict:
+        return {"runs": list(self.runs), "rules": to_jsonable(list(self.rows))}
+
+    def lines(self) -> list[str]:
+        head = f"calibration over {len(self.runs)} runs ({self.history} + this trace):"
+        out = [head if self.rows else head + " no lever pulled between consecutive runs"]
+        for r in self.rows:
+            out.append(f"  {r.sentence} (ratio {r.low_ratio:.2f}-{r.high_ratio:.2f}; predicted {r.predicted_ps / 1e9:.3f} ms, "
+                       f"credited {r.observed_ps / 1e9:.3f} ms)")
+        out += [f"  this run's {r.code} estimate, read with its history: x{r.median_ratio:.2f}"
+                for r in self.rows if r.code in self.own]
+        return out
+
+
+def calibration(history: str, label: str, a: Analysis, f: Findings) -> Calibration:
+    """This run (`label`) read after the saved runs of the folder `history` (history_points)."""
+    points = history_points(history) + [point_of(label, a, f)]
+    return Calibration(history, tuple(p.label for p in points), calibrate(points),
+                       tuple(x.code for x in f.recommendations))
+
+
 def called_out(v: Verification) -> tuple[RuleCheck, ...]:
     """The pulled levers that saved far less than predicted."""
     return tuple(c for c in v.checks if c.shortfall)

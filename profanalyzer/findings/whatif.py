@@ -103,6 +103,10 @@ class WhatIf:
     bounds: tuple[str, ...]
     notes: tuple[str, ...]
 
+    def lines(self) -> list[str]:
+        """The terminal / Markdown lines (format_what_if)."""
+        return format_what_if(self)
+
     def to_dict(self) -> dict:
         return to_jsonable(self)
 

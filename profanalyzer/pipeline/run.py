@@ -11,7 +11,10 @@
     -> analyse (analysis.analyze_attributed)
     -> rules (findings.run_rules)
     -> what a firing rule needs (Rule.needs: "memory" reads the HBM use,
-          from the same bytes, then the rules run again) -> Run
+          from the same bytes, then the rules run again)
+    -> extras (what the options ask beside the findings: the what-if
+          re-timing of levers, the calibration over a history of runs;
+          typed fields of the Run) -> Run
 
 `run_analysis` runs the phases up to the analysis alone (no rules). A saved
 `analyze --json` document is an input too: it is read back (typed and
@@ -38,6 +41,8 @@ from profanalyzer.xspace.source import Source, open_source
 
 if TYPE_CHECKING:
     from profanalyzer.analyze.attributed import Attributed
+    from profanalyzer.findings.verify import Calibration
+    from profanalyzer.findings.whatif import WhatIf
     from profanalyzer.model.trace import Trace
 
 __all__ = ["Run", "RunOptions", "run", "run_analysis"]
@@ -59,6 +64,10 @@ class RunOptions:
     #: Called with the trace once it is read, before the analysis (the CLI's
     #: status line and its input hash start then). Not called for a saved document.
     on_read: Callable[[Trace], None] | None = None
+    #: `--what-if`: the levers (comma-separated) to re-time the step with, applied together -> Run.what_if
+    what_if: str | None = None
+    #: `--history`: a folder of saved runs to calibrate the rules' predictions over, with this one -> Run.calibration
+    history: str | None = None
 
 
 @dataclass(frozen=True, eq=False)
@@ -72,6 +81,10 @@ class Run:
     attributed: Attributed | None = None
     #: the input, opened once (its label, kind, bytes and hash); None: a Run assembled from records
     source: Source | None = None
+    #: the levers of RunOptions.what_if re-timed together (findings.whatif); None: not asked
+    what_if: WhatIf | None = None
+    #: the rules' predictions over RunOptions.history and this run (findings.verify); None: not asked
+    calibration: Calibration | None = None
 
     def document(self) -> dict:
         """The `profanalyze analyze --json` document."""
@@ -88,7 +101,7 @@ def run(source: str | os.PathLike | Source, options: RunOptions = RunOptions()) 
         a, f = load_analysis(src.path, src.document)
         if options.select or options.ignore:
             f = run_rules(a, options.select, options.ignore)
-        return Run(a, f, None, src)
+        return _with_extras(Run(a, f, None, src), options)
     att, a = _analysed(src, options)
     f = run_rules(a, options.select, options.ignore)
     if a.memory is None and "memory" in _needs(f):
@@ -98,7 +111,22 @@ def run(source: str | os.PathLike | Source, options: RunOptions = RunOptions()) 
         if mem.peak_bytes is not None:  # the cards state the headroom in bytes
             a = replace(a, memory=mem)
             f = run_rules(a, options.select, options.ignore)
-    return Run(a, f, att, src)
+    return _with_extras(Run(a, f, att, src), options)
+
+
+def _with_extras(r: Run, options: RunOptions) -> Run:
+    """The extras phase: what the options ask beside the findings, as typed fields of the Run."""
+    if options.what_if is None and options.history is None:
+        return r
+    from pathlib import Path
+
+    from profanalyzer.findings.verify import calibration
+    from profanalyzer.findings.whatif import parse_levers, what_if
+
+    w = what_if(r.analysis, r.findings, parse_levers(options.what_if)) if options.what_if is not None else None
+    label = Path(options.label or (r.source.label if r.source is not None else r.analysis.source)).name
+    c = calibration(options.history, label, r.analysis, r.findings) if options.history is not None else None
+    return replace(r, what_if=w, calibration=c)
 
 
 def run_analysis(source: str | os.PathLike | Source, options: RunOptions = RunOptions()) -> Analysis:

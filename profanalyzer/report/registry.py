@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Protocol
 
 from profanalyzer.model.analysis import Analysis
@@ -23,14 +23,29 @@ from profanalyzer.model.findings import Findings
 __all__ = ["RENDERERS", "RenderOptions", "Rendered", "Renderer", "renderer"]
 
 
+class Extra(Protocol):
+    """A typed extra of a run beside its findings (the what-if re-timing, the calibration over a history):
+    its JSON form and its terminal / Markdown lines."""
+
+    def to_dict(self) -> dict: ...
+
+    def lines(self) -> list[str]: ...
+
+
 class Rendered(Protocol):
-    """What a renderer reads: an analysis and the findings of its rules."""
+    """What a renderer reads: an analysis, the findings of its rules and the run's extras (None: not asked)."""
 
     @property
     def analysis(self) -> Analysis: ...
 
     @property
     def findings(self) -> Findings | None: ...
+
+    @property
+    def what_if(self) -> Extra | None: ...  # --what-if: the levers re-timed together
+
+    @property
+    def calibration(self) -> Extra | None: ...  # --history: the rules' predictions over past runs
 
 
 @dataclass(frozen=True)
@@ -43,8 +58,6 @@ class RenderOptions:
     trace_markers: Mapping[str, str] | None = None  # html: where --trace-out put each rule's marker
     top: int = 10  # terminal: top ops shown
     by_scope: int | None = None  # terminal: name-scope table to this depth
-    extra: Mapping[str, object] = field(default_factory=dict)  # json: keys added (what_if, calibration)
-    extra_lines: tuple[str, ...] = ()  # markdown, terminal: what-if and calibration lines
 
 
 class Renderer(Protocol):
@@ -57,6 +70,15 @@ class Renderer(Protocol):
     def render(self, run: Rendered, options: RenderOptions = RenderOptions()) -> str: ...
 
 
+def _extras(run: Rendered) -> list[tuple[str, Extra]]:
+    """The run's extras that were asked, by their JSON key, in output order (what-if, then calibration)."""
+    return [(k, x) for k, x in (("what_if", run.what_if), ("calibration", run.calibration)) if x is not None]
+
+
+def _extra_lines(run: Rendered) -> list[str]:
+    return [line for _, x in _extras(run) for line in x.lines()]
+
+
 @dataclass(frozen=True)
 class _Json:
     name: str = "json"
@@ -66,7 +88,8 @@ class _Json:
         """The `analyze --json` document: sorted keys, indented."""
         a, f = run.analysis, run.findings
         doc = result_document(a, f) if f is not None else a.to_dict()
-        return json.dumps({**doc, **options.extra}, sort_keys=True, indent=2, ensure_ascii=False) + "\n"
+        extras = {k: x.to_dict() for k, x in _extras(run)}
+        return json.dumps({**doc, **extras}, sort_keys=True, indent=2, ensure_ascii=False) + "\n"
 
 
 @dataclass(frozen=True)
@@ -78,8 +101,8 @@ class _Markdown:
         from profanalyzer.report.markdown import render_markdown
 
         md = render_markdown(run.analysis, run.findings)
-        if options.extra_lines:
-            md += "\n#### What-if and calibration\n\n```\n" + "\n".join(options.extra_lines) + "\n```\n"
+        if lines := _extra_lines(run):
+            md += "\n#### What-if and calibration\n\n```\n" + "\n".join(lines) + "\n```\n"
         return md
 
 
@@ -106,7 +129,7 @@ class _Terminal:
         from profanalyzer.report.terminal import format_summary
 
         text = format_summary(run.analysis, top=options.top, findings=run.findings, by_scope=options.by_scope)
-        return "\n".join([text, *options.extra_lines]) + "\n"
+        return "\n".join([text, *_extra_lines(run)]) + "\n"
 
 
 #: Every output format by name.
