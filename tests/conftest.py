@@ -55,20 +55,25 @@ def truth_of(name: str) -> dict:
 
 
 @functools.cache
-def analysis_of(name: str):
-    """The analysis of a sample; `NAME@CHIP` analyses it as that chip (`--chip`): a rule whose lever
+def run_of(name: str):
+    """The run of a sample (`run`: read, analyse, rules, what a firing rule needs), kept without its
+    attributed trace and input bytes; `NAME@CHIP` runs it as that chip (`--chip`): a rule whose lever
     exists on some chips only fires on the chip that has it (FP003: int8 on v6e, not on TPU7x)."""
-    from profanalyzer.pipeline.run import RunOptions, run_analysis
+    import dataclasses
+
+    from profanalyzer.pipeline.run import RunOptions, run
 
     base, _, chip = name.partition("@")
-    return run_analysis(sample_path(base), RunOptions(chip=chip or None))
+    return dataclasses.replace(run(sample_path(base), RunOptions(chip=chip or None)), attributed=None, source=None)
 
 
-@functools.cache
+def analysis_of(name: str):
+    """The analysis of a sample's run (run_of), the one its findings were ranked over."""
+    return run_of(name).analysis
+
+
 def findings_of(name: str):
-    from profanalyzer.findings.engine import run_rules
-
-    return run_rules(analysis_of(name))
+    return run_of(name).findings
 
 
 @pytest.fixture(scope="session")

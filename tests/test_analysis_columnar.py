@@ -1033,7 +1033,7 @@ def test_inference_markers_equal_one_search_per_text():
 
 
 def test_family_stems_equal_the_regex_per_name():
-    from profanalyzer.analyze.opgroups import _NUMBER_SUFFIX, _stems
+    from profanalyzer.analyze.opfamilies import _NUMBER_SUFFIX, _stems
 
     names = ["fusion.12", "fusion", "fusion.", "a.1.2", "a.b", "x.12a", ".5", "5", "", "copy.٣",  # Arabic-Indic digit
              "dot.0001", "all-gather-start.3.remat"]

@@ -470,6 +470,61 @@ def test_only_run_calls_the_analysis_stages(collected):
     assert {i.name for i in own} >= {"read_trace", "attribute", "analyze_attributed", "run_rules", "load_analysis"}
 
 
+#: Outside the package: the tools (tools/make_reports.py builds the committed reports/) and the tests'
+#: shared helpers (conftest.py and the other modules of tests/ that are not a test file) assemble no
+#: pipeline: they call pipeline.run (or run_analysis), so what they read is what `profanalyze` gives.
+#: Test files may call a stage on its own: that is what a unit test of the stage does.
+def outside_callers() -> list[str]:
+    files = module_files()
+    helpers = [f for f in sorted((ROOT / "tests").glob("*.py")) if not f.name.startswith("test_")]
+    found = []
+    for f in [*sorted((ROOT / "tools").glob("*.py")), *helpers]:
+        c = _Collector(f"{f.parent.name}.{f.stem}", files)
+        c.visit(ast.parse(f.read_text(encoding="utf-8")))
+        found += [f"{f.relative_to(ROOT)}:{i.line} imports {i.module}.{i.name}" for i in c.imports
+                  if i.module in STAGE_MODULES and i.name in STAGE_CALLS]
+    return found
+
+
+def test_tools_and_test_helpers_go_through_run():
+    found = outside_callers()
+    assert not found, "call profanalyzer.pipeline.run.run (or run_analysis) instead: " + "; ".join(found)
+    assert any((ROOT / "tools").glob("make_reports.py")) and (ROOT / "tests" / "conftest.py").exists()
+
+
+def test_the_outside_scan_sees_a_stage_call(tmp_path, monkeypatch):
+    tools = tmp_path / "tools"
+    tests = tmp_path / "tests"
+    tools.mkdir()
+    tests.mkdir()
+    (tools / "t.py").write_text("from profanalyzer.findings.engine import run_rules\n")
+    (tests / "helper.py").write_text("def f():\n    from profanalyzer.analyze.analysis import attribute\n")
+    (tests / "test_x.py").write_text("from profanalyzer.analyze.analysis import attribute\n")  # a test file: allowed
+    monkeypatch.setattr(__import__(__name__), "ROOT", tmp_path)
+    assert outside_callers() == ["tools/t.py:1 imports profanalyzer.findings.engine.run_rules",
+                                 "tests/helper.py:2 imports profanalyzer.analyze.analysis.attribute"]
+
+
+def test_the_cli_renders_through_the_registries(collected):
+    """Every output the CLI writes of a run, a comparison, a check or a fleet comes from a renderer of
+    report/registry.py (RENDERERS, COMPARISON_RENDERERS, CHECK_RENDERERS, FLEET_RENDERERS): no command
+    imports a format module of report/ itself."""
+    _, imports, _ = collected
+    direct = sorted(f"{i.importer} imports {i.module}" + (f".{i.name}" if i.name else "") for i in imports
+                    if i.importer.startswith("profanalyzer.cli") and i.module.startswith("profanalyzer.report")
+                    and i.module != "profanalyzer.report.registry")
+    assert not direct, direct
+    from profanalyzer.report.registry import (
+        CHECK_RENDERERS,
+        COMPARISON_RENDERERS,
+        FLEET_RENDERERS,
+        RENDERERS,
+    )
+
+    assert set(RENDERERS) == {"json", "markdown", "html", "terminal"} == set(COMPARISON_RENDERERS)
+    assert set(CHECK_RENDERERS) == {"json", "junit"} and set(FLEET_RENDERERS) == {"json", "html", "terminal"}
+
+
 def test_the_rules_install_inside_the_package():
     """heuristics/ installs as profanalyzer.heuristics (nothing named `heuristics` in site-packages), and the
     package list names every package folder, so a new one is not left out of the wheel."""

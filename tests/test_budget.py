@@ -19,11 +19,11 @@ from profanalyzer.compare.budget import (
     BudgetError,
     evaluate,
     find_budget,
-    junit_xml,
     load_budget,
     metric_value,
     parse_budget,
 )
+from profanalyzer.report.junit import junit_xml
 
 doc = sample_doc  # a fresh copy of a sample's analysis document
 run = run_cli

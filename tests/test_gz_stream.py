@@ -16,7 +16,7 @@ from profanalyzer.core.errors import InputError
 from profanalyzer.findings.engine import run_rules
 from profanalyzer.model.documents import result_document
 from profanalyzer.pipeline.run import RunOptions, run_analysis
-from profanalyzer.xspace import reader
+from profanalyzer.xspace import capturefile, reader
 from profanalyzer.xspace.metadata import program_plane
 
 EPOCH_NS = 1_732_000_000_000_000_000
@@ -208,7 +208,7 @@ def test_gzip_errors_while_streaming(tmp_path, monkeypatch):
     p.write_bytes(big[: len(big) // 3])
     assert "truncated gzip file" in _message(p)
     # Bomb guard: counted on the stream, whatever is held.
-    monkeypatch.setattr(reader, "MAX_DECOMPRESSED_BYTES", 1 << 20)
+    monkeypatch.setattr(capturefile, "MAX_DECOMPRESSED_BYTES", 1 << 20)
     p.write_bytes(big)
     assert "decompresses to more than 1 MiB; refusing (gzip bomb guard" in _message(p)
 

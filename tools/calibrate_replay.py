@@ -32,18 +32,18 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from profanalyzer.analyze.analysis import attribute  # noqa: E402
 from profanalyzer.core.hardware import chip_by_key  # noqa: E402
 from profanalyzer.hlo.load import read_program  # noqa: E402
 from profanalyzer.hlo.replay import op_bound, replay  # noqa: E402
 from profanalyzer.model.trace import LINE_OPS  # noqa: E402
-from profanalyzer.xspace.build import load_trace  # noqa: E402
+from profanalyzer.pipeline.run import run  # noqa: E402
 
 CORPUS = ROOT / "sample_traces" / "real-tpu"
 
 
 def _measured(logdir: Path) -> tuple[dict[str, float], int]:
-    att = attribute(load_trace(logdir))
+    att = run(logdir).attributed
+    assert att is not None  # a capture, not a saved document
     out: dict[str, float] = defaultdict(float)
     steps = 0
     for w in att.work:

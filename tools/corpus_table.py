@@ -20,10 +20,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from profanalyzer.analyze.analysis import analyze_trace  # noqa: E402
 from profanalyzer.core.hardware import chip_from_device_type  # noqa: E402
 from profanalyzer.core.vocab import BUCKETS  # noqa: E402
-from profanalyzer.hlo.compiled import load_program_trace  # noqa: E402
 from profanalyzer.hlo.load import read_program  # noqa: E402
 from profanalyzer.hlo.memory import (  # noqa: E402
     assignment_stats,
@@ -32,14 +30,10 @@ from profanalyzer.hlo.memory import (  # noqa: E402
     proto_allocations,
 )
 from profanalyzer.hlo.replay import replay  # noqa: E402
-from profanalyzer.xspace.build import load_trace  # noqa: E402
+from profanalyzer.pipeline.run import RunOptions, run_analysis  # noqa: E402
 
 CORPUS = ROOT / "sample_traces" / "compiled"
 MIB = 2**20
-
-
-def _analysis(trace):
-    return analyze_trace(trace)
 
 
 def corpus_tables() -> list[str]:
@@ -62,8 +56,7 @@ def corpus_tables() -> list[str]:
     for p in man["programs"]:
         chip = chip_from_device_type(p["device_kind"])
         assert chip is not None
-        trace = load_program_trace(CORPUS / p["files"]["hlo_proto_after_codegen"], chip=chip.key)
-        a = _analysis(trace)
+        a = run_analysis(CORPUS / p["files"]["hlo_proto_after_codegen"], RunOptions(chip=chip.key))
         step = a.steps.step_time_ps["median"]
         cells = []
         for b in shown:
@@ -89,10 +82,9 @@ def corpus_tables() -> list[str]:
 
 
 def expected_table(path: Path) -> list[str]:
-    trace = load_trace(path)
-    a = _analysis(trace)
+    a = run_analysis(path)
     e = a.expected
-    out = ["", f"### Expected vs measured: `{path.name}` ({trace.chip.name})", ""]
+    out = ["", f"### Expected vs measured: `{path.name}` ({a.hardware.name})", ""]
     if e is None:
         return out + ["No HLO in this capture (no HloProto in /host:metadata): nothing to set the measurement "
                       "against.", ""]

@@ -47,26 +47,23 @@ def command_line_for(path: Path) -> str:
 
 
 def render_sample(path: Path, analysis=None, findings=None) -> tuple[str, str]:
-    """(html, markdown) of one sample trace, exactly as reports/ holds them."""
+    """(html, markdown) of one sample trace, exactly as reports/ holds them: the run of `profanalyze`
+    (pipeline.run, the rules' needs included), or the given analysis and findings."""
     import dataclasses
     import os
 
     from profanalyzer.core.outputs import file_sha256
-    from profanalyzer.findings.engine import run_rules
-    from profanalyzer.pipeline.run import run_analysis
-    from profanalyzer.report.html import render_html
-    from profanalyzer.report.markdown import render_markdown
+    from profanalyzer.pipeline.run import Run, run
+    from profanalyzer.report.registry import RENDERERS, RenderOptions
 
-    a = analysis if analysis is not None else run_analysis(path)
+    r = run(path) if analysis is None else Run(analysis, findings)
     # Reports name their trace relative to the repository, so they do not
     # depend on where the checkout lives.
-    src = Path(a.source)
+    src = Path(r.analysis.source)
     if src.is_absolute():
-        a = dataclasses.replace(a, source=os.path.relpath(src, ROOT))
-    f = findings if findings is not None else run_rules(a)
-    html = render_html(a, f, command_line=command_line_for(path), input_sha256=file_sha256(path))
-    md = render_markdown(a, f)
-    return html, md
+        r = Run(dataclasses.replace(r.analysis, source=os.path.relpath(src, ROOT)), r.findings)
+    html = RENDERERS["html"].render(r, RenderOptions(command_line=command_line_for(path), input_sha256=file_sha256(path)))
+    return html, RENDERERS["markdown"].render(r)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -22,7 +22,6 @@ from profanalyzer.cli._common import (
     check_outputs,
     chip_option,
     echo,
-    write_json,
     write_text,
 )
 from profanalyzer.core.errors import EXIT_GATE_FAILED, EXIT_OK
@@ -47,20 +46,19 @@ def compare(base: str, new: str, chip: str | None, output: str | None, json_out:
     BASE and NEW are traces or `profanalyze analyze --json` files."""
     check_outputs([base, new], [("-o", output), ("--json", json_out), ("--markdown", md_out)])
     from profanalyzer.compare.comparison import compare as run_compare
-    from profanalyzer.report.diff import format_text, render_diff_markdown
-    from profanalyzer.report.diff_html import render_diff_html
+    from profanalyzer.report.registry import COMPARISON_RENDERERS as OUT
 
     c = run_compare(_document(base, chip, memory), _document(new, chip, memory), base_label=base, new_label=new)
     to_stdout = json_out == "-" or md_out == "-"
     if json_out:
-        write_json(c.to_dict(), json_out)
+        write_text(OUT["json"].render(c), json_out)
     if md_out:
-        write_text(render_diff_markdown(c), md_out)
+        write_text(OUT["markdown"].render(c), md_out)
     if output:
-        write_text(render_diff_html(c), output, announce=False)
+        write_text(OUT["html"].render(c), output, announce=False)
         click.echo(f"diff: {output}", err=to_stdout)
     if not quiet and not to_stdout:
-        echo(format_text(c))
+        echo(OUT["terminal"].render(c).removesuffix("\n"))
     return EXIT_OK
 
 
@@ -90,7 +88,6 @@ def check(trace: str, budget_path: str | None, baseline: str | None, chip: str |
         BudgetError,
         evaluate,
         find_budget,
-        junit_xml,
         load_budget,
     )
 
@@ -122,11 +119,13 @@ def check(trace: str, budget_path: str | None, baseline: str | None, chip: str |
     doc = _document(trace, chip, memory)
     report = evaluate(budget, doc, base_doc, trace=trace, baseline=base_path)
 
+    from profanalyzer.report.registry import CHECK_RENDERERS
+
     to_stdout = json_out == "-"
     if json_out:
-        write_json(report.to_dict(), json_out)
+        write_text(CHECK_RENDERERS["json"].render(report), json_out)
     if junit:
-        write_text(junit_xml(report), junit)
+        write_text(CHECK_RENDERERS["junit"].render(report), junit)
     for c in report.checks:
         if c.passed and quiet:
             continue

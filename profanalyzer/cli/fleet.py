@@ -20,7 +20,6 @@ from profanalyzer.cli._common import (
     command_line,
     echo,
     utc_timestamp,
-    write_json,
     write_text,
 )
 
@@ -88,57 +87,17 @@ def fleet(paths: tuple[str, ...], scheduler: str | None, workers: int | None, ch
     if not no_cache:
         # The per-file cache is an output too: say where it lives.
         click.echo(f"cache: {cache_dir or default_cache_dir()}", err=True)
-    if json_out:
-        write_json(result.to_dict(), json_out)
-    if not no_html:
-        from profanalyzer.report.fleet_html import render_fleet_html
+    from profanalyzer.report.registry import FLEET_RENDERERS, RenderOptions
 
-        stamp = utc_timestamp() if timestamp else None
-        html = render_fleet_html(result, command_line=command_line("profanalyze fleet"), timestamp=stamp)
-        write_text(html, output, announce=False)
+    if json_out:
+        write_text(FLEET_RENDERERS["json"].render(result), json_out)
+    if not no_html:
+        opts = RenderOptions(command_line=command_line("profanalyze fleet"), timestamp=utc_timestamp() if timestamp else None)
+        write_text(FLEET_RENDERERS["html"].render(result, opts), output, announce=False)
         click.echo(f"report: {output}", err=to_stdout)
     if not quiet and not to_stdout:
-        echo(format_fleet_summary(result))
+        echo(FLEET_RENDERERS["terminal"].render(result).removesuffix("\n"))
     elif result.failures:
         for f in result.failures:
             echo(f"profanalyze: failed: {f.error}", err=True)
     return EXIT_INPUT if result.files_ok == 0 else 0
-
-
-def format_fleet_summary(result) -> str:
-    """The terminal summary of a FleetResult (plain text)."""
-
-    def ms(ps):
-        return "—" if ps is None else f"{ps / 1e9:.3f} ms"
-
-    lines = [
-        f"fleet: {len(result.runs)} run(s), {result.files} host file(s): {result.files_ok} analysed, "
-        f"{result.files_failed} failed"
-        + (f"; cache {result.cache['hits']} hit(s), {result.cache['analysed']} analysed" if result.cache.get("enabled") else "; cache off")
-    ]
-    for r in result.runs:
-        head = f"  {r.run} [{r.time or 'time unknown'}]: {r.hosts_ok}/{r.hosts_total} hosts"
-        if r.step_ps is None:
-            lines.append(head + ": no host analysed")
-            continue
-        head += f", step {ms(r.step_ps)} mean, slowest {r.slowest_host} {ms(r.step_max_ps)}"
-        lines.append(head)
-        if r.critical:
-            lines.append(f"      critical: {r.critical.reason}")
-        if r.stragglers:
-            lines.append(f"      stragglers: {', '.join(r.stragglers)}")
-    if result.trend.first_regression:
-        lines.append("  first regressions:")
-        for m, g in result.trend.first_regression.items():
-            lines.append(f"      {m}: {g.run} (+{ms(g.delta_ps)} over the median {ms(g.baseline_ps)} of {g.baseline_runs} previous run(s))")
-    elif len(result.runs) > 1:
-        lines.append("  no regression across runs")
-    if result.calibration:
-        lines.append("  calibration (predicted vs observed over consecutive runs):")
-        for c in result.calibration:
-            lines.append(f"      {c.sentence} (ratio {c.low_ratio:.2f}-{c.high_ratio:.2f})")
-    if result.failures:
-        lines.append("  failures:")
-        for f in result.failures:
-            lines.append(f"      {f.error}")
-    return "\n".join(lines)

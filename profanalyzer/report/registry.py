@@ -7,6 +7,11 @@ them: `profanalyzer.pipeline.run.Run`, the notebook's `LoadedAnalysis` through
 `Rendered`) and the `RenderOptions` of the output; it never reaches into the
 analysis, the rules or their registry (each finding carries its rule's doc).
 The format modules are imported when a renderer runs (jinja2 only for HTML).
+
+The other subjects have their family each, with the same shape
+(`SubjectRenderer`: a name, a suffix, `render(subject, options) -> str`):
+`COMPARISON_RENDERERS` (`compare`: a Comparison), `CHECK_RENDERERS` (`check`:
+a CheckReport) and `FLEET_RENDERERS` (`fleet`: a FleetResult).
 """
 
 from __future__ import annotations
@@ -14,13 +19,19 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from profanalyzer.model.analysis import Analysis
 from profanalyzer.model.documents import result_document
 from profanalyzer.model.findings import Findings
 
-__all__ = ["RENDERERS", "RenderOptions", "Rendered", "Renderer", "renderer"]
+if TYPE_CHECKING:  # the subjects of the other families (built by compare/ and fleet/)
+    from profanalyzer.compare.budget import CheckReport
+    from profanalyzer.compare.comparison import Comparison
+    from profanalyzer.fleet.records import FleetResult
+
+__all__ = ["CHECK_RENDERERS", "COMPARISON_RENDERERS", "FLEET_RENDERERS", "RENDERERS", "RenderOptions", "Rendered",
+           "Renderer", "SubjectRenderer", "renderer"]
 
 
 class Extra(Protocol):
@@ -142,3 +153,113 @@ def renderer(name: str) -> Renderer:
         return RENDERERS[name]
     except KeyError:
         raise KeyError(f"no renderer {name!r} (known: {', '.join(RENDERERS)})") from None
+
+
+# ---------------------------------------------------------------------------
+# The other subjects: a comparison, a check, a fleet
+# ---------------------------------------------------------------------------
+
+S = TypeVar("S", contravariant=True)
+
+
+class SubjectRenderer(Protocol[S]):
+    """One output format of a subject other than a run."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def suffix(self) -> str: ...
+
+    def render(self, subject: S, options: RenderOptions = RenderOptions()) -> str: ...
+
+
+def _json_text(obj: object) -> str:
+    return json.dumps(obj, sort_keys=True, indent=2, ensure_ascii=False) + "\n"
+
+
+@dataclass(frozen=True)
+class _RecordJson:
+    """The subject's record as deterministic JSON (sorted keys, indented), as `--json` writes it."""
+
+    name: str = "json"
+    suffix: str = ".json"
+
+    def render(self, subject: Comparison | CheckReport | FleetResult, options: RenderOptions = RenderOptions()) -> str:
+        return _json_text(subject.to_dict())
+
+
+@dataclass(frozen=True)
+class _ComparisonMarkdown:
+    name: str = "markdown"
+    suffix: str = ".md"
+
+    def render(self, c: Comparison, options: RenderOptions = RenderOptions()) -> str:
+        from profanalyzer.report.diff import render_diff_markdown
+
+        return render_diff_markdown(c)
+
+
+@dataclass(frozen=True)
+class _ComparisonHtml:
+    name: str = "html"
+    suffix: str = ".diff.html"
+
+    def render(self, c: Comparison, options: RenderOptions = RenderOptions()) -> str:
+        from profanalyzer.report.diff_html import render_diff_html
+
+        return render_diff_html(c)
+
+
+@dataclass(frozen=True)
+class _ComparisonTerminal:
+    name: str = "terminal"
+    suffix: str = ".txt"
+
+    def render(self, c: Comparison, options: RenderOptions = RenderOptions()) -> str:
+        from profanalyzer.report.diff import format_text
+
+        return format_text(c) + "\n"
+
+
+@dataclass(frozen=True)
+class _CheckJunit:
+    name: str = "junit"
+    suffix: str = ".xml"
+
+    def render(self, report: CheckReport, options: RenderOptions = RenderOptions()) -> str:
+        from profanalyzer.report.junit import junit_xml
+
+        return junit_xml(report)
+
+
+@dataclass(frozen=True)
+class _FleetHtml:
+    name: str = "html"
+    suffix: str = ".fleet.html"
+
+    def render(self, result: FleetResult, options: RenderOptions = RenderOptions()) -> str:
+        from profanalyzer.report.fleet_html import render_fleet_html
+
+        return render_fleet_html(result, command_line=options.command_line, timestamp=options.timestamp)
+
+
+@dataclass(frozen=True)
+class _FleetTerminal:
+    name: str = "terminal"
+    suffix: str = ".txt"
+
+    def render(self, result: FleetResult, options: RenderOptions = RenderOptions()) -> str:
+        from profanalyzer.report.fleet_text import format_fleet_summary
+
+        return format_fleet_summary(result) + "\n"
+
+
+#: `profanalyze compare`'s outputs: --json, --markdown, -o (HTML), the terminal summary.
+COMPARISON_RENDERERS: Mapping[str, SubjectRenderer[Comparison]] = {
+    r.name: r for r in (_RecordJson(), _ComparisonMarkdown(), _ComparisonHtml(), _ComparisonTerminal())}
+#: `profanalyze check`'s outputs: --json, --junit (its terminal lines are the gate's verdict, printed as it goes).
+CHECK_RENDERERS: Mapping[str, SubjectRenderer[CheckReport]] = {r.name: r for r in (_RecordJson(), _CheckJunit())}
+#: `profanalyze fleet`'s outputs: --json, -o (HTML), the terminal summary.
+FLEET_RENDERERS: Mapping[str, SubjectRenderer[FleetResult]] = {
+    r.name: r for r in (_RecordJson(), _FleetHtml(), _FleetTerminal())}
