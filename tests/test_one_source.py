@@ -269,3 +269,26 @@ def test_the_overlap_stage_returns_its_windows_and_writes_nothing_into_the_conte
         mine = windows_for_core(w.plane, w.classes, {}, att.memo)[0]
         assert len(wins) and np.array_equal(mine.start, wins.start) and np.array_equal(mine.end, wins.end)
         assert np.array_equal(mine.type, wins.type)
+
+
+@pytest.mark.parametrize("name", ["dense_short_fsdp.xplane.pb.gz", "pallas_kernel_counters.xplane.pb.gz"])
+def test_the_analysis_stages_write_nothing_into_the_context(name):
+    """What `attribute` reads once for the later stages (the programs, counter lines, KV-cache contractions,
+    kernel bytes) are typed fields of the context, set when it is built; the analysis stages read them and
+    change nothing of it (no `lazy` dict filled on the way)."""
+    import copy
+    import dataclasses
+
+    from profanalyzer.analyze.analysis import analyze_attributed
+    from profanalyzer.pipeline.run import run
+
+    att = run(ROOT / "sample_traces" / name).attributed
+    fields = {f.name for f in dataclasses.fields(att)}
+    assert {"programs", "counter_lines", "kv_contractions", "kernel_bytes"} <= fields and "lazy" not in fields
+    kept = {k: (id(getattr(att, k)), copy.deepcopy(getattr(att, k)))
+            for k in ("programs", "counter_lines", "kv_contractions", "kernel_bytes", "kept_steps", "step_table")}
+    analyze_attributed(att)
+    for k, (ident, value) in kept.items():
+        now = getattr(att, k)
+        assert id(now) == ident, k
+        assert repr(now) == repr(value), k

@@ -188,7 +188,7 @@ DEFAULT_ANALYSIS_OPTIONS = AnalysisOptions()
 def _cache_read_ps(ops, att: Attributed) -> float:
     """The time of the ops that read the KV cache: the attention bucket's decode part, and the attention
     kernels (paged / ragged) that contract the cache."""
-    found = att.lazy.get("kv_contractions", {})
+    found = att.kv_contractions
     ps = ops.buckets["attention_decode"].ps if "attention_decode" in ops.buckets else 0.0
     g = ops.groups
     if not found or not isinstance(g, OpGroups) or "attention" not in ops.buckets:
@@ -252,9 +252,8 @@ def attribute(trace: Trace, memo: Memo | None = None) -> Attributed:
     step_mean = float(avg[col["step_ps"]])
     return Attributed(trace, work, kept_steps, step_mean, table,
                       _Tables(rows, kept_mask, step_med, core_ids, core_means, core_counts, avg, peaks_note),
-                      lazy={"counter_lines": lines, "program": program, "kv_contractions": contractions,
-                            "kernel_bytes": kernel_byte_rows(work, main)},
-                      classify=memo)
+                      classify=memo, programs=program, counter_lines=lines, kv_contractions=contractions,
+                      kernel_bytes=kernel_byte_rows(work, main))
 
 
 def analyze_attributed(att: Attributed, options: AnalysisOptions = DEFAULT_ANALYSIS_OPTIONS) -> Analysis:
@@ -270,7 +269,7 @@ def analyze_attributed(att: Attributed, options: AnalysisOptions = DEFAULT_ANALY
     predicted = trace.input_kind in PREDICTED_INPUT_KINDS  # a replayed program: its planes are made, not captured
     if t.peaks_note and not predicted:
         notes.append(t.peaks_note)
-    program = att.program()[0]
+    program = att.programs[0]
     if program is not None and program.literal_source:
         notes.append(f"the capture's HLO carries no constant values: kernels' masks read from the XLA dump of the "
                      f"same compile beside it ({program.literal_source})")
@@ -337,7 +336,7 @@ def analyze_attributed(att: Attributed, options: AnalysisOptions = DEFAULT_ANALY
         collective_diagnosis=diagnose_collectives(att, overlap),
         antipatterns=find_antipatterns(att),
         attention_kernels=attention_kernels(ops.kernels, att.main_module),
-        decode_cache=decode_cache(att.main_module, att.lazy.get("kv_contractions", {}), _cache_read_ps(ops, att),
+        decode_cache=decode_cache(att.main_module, att.kv_contractions, _cache_read_ps(ops, att),
                                   trace.chip.core_hbm_bytes_per_s),
         kernel_counters=kernel_counters(att, ops_precision(ops.top)),
         expected=expected_summary(att, steps.count),

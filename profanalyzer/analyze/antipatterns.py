@@ -394,7 +394,7 @@ def _measured(trace: Trace, work: Sequence[CoreWork], kept_steps: set[int], name
 
 def find_antipatterns(att: Attributed) -> tuple[AntiPattern, ...] | None:
     trace, work, kept_steps, step_mean_ps = att.trace, att.work, att.kept_steps, att.step_mean
-    program = att.program()[0]
+    program = att.programs[0]
     if program is None or not program.modules:
         return None
     module = program.main

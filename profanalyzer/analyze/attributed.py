@@ -110,22 +110,24 @@ class Attributed:
     #: classified, for the stages that classify an op again (overlap's windows,
     #: the SparseCore ops).
     classify: Memo = field(default_factory=Memo, repr=False)
-    #: What the stages read once per run (the capture's HLO programs on first use; the counter lines,
-    #: read by analysis.attribute for the re-bucketing and kept for the kernel counters).
-    lazy: dict[str, Any] = field(default_factory=dict, repr=False)
-
-    def program(self) -> tuple[Any, str]:
-        """The HLO programs the trace's first host file carries, read once per
-        run (source lines, anti-patterns and the compiler's expectations read
-        them): (Program or None, why none)."""
-        if "program" not in self.lazy:
-            self.lazy["program"] = trace_program(self.trace)
-        return self.lazy["program"]
+    #: What `attribute` read or derived once per run, for the stages after it (each a field of its own:
+    #: no stage writes into the context). The HLO programs the trace's first host file carries (Program
+    #: or None, why none): source lines, anti-patterns, the compiler's expectations read them.
+    programs: tuple[Any, str] = (None, "not read")
+    #: (host, plane name) -> counter-line record (counters.trace_counter_lines): the re-bucketing, then
+    #: the kernel counters; None: not read (the kernel counters read them then).
+    counter_lines: dict[tuple[str, str], dict] | None = None
+    #: instruction name -> (why, cache element type, bytes read per run) of the main module's ops that
+    #: contract a KV cache (kvcache.cache_contractions): the re-bucketing and the decode-cache summary.
+    kv_contractions: dict[str, tuple[str, str, int]] = field(default_factory=dict)
+    #: plane label -> {metadata row: bytes} of the matmul kernels whose bytes the capture does not state
+    #: (kernelflops.kernel_byte_rows); None: none derived.
+    kernel_bytes: dict[str, dict[int, float]] | None = None
 
     @property
     def main_module(self) -> Any:
         """The main module of the program the trace carries, or None."""
-        program = self.program()[0]
+        program = self.programs[0]
         return program.main if program is not None and program.modules else None
 
 

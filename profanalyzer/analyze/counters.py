@@ -229,7 +229,7 @@ def kernel_counters(att: Attributed,
                     bucket_of: dict[str, tuple[str, str | None]] | None = None) -> tuple[KernelCounters, ...] | None:
     """Per op with counter samples or pipeline phases: utilisation by unit, ep_wait share, verdict."""
     trace, work, kept_steps, step_mean_ps = att.trace, att.work, att.kept_steps, att.step_mean
-    lines = att.lazy.get("counter_lines")  # analysis.attribute read them for the re-bucketing
+    lines = att.counter_lines  # analysis.attribute read them for the re-bucketing
     if lines is None:
         lines = trace_counter_lines(trace)
     if not lines:

@@ -25,7 +25,7 @@ Imports: model, vocab, trace, hlo (the analysis stage's floor).
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Collection
+from collections.abc import Collection
 from dataclasses import dataclass
 
 import numpy as np
@@ -81,11 +81,11 @@ class Expected:
         return tuple(o for o in self.ops if o.expected_ps is None)
 
 
-def expected_vs_measured(trace: Trace, read: Callable[[], tuple[Program | None, str]] | None = None,
+def expected_vs_measured(trace: Trace, programs: tuple[Program | None, str] | None = None,
                          kept_steps: Collection[int] | None = None) -> Expected:
     """Per measured op of the step's program on every TensorCore (runs pooled), the compiler's
-    expectation. `read` gives the trace's programs (Attributed.program, read once per run); by
-    default they are read from the trace's first host file. `kept_steps`: only the ops inside
+    expectation. `programs`: the trace's programs and why none (Attributed.programs, read once per
+    run); by default they are read from the trace's first host file. `kept_steps`: only the ops inside
     these steps' windows (None: the whole capture)."""
     notes: list[str] = []
     chip = trace.chip
@@ -94,8 +94,8 @@ def expected_vs_measured(trace: Trace, read: Callable[[], tuple[Program | None, 
         return Expected(chip.clock_ghz, (), ("no host files",))
     if own is None and not any(h.plane_kinds.get("metadata") for h in trace.hosts):
         return Expected(chip.clock_ghz, (), ("no HLO: the capture has no /host:metadata plane",))
-    if read is not None:
-        program, why = read()
+    if programs is not None:
+        program, why = programs
     else:
         program, why = ((own, "") if own is not None else trace.reads.programs(trace.hosts[0].file)
                         if trace.reads is not None else (None, "no host files"))
@@ -212,7 +212,7 @@ def summarize(att: Attributed, steps: int) -> ExpectedSummary | None:
     trace = att.trace
     if trace.input_kind in PREDICTED_INPUT_KINDS:
         return None
-    exp = expected_vs_measured(trace, att.program, att.kept_steps)
+    exp = expected_vs_measured(trace, att.programs, att.kept_steps)
     if not exp.ops:
         return None
     n = max(1, steps) * max(1, exp.cores)  # per step per TensorCore

@@ -78,7 +78,7 @@ def ops_and_roofline(att: Attributed, top_n: int) -> tuple[OpsResult, Utilisatio
     kept_list = np.asarray(sorted(kept_steps), dtype=np.int64)
     acc: dict = {"mf_model": 0.0, "mf_flops": 0.0, "any_model": False, "any_flops": False, "hw_flops": 0.0,
                  "mm_self": 0, "mm_cap": 0.0, "mm_flops": 0.0}
-    groups, n_core_steps = group_ops(trace, work, kept_list, chip, acc, att.memo, att.lazy.get("kernel_bytes"))
+    groups, n_core_steps = group_ops(trace, work, kept_list, chip, acc, att.memo, att.kernel_bytes)
     n_core_steps = n_core_steps or 1
     if not len(groups):
         return OpsResult((), (), (), {}), Utilisation(None, "none", None)

@@ -181,7 +181,7 @@ def source_lines(trace: Trace, names: Iterable[str], program=None) -> dict[str, 
 def with_source_lines(analysis: Analysis, att: Attributed) -> Analysis:
     """The analysis with `source` set on its top / remat / kernel ops and its scope rows."""
     ops = (*analysis.top_ops, *analysis.remat_ops, *analysis.kernel_ops)
-    locs = source_lines(att.trace, (o.name for o in ops), att.program()[0])
+    locs = source_lines(att.trace, (o.name for o in ops), att.programs[0])
     if not locs:
         return analysis
 
