@@ -506,23 +506,24 @@ def test_the_outside_scan_sees_a_stage_call(tmp_path, monkeypatch):
 
 
 def test_the_cli_renders_through_the_registries(collected):
-    """Every output the CLI writes of a run, a comparison, a check or a fleet comes from a renderer of
-    report/registry.py (RENDERERS, COMPARISON_RENDERERS, CHECK_RENDERERS, FLEET_RENDERERS): no command
-    imports a format module of report/ itself."""
+    """Every output the CLI writes of a run, a comparison, a check, a fleet, an `info` or an `explain`
+    comes from a renderer of report/registry.py (RENDERERS, COMPARISON_RENDERERS, CHECK_RENDERERS,
+    FLEET_RENDERERS, INFO_RENDERERS, PROGRAM_INFO_RENDERERS, EXPLANATION_RENDERERS): no command imports a
+    format module of report/ itself, and no format function is left outside report/."""
     _, imports, _ = collected
     direct = sorted(f"{i.importer} imports {i.module}" + (f".{i.name}" if i.name else "") for i in imports
                     if i.importer.startswith("profanalyzer.cli") and i.module.startswith("profanalyzer.report")
                     and i.module != "profanalyzer.report.registry")
     assert not direct, direct
-    from profanalyzer.report.registry import (
-        CHECK_RENDERERS,
-        COMPARISON_RENDERERS,
-        FLEET_RENDERERS,
-        RENDERERS,
-    )
+    from profanalyzer.report import registry as R
 
-    assert set(RENDERERS) == {"json", "markdown", "html", "terminal"} == set(COMPARISON_RENDERERS)
-    assert set(CHECK_RENDERERS) == {"json", "junit"} and set(FLEET_RENDERERS) == {"json", "html", "terminal"}
+    assert set(R.RENDERERS) == {"json", "markdown", "html", "terminal"} == set(R.COMPARISON_RENDERERS)
+    assert set(R.CHECK_RENDERERS) == {"json", "junit"} and set(R.FLEET_RENDERERS) == {"json", "html", "terminal"}
+    assert set(R.INFO_RENDERERS) == set(R.PROGRAM_INFO_RENDERERS) == set(R.EXPLANATION_RENDERERS) == {"json", "terminal"}
+    outside = sorted(f"{f.relative_to(ROOT)}: {m}" for f in (ROOT / "profanalyzer").rglob("*.py")
+                     if "report" not in f.parts and "synth" not in f.parts
+                     for m in re.findall(r"^def (format_\w+)\(", f.read_text(encoding="utf-8"), re.M))
+    assert not outside, outside
 
 
 def test_the_rules_install_inside_the_package():

@@ -36,11 +36,12 @@ from hypothesis import strategies as st
 from test_reader import _basic_space
 
 from profanalyzer.analyze.analysis import analyze_trace
-from profanalyzer.api.info import format_info, trace_info
+from profanalyzer.api.info import trace_info
 from profanalyzer.core.errors import InputError
 from profanalyzer.findings.engine import run_rules
 from profanalyzer.model.trace import ANALYSIS_LINES
 from profanalyzer.report.html import render_html
+from profanalyzer.report.info_text import format_info
 from profanalyzer.report.markdown import render_markdown
 from profanalyzer.report.terminal import format_summary
 from profanalyzer.xspace import wire, xplane_pb2

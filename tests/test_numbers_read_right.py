@@ -102,7 +102,7 @@ def test_recommendations_together_is_the_what_if_combination():
     assert f"add up to {ms(summed)} ms/step" in text and "sum of claims" in text
     assert "net of overlaps" not in text
     # the what-if output names the same two numbers the same way
-    from profanalyzer.findings.whatif import format_what_if
+    from profanalyzer.report.extras_text import format_what_if
 
     line = format_what_if(w)[0]
     assert f"saves {ms(w.saving_ps)} ms" in line and f"add up to {ms(summed)} ms" in line
@@ -273,7 +273,8 @@ def test_host_offload_finding_keeps_its_rules_lever():
 
 
 def _info(path):
-    from profanalyzer.api.info import format_info, trace_info
+    from profanalyzer.api.info import trace_info
+    from profanalyzer.report.info_text import format_info
     from profanalyzer.xspace.read import read_trace
 
     i = trace_info(read_trace(path))
@@ -294,7 +295,7 @@ def test_info_and_analyze_report_one_median_step():
 def test_info_prints_the_file_size_on_disk():
     import os
 
-    from profanalyzer.api.info import _size
+    from profanalyzer.report.info_text import _size
 
     path = sample_path("dense_short_fsdp")
     i, text = _info(path)

@@ -19,8 +19,9 @@ import pytest
 from conftest import analysis_of, findings_of, sample_doc
 from test_report_html import dom_case
 
-from profanalyzer.findings.explain import explain, format_explanation
+from profanalyzer.findings.explain import explain
 from profanalyzer.heuristics import registry
+from profanalyzer.report.explain_text import format_explanation
 from profanalyzer.report.markdown import render_markdown
 from profanalyzer.report.terminal import format_recommendations
 

@@ -110,7 +110,9 @@ def test_what_if_and_history_are_typed_fields_of_the_run(tmp_path):
     assert isinstance(r.calibration, Calibration) and r.calibration.runs == ("2026-01-01", "fp8_remat_after.xplane.pb.gz")
     doc = json.loads(RENDERERS["json"].render(r))
     assert doc["what_if"] == r.what_if.to_dict() and doc["calibration"] == r.calibration.to_dict()
-    lines = r.what_if.lines() + r.calibration.lines()
+    from profanalyzer.report.extras_text import format_calibration, format_what_if
+
+    lines = format_what_if(r.what_if) + format_calibration(r.calibration)
     assert RENDERERS["terminal"].render(r).endswith("\n".join(lines) + "\n")
     assert "\n".join(lines) in RENDERERS["markdown"].render(r)
     plain = run(sample_path("fp8_remat_after"))

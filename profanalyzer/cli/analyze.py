@@ -25,7 +25,6 @@ from profanalyzer.cli._common import (
     neutralise,
     trace_argument,
     utc_timestamp,
-    write_json,
     write_text,
 )
 from profanalyzer.xspace.sources import is_url
@@ -106,31 +105,32 @@ def _stage(bar, text: str) -> None:
 @click.option("-q", "--quiet", is_flag=True, help="No progress indicator.")
 def info(trace: str, chip: str | None, jobs: int | None, json_out: str | None, quiet: bool) -> None:
     """Hosts, planes, chip, lines and event counts, steps, programs, time span."""
-    from profanalyzer.api.info import format_info, trace_info
+    from profanalyzer.api.info import trace_info
+    from profanalyzer.report.registry import INFO_RENDERERS, PROGRAM_INFO_RENDERERS
     from profanalyzer.xspace.build import load_trace
 
     check_outputs([trace], [("--json", json_out)])
     from profanalyzer.hlo.load import is_program_path
 
     if not is_url(trace) and is_program_path(trace):  # a compiled program: its modules and chip, and what to run
-        from profanalyzer.api.info import format_program_info, program_info
+        from profanalyzer.api.info import program_info
 
         pi = program_info(trace, chip)
         if json_out:
-            write_json(pi.to_dict(), json_out)
+            write_text(PROGRAM_INFO_RENDERERS["json"].render(pi), json_out)
             if json_out == "-":
                 return
-        echo(format_program_info(pi))
+        echo(PROGRAM_INFO_RENDERERS["terminal"].render(pi).removesuffix("\n"))
         return
     with _local(trace, selective=False) as local:
         ti = trace_info(load_trace(local, chip=chip, jobs=jobs, progress=_progress(quiet, local)))
     if local != trace:  # a URL: name it, not the temporary copy
         ti = dataclasses.replace(ti, source=trace)
     if json_out:
-        write_json(ti.to_dict(), json_out)
+        write_text(INFO_RENDERERS["json"].render(ti), json_out)
         if json_out == "-":
             return
-    echo(format_info(ti))
+    echo(INFO_RENDERERS["terminal"].render(ti).removesuffix("\n"))
 
 
 @contextlib.contextmanager

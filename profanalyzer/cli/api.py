@@ -7,7 +7,13 @@ from __future__ import annotations
 
 import click
 
-from profanalyzer.cli._common import OUTPUT_FILE, check_outputs, echo, write_json
+from profanalyzer.cli._common import (
+    OUTPUT_FILE,
+    check_outputs,
+    echo,
+    write_json,
+    write_text,
+)
 
 
 @click.command()
@@ -30,15 +36,15 @@ def explain(code: str, json_out: str | None) -> None:
     """Explain a rule CODE: what it detects, why it costs time, what to
     change, and the guide section it is tied to (CODE e.g. SC001)."""
     from profanalyzer.findings.explain import explain as explain_code
-    from profanalyzer.findings.explain import format_explanation
+    from profanalyzer.report.registry import EXPLANATION_RENDERERS
 
     check_outputs([], [("--json", json_out)])
     e = explain_code(code)
     if json_out:
-        write_json(e.to_dict(), json_out)
+        write_text(EXPLANATION_RENDERERS["json"].render(e), json_out)
         if json_out == "-":
             return
-    echo(format_explanation(e))
+    echo(EXPLANATION_RENDERERS["terminal"].render(e).removesuffix("\n"))
 
 
 @click.command()

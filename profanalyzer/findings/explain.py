@@ -14,12 +14,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from profanalyzer.core.errors import InputError
-from profanalyzer.core.shell import flags_block
 from profanalyzer.core.vocab import LEVER_BY_ID
 from profanalyzer.findings.engine import all_rules
 from profanalyzer.model.records import Record
 
-__all__ = ["RuleExplanation", "explain", "format_explanation", "known_codes"]
+__all__ = ["RuleExplanation", "explain", "known_codes"]
 
 
 @dataclass(frozen=True)
@@ -55,20 +54,3 @@ def explain(code: str) -> RuleExplanation:
                 fires_on=r.fixtures[0], quiet_on=r.fixtures[1], flags=r.flags,
             )
     raise InputError(f"no rule {code!r}; the rules are {', '.join(known_codes())}")
-
-
-def format_explanation(e: RuleExplanation) -> str:
-    """Plain text for the terminal."""
-    return "\n".join([
-        f"{e.code}  {e.title}",
-        f"lever: {e.lever} — guide {e.guide_section}",
-        "",
-        "What it detects:", f"  {e.detects}",
-        "",
-        "Why it costs time:", f"  {e.why}",
-        "",
-        "What to change:", f"  {e.change}",
-        *(["", "Flags (LIBTPU_INIT_ARGS; a finding sets those that apply to its trace):", *flags_block(e.flags)] if e.flags else []),
-        "",
-        f"fires on the sample {e.fires_on}; stays quiet on {e.quiet_on}",
-    ])

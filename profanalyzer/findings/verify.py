@@ -351,16 +351,6 @@ class Calibration:
     def to_dict(self) -> dict:
         return {"runs": list(self.runs), "rules": to_jsonable(list(self.rows))}
 
-    def lines(self) -> list[str]:
-        head = f"calibration over {len(self.runs)} runs ({self.history} + this trace):"
-        out = [head if self.rows else head + " no lever pulled between consecutive runs"]
-        for r in self.rows:
-            out.append(f"  {r.sentence} (ratio {r.low_ratio:.2f}-{r.high_ratio:.2f}; predicted {r.predicted_ps / 1e9:.3f} ms, "
-                       f"credited {r.observed_ps / 1e9:.3f} ms)")
-        out += [f"  this run's {r.code} estimate, read with its history: x{r.median_ratio:.2f}"
-                for r in self.rows if r.code in self.own]
-        return out
-
 
 def calibration(history: str, label: str, a: Analysis, f: Findings) -> Calibration:
     """This run (`label`) read after the saved runs of the folder `history` (history_points)."""

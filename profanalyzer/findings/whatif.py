@@ -103,10 +103,6 @@ class WhatIf:
     bounds: tuple[str, ...]
     notes: tuple[str, ...]
 
-    def lines(self) -> list[str]:
-        """The terminal / Markdown lines (format_what_if)."""
-        return format_what_if(self)
-
     def to_dict(self) -> dict:
         return to_jsonable(self)
 
@@ -371,20 +367,5 @@ def _lever_note(lv: str, h: Mapping[str, float]) -> str:
     return ""
 
 
-def format_what_if(w: WhatIf) -> list[str]:
-    """Terminal / Markdown lines."""
-    out = [
-        f"what-if {'+'.join(w.levers)}: step {w.base_step_ps / 1e9:.3f} -> {w.step_time_ps / 1e9:.3f} ms "
-        f"(range {w.low_ps / 1e9:.3f}-{w.high_ps / 1e9:.3f} ms; saves {w.saving_ps / 1e9:.3f} ms, "
-        f"the findings' savings add up to {w.sum_of_claims_ps / 1e9:.3f} ms)"
-    ]
-    for lv, e in w.contributions.items():
-        rules = ", ".join(e.rules) or "no finding"
-        out.append(f"  {lv} ({rules}): claimed {e.claimed_ps / 1e9:.3f} ms, alone {e.alone_ps / 1e9:.3f} ms, "
-                   f"in the combination {e.combined_ps / 1e9:.3f} ms{' (guide bound)' if e.bounded else ''}{'; ' + e.note if e.note else ''}")
-    out += [f"  note: {n}" for n in w.notes]
-    return out
-
-
 __all__ = ["WHAT_IF_LEVERS", "FP8_MAX_SPEEDUP", "GUIDE_REMAT_MAX_OVERHEAD", "RANGE", "LeverEffect", "CoreWhatIf", "WhatIf",
-           "parse_levers", "hideable_fraction", "what_if", "format_what_if", "modelled"]
+           "parse_levers", "hideable_fraction", "what_if", "modelled"]

@@ -11,36 +11,38 @@ The format modules are imported when a renderer runs (jinja2 only for HTML).
 The other subjects have their family each, with the same shape
 (`SubjectRenderer`: a name, a suffix, `render(subject, options) -> str`):
 `COMPARISON_RENDERERS` (`compare`: a Comparison), `CHECK_RENDERERS` (`check`:
-a CheckReport) and `FLEET_RENDERERS` (`fleet`: a FleetResult).
+a CheckReport), `FLEET_RENDERERS` (`fleet`: a FleetResult), `INFO_RENDERERS`
+and `PROGRAM_INFO_RENDERERS` (`info`: a TraceInfo, a ProgramSummary) and
+`EXPLANATION_RENDERERS` (`explain`: a RuleExplanation).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from profanalyzer.model.analysis import Analysis
 from profanalyzer.model.documents import result_document
 from profanalyzer.model.findings import Findings
 
-if TYPE_CHECKING:  # the subjects of the other families (built by compare/ and fleet/)
+if TYPE_CHECKING:  # the subjects of the other families (built by compare/, fleet/, api/ and findings/)
+    from profanalyzer.api.info import ProgramSummary, TraceInfo
     from profanalyzer.compare.budget import CheckReport
     from profanalyzer.compare.comparison import Comparison
+    from profanalyzer.findings.explain import RuleExplanation
     from profanalyzer.fleet.records import FleetResult
 
-__all__ = ["CHECK_RENDERERS", "COMPARISON_RENDERERS", "FLEET_RENDERERS", "RENDERERS", "RenderOptions", "Rendered",
-           "Renderer", "SubjectRenderer", "renderer"]
+__all__ = ["CHECK_RENDERERS", "COMPARISON_RENDERERS", "EXPLANATION_RENDERERS", "FLEET_RENDERERS", "INFO_RENDERERS",
+           "PROGRAM_INFO_RENDERERS", "RENDERERS", "RenderOptions", "Rendered", "Renderer", "SubjectRenderer", "renderer"]
 
 
 class Extra(Protocol):
     """A typed extra of a run beside its findings (the what-if re-timing, the calibration over a history):
-    its JSON form and its terminal / Markdown lines."""
+    its JSON form (its lines: report/extras_text.py)."""
 
     def to_dict(self) -> dict: ...
-
-    def lines(self) -> list[str]: ...
 
 
 class Rendered(Protocol):
@@ -87,7 +89,10 @@ def _extras(run: Rendered) -> list[tuple[str, Extra]]:
 
 
 def _extra_lines(run: Rendered) -> list[str]:
-    return [line for _, x in _extras(run) for line in x.lines()]
+    from profanalyzer.report.extras_text import format_calibration, format_what_if
+
+    lines: dict[str, Callable[[Any], list[str]]] = {"what_if": format_what_if, "calibration": format_calibration}
+    return [line for k, x in _extras(run) for line in lines[k](x)]
 
 
 @dataclass(frozen=True)
@@ -185,7 +190,8 @@ class _RecordJson:
     name: str = "json"
     suffix: str = ".json"
 
-    def render(self, subject: Comparison | CheckReport | FleetResult, options: RenderOptions = RenderOptions()) -> str:
+    def render(self, subject: Comparison | CheckReport | FleetResult | TraceInfo | ProgramSummary | RuleExplanation,
+               options: RenderOptions = RenderOptions()) -> str:
         return _json_text(subject.to_dict())
 
 
@@ -263,3 +269,46 @@ CHECK_RENDERERS: Mapping[str, SubjectRenderer[CheckReport]] = {r.name: r for r i
 #: `profanalyze fleet`'s outputs: --json, -o (HTML), the terminal summary.
 FLEET_RENDERERS: Mapping[str, SubjectRenderer[FleetResult]] = {
     r.name: r for r in (_RecordJson(), _FleetHtml(), _FleetTerminal())}
+
+
+@dataclass(frozen=True)
+class _InfoTerminal:
+    name: str = "terminal"
+    suffix: str = ".txt"
+
+    def render(self, info: TraceInfo, options: RenderOptions = RenderOptions()) -> str:
+        from profanalyzer.report.info_text import format_info
+
+        return format_info(info) + "\n"
+
+
+@dataclass(frozen=True)
+class _ProgramInfoTerminal:
+    name: str = "terminal"
+    suffix: str = ".txt"
+
+    def render(self, info: ProgramSummary, options: RenderOptions = RenderOptions()) -> str:
+        from profanalyzer.report.info_text import format_program_info
+
+        return format_program_info(info) + "\n"
+
+
+@dataclass(frozen=True)
+class _ExplanationTerminal:
+    name: str = "terminal"
+    suffix: str = ".txt"
+
+    def render(self, e: RuleExplanation, options: RenderOptions = RenderOptions()) -> str:
+        from profanalyzer.report.explain_text import format_explanation
+
+        return format_explanation(e) + "\n"
+
+
+#: `profanalyze info`'s outputs of a capture: --json, the terminal text.
+INFO_RENDERERS: Mapping[str, SubjectRenderer[TraceInfo]] = {r.name: r for r in (_RecordJson(), _InfoTerminal())}
+#: `profanalyze info`'s outputs of a compiled program: --json, the terminal text.
+PROGRAM_INFO_RENDERERS: Mapping[str, SubjectRenderer[ProgramSummary]] = {
+    r.name: r for r in (_RecordJson(), _ProgramInfoTerminal())}
+#: `profanalyze explain`'s outputs: --json, the terminal text.
+EXPLANATION_RENDERERS: Mapping[str, SubjectRenderer[RuleExplanation]] = {
+    r.name: r for r in (_RecordJson(), _ExplanationTerminal())}
