@@ -465,7 +465,7 @@ def test_only_run_calls_the_analysis_stages(collected):
     found += sorted(f"{imp} uses {mod}.{a} (line {line})" for imp, mod, a, line in attrs
                     if imp not in STAGE_HOMES and mod in STAGE_MODULES and a in STAGE_CALLS)
     assert not found, "call profanalyzer.pipeline.run.run instead: " + "; ".join(found)
-    # the scan sees the calls it forbids: run.py's own
+    # the scan sees the calls it forbids: pipeline/run.py's own
     own = [i for i in imports if i.importer == "profanalyzer.pipeline.run" and i.module in STAGE_MODULES and i.name in STAGE_CALLS]
     assert {i.name for i in own} >= {"read_trace", "attribute", "analyze_attributed", "run_rules", "load_analysis"}
 

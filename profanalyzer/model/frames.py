@@ -4,7 +4,7 @@ DataFrames) and the `_repr_html_` cards of an Analysis and a Finding.
 pandas is imported inside `analysis_frames` only: the command line never
 calls it (tests/test_fleet.py checks that `profanalyze TRACE` imports
 neither pandas nor Dask). This module reads the records by attribute and
-imports no record module (model.py calls it, so it sits beside the records).
+imports no record module (model/analysis.py calls it, so it sits beside the records).
 
 The frames and their columns (times in picoseconds, fractions of the step):
 

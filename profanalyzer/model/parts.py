@@ -1,9 +1,9 @@
-"""Leaf records of an analysis: the parts of `model.Analysis` that hold no
+"""Leaf records of an analysis: the parts of `model.analysis.Analysis` that hold no
 other part of it (chip spec, timeline sample, host-offload traffic, run kind,
 capture quality, name-scope rows, idle causes, host activity, memory).
 
-Split out of model.py to keep each module readable; `profanalyzer.model.analysis`
-re-exports every name here, which is where callers import them from.
+Split out of the analysis records (model/analysis.py) to keep each module
+readable; callers import them from here (no module re-exports them).
 """
 
 from __future__ import annotations

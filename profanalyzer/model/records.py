@@ -1,8 +1,8 @@
 """The JSON form of the frozen records: `Record` (`to_dict` / `from_dict`,
 driven by the type hints), `to_jsonable`, `round_number`.
 
-The records themselves, and what is checked about them, are in
-profanalyzer.model.analysis (which re-exports these names). Imports: vocab only.
+The records themselves are in profanalyzer.model.analysis, .findings and
+.parts; what is checked about them in .invariants. Imports: vocab only.
 """
 
 from __future__ import annotations
