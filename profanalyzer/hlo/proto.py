@@ -211,11 +211,8 @@ def _instruction(i, names: _Names, root: bool) -> tuple[Instruction, int]:
     largest replica group (0 when none). proto3 leaves zeros out, so an id, tuple index or parameter number of 0
     reads as absent, as the wire gives it."""
     opcode = i.opcode
-    s = i.shape
-    shape, shape_text = names.shapes.get(s.SerializeToString()) or _shape_parts(s, names.shapes)
-    m = i.metadata
-    md, md_text = (names.metas.get((m.op_type, m.op_name, m.source_file, m.source_line, m.stack_frame_id))
-                   or _metadata_parts(m, names.metas))
+    shape, shape_text = _shape_parts(i.shape, names.shapes)
+    md, md_text = _metadata_parts(i.metadata, names.metas)
     found = [*map(names.ins.get, i.operand_ids)]
     ops: list[str] = ([names.ins.get(o, f"unknown.{o}") for o in i.operand_ids] if None in found
                       else cast("list[str]", found))
