@@ -47,11 +47,11 @@ reports: venv
 samples: venv
 	$(PY) -m profanalyzer.synth.samples sample_traces
 
-## make proto: regenerate profanalyzer/xspace/xplane_pb2.py and profanalyzer/hlo/hlo_min_pb2.py from their .proto files.
+## make proto: regenerate profanalyzer/read/xspace/xplane_pb2.py and profanalyzer/read/hlo/hlo_min_pb2.py from their .proto files.
 proto:
 	$(PYTHON) -m venv .venv-proto
 	.venv-proto/bin/pip install -q grpcio-tools==1.71.0
-	.venv-proto/bin/python -m grpc_tools.protoc -I. --python_out=. profanalyzer/xspace/xplane.proto profanalyzer/hlo/hlo_min.proto
+	.venv-proto/bin/python -m grpc_tools.protoc -I. --python_out=. profanalyzer/read/xspace/xplane.proto profanalyzer/read/hlo/hlo_min.proto
 
 FUZZ_EXAMPLES ?= 10000
 

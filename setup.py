@@ -1,6 +1,6 @@
 """Build hooks (all metadata is in pyproject.toml).
 
-The optional C accelerators: `profanalyzer.xspace._wire` decodes XSpace wire
+The optional C accelerators: `profanalyzer.read.xspace._wire` decodes XSpace wire
 bytes (events, top-level fields, event-metadata maps) in one pass;
 `profanalyzer.classify._canon` erases instruction numbers from op identities
 (op families); `profanalyzer.model._nest` nests a line's events (parents, depths,
@@ -49,8 +49,8 @@ setup(
     cmdclass={"build_ext": BuildExt},
     ext_modules=[
         Extension(
-            "profanalyzer.xspace._wire",
-            sources=["profanalyzer/xspace/_wire.c"],
+            "profanalyzer.read.xspace._wire",
+            sources=["profanalyzer/read/xspace/_wire.c"],
             optional=True,
             extra_compile_args=["-O2"],
         ),

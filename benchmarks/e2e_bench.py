@@ -38,12 +38,12 @@ from _harness import best_of, warm_up  # noqa: E402
 
 TASKS = {
     "bare_parse": (
-        "from profanalyzer.xspace import xplane_pb2 as pb\n"
+        "from profanalyzer.read.xspace import xplane_pb2 as pb\n"
         "sp = pb.XSpace.FromString(open(PATH, 'rb').read())\n"
         "note = len(sp.planes)\n"
     ),
     "touch_floor": (
-        "from profanalyzer.xspace import xplane_pb2 as pb\n"
+        "from profanalyzer.read.xspace import xplane_pb2 as pb\n"
         "sp = pb.XSpace.FromString(open(PATH, 'rb').read())\n"
         "n = 0\n"
         "for p in sp.planes:\n"
@@ -99,8 +99,8 @@ def build(path: Path, events: int, bulk_mb: int, layers: int) -> None:
 
     import numpy as np
 
+    from profanalyzer.read.xspace import xplane_pb2 as pb
     from profanalyzer.synth import synthesize
-    from profanalyzer.xspace import xplane_pb2 as pb
 
     _, probe = synthesize("dense_short_fsdp", steps=2, layers=layers)
     steps = max(2, math.ceil(events / (probe["counts"]["device_events"] / 2)))

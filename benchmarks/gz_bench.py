@@ -39,13 +39,13 @@ _DEVICE = "want=lambda r: r.kind in ('tensorcore', 'sparsecore')"
 TASKS = {
     "inflate_all": (
         "from pathlib import Path\n"
-        "from profanalyzer.xspace import capturefile, reader\n"
+        "from profanalyzer.read.xspace import capturefile, reader\n"
         "buf = capturefile.read_bytes(Path(PATH)); index = reader.scan_space(buf, Path(PATH))\n"
         "note = f'{len(buf) / 1e6:.0f} MB held, {len(index.planes)} planes'\n"
     ),
     "open_device": (
         "from pathlib import Path\n"
-        "from profanalyzer.xspace import reader\n"
+        "from profanalyzer.read.xspace import reader\n"
         f"buf, index = reader.open_space(Path(PATH), {_DEVICE})\n"
         "note = f'{len(buf) / 1e6:.0f} MB held of {index.size / 1e6:.0f} MB, {sum(r.held for r in index.planes)} of {len(index.planes)} planes'\n"
     ),

@@ -33,7 +33,7 @@ BASELINE = "8d1931f"
 
 
 def _old_decoder(tmp: Path):
-    src = subprocess.run(["git", "show", f"{BASELINE}:profanalyzer/hlo/proto.py"], cwd=ROOT, capture_output=True,
+    src = subprocess.run(["git", "show", f"{BASELINE}:profanalyzer/read/hlo/proto.py"], cwd=ROOT, capture_output=True,
                          text=True, check=True).stdout
     p = tmp / "old_proto.py"
     p.write_text(src)
@@ -49,7 +49,7 @@ def _largest_proto(path: Path) -> bytes:
         data = gzip.decompress(data)
     if ".hlo.pb" in path.name:
         return data
-    from profanalyzer.xspace import xplane_pb2
+    from profanalyzer.read.xspace import xplane_pb2
 
     space = xplane_pb2.XSpace.FromString(data)  # type: ignore[attr-defined]
     blobs = [s.bytes_value for p in space.planes if p.name == "/host:metadata" for em in p.event_metadata.values()
@@ -87,7 +87,7 @@ def main() -> None:
     ap.add_argument("inputs", nargs="*")
     ap.add_argument("--repeat", type=int, default=5)
     args = ap.parse_args()
-    from profanalyzer.hlo.proto import parse_hlo_proto_bytes as new
+    from profanalyzer.read.hlo.proto import parse_hlo_proto_bytes as new
 
     with tempfile.TemporaryDirectory() as tmp_s:
         tmp = Path(tmp_s)

@@ -6,7 +6,7 @@ Synthesizes one large single-host TPU7x capture (>= 1.5M device events by
 default), then times, each in a fresh subprocess (so peak RSS is per task):
 
   bare_parse   XSpace.FromString(file bytes): the whole message, all planes
-  read         profanalyzer.xspace.build.load_trace (scan + device planes + columns)
+  read         profanalyzer.read.xspace.build.load_trace (scan + device planes + columns)
   analyze      load_trace + classification + attribution + roofline
 
 and prints wall seconds (best of R), peak RSS and the ratios to bare_parse.
@@ -27,13 +27,13 @@ from _harness import best_of, warm_up  # noqa: E402
 
 TASKS = {
     "bare_parse": (
-        "from profanalyzer.xspace import xplane_pb2 as pb\n"
+        "from profanalyzer.read.xspace import xplane_pb2 as pb\n"
         "data = open(PATH, 'rb').read()\n"
         "sp = pb.XSpace.FromString(data)\n"
         "note = sum(len(l.events) for p in sp.planes if p.name.startswith('/device:TPU') for l in p.lines)\n"
     ),
     "read": (
-        "from profanalyzer.xspace.build import load_trace\n"
+        "from profanalyzer.read.xspace.build import load_trace\n"
         "tr = load_trace(PATH)\n"
         "note = sum(p.n_events for p in tr.planes)\n"
     ),

@@ -57,7 +57,7 @@ _CHILDREN = (
 TASKS = {
     "touch_floor": (
         "from pathlib import Path\n"
-        "from profanalyzer.xspace import xplane_pb2 as pb\n"
+        "from profanalyzer.read.xspace import xplane_pb2 as pb\n"
         "n = 0\n"
         "for f in sorted(Path(PATH).iterdir()):\n"
         "    sp = pb.XSpace.FromString(open(f, 'rb').read())\n"
@@ -80,7 +80,7 @@ TASKS = {
     "stages": (
         "import gc\n"
         "from profanalyzer.analyze.analysis import AnalysisOptions, analyze_trace\n"
-        "from profanalyzer.xspace.read import read_trace\n"
+        "from profanalyzer.read.trace import read_trace\n"
         "from profanalyzer.findings.engine import run_rules\n"
         "from profanalyzer.report.html import render_html\nfrom profanalyzer.core.outputs import file_sha256\n"
         "opts = AnalysisOptions()\n"
@@ -101,7 +101,7 @@ TASKS = {
         "from concurrent.futures import ProcessPoolExecutor\n"
         "from pathlib import Path\n"
         "from profanalyzer.model.trace import ANALYSIS_LINES\n"
-        "from profanalyzer.xspace.build import _load_host\n"
+        "from profanalyzer.read.xspace.build import _load_host\n"
         "files = sorted(Path(PATH).iterdir())\n"
         "with ProcessPoolExecutor(max_workers=2) as pool:\n"
         "    res = list(pool.map(_load_host, files, [True] * len(files), [ANALYSIS_LINES] * len(files)))\n"
@@ -110,13 +110,13 @@ TASKS = {
     ),
     "read_threads": (
         "from profanalyzer.model.trace import ANALYSIS_LINES\n"
-        "from profanalyzer.xspace.build import load_trace\n"
+        "from profanalyzer.read.xspace.build import load_trace\n"
         "tr = load_trace(PATH, lines=ANALYSIS_LINES)\n"
         "note = f'{len(tr.hosts)} hosts'\n"
     ),
     "read_jobs": (
         "from profanalyzer.model.trace import ANALYSIS_LINES\n"
-        "from profanalyzer.xspace.build import load_trace\n"
+        "from profanalyzer.read.xspace.build import load_trace\n"
         "out = []\n"
         "for jobs in (1, 2, 3):\n"
         "    t1 = time.perf_counter()\n"
@@ -129,7 +129,7 @@ TASKS = {
         "import pickle\n"
         "from pathlib import Path\n"
         "from profanalyzer.model.trace import ANALYSIS_LINES\n"
-        "from profanalyzer.xspace.build import _load_host\n"
+        "from profanalyzer.read.xspace.build import _load_host\n"
         "f = sorted(Path(PATH).iterdir())[0]\n"
         "t1 = time.perf_counter(); res = _load_host(f, True, ANALYSIS_LINES); t2 = time.perf_counter()\n"
         "blob = pickle.dumps(res, protocol=pickle.HIGHEST_PROTOCOL); t3 = time.perf_counter()\n"

@@ -286,7 +286,7 @@ def _distinct_ops(path: Path) -> tuple[int, int, int, int]:
     classification makes of them, device events). A family here is the (HLO text, display name, hlo_category, tf_op, shape_with_layout) of an op with every
     instruction number (`.<digits>`) of the text and the display name erased (`_classified_families`:
     what classification groups by, the name stack folded too)."""
-    from profanalyzer.xspace import xplane_pb2 as pb
+    from profanalyzer.read.xspace import xplane_pb2 as pb
 
     sp = pb.XSpace.FromString(path.read_bytes())  # type: ignore[attr-defined]  # generated protobuf classes
     used: set[str] = set()

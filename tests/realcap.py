@@ -60,7 +60,7 @@ def _bucket(category: str, text: str, tf_op: str) -> str:
 def per_op_reading(name: str, plane_name: str = "/device:TPU:0") -> dict:
     """{'step_ps', 'steps', 'buckets': {bucket: ps per step}, 'idle_ps'} over the
     runs of the program that takes the most time on the plane's XLA Modules line."""
-    from profanalyzer.xspace import xplane_pb2
+    from profanalyzer.read.xspace import xplane_pb2
 
     space = xplane_pb2.XSpace()
     space.ParseFromString(gzip.decompress(real_path(name).read_bytes()))

@@ -17,9 +17,9 @@ def _document(path, monkeypatch, off: bool) -> tuple[str, str]:
     import profanalyzer.analyze.attribution as A
     import profanalyzer.classify as C
     import profanalyzer.model.trace as T
+    import profanalyzer.read.xspace.wire as W
     import profanalyzer.report.html as H
     import profanalyzer.report.templating as RT
-    import profanalyzer.xspace.wire as W
     from profanalyzer.cli.analyze import result_dict
     from profanalyzer.findings.engine import run_rules
     from profanalyzer.pipeline.run import run_analysis

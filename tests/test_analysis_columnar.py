@@ -78,7 +78,7 @@ from profanalyzer.core.vocab import (
 from profanalyzer.model.analysis import BucketOps, TopOp, Utilisation
 from profanalyzer.model.parts import RunKind, ScopeRow
 from profanalyzer.model.trace import LINE_MODULES, LINE_OPS, Plane, Trace
-from profanalyzer.xspace.read import read_trace
+from profanalyzer.read.trace import read_trace
 
 BARRIER = re.compile(r"barrier", re.I)
 OUTPUT_TO_HOST = re.compile(r"=\s*\(?[a-z0-9]+\[[^\]]*\]\{[^}]*S\(5\)\}")

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from profanalyzer.analyze.antipatterns import KINDS, detect
-from profanalyzer.hlo.load import read_program
-from profanalyzer.hlo.text import parse_text
 from profanalyzer.pipeline.run import run_analysis
+from profanalyzer.read.hlo.load import read_program
+from profanalyzer.read.hlo.text import parse_text
 from profanalyzer.report.markdown import render_markdown
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -138,7 +138,7 @@ def test_corpus_programs_against_their_hlo(name):
     fused = _fused_computations(module)
     instr = {i.name: (c.name, i) for c in module.computations for i in c.instructions}
     # every standalone reshape / dynamic-update-slice of the scheduled computations is reported, none inside a fusion
-    from profanalyzer.hlo.schedule import schedule
+    from profanalyzer.read.hlo.schedule import schedule
 
     rows = [r for r in schedule(module) if not r.sparsecore]
     for kind, opc in (("unfused_reshape", "reshape"), ("unfused_update", "dynamic-update-slice")):

@@ -215,7 +215,7 @@ def private_uses(files: dict[str, Path], imports: list[Import], attrs) -> dict[t
 
     def own_private_module(importer: str, package: str, name: str) -> bool:
         # `from package import _mod` inside the package: a private submodule
-        # (Python or compiled, e.g. profanalyzer.xspace._wire) shared within it.
+        # (Python or compiled, e.g. profanalyzer.read.xspace._wire) shared within it.
         if package not in files or not _is_package(package, files) or not importer.startswith(package + "."):
             return False
         return any(p.name.split(".")[0] == name for p in files[package].parent.iterdir())
@@ -329,8 +329,8 @@ STAGES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("floor", ("profanalyzer.core",)),
     # the records, the trace model, the invariants, saved documents and the records' notebook cards
     ("records", ("profanalyzer.model",)),
-    # the inputs: XSpace captures (the Source, the readers, the trace model's build) and compiled programs
-    ("input", ("profanalyzer.xspace", "profanalyzer.hlo")),
+    # the read room: the Source, XSpace captures (the readers, the trace model's build) and compiled programs
+    ("input", ("profanalyzer.read",)),
     ("classify", ("profanalyzer.classify",)),
     ("analyze", ("profanalyzer.analyze",)),
     # the findings stage and the rules it runs
@@ -412,7 +412,7 @@ def test_stage_rules_catch_what_they_claim(tmp_path):
                                         "from profanalyzer.report import svg\n"),
         "profanalyzer/report/svg.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from profanalyzer.analyze import analysis\n",
         "profanalyzer/findings/engine.py": "",
-        "profanalyzer/xspace/sources.py": "from profanalyzer.fleet import paths\n",
+        "profanalyzer/read/sources.py": "from profanalyzer.fleet import paths\n",
         "profanalyzer/fleet/__init__.py": "",
         "profanalyzer/fleet/paths.py": "",
         "profanalyzer/mystery.py": "",
@@ -434,9 +434,9 @@ def test_stage_rules_catch_what_they_claim(tmp_path):
     got = stage_arrows(files, imports)
     assert got["unstaged"] == ["profanalyzer.mystery"]
     assert got["up"] == ["profanalyzer.model.analysis (records) -> profanalyzer.analyze.analysis (analyze)",
-                         "profanalyzer.xspace.sources (input) -> profanalyzer.fleet.paths (compare)"]
+                         "profanalyzer.read.sources (input) -> profanalyzer.fleet.paths (compare)"]
     assert got["renderer"] == ["profanalyzer.report.html -> profanalyzer.findings.engine (rules)"]
-    assert got["input imports fleet"] == ["profanalyzer.xspace.sources -> profanalyzer.fleet.paths"]
+    assert got["input imports fleet"] == ["profanalyzer.read.sources -> profanalyzer.fleet.paths"]
 
 
 # ---------------------------------------------------------------------------
@@ -448,9 +448,9 @@ STAGE_CALLS = frozenset({"analyze_trace", "analyze_attributed", "attribute", "at
                          "run_rules", "load_analysis"})
 #: Where they are defined (and may call each other).
 STAGE_HOMES = frozenset({"profanalyzer.analyze.analysis", "profanalyzer.analyze.attribution", "profanalyzer.findings.engine",
-                         "profanalyzer.xspace.read", "profanalyzer.pipeline.run"})
+                         "profanalyzer.read.trace", "profanalyzer.pipeline.run"})
 STAGE_MODULES = frozenset({"profanalyzer.analyze.analysis", "profanalyzer.analyze.attribution", "profanalyzer.findings.engine",
-                           "profanalyzer.xspace.read"})
+                           "profanalyzer.read.trace"})
 
 
 def stage_callers(files, imports) -> list[str]:
@@ -546,7 +546,8 @@ def test_the_rules_install_inside_the_package():
 # ---------------------------------------------------------------------------
 
 #: The modules that open or decode an input file (the Source, the XSpace readers, the program reader).
-READERS = ("profanalyzer.xspace", "profanalyzer.hlo.load", "profanalyzer.hlo.compiled")
+READERS = ("profanalyzer.read.xspace", "profanalyzer.read.source", "profanalyzer.read.sources", "profanalyzer.read.trace",
+           "profanalyzer.read.allocator", "profanalyzer.read.hlo.load", "profanalyzer.read.compiled")
 #: The stages that never import one: they ask the trace's input (Trace.reads) or get records.
 READ_NOTHING = ("classify", "analyze", "rules", "report")
 
@@ -563,4 +564,16 @@ def test_no_stage_after_the_read_imports_a_reader(collected):
     found = reader_imports(files, imports)
     assert not found, "ask Trace.reads (the run's Source) instead: " + "; ".join(found)
     # the scan sees reader imports where they belong
-    assert [i for i in imports if i.importer == "profanalyzer.pipeline.run" and i.module.startswith("profanalyzer.xspace")]
+    assert [i for i in imports if i.importer == "profanalyzer.pipeline.run" and i.module.startswith("profanalyzer.read.")]
+
+
+def test_the_two_decoders_of_the_read_room_stay_apart(collected):
+    """read/xspace (captures) never imports read/hlo (programs): what joins them, the Source, the
+    program-as-trace, the allocator's memory sources, lives at the read room's top. The other way is
+    one-way (a capture's `/host:metadata` programs, the replay's XSpace), so the room has no circle."""
+    files, imports, _ = collected
+    found = sorted(f"{i.importer} -> {i.module}" for i in imports
+                   if i.importer.startswith("profanalyzer.read.xspace") and i.module.startswith("profanalyzer.read.hlo"))
+    assert found == []
+    # the scan sees the one-way imports it allows
+    assert [i for i in imports if i.importer.startswith("profanalyzer.read.hlo") and i.module.startswith("profanalyzer.read.xspace")]

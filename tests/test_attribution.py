@@ -113,7 +113,7 @@ def test_done_ops_inherit_their_start_ops_kind(tmp_path):
     from xsb import SpaceBuilder
 
     from profanalyzer.analyze.attribution import classify_plane
-    from profanalyzer.xspace.build import load_trace
+    from profanalyzer.read.xspace.build import load_trace
 
     sp = SpaceBuilder()
     tc = sp.plane("/device:TPU:0")

@@ -32,7 +32,7 @@ from test_reader import EPOCH_NS, _basic_space
 from xsb import SpaceBuilder
 
 from profanalyzer.cli import main
-from profanalyzer.xspace import capturefile
+from profanalyzer.read.xspace import capturefile
 
 # ---------------------------------------------------------------------------
 # Input builders: each writes its input under `d` and returns the path to pass.

@@ -15,7 +15,7 @@ import pytest
 import realcap
 
 from profanalyzer.classify import Memo, OpClass, classify_columns, classify_op
-from profanalyzer.xspace.build import load_trace
+from profanalyzer.read.xspace.build import load_trace
 
 SAMPLES = Path(__file__).resolve().parents[1] / "sample_traces"
 FILES = sorted(SAMPLES.glob("*.xplane.pb.gz"))

@@ -11,7 +11,7 @@ import realcap
 from profanalyzer.classify import parse as P
 from profanalyzer.classify.stack import tf_op_info
 from profanalyzer.classify.tables import TF_PARAMS, TF_SPLIT
-from profanalyzer.xspace.build import load_trace
+from profanalyzer.read.xspace.build import load_trace
 
 SAMPLES = Path(__file__).resolve().parents[1] / "sample_traces"
 

@@ -12,7 +12,7 @@ import realcap
 
 from profanalyzer.analyze.attribution import classify_plane
 from profanalyzer.classify import Memo, classify_op
-from profanalyzer.xspace.build import load_trace
+from profanalyzer.read.xspace.build import load_trace
 
 SAMPLES = Path(__file__).resolve().parents[1] / "sample_traces"
 FILES = sorted(p.name for p in SAMPLES.glob("*.xplane.pb.gz"))

@@ -23,7 +23,7 @@ import profanalyzer.classify as C
 from profanalyzer.classify import Memo, classify_columns, classify_op
 from profanalyzer.classify.parse import NUMBER, Features, Op, as_text, clip, op_names
 from profanalyzer.classify.tables import MAX_FIELD, MAX_TEXT
-from profanalyzer.xspace.build import load_trace
+from profanalyzer.read.xspace.build import load_trace
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLES = ROOT / "sample_traces"

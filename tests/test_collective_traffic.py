@@ -13,7 +13,7 @@ import re
 import pytest
 import realcap
 
-from profanalyzer.hlo.traffic import group_size, moved_factor, traffic_of_text
+from profanalyzer.read.hlo.traffic import group_size, moved_factor, traffic_of_text
 
 AR = ("%all-reduce = bf16[1024,5120]{1,0:T(8,128)(2,1)S(1)} all-reduce(bf16[1024,5120]{1,0:T(8,128)(2,1)S(1)} %b), "
       "channel_id=3, replica_groups=[1,2]<=[2], use_global_device_ids=true, to_apply=%add.1.clone")

@@ -12,7 +12,7 @@ import re
 import pytest
 from conftest import ROOT
 
-from profanalyzer.xspace.wire import iter_fields
+from profanalyzer.read.xspace.wire import iter_fields
 
 CORPUS = ROOT / "sample_traces" / "compiled"
 MANIFEST = json.loads((CORPUS / "manifest.json").read_text())

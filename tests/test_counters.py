@@ -13,8 +13,8 @@ import pytest
 
 from profanalyzer.analyze.counters import VERDICTS, with_device_peaks
 from profanalyzer.pipeline.run import run_analysis
+from profanalyzer.read.trace import read_trace
 from profanalyzer.synth import SCENARIOS, write_scenario
-from profanalyzer.xspace.read import read_trace
 
 ROOT = Path(__file__).resolve().parents[1]
 V6E = ROOT.parent / "shared" / "real-traces" / "v6e_host_offload.xplane.pb.gz"

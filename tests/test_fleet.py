@@ -223,7 +223,7 @@ def test_cache_hits_on_rerun_and_no_cache_bypasses(fleet_dir, sequential, schedu
 
 def test_cache_counts_analyses(fleet_dir, tmp_path, monkeypatch):
     """Count real analyses (sequential path): a rerun analyses nothing, --no-cache everything."""
-    import profanalyzer.xspace.read as analysis
+    import profanalyzer.read.trace as analysis
 
     calls = []
     real = analysis.read_trace  # run() reads each file it analyses once

@@ -40,12 +40,12 @@ from profanalyzer.api.info import trace_info
 from profanalyzer.core.errors import InputError
 from profanalyzer.findings.engine import run_rules
 from profanalyzer.model.trace import ANALYSIS_LINES
+from profanalyzer.read.xspace import wire, xplane_pb2
+from profanalyzer.read.xspace.build import load_trace
 from profanalyzer.report.html import render_html
 from profanalyzer.report.info_text import format_info
 from profanalyzer.report.markdown import render_markdown
 from profanalyzer.report.terminal import format_summary
-from profanalyzer.xspace import wire, xplane_pb2
-from profanalyzer.xspace.build import load_trace
 
 FUZZ_EXAMPLES = int(os.environ.get("PROFANALYZE_FUZZ_EXAMPLES", "200"))
 

@@ -16,8 +16,8 @@ from profanalyzer.core.errors import InputError
 from profanalyzer.findings.engine import run_rules
 from profanalyzer.model.documents import result_document
 from profanalyzer.pipeline.run import RunOptions, run_analysis
-from profanalyzer.xspace import capturefile, reader
-from profanalyzer.xspace.metadata import program_plane
+from profanalyzer.read.xspace import capturefile, reader
+from profanalyzer.read.xspace.metadata import program_plane
 
 EPOCH_NS = 1_732_000_000_000_000_000
 
@@ -230,7 +230,8 @@ def test_multi_member_gzip_split_inside_a_plane(tmp_path):
 
 from realcap import REAL  # noqa: E402
 
-from profanalyzer.xspace import allocator, xplane_pb2  # noqa: E402
+from profanalyzer.read import allocator  # noqa: E402
+from profanalyzer.read.xspace import xplane_pb2  # noqa: E402
 
 
 def _programs(meta: xplane_pb2.XPlane) -> list[str]:
@@ -321,7 +322,7 @@ def _sources_gz_vs_plain(tmp_path, gz, program: str):
 
 def _dominant(path) -> str:
     from profanalyzer.analyze import memory
-    from profanalyzer.xspace.build import load_trace
+    from profanalyzer.read.xspace.build import load_trace
 
     return memory.dominant_program(load_trace(path))
 
@@ -386,7 +387,7 @@ def test_streamed_memory_read_holds_no_bulk(tmp_path):
 
 
 def test_streamed_host_events_equal_the_plain_ones(tmp_path):
-    from profanalyzer.xspace.hostlines import read_host_events
+    from profanalyzer.read.xspace.hostlines import read_host_events
 
     files = [sample_path(n) for n in ("host_bound_input", "dense_short_fsdp")]
     files += sorted(REAL.glob("*.xplane.pb.gz")) if REAL.exists() else []
@@ -394,7 +395,7 @@ def test_streamed_host_events_equal_the_plain_ones(tmp_path):
     for gz in files:
         plain = tmp_path / "plain.xplane.pb"
         plain.write_bytes(gzip.decompress(gz.read_bytes()))
-        from profanalyzer.xspace.build import load_trace
+        from profanalyzer.read.xspace.build import load_trace
 
         origin = load_trace(gz).origin_ns
         a, b = read_host_events(gz, origin), read_host_events(plain, origin)

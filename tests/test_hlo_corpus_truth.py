@@ -1,10 +1,10 @@
 """The compiler as the second witness, on every program of the real-compiler
 corpus (sample_traces/compiled/): each scheduled instruction of the final
 (after_codegen) module goes through the trace classifier as a capture would
-name it (profanalyzer.hlo.schedule.xprof_text: the HLO long form with operand
+name it (profanalyzer.read.hlo.schedule.xprof_text: the HLO long form with operand
 shapes), and through the whole trace pipeline's per-plane classification once
 the program is replayed into a capture; both are compared with the bucket
-the HLO itself gives (profanalyzer.hlo.truth). Then the replay's SparseCore
+the HLO itself gives (profanalyzer.read.hlo.truth). Then the replay's SparseCore
 offload verdict against the compiler's placement, and the buffer
 assignment's HBM against the compiler's memory_analysis()."""
 
@@ -21,11 +21,11 @@ from test_hlo_truth import compare, weighted_agreement
 from profanalyzer.analyze.attribution import classify_plane
 from profanalyzer.core.hardware import chip_from_device_type
 from profanalyzer.core.vocab import BUCKETS, OFFLOADABLE
-from profanalyzer.hlo.compiled import load_program_trace
-from profanalyzer.hlo.load import read_program
-from profanalyzer.hlo.schedule import schedule
-from profanalyzer.hlo.truth import hlo_bucket
 from profanalyzer.model.trace import LINE_OPS
+from profanalyzer.read.compiled import load_program_trace
+from profanalyzer.read.hlo.load import read_program
+from profanalyzer.read.hlo.schedule import schedule
+from profanalyzer.read.hlo.truth import hlo_bucket
 
 CORPUS = ROOT / "sample_traces" / "compiled"
 MANIFEST = json.loads((CORPUS / "manifest.json").read_text())
@@ -145,7 +145,7 @@ def test_sparsecore_offload_verdict_is_the_compilers_placement(p, tmp_path, caps
 
 
 def _hbm(p: dict):
-    from profanalyzer.hlo.memory import (
+    from profanalyzer.read.hlo.memory import (
         assignment_stats,
         compiler_stats,
         proto_allocations,
@@ -179,7 +179,7 @@ def test_the_analysis_states_the_final_hbm_beside_memory_analysis(p, stage, tmp_
 
 
 def _final(p: dict):
-    from profanalyzer.hlo.memory import compiler_stats, final_stats, proto_heap
+    from profanalyzer.read.hlo.memory import compiler_stats, final_stats, proto_heap
 
     proto = gzip.decompress((CORPUS / p["files"]["hlo_proto"]).read_bytes())
     comp = compiler_stats((CORPUS / p["files"]["compiler"]).read_text())
@@ -209,7 +209,7 @@ def test_peak_hbm_of_the_final_executable_within_1pct_of_memory_analysis(p):
 @pytest.mark.parametrize("p", PROGRAMS, ids=lambda p: p["name"])
 def test_the_temp_rule_gives_the_compilers_temp_to_the_byte(p):
     # stronger than the 1% criterion: with the peak buffers the assignment records, the rule is exact
-    from profanalyzer.hlo.memory import HBM_PROGRAM_ALIGNMENT, final_temp
+    from profanalyzer.read.hlo.memory import HBM_PROGRAM_ALIGNMENT, final_temp
 
     ours, comp, heap, _ = _final(p)
     assert heap.peak_source == "peak buffers of the assignment"
@@ -239,7 +239,7 @@ def test_the_heap_alone_is_not_the_compilers_temp():
 
 def _without_peak_buffers(proto: bytes) -> bytes:
     """The HloProto with its BufferAssignmentProto's peak buffers (field 5) removed."""
-    from profanalyzer.xspace.wire import encode_varint, iter_fields
+    from profanalyzer.read.xspace.wire import encode_varint, iter_fields
 
     def keep(buf: bytes, a: int, b: int, drop: int) -> bytes:
         return b"".join(buf[tag:pb] for f, _w, _v, _pa, pb, tag in iter_fields(buf, a, b) if f != drop)
@@ -258,7 +258,7 @@ def _without_peak_buffers(proto: bytes) -> bytes:
 def test_without_recorded_peak_buffers_the_heap_trace_gives_the_peak(p):
     # an assignment without field 5: the peak replayed from its heap-simulator trace (XLA's peak rule), within
     # 8 KiB of the recorded one, the peak HBM still within 1% of the compiler's
-    from profanalyzer.hlo.memory import final_temp, proto_allocations, proto_heap
+    from profanalyzer.read.hlo.memory import final_temp, proto_allocations, proto_heap
 
     _, comp, recorded, proto = _final(p)
     stripped = _without_peak_buffers(proto)
@@ -276,8 +276,8 @@ def test_the_compilers_temp_is_computed_not_stored(p):
     # the figure memory_analysis() reports is neither a field of the after_optimizations HloProto (with
     # its buffer assignment) or the after_codegen one (which carries none), nor a number in the HLO text:
     # libtpu's allocator derives it (padded heap + fragmentation), and so does hlo.memory.final_temp
-    from profanalyzer.hlo.memory import proto_allocations
-    from profanalyzer.xspace.wire import encode_varint as _varint
+    from profanalyzer.read.hlo.memory import proto_allocations
+    from profanalyzer.read.xspace.wire import encode_varint as _varint
 
     want = json.loads((CORPUS / p["files"]["compiler"]).read_text())["memory_analysis"]["temp_size_in_bytes"]
     if want == 0:
@@ -294,8 +294,8 @@ def test_the_compilers_temp_is_computed_not_stored(p):
 def test_the_proto_and_the_text_of_a_program_replay_alike(p):
     # the after_codegen HloProto and compiled.as_text() are one module: the same loops, trip counts,
     # while body / condition, and the same compiler-estimated time in the replay
-    from profanalyzer.hlo.replay import replay
-    from profanalyzer.hlo.schedule import trip_counts
+    from profanalyzer.read.hlo.replay import replay
+    from profanalyzer.read.hlo.schedule import trip_counts
 
     proto, text = _program(p).main, read_program(CORPUS / p["files"]["hlo_text"]).main
     tp, tt = trip_counts(proto), trip_counts(text)

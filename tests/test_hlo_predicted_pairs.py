@@ -39,7 +39,7 @@ from conftest import ROOT, run_cli
 
 from profanalyzer.core.hardware import TPU7X
 from profanalyzer.core.vocab import MATMUL_BUCKETS
-from profanalyzer.hlo.memory import assignment_stats, proto_allocations
+from profanalyzer.read.hlo.memory import assignment_stats, proto_allocations
 
 CORPUS = ROOT / "sample_traces" / "compiled"
 STEP_TOL = 0.05

@@ -1,4 +1,4 @@
-"""profanalyzer.hlo readers on real compiled programs: the MaxText llama3.1-8b
+"""profanalyzer.read.hlo readers on real compiled programs: the MaxText llama3.1-8b
 TPU7x train-step dump (../shared/real-programs) and the HloProtos inside the
 real v6e capture's /host:metadata. Expected values come from the files
 themselves (regex passes over the raw text), not from literals."""
@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 
 from profanalyzer.core.errors import InputError
-from profanalyzer.hlo.load import is_program_path, read_program
-from profanalyzer.hlo.model import UNKNOWN_CYCLES
-from profanalyzer.hlo.schedule import schedule, trip_counts
-from profanalyzer.hlo.text import parse_instruction, parse_text
+from profanalyzer.read.hlo.load import is_program_path, read_program
+from profanalyzer.read.hlo.model import UNKNOWN_CYCLES
+from profanalyzer.read.hlo.schedule import schedule, trip_counts
+from profanalyzer.read.hlo.text import parse_instruction, parse_text
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared"
@@ -124,7 +124,7 @@ def test_while_trip_counts_from_the_condition(dump):
 
 @need_dump
 def test_async_pairs_and_threads(dump):
-    from profanalyzer.hlo.schedule import async_pairs
+    from profanalyzer.read.hlo.schedule import async_pairs
 
     m = dump.main
     pairs = async_pairs(m)
@@ -175,7 +175,7 @@ def test_capture_metadata_protos():
 
 @need_v6e
 def test_proto_files_by_suffix(tmp_path):
-    from profanalyzer.xspace import reader, xplane_pb2
+    from profanalyzer.read.xspace import reader, xplane_pb2
 
     buf, index = reader.open_space(V6E, want=lambda r: r.kind == "metadata")
     ref = next(p for p in index.planes if p.kind == "metadata")
@@ -246,9 +246,9 @@ def test_bad_input_is_one_line(tmp_path):
 
 
 def test_the_package_is_the_input_floor():
-    allowed = ("profanalyzer.hlo", "profanalyzer.core.errors", "profanalyzer.core.vocab", "profanalyzer.core.hardware",
-               "profanalyzer.model.records", "profanalyzer.model.parts", "profanalyzer.model.trace", "profanalyzer.xspace")
-    for f in sorted((ROOT / "profanalyzer" / "hlo").glob("*.py")):
+    allowed = ("profanalyzer.read.hlo", "profanalyzer.core.errors", "profanalyzer.core.vocab", "profanalyzer.core.hardware",
+               "profanalyzer.model.records", "profanalyzer.model.parts", "profanalyzer.model.trace", "profanalyzer.read.xspace")
+    for f in sorted((ROOT / "profanalyzer" / "read" / "hlo").glob("*.py")):
         for node in ast.walk(ast.parse(f.read_text())):
             mods = []
             if isinstance(node, ast.ImportFrom) and node.module:

@@ -13,11 +13,11 @@ from conftest import run_cli
 
 from profanalyzer.core.hardware import CHIPS, TPU7X, V6E
 from profanalyzer.core.vocab import BUCKETS, MATMUL_BUCKETS, OFFLOADABLE
-from profanalyzer.hlo.load import read_program
-from profanalyzer.hlo.replay import replay
-from profanalyzer.hlo.schedule import op_remat as _remat
-from profanalyzer.hlo.schedule import schedule
-from profanalyzer.hlo.truth import hlo_bucket
+from profanalyzer.read.hlo.load import read_program
+from profanalyzer.read.hlo.replay import replay
+from profanalyzer.read.hlo.schedule import op_remat as _remat
+from profanalyzer.read.hlo.schedule import schedule
+from profanalyzer.read.hlo.truth import hlo_bucket
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"
 DUMP = SHARED / "real-programs" / "maxtext_llama3.1-8b_tpu7x-16_fsdp_remat_full.tar.gz"
@@ -69,7 +69,7 @@ def test_analyze_a_compiled_program(dump, capsys, tmp_path):
     assert any(a.startswith("times: PREDICTED") for a in doc["assumptions"])
     # HBM beside the compiler's own memory analysis, with the fit in the chip
     mem = next(n for n in doc["notes"] if "HBM from the buffer assignment" in n)
-    from profanalyzer.hlo.memory import compiler_stats
+    from profanalyzer.read.hlo.memory import compiler_stats
 
     comp = compiler_stats(dump.files.compile_log)
     assert comp is not None and f"temp {comp.temp} = {comp.peak} bytes" in mem and "GiB per TensorCore" in mem
@@ -111,7 +111,7 @@ def test_check_gates_a_compiled_program(capsys, tmp_path):
 @need_v6e
 def test_expected_vs_measured_on_the_v6e_capture():
     from profanalyzer.analyze.expected import expected_vs_measured
-    from profanalyzer.xspace.build import load_trace
+    from profanalyzer.read.xspace.build import load_trace
 
     trace = load_trace(V6E_CAPTURE)
     assert trace.chip.key == "v6e"
@@ -143,7 +143,7 @@ VLLM = SHARED / "real-traces" / "vllm_w4_tp2_2026_01_12_00_26_20.xplane.pb.gz"
 @pytest.mark.skipif(not VLLM.exists(), reason="../shared/real-traces vLLM capture not present")
 def test_expected_vs_measured_says_when_a_capture_has_no_hlo():
     from profanalyzer.analyze.expected import expected_vs_measured
-    from profanalyzer.xspace.build import load_trace
+    from profanalyzer.read.xspace.build import load_trace
 
     exp = expected_vs_measured(load_trace(VLLM))
     assert exp.ops == () and any("no HLO" in n for n in exp.notes)
@@ -151,7 +151,7 @@ def test_expected_vs_measured_says_when_a_capture_has_no_hlo():
 
 @need_v6e
 def test_a_proto_program_carries_its_buffer_assignment(capsys, tmp_path):
-    from profanalyzer.xspace import reader, xplane_pb2
+    from profanalyzer.read.xspace import reader, xplane_pb2
 
     buf, index = reader.open_space(V6E_CAPTURE, want=lambda r: r.kind == "metadata")
     ref = next(p for p in index.planes if p.kind == "metadata")
@@ -182,7 +182,7 @@ def test_expected_vs_measured_pools_every_tensorcore():
 
     from profanalyzer.analyze.expected import expected_vs_measured
     from profanalyzer.model.trace import LINE_MODULES, LINE_OPS
-    from profanalyzer.xspace.build import load_trace
+    from profanalyzer.read.xspace.build import load_trace
 
     trace = load_trace(V6E_CAPTURE)
     exp = expected_vs_measured(trace)
@@ -215,7 +215,7 @@ def test_expected_vs_measured_on_a_replayed_program():
     from collections import Counter
 
     from profanalyzer.analyze.expected import expected_vs_measured
-    from profanalyzer.hlo.compiled import load_program_trace
+    from profanalyzer.read.compiled import load_program_trace
 
     src = Path(__file__).resolve().parents[1] / "sample_traces" / "compiled" / "dense_fsdp.after_codegen.hlo.pb.gz"
     trace = load_program_trace(src)

@@ -1,5 +1,5 @@
 """FLOPs of a replayed compiled program (issue #25): derived from the HLO
-(profanalyzer.hlo.flops), written on the replayed ops as XProf's `flops`
+(profanalyzer.read.hlo.flops), written on the replayed ops as XProf's `flops`
 stat, so the predicted MFU, TFLOP/s per op and the roofline have them.
 
 Two truths, both from outside the code under test:
@@ -29,18 +29,18 @@ import pytest
 from conftest import run_cli
 
 from profanalyzer.core.hardware import TPU7X
-from profanalyzer.hlo.flops import (
+from profanalyzer.read.hlo.flops import (
     FlopsTable,
     accessed_bytes,
     convolution_flops,
     dot_flops,
     valid_window_pairs,
 )
-from profanalyzer.hlo.kernels import MaskTable, kernel_flops
-from profanalyzer.hlo.load import read_program
-from profanalyzer.hlo.model import Computation, Instruction, Module, Shape
-from profanalyzer.hlo.replay import replay
-from profanalyzer.hlo.schedule import schedule
+from profanalyzer.read.hlo.kernels import MaskTable, kernel_flops
+from profanalyzer.read.hlo.load import read_program
+from profanalyzer.read.hlo.model import Computation, Instruction, Module, Shape
+from profanalyzer.read.hlo.replay import replay
+from profanalyzer.read.hlo.schedule import schedule
 
 ROOT = Path(__file__).resolve().parents[1]
 CORPUS = ROOT / "sample_traces" / "compiled"

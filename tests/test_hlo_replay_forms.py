@@ -16,10 +16,10 @@ from pathlib import Path
 import pytest
 
 from profanalyzer.core.hardware import TPU7X
-from profanalyzer.hlo.load import read_program
-from profanalyzer.hlo.model import Instruction, Shape
-from profanalyzer.hlo.replay import replay
-from profanalyzer.hlo.schedule import async_wrapper_role, schedule, wrapped_op
+from profanalyzer.read.hlo.load import read_program
+from profanalyzer.read.hlo.model import Instruction, Shape
+from profanalyzer.read.hlo.replay import replay
+from profanalyzer.read.hlo.schedule import async_wrapper_role, schedule, wrapped_op
 
 CORPUS = Path(__file__).resolve().parents[1] / "sample_traces" / "compiled"
 #: programs with both forms of their final module: the after_codegen HloProto and the text of it

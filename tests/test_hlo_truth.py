@@ -3,7 +3,7 @@ MaxText llama3.1-8b TPU7x train step (and of the real v6e capture's HLO) goes
 through the trace classifier with the inputs an XLA Ops event would carry
 (HLO text as the metadata name, the instruction name as display name, the
 category, tf_op = op_name, the shape), and is compared with the bucket the
-HLO itself gives (profanalyzer.hlo.truth). Figures of the dump are asserted
+HLO itself gives (profanalyzer.read.hlo.truth). Figures of the dump are asserted
 against values computed from its own files."""
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ import pytest
 
 from profanalyzer.classify import async_pair_key, classify_op
 from profanalyzer.core.vocab import MATMUL_BUCKETS
-from profanalyzer.hlo.load import read_program
-from profanalyzer.hlo.memory import (
+from profanalyzer.read.hlo.load import read_program
+from profanalyzer.read.hlo.memory import (
     assignment_stats,
     compiler_stats,
     final_temp,
@@ -25,8 +25,8 @@ from profanalyzer.hlo.memory import (
     parse_buffer_assignment,
     text_heap,
 )
-from profanalyzer.hlo.schedule import schedule, xprof_text
-from profanalyzer.hlo.truth import category, hlo_bucket
+from profanalyzer.read.hlo.schedule import schedule, xprof_text
+from profanalyzer.read.hlo.truth import category, hlo_bucket
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"
 DUMP = SHARED / "real-programs" / "maxtext_llama3.1-8b_tpu7x-16_fsdp_remat_full.tar.gz"
@@ -227,7 +227,7 @@ def test_hbm_against_the_compilers_memory_analysis(dump):
     gap = compiler.peak - ours.peak
     assert gap == compiler.temp - ours.temp and gap / compiler.peak < 0.15
     # the compiler's temp is recorded in no file of the dump but compile.log (decimal or hex): libtpu's
-    # allocator derives it from the heap (profanalyzer/hlo/memory.py)
+    # allocator derives it from the heap (profanalyzer/read/hlo/memory.py)
     with tarfile.open(DUMP) as tar:
         texts = {m.name: tar.extractfile(m).read() for m in tar.getmembers() if m.isfile()}  # type: ignore[union-attr]
     holders = sorted(n.rsplit("/", 1)[-1] for n, b in texts.items()

@@ -9,13 +9,13 @@ from conftest import analysis_of, sample_names
 
 from profanalyzer.analyze.analysis import analyze_trace
 from profanalyzer.core.vocab import IDLE_CAUSES
+from profanalyzer.read.xspace.build import load_trace
 from profanalyzer.synth import real_shapes
 from profanalyzer.synth.builder import DONE, OP, START, SYNC, WB, WE
 from profanalyzer.synth.model import simulate
 from profanalyzer.synth.program import build_plan
 from profanalyzer.synth.scenarios import get_scenario
 from profanalyzer.synth.writer import hostnames_for, write_host
-from profanalyzer.xspace.build import load_trace
 
 
 def _windows(tl, c: int, kept_pos: list[int]) -> list[tuple[int, int]]:
@@ -192,7 +192,7 @@ def test_host_activity_names_what_the_host_did(monkeypatch):
     assert any("InputPipeline::GetNext" in e for e in f.evidence)
 
     # without the option the host planes are never read
-    import profanalyzer.xspace.hostlines as hp
+    import profanalyzer.read.xspace.hostlines as hp
 
     def boom(*args, **kw):
         raise AssertionError("host planes read without --host-activity")

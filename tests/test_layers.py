@@ -19,9 +19,9 @@ FLOORS = {
     "profanalyzer": 0, "profanalyzer.core.errors": 0, "profanalyzer.core.outputs": 0, "profanalyzer.core.vocab": 0, "profanalyzer.core.format": 0, "profanalyzer.core.stats": 0,
     "profanalyzer.model.records": 1, "profanalyzer.model.parts": 1, "profanalyzer.core.hardware": 1, "profanalyzer.model.analysis": 1,
     "profanalyzer.model.invariants": 1, "profanalyzer.model.documents": 1, "profanalyzer.model.findings": 1,
-    "profanalyzer.xspace": 2, "profanalyzer.model.trace": 2, "profanalyzer.xspace.build": 2, "profanalyzer.classify": 2,
+    "profanalyzer.read.xspace": 2, "profanalyzer.model.trace": 2, "profanalyzer.read.xspace.build": 2, "profanalyzer.classify": 2,
     # issue #25: compiled programs (HLO text / HloProto / dump folders), the input floor
-    "profanalyzer.hlo": 2, "profanalyzer.hlo.compiled": 2,
+    "profanalyzer.read.hlo": 2, "profanalyzer.read.compiled": 2,
     "profanalyzer.analyze.attribution": 3, "profanalyzer.analyze.opgroups": 3, "profanalyzer.analyze.opfamilies": 3,
     "profanalyzer.analyze.overlap": 4, "profanalyzer.analyze.critical": 4, "profanalyzer.analyze.sparsecore": 4,
     "profanalyzer.analyze.timeline": 5, "profanalyzer.analyze.scopes": 5, "profanalyzer.analyze.idle": 5, "profanalyzer.analyze.memory": 5, "profanalyzer.analyze.stepclass": 5, "profanalyzer.analyze.hostplanes": 5, "profanalyzer.analyze.expected": 5,
@@ -33,19 +33,19 @@ FLOORS = {
     "profanalyzer.report": 11,
     # issue #17: the interfaces for notebooks, URLs, trace viewers and agents
     "profanalyzer.core.shell": 0,
-    "profanalyzer.core.version": 0, "profanalyzer.core.parallel": 0, "profanalyzer.core.arrays": 0, "profanalyzer.model.frames": 1, "profanalyzer.api.schema": 1, "profanalyzer.xspace.sources": 2,
+    "profanalyzer.core.version": 0, "profanalyzer.core.parallel": 0, "profanalyzer.core.arrays": 0, "profanalyzer.model.frames": 1, "profanalyzer.api.schema": 1, "profanalyzer.read.sources": 2,
     "profanalyzer.api.perfetto": 6, "profanalyzer.findings.explain": 10, "profanalyzer.api.notebook": 12, "profanalyzer.api.mcp_server": 13,
 }
 CHECKED = [
     "profanalyzer/core/outputs.py", "profanalyzer/core/vocab.py", "profanalyzer/core/format.py", "profanalyzer/core/hardware.py", "profanalyzer/model/records.py", "profanalyzer/model/parts.py", "profanalyzer/model/analysis.py", "profanalyzer/model/findings.py", "profanalyzer/model/invariants.py", "profanalyzer/model/documents.py", "profanalyzer/findings/rules.py",
     "profanalyzer/analyze/workload.py", "profanalyzer/analyze/attribution.py", "profanalyzer/analyze/overlap.py", "profanalyzer/analyze/critical.py", "profanalyzer/analyze/sparsecore.py", "profanalyzer/analyze/opgroups.py", "profanalyzer/analyze/opfamilies.py", "profanalyzer/analyze/timeline.py", "profanalyzer/analyze/scopes.py", "profanalyzer/analyze/idle.py", "profanalyzer/analyze/memory.py", "profanalyzer/analyze/stepclass.py", "profanalyzer/analyze/hostplanes.py",
-    "profanalyzer/analyze/analysis.py", "profanalyzer/hlo/compiled.py", "profanalyzer/analyze/expected.py", "profanalyzer/findings/engine.py", "profanalyzer/compare/comparison.py", "profanalyzer/compare/opmatch.py", "profanalyzer/compare/budget.py",
+    "profanalyzer/analyze/analysis.py", "profanalyzer/read/compiled.py", "profanalyzer/analyze/expected.py", "profanalyzer/findings/engine.py", "profanalyzer/compare/comparison.py", "profanalyzer/compare/opmatch.py", "profanalyzer/compare/budget.py",
     "profanalyzer/findings/verify.py",
     "profanalyzer/core/shell.py",
-    "profanalyzer/core/version.py", "profanalyzer/core/parallel.py", "profanalyzer/core/arrays.py", "profanalyzer/model/frames.py", "profanalyzer/api/schema.py", "profanalyzer/xspace/sources.py",
+    "profanalyzer/core/version.py", "profanalyzer/core/parallel.py", "profanalyzer/core/arrays.py", "profanalyzer/model/frames.py", "profanalyzer/api/schema.py", "profanalyzer/read/sources.py",
     "profanalyzer/api/perfetto.py", "profanalyzer/findings/explain.py", "profanalyzer/api/notebook.py", "profanalyzer/api/mcp_server.py",
     *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "heuristics").glob("*.py")),
-    *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "profanalyzer" / "hlo").glob("*.py")),
+    *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "profanalyzer" / "read" / "hlo").glob("*.py")),
     *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "profanalyzer" / "report").glob("*.py") if p.name != "fleet_html.py"),
 ]
 

@@ -16,8 +16,8 @@ from profanalyzer.core.hardware import V6E
 from profanalyzer.model.analysis import Analysis
 from profanalyzer.model.trace import MemorySources
 from profanalyzer.pipeline.run import RunOptions, run_analysis
+from profanalyzer.read import allocator
 from profanalyzer.synth.pbenc import f_bytes, f_varint
-from profanalyzer.xspace import allocator
 
 GB = 10**9
 
@@ -78,7 +78,7 @@ def _hlo_proto() -> bytes:
 
 
 def test_buffer_assignment_from_a_known_plan():
-    from profanalyzer.hlo.memory import read_assignment
+    from profanalyzer.read.hlo.memory import read_assignment
 
     ba = read_assignment(_hlo_proto())
     assert ba is not None and len(ba.allocations) == 4 and len(ba.heap_traces) == 1 and ba.module == "jit_step"
@@ -101,7 +101,7 @@ def test_buffer_assignment_from_a_known_plan():
 
 
 def test_no_buffer_assignment_and_malformed_bytes():
-    from profanalyzer.hlo.memory import read_assignment
+    from profanalyzer.read.hlo.memory import read_assignment
 
     assert read_assignment(f_bytes(1, f_bytes(1, "m"))) is None
     with pytest.raises(ValueError):

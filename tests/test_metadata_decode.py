@@ -13,9 +13,9 @@ import numpy as np
 import pytest
 
 from profanalyzer.core.errors import InputError
-from profanalyzer.xspace import build as tb
-from profanalyzer.xspace import capturefile, optable, reader, wire
-from profanalyzer.xspace import xplane_pb2 as pb
+from profanalyzer.read.xspace import build as tb
+from profanalyzer.read.xspace import capturefile, optable, reader, wire
+from profanalyzer.read.xspace import xplane_pb2 as pb
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLES = sorted((ROOT / "sample_traces").glob("*.xplane.pb.gz"))

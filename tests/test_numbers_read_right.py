@@ -274,8 +274,8 @@ def test_host_offload_finding_keeps_its_rules_lever():
 
 def _info(path):
     from profanalyzer.api.info import trace_info
+    from profanalyzer.read.trace import read_trace
     from profanalyzer.report.info_text import format_info
-    from profanalyzer.xspace.read import read_trace
 
     i = trace_info(read_trace(path))
     return i, format_info(i)

@@ -27,8 +27,8 @@ def _key(m):
 
 @pytest.mark.parametrize("name", ["decode_paged_kernel", "long_splash_b512", "train_remat_dots"])
 def test_proto_and_text_of_one_compile_read_the_same(name, tmp_path):
-    from profanalyzer.hlo.proto import parse_hlo_proto_bytes
-    from profanalyzer.hlo.text import parse_text
+    from profanalyzer.read.hlo.proto import parse_hlo_proto_bytes
+    from profanalyzer.read.hlo.text import parse_text
 
     with tarfile.open(CORPUS / f"{name}.tar.gz") as tar:
         tar.extractall(tmp_path, filter="data")
@@ -42,7 +42,7 @@ def test_proto_and_text_of_one_compile_read_the_same(name, tmp_path):
 
 
 def test_bytes_that_are_no_hlo_proto_say_so():
-    from profanalyzer.hlo.proto import parse_hlo_proto_bytes
+    from profanalyzer.read.hlo.proto import parse_hlo_proto_bytes
 
     with pytest.raises(ValueError, match="not an HloProto"):
         parse_hlo_proto_bytes(b"\x0f\xff\xff")
@@ -53,7 +53,7 @@ def test_the_decoders_instruction_constructor_equals_the_dataclass():
     an object equal to (and hashing like) the one `__init__` builds."""
     import dataclasses
 
-    from profanalyzer.hlo.model import Instruction, OpMetadata, Shape
+    from profanalyzer.read.hlo.model import Instruction, OpMetadata, Shape
 
     args = dict(name="dot.1", opcode="dot", shape=Shape("bf16", (8, 16)), operands=("p0", "p1"), called=(),
                 attrs=(("lhs_contracting_dims", "{1}"),), metadata=OpMetadata("dot_general", "jit(f)/dot", "m.py", 3, 1),
@@ -72,22 +72,22 @@ def test_the_decoders_instruction_constructor_equals_the_dataclass():
 def test_quoting_in_the_text_is_jsons(s):
     import json
 
-    from profanalyzer.hlo.proto import _quoted
+    from profanalyzer.read.hlo.proto import _quoted
 
     assert _quoted(s) == json.dumps(s)
 
 
 def test_no_field_walk_left_in_the_module_decoder():
-    src = (ROOT / "profanalyzer" / "hlo" / "proto.py").read_text()
+    src = (ROOT / "profanalyzer" / "read" / "hlo" / "proto.py").read_text()
     assert "iter_fields" not in src and "xspace import wire" not in src and "hlo_min_pb2" in src
 
 
 @pytest.mark.parametrize("form", ["hlo.txt.gz", "hlo.pb.gz"])
 def test_a_compiled_program_keeps_its_program(form):
     from profanalyzer.analyze.attributed import trace_program
-    from profanalyzer.hlo.load import read_program
     from profanalyzer.pipeline.run import run
-    from profanalyzer.xspace.read import read_trace
+    from profanalyzer.read.hlo.load import read_program
+    from profanalyzer.read.trace import read_trace
 
     path = ROOT / "sample_traces" / "compiled" / f"dense_fsdp.{form}"
     trace = read_trace(path)
@@ -100,14 +100,20 @@ def test_a_compiled_program_keeps_its_program(form):
 
 
 def test_one_buffer_assignment_decoder():
-    for rel in ("profanalyzer/analyze/memory.py", "profanalyzer/hlo/memory.py"):
+    for rel in ("profanalyzer/analyze/memory.py", "profanalyzer/read/hlo/memory.py"):
         src = (ROOT / rel).read_text()
         assert "iter_fields(proto" not in src and "def parse_hlo_proto" not in src and "_HLO_MODULE" not in src, rel
     assert "read_assignment" in (ROOT / "profanalyzer" / "analyze" / "memory.py").read_text()
 
 
 def test_the_peak_rule():
-    from profanalyzer.hlo.memory import ALLOC, FREE, SHARE_WITH, HeapEvent, trace_peak
+    from profanalyzer.read.hlo.memory import (
+        ALLOC,
+        FREE,
+        SHARE_WITH,
+        HeapEvent,
+        trace_peak,
+    )
 
     sizes = {1: 10, 2: 10, 3: 5}
     ev = [HeapEvent(ALLOC, 1, "a"), HeapEvent(SHARE_WITH, 2, "b", 1),  # b shares a's live memory: adds nothing
@@ -124,7 +130,7 @@ def test_the_peak_rule_meets_the_compilers_recorded_peak(name, tmp_path):
     """The compiler records the heap's peak buffers (BufferAssignmentProto field 5); replaying its
     heap-simulator trace with the one rule comes within 0.01% of them (the real-TPU dumps; 6 KiB on the
     compiled corpus, tests/test_hlo_corpus_truth.py)."""
-    from profanalyzer.hlo.memory import read_assignment, trace_peak
+    from profanalyzer.read.hlo.memory import read_assignment, trace_peak
 
     with tarfile.open(CORPUS / f"{name}.tar.gz") as tar:
         tar.extractall(tmp_path, filter="data")

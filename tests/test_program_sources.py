@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from profanalyzer.core.vocab import FRAMEWORK_FILE
-from profanalyzer.hlo.model import StackFrames
+from profanalyzer.read.hlo.model import StackFrames
 
 ROOT = Path(__file__).resolve().parents[1]
 CORPUS = ROOT / "sample_traces" / "real-tpu" / "decode_gqa_bf16.tar.gz"
@@ -24,8 +24,8 @@ DUMP = SHARED / "real-programs" / "maxtext_llama3.1-8b_tpu7x-16_fsdp_remat_full.
 
 
 def test_text_stack_frames_read_as_the_proto_holds_them(tmp_path):
-    from profanalyzer.hlo.proto import parse_hlo_proto_bytes
-    from profanalyzer.hlo.text import parse_text
+    from profanalyzer.read.hlo.proto import parse_hlo_proto_bytes
+    from profanalyzer.read.hlo.text import parse_text
 
     with tarfile.open(CORPUS) as tar:
         tar.extractall(tmp_path, filter="data")

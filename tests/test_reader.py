@@ -11,8 +11,8 @@ from xsb import Ref, SpaceBuilder
 
 from profanalyzer.core.errors import InputError, NoTpuPlanesError
 from profanalyzer.model.trace import self_times
-from profanalyzer.xspace import reader
-from profanalyzer.xspace.build import load_trace
+from profanalyzer.read.xspace import reader
+from profanalyzer.read.xspace.build import load_trace
 
 EPOCH_NS = 1_732_000_000_000_000_000  # epoch-based line timestamps (ns)
 
@@ -128,7 +128,7 @@ def test_unknown_fields_are_ignored(tmp_path):
     unknown = bytes([(99 << 3 | 2) & 0x7F | 0x80, (99 << 3 | 2) >> 7, 3]) + b"abc"
     tr = load_trace(_write(tmp_path, "u.xplane.pb", data + unknown))
     assert len(tr.tensorcores) == 1
-    from profanalyzer.xspace import xplane_pb2 as pb
+    from profanalyzer.read.xspace import xplane_pb2 as pb
 
     sp = pb.XSpace.FromString(data)
     idx = next(i for i, p in enumerate(sp.planes) if p.name.startswith("/device"))
@@ -216,7 +216,7 @@ def test_self_times_flat_and_nested():
     np.zeros(0, dtype=np.int64),
 ])
 def test_meta_index_maps_ids_to_rows_and_unknown_to_minus_one(ids):
-    from profanalyzer.xspace.events import MetaIndex
+    from profanalyzer.read.xspace.events import MetaIndex
 
     rng = np.random.default_rng(1)
     pool = np.concatenate([ids, [-1, -(1 << 63), 10_000, (1 << 63) - 1, 48, 8]]).astype(np.int64)

@@ -278,7 +278,7 @@ def test_splash_kernel_flops_from_shapes_and_block_mask(unpacked):
     dimension) and the block pairs its mask computes (the dump's proto carries the mask's literal:
     causal at 128 blocks computes 528 of 32x32 pairs, at 512 blocks 36 of 8x8)."""
     from profanalyzer.analyze.kernelflops import attention_kernel_flops
-    from profanalyzer.hlo.proto import parse_hlo_proto_bytes
+    from profanalyzer.read.hlo.proto import parse_hlo_proto_bytes
 
     for name, pairs in (("long_splash_b128", 528 / 1024), ("long_splash_b512", 36 / 64)):
         f = next((unpacked[name] / "dump").glob("*.after_optimizations.hlo.pb"))
@@ -331,8 +331,8 @@ def test_before_the_run_against_the_wall_clock(unpacked):
     <= 20%, >= 80% of the programs within 50%; kernels the compiler gives no estimate are named with
     their share of the predicted step."""
     from profanalyzer.core.hardware import V5E
-    from profanalyzer.hlo.load import read_program
-    from profanalyzer.hlo.replay import replay
+    from profanalyzer.read.hlo.load import read_program
+    from profanalyzer.read.hlo.replay import replay
 
     errors = {}
     for name, folder in unpacked.items():
@@ -427,8 +427,8 @@ def test_before_the_run_names_host_transfers(unpacked):
     chip publishes one, else at HBM bandwidth, and the page says which, with their bytes; the same program
     keeping its activations on the device has none."""
     from profanalyzer.core.hardware import V5E
-    from profanalyzer.hlo.load import read_program
-    from profanalyzer.hlo.replay import replay
+    from profanalyzer.read.hlo.load import read_program
+    from profanalyzer.read.hlo.replay import replay
 
     said = [x for x in replay(read_program(unpacked["train_offload_names"] / "dump"), V5E).assumptions
             if x.startswith("host transfers")]

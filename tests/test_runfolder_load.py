@@ -15,7 +15,7 @@ from profanalyzer.core.errors import InputError
 from profanalyzer.findings.engine import run_rules
 from profanalyzer.model.documents import result_document
 from profanalyzer.pipeline.run import RunOptions, run_analysis
-from profanalyzer.xspace.build import load_trace
+from profanalyzer.read.xspace.build import load_trace
 
 EPOCH_NS = 1_732_000_000_000_000_000
 RUN = next((SAMPLES / "dense_short_fsdp_2hosts").glob("plugins/profile/*"))

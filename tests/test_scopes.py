@@ -9,13 +9,13 @@ import pytest
 
 from profanalyzer.analyze.analysis import analyze_trace
 from profanalyzer.analyze.scopes import NO_SCOPE, TOP_LEVEL, collapse, fold_scope
+from profanalyzer.read.xspace.build import load_trace
 from profanalyzer.synth import real_shapes
 from profanalyzer.synth.builder import DONE, OP, START, SYNC, WB, WE
 from profanalyzer.synth.model import simulate
 from profanalyzer.synth.program import build_plan
 from profanalyzer.synth.scenarios import get_scenario
 from profanalyzer.synth.writer import hostnames_for, write_host
-from profanalyzer.xspace.build import load_trace
 
 
 @pytest.mark.parametrize("tf_op, path, idx", [

@@ -7,7 +7,7 @@ import random
 from pathlib import Path
 
 from profanalyzer.analyze import scopes
-from profanalyzer.xspace.build import load_trace
+from profanalyzer.read.xspace.build import load_trace
 
 
 def _walk(tf_op: str) -> list[str]:

@@ -15,8 +15,8 @@ import pytest
 
 from profanalyzer.analyze.sourcelines import GROUP
 from profanalyzer.findings.engine import run_rules
-from profanalyzer.hlo.load import read_program
 from profanalyzer.pipeline.run import run, run_analysis
+from profanalyzer.read.hlo.load import read_program
 from profanalyzer.report.html import render_html
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from profanalyzer.read.xspace import xplane_pb2 as pb
 from profanalyzer.synth import (
     COLL_BUCKETS,
     SCENARIOS,
@@ -24,7 +25,6 @@ from profanalyzer.synth import (
 )
 from profanalyzer.synth.builder import PRODUCT_BUCKETS
 from profanalyzer.synth.truth import robust_outliers
-from profanalyzer.xspace import xplane_pb2 as pb
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLES = ROOT / "sample_traces"

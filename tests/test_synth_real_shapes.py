@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from profanalyzer.read.xspace import xplane_pb2 as pb
 from profanalyzer.synth import SCENARIOS, synthesize, write_scenario
-from profanalyzer.xspace import xplane_pb2 as pb
 
 NEW = ("serving_tp2_w4", "host_offload_train", "host_offload_loop")
 SMALL = {"steps": 3, "layers": 2}

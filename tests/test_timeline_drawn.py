@@ -16,7 +16,7 @@ from profanalyzer.analyze.attribution import exclusive_segments
 from profanalyzer.analyze.overlap import analyze_overlap
 from profanalyzer.analyze.timeline import MAX_SPANS_PER_LANE, build_timeline
 from profanalyzer.core.vocab import BUCKETS
-from profanalyzer.xspace.read import read_trace
+from profanalyzer.read.trace import read_trace
 
 SHARED = Path(__file__).resolve().parents[2] / "shared"
 REAL = {

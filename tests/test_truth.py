@@ -37,7 +37,7 @@ def test_conservation_on_every_core_and_step(name):
     from conftest import sample_path
 
     from profanalyzer.analyze.attribution import attribute_trace
-    from profanalyzer.xspace.build import load_trace
+    from profanalyzer.read.xspace.build import load_trace
 
     for w in attribute_trace(load_trace(sample_path(name))):
         w.attribution.self_check()

@@ -1,4 +1,4 @@
-"""Every command reads URLs (profanalyzer.xspace.sources), tested against a real
+"""Every command reads URLs (profanalyzer.read.sources), tested against a real
 local GCS emulator (the `gcp-storage-emulator` package, in-memory, on
 127.0.0.1, started and stopped here) through the real gcsfs client
 (STORAGE_EMULATOR_HOST). Between gcsfs and the emulator sits a small

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 from conftest import sample_path
 
+from profanalyzer.read.xspace import wire, xplane_pb2
 from profanalyzer.synth.pbenc import f_bytes, f_varint
-from profanalyzer.xspace import wire, xplane_pb2
 
 SAMPLES = ["dense_short_fsdp", "moe_large_pp", "xss_names", "zero_timestamps"]
 
@@ -143,7 +143,7 @@ def test_skipping_lines_the_analysis_does_not_read_changes_nothing(name):
     from profanalyzer.analyze.analysis import analyze_trace
     from profanalyzer.model.trace import ANALYSIS_LINES
     from profanalyzer.pipeline.run import run_analysis
-    from profanalyzer.xspace.build import load_trace
+    from profanalyzer.read.xspace.build import load_trace
 
     full = load_trace(sample_path(name))
     part = load_trace(sample_path(name), lines=ANALYSIS_LINES)

@@ -131,8 +131,8 @@ from profanalyzer.analyze.overlap import window_name, windows_for_core  # noqa: 
 from profanalyzer.classify import BUCKETS, COLLECTIVE_BUCKETS  # noqa: E402
 from profanalyzer.model.trace import LINE_ASYNC, LINE_OPS  # noqa: E402
 from profanalyzer.pipeline.run import run_analysis  # noqa: E402
-from profanalyzer.xspace import xplane_pb2  # noqa: E402
-from profanalyzer.xspace.build import load_trace  # noqa: E402
+from profanalyzer.read.xspace import xplane_pb2  # noqa: E402
+from profanalyzer.read.xspace.build import load_trace  # noqa: E402
 
 SAMPLES = (
     "offload_off",  # continuation-fusion all-gathers (async-collective), sync RS/AR, no SparseCore

@@ -98,7 +98,7 @@ from xprof_util import datatable, run_converters  # noqa: E402
 
 from profanalyzer.model.trace import LINE_OPS  # noqa: E402
 from profanalyzer.pipeline.run import run_analysis  # noqa: E402
-from profanalyzer.xspace.build import load_trace  # noqa: E402
+from profanalyzer.read.xspace.build import load_trace  # noqa: E402
 
 REAL = Path(__file__).resolve().parents[1].parent / "shared" / "real-traces"
 CAPTURES = ("v6e_host_offload", "vllm_w4_tp2_*")

@@ -12,7 +12,7 @@ Usage:
 
 from __future__ import annotations
 
-from profanalyzer.xspace import xplane_pb2 as pb
+from profanalyzer.read.xspace import xplane_pb2 as pb
 
 
 class PlaneBuilder:

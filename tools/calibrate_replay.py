@@ -33,10 +33,10 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from profanalyzer.core.hardware import chip_by_key  # noqa: E402
-from profanalyzer.hlo.load import read_program  # noqa: E402
-from profanalyzer.hlo.replay import op_bound, replay  # noqa: E402
 from profanalyzer.model.trace import LINE_OPS  # noqa: E402
 from profanalyzer.pipeline.run import run  # noqa: E402
+from profanalyzer.read.hlo.load import read_program  # noqa: E402
+from profanalyzer.read.hlo.replay import op_bound, replay  # noqa: E402
 
 CORPUS = ROOT / "sample_traces" / "real-tpu"
 

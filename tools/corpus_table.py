@@ -22,15 +22,15 @@ sys.path.insert(0, str(ROOT))
 
 from profanalyzer.core.hardware import chip_from_device_type  # noqa: E402
 from profanalyzer.core.vocab import BUCKETS  # noqa: E402
-from profanalyzer.hlo.load import read_program  # noqa: E402
-from profanalyzer.hlo.memory import (  # noqa: E402
+from profanalyzer.pipeline.run import RunOptions, run_analysis  # noqa: E402
+from profanalyzer.read.hlo.load import read_program  # noqa: E402
+from profanalyzer.read.hlo.memory import (  # noqa: E402
     assignment_stats,
     compiler_stats,
     final_stats,
     proto_allocations,
 )
-from profanalyzer.hlo.replay import replay  # noqa: E402
-from profanalyzer.pipeline.run import RunOptions, run_analysis  # noqa: E402
+from profanalyzer.read.hlo.replay import replay  # noqa: E402
 
 CORPUS = ROOT / "sample_traces" / "compiled"
 MIB = 2**20
@@ -47,7 +47,7 @@ def corpus_tables() -> list[str]:
            "estimate as bytes over HBM / ICI).", "", head, "| --- | --- | ---: |" + " ---: |" * len(shown)]
     mem = ["", "### Memory and cost: the buffer assignment beside the compiler", "",
            "temp (heap): the assignment's preallocated-temp heap; temp (final): the final executable's, the heap padded "
-           "to 16 KiB plus its fragmentation against its peak buffers (profanalyzer.hlo.memory.final_stats); peak = "
+           "to 16 KiB plus its fragmentation against its peak buffers (profanalyzer.read.hlo.memory.final_stats); peak = "
            "argument + output - alias + temp; fit: the final peak over the HBM per TensorCore.", "",
            "| program | argument MiB | output MiB | alias MiB | temp MiB (heap) | temp MiB (final) | temp MiB (memory_analysis) "
            "| peak MiB (final) | peak MiB (compiler) | peak gap (final) | fit (final peak / HBM per TensorCore) "

@@ -4,7 +4,7 @@ step and the fix.
 
 Read from the programs the capture carries (`/host:metadata` HloProtos) or
 the compiled program itself, over the main module's scheduled instructions
-(profanalyzer.hlo.schedule: fusion bodies are summarised, not rows, so every
+(profanalyzer.read.hlo.schedule: fusion bodies are summarised, not rows, so every
 row here runs on its own, outside a fusion). Kinds (`KINDS`, in report
 order):
 
@@ -155,7 +155,7 @@ def state_arrays(module) -> dict[tuple[str, tuple[int, ...]], str]:
 def _slot_updated(module, states) -> dict:
     """The states the program writes position by position (a dynamic-update-slice or scatter into an
     array of their dimensions, fusion bodies included): a cache, not a table read as it is."""
-    from profanalyzer.hlo.schedule import operand_shapes
+    from profanalyzer.read.hlo.schedule import operand_shapes
 
     out = {}
     for comp in module.computations:
@@ -234,7 +234,7 @@ def detect(module) -> list[tuple[str, str, str, str]]:
 def _detect(module) -> list[tuple[str, str, str, str, int, int]]:
     """detect's rows with (bytes moved, runs per step) for state copies that need a time check (runs 0:
     no check)."""
-    from profanalyzer.hlo.schedule import operand_shapes, schedule
+    from profanalyzer.read.hlo.schedule import operand_shapes, schedule
 
     rows = schedule(module)
     states = state_arrays(module)

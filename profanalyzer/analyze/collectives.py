@@ -14,7 +14,7 @@ larger): cores that arrive together name no one. Arrival times of cores on diffe
 their clocks agree (the definitions say so).
 
 Bytes: what each collective moves per device over the links, from its HLO
-shapes and group (profanalyzer.hlo.traffic); GB/s is that over its window
+shapes and group (profanalyzer.read.hlo.traffic); GB/s is that over its window
 (the bus bandwidth), flagged `above_link` when the link could not carry it.
 With one TensorCore there are no arrivals to compare: the instances are its
 windows, no core is late.
@@ -38,13 +38,13 @@ from profanalyzer.analyze.overlap import (
 )
 from profanalyzer.core.stats import median
 from profanalyzer.core.vocab import PREDICTED_INPUT_KINDS
-from profanalyzer.hlo.traffic import ALGORITHM
 from profanalyzer.model.analysis import (
     CollectiveDiagnosis,
     CollectiveDiagnostics,
     CollectiveTypeSummary,
 )
 from profanalyzer.model.trace import Trace
+from profanalyzer.read.hlo.traffic import ALGORITHM
 
 __all__ = ["diagnose_collectives", "TOLERANCE_MIN_PS", "TOLERANCE_STEP_FRACTION"]
 

@@ -33,7 +33,6 @@ import numpy as np
 from profanalyzer.analyze.attributed import Attributed
 from profanalyzer.analyze.attribution import locate
 from profanalyzer.core.vocab import CONTROL_FLOW, PREDICTED_INPUT_KINDS
-from profanalyzer.hlo.model import Instruction, Program
 from profanalyzer.model.analysis import (
     ExpectedFamily,
     ExpectedOp,
@@ -41,6 +40,7 @@ from profanalyzer.model.analysis import (
     ExpectedSummary,
 )
 from profanalyzer.model.trace import LINE_MODULES, LINE_OPS, Trace
+from profanalyzer.read.hlo.model import Instruction, Program
 
 __all__ = ["OpExpectation", "Expected", "expected_vs_measured", "summarize", "family_of", "SLOW_RATIO"]
 

@@ -2,7 +2,7 @@
 
 The host planes' dispatch and input lines (HOST_LINES: the Python main
 thread, JAX's execute threads, input-pipeline threads) are asked of the
-trace's input (`Trace.reads.host_events`: profanalyzer.xspace.hostlines reads
+trace's input (`Trace.reads.host_events`: profanalyzer.read.xspace.hostlines reads
 only those lines, from the bytes the run read once).
 
 `host_activity` overlaps those TraceMe events with the host-caused idle gaps

@@ -1,16 +1,16 @@
-"""Fused attention kernels in the analysis: their work from the program (profanalyzer.hlo.kernels:
+"""Fused attention kernels in the analysis: their work from the program (profanalyzer.read.hlo.kernels:
 q/k/v shapes, the half, the block mask; paged decode kernels from the page table) as records, and their
 FLOPs into the op rows the classification could not give FLOPs."""
 
 from __future__ import annotations
 
-from profanalyzer.hlo.kernels import (
+from profanalyzer.model.analysis import AttentionKernel
+from profanalyzer.read.hlo.kernels import (
     attention_kernel_flops,
     attention_kernel_work,
     kernel_bytes,
 )
-from profanalyzer.hlo.model import Module
-from profanalyzer.model.analysis import AttentionKernel
+from profanalyzer.read.hlo.model import Module
 
 __all__ = ["attention_kernels", "attention_kernel_rows", "kernel_byte_rows"]
 

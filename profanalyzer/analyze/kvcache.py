@@ -25,10 +25,10 @@ kernel is attention already); their cache reads count in `decode_cache`.
 from __future__ import annotations
 
 from profanalyzer.analyze.antipatterns import squeezed, state_arrays
-from profanalyzer.hlo.kernels import is_concatenation
-from profanalyzer.hlo.model import Computation, Instruction, Module
-from profanalyzer.hlo.schedule import operand_shapes
 from profanalyzer.model.analysis import DecodeCache
+from profanalyzer.read.hlo.kernels import is_concatenation
+from profanalyzer.read.hlo.model import Computation, Instruction, Module
+from profanalyzer.read.hlo.schedule import operand_shapes
 
 __all__ = ["cache_contractions", "decode_cache", "cache_attention_rows", "MIN_CACHE_BYTES",
            "MIN_POSITIONS"]
@@ -80,7 +80,7 @@ def _body_has(module: Module, ins: Instruction, pred, depth: int = 0) -> bool:
 def _contracts(module: Module, ins: Instruction) -> bool:
     """A dot or convolution, a custom call (a kernel: what it reads decides), or a fusion whose body (nested
     calls included) holds one or multiplies and reduces."""
-    from profanalyzer.hlo.schedule import fusion_body
+    from profanalyzer.read.hlo.schedule import fusion_body
 
     if ins.opcode in _CONTRACT or ins.opcode == "custom-call":
         return True
@@ -222,7 +222,7 @@ def decode_cache(module: Module | None, found: dict[str, tuple[str, str, int]],
     trip counts), beside their time."""
     if module is None or attention_decode_ps <= 0 or not found:
         return None
-    from profanalyzer.hlo.schedule import schedule
+    from profanalyzer.read.hlo.schedule import schedule
 
     runs: dict[str, int] = {}
     for r in schedule(module):

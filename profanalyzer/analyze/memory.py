@@ -23,11 +23,11 @@ Two sources, whichever the capture has (`MemorySummary.source` says which):
 held), else the program's HBM allocations; `hbm_bytes` the allocator's
 capacity when recorded, else the chip's HBM per TensorCore plane.
 
-The HloProto's buffer assignment is decoded once, by profanalyzer.hlo.memory
+The HloProto's buffer assignment is decoded once, by profanalyzer.read.hlo.memory
 (`read_assignment`, the protobuf runtime with the project's `hlo_min.proto`),
 and its heap peak follows that module's one rule (`trace_peak`). A capture's
 sources are asked of its input (`Trace.reads.memory_sources`:
-profanalyzer.xspace.allocator decodes the metadata and host planes from the
+profanalyzer.read.allocator decodes the metadata and host planes from the
 bytes the run read once). The default analysis never calls this module
 (benchmarks/README.md: the cost is zero when not asked for).
 
@@ -41,16 +41,16 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from profanalyzer.core.hardware import Chip
-from profanalyzer.hlo.memory import (
+from profanalyzer.model.parts import MemoryBuffer, MemorySummary
+from profanalyzer.model.trace import LINE_MODULES, MemorySources, Trace
+from profanalyzer.read.hlo.memory import (
     Allocation,
     BufferAssignment,
     LogicalBuffer,
     read_assignment,
     trace_peak,
 )
-from profanalyzer.hlo.model import Shape
-from profanalyzer.model.parts import MemoryBuffer, MemorySummary
-from profanalyzer.model.trace import LINE_MODULES, MemorySources, Trace
+from profanalyzer.read.hlo.model import Shape
 
 __all__ = [
     "assignment_memory", "summarize", "dominant_program", "trace_memory", "AssignmentMemory",
@@ -113,7 +113,7 @@ def _buffer_name(ba: BufferAssignment, lb: LogicalBuffer) -> tuple[str, str]:
 
 def assignment_memory(ba: BufferAssignment, top_n: int = TOP_BUFFERS) -> AssignmentMemory:
     """HBM and host bytes of the program's allocations; the peak of its largest
-    HBM heap trace (profanalyzer.hlo.memory.trace_peak: its instruction and the
+    HBM heap trace (profanalyzer.read.hlo.memory.trace_peak: its instruction and the
     buffers live then) plus the HBM allocations that are live for the whole
     run (parameters, outputs, constants)."""
     hbm = sum(al.size for al in ba.allocations if al.color == HBM_COLOR and not al.thread_local)

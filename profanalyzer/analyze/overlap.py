@@ -50,7 +50,6 @@ from profanalyzer.core.vocab import (
     COLLECTIVE_TYPES,
     PREDICTED_INPUT_KINDS,
 )
-from profanalyzer.hlo.traffic import Traffic, traffic_of_text
 from profanalyzer.model.analysis import (
     CollectiveTypeSummary,
     CommunicationSummary,
@@ -65,6 +64,7 @@ from profanalyzer.model.trace import (
     Trace,
     instruction_name,
 )
+from profanalyzer.read.hlo.traffic import Traffic, traffic_of_text
 
 if TYPE_CHECKING:
     from profanalyzer.analyze.attributed import Attributed
@@ -271,7 +271,7 @@ def traffic_cache(memo: TableMemo, w: CoreWork) -> dict:
 def window_traffic(md: OpMetadata, rows: np.ndarray, types: np.ndarray,
                    cache: dict) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Per window: the bytes its collective moves per device over the links,
-    its buffer's bytes (profanalyzer.hlo.traffic, from the op's HLO text), its
+    its buffer's bytes (profanalyzer.read.hlo.traffic, from the op's HLO text), its
     group (0: unknown) and the TYPES index of the algorithm its op runs (-1:
     unknown; a windowed einsum's permute moves as a permute, whatever its
     bucket); NaN bytes where the text has no shapes. Each (row, type) of a

@@ -14,7 +14,7 @@ Where a location comes from, first that has one:
      `via <op>`).
 An op with none of these has no source line (it is left out, never guessed).
 
-Reads the trace and, through profanalyzer.hlo, the programs in it; writes
+Reads the trace and, through profanalyzer.read.hlo, the programs in it; writes
 `TopOp.source`, `ScopeRow.source` and `Finding.sources`.
 """
 

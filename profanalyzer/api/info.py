@@ -159,8 +159,8 @@ class ProgramSummary:
 
 def program_info(path: str, chip: str | None = None) -> ProgramSummary:
     """The modules of a compiled program, its main one and the chip it was compiled for."""
-    from profanalyzer.hlo.compiled import INPUT_KIND, program_chip
-    from profanalyzer.hlo.load import read_program
+    from profanalyzer.read.compiled import INPUT_KIND, program_chip
+    from profanalyzer.read.hlo.load import read_program
 
     program = read_program(path)
     c, where = program_chip(program, chip)

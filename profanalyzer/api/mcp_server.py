@@ -11,7 +11,7 @@ Tools (each returns the JSON document the command line writes):
     top_ops(trace, n?, chip?)                 the `top_ops` of the analyze document (first n), with its source and step time
     render(trace, format?, chip?, ...)        the analysis in one format of the renderer registry (report.registry)
 
-Paths are local paths or URLs (profanalyzer.xspace.sources). Bad input is a tool
+Paths are local paths or URLs (profanalyzer.read.sources). Bad input is a tool
 error carrying the one line the command line prints.
 """
 
@@ -55,7 +55,7 @@ def compare_document(base: str, new: str, chip: str | None = None) -> dict:
 def check_document(trace: str, budget: str, baseline: str | None = None, chip: str | None = None) -> dict:
     from profanalyzer.api.notebook import document
     from profanalyzer.compare.budget import BudgetError, evaluate, load_budget
-    from profanalyzer.xspace.sources import is_url
+    from profanalyzer.read.sources import is_url
 
     b = load_budget(budget)
     base_path = baseline if baseline is not None else (str(b.baseline) if b.baseline is not None else None)

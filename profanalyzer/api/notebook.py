@@ -31,7 +31,7 @@ from profanalyzer.model.findings import Findings
 from profanalyzer.model.frames import analysis_card, analysis_frames
 from profanalyzer.model.records import Record
 from profanalyzer.pipeline.run import Run, RunOptions, run
-from profanalyzer.xspace.sources import is_url, local_copy
+from profanalyzer.read.sources import is_url, local_copy
 
 __all__ = ["CoreStep", "LoadedAnalysis", "load", "document"]
 

@@ -520,15 +520,15 @@ def shape_dims(dims: str) -> tuple[int, ...]:
 
 def array_bytes(text: str) -> int:
     """The bytes of the arrays an HLO operand or output text prints (element widths from the HLO model)."""
-    from profanalyzer.hlo.model import DTYPE_BITS
+    from profanalyzer.read.hlo.model import DTYPE_BITS
 
     return sum((math.prod(shape_dims(d)) * DTYPE_BITS.get(t, 0) + 7) // 8 for t, d in ARRAY.findall(text or ""))
 
 
 def matmul_kernel_flops(operand_text: str, output_text: str) -> float | None:
     """2*M*N*K of a matmul kernel from its operand and output shapes as HLO text prints them
-    (profanalyzer.hlo.kernels.matmul_flops says how)."""
-    from profanalyzer.hlo.kernels import matmul_flops
+    (profanalyzer.read.hlo.kernels.matmul_flops says how)."""
+    from profanalyzer.read.hlo.kernels import matmul_flops
 
     return matmul_flops([(t, shape_dims(d)) for t, d in ARRAY.findall(operand_text or "")],
                         [shape_dims(d) for _, d in ARRAY.findall(output_text or "")])

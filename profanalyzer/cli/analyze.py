@@ -27,7 +27,7 @@ from profanalyzer.cli._common import (
     utc_timestamp,
     write_text,
 )
-from profanalyzer.xspace.sources import is_url
+from profanalyzer.read.sources import is_url
 
 if TYPE_CHECKING:
     from profanalyzer.pipeline.run import RunOptions
@@ -54,7 +54,7 @@ def _progress(quiet: bool, trace: str | None = None):
             state["sizes"] = {}
             if trace is not None:
                 from profanalyzer.core.errors import ProfanalyzerError
-                from profanalyzer.xspace.inputs import resolve_input
+                from profanalyzer.read.xspace.inputs import resolve_input
 
                 try:
                     state["sizes"] = {f.name: f.stat().st_size for f in resolve_input(trace).files}
@@ -106,11 +106,11 @@ def _stage(bar, text: str) -> None:
 def info(trace: str, chip: str | None, jobs: int | None, json_out: str | None, quiet: bool) -> None:
     """Hosts, planes, chip, lines and event counts, steps, programs, time span."""
     from profanalyzer.api.info import trace_info
+    from profanalyzer.read.xspace.build import load_trace
     from profanalyzer.report.registry import INFO_RENDERERS, PROGRAM_INFO_RENDERERS
-    from profanalyzer.xspace.build import load_trace
 
     check_outputs([trace], [("--json", json_out)])
-    from profanalyzer.hlo.load import is_program_path
+    from profanalyzer.read.hlo.load import is_program_path
 
     if not is_url(trace) and is_program_path(trace):  # a compiled program: its modules and chip, and what to run
         from profanalyzer.api.info import program_info
@@ -239,10 +239,10 @@ def _writes(values: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
 
 
 def _local(trace: str, selective: bool = True):
-    """The trace itself, or a temporary local copy of a URL (profanalyzer.xspace.sources)."""
+    """The trace itself, or a temporary local copy of a URL (profanalyzer.read.sources)."""
     if not is_url(trace):
         return contextlib.nullcontext(trace)
-    from profanalyzer.xspace.sources import local_copy
+    from profanalyzer.read.sources import local_copy
 
     return local_copy(trace, selective=selective)
 

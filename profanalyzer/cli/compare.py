@@ -25,7 +25,7 @@ from profanalyzer.cli._common import (
     write_text,
 )
 from profanalyzer.core.errors import EXIT_GATE_FAILED, EXIT_OK
-from profanalyzer.xspace.sources import is_url
+from profanalyzer.read.sources import is_url
 
 _chip_option = chip_option("Chip generation for inputs that are traces; overrides the trace's device_type_string.")
 

@@ -190,22 +190,22 @@ XPLANE_SUFFIXES = (".xplane.pb.gz", ".xplane.pb")
 #: The stat of a `/host:metadata` event that holds a program's serialized HloProto (XProf's name).
 HLO_PROTO_STAT = "Hlo Proto"
 #: Source files of frameworks and libraries, not the user's model code: a source line walks out of them
-#: (through the op's stack frames) to the first frame of the user's own (profanalyzer.hlo.model.StackFrames).
+#: (through the op's stack frames) to the first frame of the user's own (profanalyzer.read.hlo.model.StackFrames).
 FRAMEWORK_FILE = re.compile(r"(?:^|/)(?:jax|jaxlib|flax|optax|orbax|chex|haiku|equinox|torch|torch_xla|numpy|absl)/"
                             r"|^<|(?:^|/)python3\.\d+/[^/]+\.py$")
 #: HLO ops whose work is their body's: the body's ops run (and are measured, and carry the FLOPs) as events of
 #: their own, enclosed by the op's event (a scanned layer stack's while loop)
 CONTROL_FLOW = frozenset({"while", "conditional", "call"})
 
-#: TensorCore lines the analysis reader skips and the kernel-counter reader reads (profanalyzer.xspace.counterlines):
+#: TensorCore lines the analysis reader skips and the kernel-counter reader reads (profanalyzer.read.xspace.counterlines):
 #: the hardware counter samples (one event per sample, named by unit, with a `% util` stat) and the emit_pipeline
 #: phases of Pallas kernels.
 COUNTERS_LINE = "_counters_"
 TRACEME_LINE = "XLA TraceMe"
 UTIL_STAT = "% util"
-#: Host-plane lines that dispatch work or feed input (profanalyzer.xspace.hostlines): the Python main thread, JAX's
+#: Host-plane lines that dispatch work or feed input (profanalyzer.read.xspace.hostlines): the Python main thread, JAX's
 #: execute threads, input-pipeline threads.
 HOST_LINES = re.compile(r"^(?:main|python|MainThread|py_xla_execute|pjrt|.*(?:input|infeed|prefetch|tf_data|grain|"
                         r"dataloader|data_loader|pipeline)).*", re.I)
-#: The runtime's allocator TraceMe events on the host planes (profanalyzer.xspace.allocator).
+#: The runtime's allocator TraceMe events on the host planes (profanalyzer.read.allocator).
 MEMORY_EVENTS = ("MemoryAllocation", "MemoryDeallocation")

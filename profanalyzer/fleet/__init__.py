@@ -100,7 +100,7 @@ from profanalyzer.fleet.records import (
     TrendRow,
     host_record,
 )
-from profanalyzer.xspace.sources import is_url
+from profanalyzer.read.sources import is_url
 
 __all__ = [
     "DEFINITIONS", "FLEET_SCHEMA_VERSION", "PATH_MARK", "RECORD_VERSION", "REGRESSION_K", "REGRESSION_MIN_NOISE_RUNS",

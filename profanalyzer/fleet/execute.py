@@ -24,7 +24,7 @@ from profanalyzer.fleet.records import (
     host_record,
     one_line,
 )
-from profanalyzer.xspace.sources import is_url
+from profanalyzer.read.sources import is_url
 
 
 def analyse_host_file(

@@ -17,7 +17,7 @@ from pathlib import Path
 from profanalyzer.core.errors import InputError, ProfanalyzerError
 from profanalyzer.core.vocab import XPLANE_SUFFIXES
 from profanalyzer.fleet.records import Failure, failure_from, one_line
-from profanalyzer.xspace.sources import is_url, is_xplane_name, open_fsspec
+from profanalyzer.read.sources import is_url, is_xplane_name, open_fsspec
 
 RUN_NAME_RE = re.compile(r"^(\d{4})_(\d{2})_(\d{2})_(\d{2})_(\d{2})_(\d{2})$")
 _GLOB_CHARS = re.compile(r"[*?\[]")

@@ -282,10 +282,10 @@ class CollectiveDiagnosis(Record):
     type: str
     instances: int  # cross-core instances over the kept steps (one per step, type and order on each core)
     per_step: float  # windows per step per TensorCore
-    bytes_per_instance: float | None  # median buffer bytes of its windows (profanalyzer.hlo.traffic, from its shapes)
+    bytes_per_instance: float | None  # median buffer bytes of its windows (profanalyzer.read.hlo.traffic, from its shapes)
     moved_per_instance: float | None  # median bytes moved per device over the links (the algorithm's factor x the buffer)
     group: int | None  # devices per group, the most common over its windows (None: unknown, the large-group bound)
-    algorithm: str  # how the moved bytes follow from the buffer (profanalyzer.hlo.traffic.ALGORITHM)
+    algorithm: str  # how the moved bytes follow from the buffer (profanalyzer.read.hlo.traffic.ALGORITHM)
     achieved_gbps: float | None  # bus bandwidth: bytes moved / window time, per TensorCore
     link_gbps: float  # the chip's ICI per TensorCore (hardware table)
     link_fraction: float | None  # achieved / link
@@ -468,7 +468,7 @@ class Analysis(Record):
     # time of the document is predicted; steps, breakdown, remat, phases and the op tables say so too)
     time_basis: str = "measured"
     expected: ExpectedSummary | None = None  # the compiler's expected time beside the measured (profanalyzer.analyze.expected)
-    program_memory: ProgramMemory | None = None  # a compiled program's HBM per TensorCore (hlo.compiled); None: a capture
+    program_memory: ProgramMemory | None = None  # a compiled program's HBM per TensorCore (read.compiled); None: a capture
 
     def frames(self, findings: Findings | None = None) -> dict:
         """pandas DataFrames of this analysis (steps, buckets, ops, windows,

@@ -237,7 +237,7 @@ class MemoryBuffer(Record):
 
 @dataclass(frozen=True)
 class ProgramMemory(Record):
-    """A compiled program's HBM per TensorCore, before any run (profanalyzer.hlo.compiled): the buffer
+    """A compiled program's HBM per TensorCore, before any run (profanalyzer.read.compiled): the buffer
     assignment's argument + output - alias + temp, against the chip's HBM per TensorCore (its table);
     the compiler's own memory_analysis beside it when the dump has one. A budget gates on `peak_bytes`
     and `fraction` (`check --budget`: program.hbm_peak_bytes, program.hbm_fraction)."""

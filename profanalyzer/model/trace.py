@@ -7,7 +7,7 @@ A `Trace` holds, for each TPU device plane (TensorCore and SparseCore)
   * per line, an event table in numpy columns (start, end, duration, self time,
     metadata row, step group, nesting depth, plus the line's per-event extras).
 
-`profanalyzer.xspace.build.load_trace(path)` decodes and builds it; this module
+`profanalyzer.read.xspace.build.load_trace(path)` decodes and builds it; this module
 holds the model, the nesting / self-time / overlap helpers and the step
 derivation, and imports nothing that decodes.
 
@@ -35,8 +35,8 @@ from profanalyzer.core.hardware import Chip
 from profanalyzer.model.parts import ProgramMemory
 
 if TYPE_CHECKING:  # the input stage's type, named for the checker only (records import no reader)
-    from profanalyzer.hlo.memory import BufferAssignment
-    from profanalyzer.hlo.model import Program
+    from profanalyzer.read.hlo.memory import BufferAssignment
+    from profanalyzer.read.hlo.model import Program
 
 # Line names (exact, as the TPU runtime writes them).
 LINE_STEPS = "Steps"
@@ -191,7 +191,7 @@ class HostInfo:
 
 
 # ---------------------------------------------------------------------------
-# What a capture's memory reads hold (profanalyzer.xspace.allocator reads them)
+# What a capture's memory reads hold (profanalyzer.read.allocator reads them)
 # ---------------------------------------------------------------------------
 
 
@@ -208,14 +208,14 @@ class AllocatorPeak:
 @dataclass(frozen=True)
 class MemorySources:
     program: str = ""
-    assignment: BufferAssignment | None = None  # profanalyzer.hlo.memory's record
+    assignment: BufferAssignment | None = None  # profanalyzer.read.hlo.memory's record
     allocator: AllocatorPeak | None = None
     notes: list[str] = field(default_factory=list)
 
 
 class CaptureReads(Protocol):
     """What a stage reads from a trace's input beyond the planes the Trace
-    holds, asked of the input itself (profanalyzer.xspace.source.Source: each
+    holds, asked of the input itself (profanalyzer.read.source.Source: each
     file read once per run), so that no stage imports a reader. `file` is a
     host's `HostInfo.file`."""
 
@@ -253,8 +253,8 @@ class Trace:
     origin_ns: int
     planes: tuple[Plane, ...]  # TensorCore then SparseCore, host order
     steps: Mapping[str, Steps]  # TensorCore plane label -> steps
-    program_memory: ProgramMemory | None = None  # a compiled program's HBM (profanalyzer.hlo.compiled); None: a capture
-    #: a compiled program's own profanalyzer.hlo.model.Program, text or proto alike (None: a capture, whose programs
+    program_memory: ProgramMemory | None = None  # a compiled program's HBM (profanalyzer.read.compiled); None: a capture
+    #: a compiled program's own profanalyzer.read.hlo.model.Program, text or proto alike (None: a capture, whose programs
     #: are read from its /host:metadata plane when a stage asks)
     program: Program | None = None
     #: the input the trace was read from, asked for what the planes do not hold (None: a trace built in memory

@@ -1,8 +1,8 @@
 """`run(source, options) -> Run`: the one pipeline every entry point calls.
 
-    open (xspace.source.open_source: the input's one open; a saved document,
+    open (read.source.open_source: the input's one open; a saved document,
           a compiled program or a capture, told from the bytes read)
-    -> read (xspace.read.read_trace: a capture's planes, or a program
+    -> read (read.trace.read_trace: a capture's planes, or a program
           replayed into its predicted step, in memory; the Trace keeps the
           Source as its `reads`, asked later for programs, counter lines,
           host lines and allocator activity)
@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, cast
 from profanalyzer.model.analysis import Analysis
 from profanalyzer.model.documents import result_document
 from profanalyzer.model.findings import Findings
-from profanalyzer.xspace.source import Source, open_source
+from profanalyzer.read.source import Source, open_source
 
 if TYPE_CHECKING:
     from profanalyzer.analyze.attributed import Attributed
@@ -147,7 +147,7 @@ def _analysed(src: Source, options: RunOptions) -> tuple[Attributed, Analysis]:
         attribute,
     )
     from profanalyzer.classify import Memo
-    from profanalyzer.xspace.read import read_trace
+    from profanalyzer.read.trace import read_trace
 
     aopts = AnalysisOptions(chip=options.chip, top_ops=options.top_ops, jobs=options.jobs, progress=options.progress,
                             memory=options.memory, host_activity=options.host_activity)

@@ -1,7 +1,7 @@
 """Minimal protobuf wire encoding for XSpace containers.
 
 Leaf messages (XEventMetadata, XStatMetadata, plane XStats, CoreDetails) are built with
-``profanalyzer.xspace.xplane_pb2`` and serialized by protobuf; the containers (XSpace,
+``profanalyzer.read.xspace.xplane_pb2`` and serialized by protobuf; the containers (XSpace,
 XPlane, XLine and the XEvents) are written here so that
 
 * map fields (``event_metadata``, ``stat_metadata``) are emitted in ascending key order
@@ -19,7 +19,7 @@ import struct
 
 import numpy as np
 
-from profanalyzer.xspace.wire import encode_varint
+from profanalyzer.read.xspace.wire import encode_varint
 
 # XStat value field numbers (all varint-encoded except double/str/bytes)
 V_DOUBLE, V_UINT64, V_INT64, V_STR, V_BYTES, V_REF = 2, 3, 4, 5, 6, 7

@@ -24,7 +24,7 @@ import random
 import numpy as np
 
 from ..core.hardware import TPU7X
-from ..xspace import xplane_pb2 as pb
+from ..read.xspace import xplane_pb2 as pb
 from . import pbenc as P
 from .builder import stable_hash
 from .hlo_memory import hlo_proto
