@@ -1,27 +1,12 @@
-"""Small helpers shared by the lever modules (formatting evidence)."""
+"""Small helpers shared by the lever modules (formatting evidence). The facts the rules derive from an
+analysis (the step, serving or not, the FP8 cap, the workload) are RuleFacts' (findings/rules.py), computed once."""
 
 from __future__ import annotations
 
 from profanalyzer.core import format as fmt
 from profanalyzer.core.format import pct
-from profanalyzer.core.hardware import FP8_MAX_SPEEDUP
 
-__all__ = ["ms", "pct", "op_line", "serving", "step_ps", "fp8_cap"]
-
-
-def serving(analysis) -> bool:
-    """The capture is an inference (serving) step: training-only advice stays quiet."""
-    return analysis.run_kind is not None and analysis.run_kind.kind == "inference"
-
-
-def step_ps(analysis) -> float:
-    return analysis.steps.step_time_ps["mean"] or 1.0
-
-
-def fp8_cap(analysis) -> float:
-    """The most an FP8 change may save per step: the fastest published
-    Ironwood recipe's end-to-end speed-up (hardware.FP8_MAX_SPEEDUP)."""
-    return (1.0 - 1.0 / FP8_MAX_SPEEDUP) * step_ps(analysis)
+__all__ = ["ms", "pct", "op_line"]
 
 
 def ms(ps: float) -> str:

@@ -5,6 +5,7 @@ program's attention-kernel work, evidence a capture without HLO lacks)."""
 from __future__ import annotations
 
 from profanalyzer.findings.rules import rule
+from profanalyzer.model.findings import Claim
 
 from ._util import ms, pct
 
@@ -40,7 +41,7 @@ def attention_block_sizes(self, analysis, facts):
     """
     kernels = analysis.attention_kernels or ()
     peak = analysis.hardware.per_core.peak_bf16_tflops * 1e12
-    step = analysis.steps.step_time_ps["mean"] or 1
+    step = facts.step_ps
     slow = []
     for k in kernels:
         if k.ps <= 0:
@@ -67,7 +68,7 @@ def attention_block_sizes(self, analysis, facts):
          "# JAX: splash_attention.BlockSizes(...) with 512 (or larger, as VMEM allows); search them with tune-jax"],
         [f"tuned kernels reach {TUNED_PEAK_FRACTION:.0%} of the BF16 peak on the FLOPs counted (every pair when the mask's "
          "values are unknown: the estimate then understates the saving)", "the rest of the step is unchanged"],
-        claims={"bucket:attention": saving})]
+        claims=[Claim.bucket("attention", saving)])]
 
 
 def _runs(analysis, name: str) -> float:

@@ -14,8 +14,9 @@ from profanalyzer.core.hardware import (
     fp8_measured_range,
 )
 from profanalyzer.findings.rules import rule
+from profanalyzer.model.findings import Claim
 
-from ._util import fp8_cap, ms, op_line, pct, serving, step_ps
+from ._util import ms, op_line, pct
 from .kv_cache import kv_cache_8bit
 
 #: BF16 matmul share of the step worth converting.
@@ -52,7 +53,7 @@ def _int8_peak(analysis) -> float:
     return hw.peak_int8_tops_per_chip * 1e12 / max(hw.planes_per_chip, 1)
 
 
-def bounded_saving(analysis, raw_ps: float, share: float) -> tuple[float, list[str]]:
+def bounded_saving(facts, raw_ps: float, share: float) -> tuple[float, list[str]]:
     """The FP8 estimate and the assumptions that state its bound.
 
     The model (`fp8_saving`) speeds up only the BF16 matmuls, `share` of the
@@ -60,8 +61,8 @@ def bounded_saving(analysis, raw_ps: float, share: float) -> tuple[float, list[s
     model's, bounded by the fastest published Ironwood recipe. Both published
     figures are cited: the guide's typical gain and the recipes' measured
     range, and where this estimate falls against that range."""
-    step = step_ps(analysis)
-    cap = fp8_cap(analysis)
+    step = facts.step_ps
+    cap = facts.fp8_cap_ps
     saving = min(raw_ps, cap)
     lo, hi = fp8_measured_range()
 
@@ -107,10 +108,10 @@ def bf16_to_fp8(self, analysis, facts):
     Quiet on chips whose MXU has no faster FP8 (v4, v5e, v5p, v6e).
     """
     mm = analysis.bucket_ops.get("matmul_bf16")
-    if mm is None or mm.fraction < BF16_MIN_FRACTION or serving(analysis) or not _has(analysis, "fp8"):
+    if mm is None or mm.fraction < BF16_MIN_FRACTION or facts.serving or not _has(analysis, "fp8"):
         return []
     raw = fp8_saving(mm.ps, mm.flops, _fp8_peak(analysis))
-    saving, bound = bounded_saving(analysis, raw, mm.fraction)
+    saving, bound = bounded_saving(facts, raw, mm.fraction)
     evidence = [
         f"BF16 matmuls: {ms(mm.ps)} per step ({pct(mm.fraction)} of the step) over {mm.ops} distinct ops",
         f"compute-bound {ms(mm.compute_bound_ps)}, HBM-bound {ms(mm.hbm_bound_ps)} "
@@ -131,7 +132,7 @@ def bf16_to_fp8(self, analysis, facts):
         *bound,
         "model quality holds with the recipe (check convergence)",
     ]
-    return [self.finding(analysis, saving, evidence, actions, assumptions, claims={"bucket:matmul_bf16": saving})]
+    return [self.finding(analysis, saving, evidence, actions, assumptions, claims=[Claim.bucket("matmul_bf16", saving)])]
 
 
 def above_bf16_peak(analysis, mm) -> bool:
@@ -164,13 +165,13 @@ def serve_fp8_activations(self, analysis, facts):
     serving eval set.
     """
     mm = analysis.bucket_ops.get("matmul_bf16")
-    if mm is None or mm.fraction < BF16_MIN_FRACTION or not serving(analysis) or not _has(analysis, "fp8"):
+    if mm is None or mm.fraction < BF16_MIN_FRACTION or not facts.serving or not _has(analysis, "fp8"):
         return []
     if above_bf16_peak(analysis, mm):
         # the premise (these run on the BF16 MXU) is contradicted by their own measured rate: no estimate to rank
         return []
     raw = fp8_saving(mm.ps, mm.flops, _fp8_peak(analysis))
-    saving, bound = bounded_saving(analysis, raw, mm.fraction)
+    saving, bound = bounded_saving(facts, raw, mm.fraction)
     quant = [op for op in analysis.top_ops if op.bucket == "matmul_bf16" and any(t.startswith("precision:w") for t in op.tags)]
     evidence = [f"BF16-MXU matmuls: {ms(mm.ps)} per step ({pct(mm.fraction)} of the step) over {mm.ops} distinct ops"]
     if mm.flops > 0 and mm.ps > 0:
@@ -195,7 +196,7 @@ def serve_fp8_activations(self, analysis, facts):
         "the recipes' figures are training steps; a serving step with the same matmul share gains alike",
         "serving accuracy holds with FP8 activations (check on an eval set)",
     ]
-    return [self.finding(analysis, saving, evidence, actions, assumptions, claims={"bucket:matmul_bf16": saving})]
+    return [self.finding(analysis, saving, evidence, actions, assumptions, claims=[Claim.bucket("matmul_bf16", saving)])]
 
 
 @rule("FP003", "fp8", "BF16 matmuls that the INT8 MXU would run at twice the peak", fixtures=("bf16_dense@v6e", "bf16_dense"))
@@ -220,7 +221,7 @@ def bf16_to_int8(self, analysis, facts):
         return []
     speedup = analysis.hardware.peak_int8_tops_per_chip / max(analysis.hardware.peak_bf16_tflops_per_chip, 1e-9)
     raw = fp8_saving(mm.ps, mm.flops, _int8_peak(analysis), speedup=speedup)
-    saving, bound = bounded_saving(analysis, raw, mm.fraction)
+    saving, bound = bounded_saving(facts, raw, mm.fraction)
     hw = analysis.hardware
     evidence = [
         f"BF16 matmuls: {ms(mm.ps)} per step ({pct(mm.fraction)} of the step) over {mm.ops} distinct ops",
@@ -230,7 +231,7 @@ def bf16_to_int8(self, analysis, facts):
         f"compute-bound {ms(mm.compute_bound_ps)}, HBM-bound {ms(mm.hbm_bound_ps)}",
     ]
     evidence += [op_line(op) for op in analysis.top_ops if op.bucket == "matmul_bf16"][:3]
-    if serving(analysis):
+    if facts.serving:
         actions = ["# serve the linear layers as w8a8 int8 matmuls: per-channel int8 weights, dynamic per-token "
                    "int8 activations (int32 accumulation); int8 KV cache where quality allows"]
     else:
@@ -246,7 +247,7 @@ def bf16_to_int8(self, analysis, facts):
         "recipe (Ironwood fp8_full)",
         "model quality holds in int8 (check convergence / an eval set)",
     ]
-    return [self.finding(analysis, saving, evidence, actions, assumptions, claims={"bucket:matmul_bf16": saving})]
+    return [self.finding(analysis, saving, evidence, actions, assumptions, claims=[Claim.bucket("matmul_bf16", saving)])]
 
 
 #: MXU passes of an f32 matmul at precision HIGHEST (bf16 x 6; HIGH is 3): ASSUMED, the trace does not
@@ -273,7 +274,7 @@ def f32_to_bf16(self, analysis, facts):
     f32 = [op for op in analysis.top_ops if op.bucket in ("matmul_other", "attention")
            and "precision:f32" in op.tags]
     ps = sum(op.self_ps for op in f32)
-    step = analysis.steps.step_time_ps["mean"] or 1
+    step = facts.step_ps
     if ps / step < BF16_MIN_FRACTION:
         return []
     compute = sum(op.self_ps for op in f32 if op.bound_by == "compute")
@@ -281,7 +282,7 @@ def f32_to_bf16(self, analysis, facts):
     claims: dict[str, float] = {}
     for op in f32:
         part = op.self_ps * ((1 - 1 / F32_PASSES) if op.bound_by == "compute" else 0.5)
-        claims[f"bucket:{op.bucket}"] = claims.get(f"bucket:{op.bucket}", 0.0) + part
+        claims[op.bucket] = claims.get(op.bucket, 0.0) + part
     evidence = [f"f32 matmuls and attention contractions: {ms(ps)} per step ({pct(ps / step)}), compute-bound "
                 f"{ms(compute)}", *(op_line(op) for op in f32[:4])]
     return [self.finding(
@@ -293,7 +294,7 @@ def f32_to_bf16(self, analysis, facts):
          "trace does not say which): compute-bound ones fall to 1/6 of their time, HBM-bound ones to half (half the "
          "bytes)", "only the top ops' f32 contractions are counted; the rest of the step is unchanged",
          "model quality holds in bf16 compute with fp32 weights (the usual mixed-precision recipe)"],
-        claims=claims)]
+        claims=Claim.buckets(claims))]
 
 
 RULES = (bf16_to_fp8, serve_fp8_activations, bf16_to_int8, f32_to_bf16, kv_cache_8bit)

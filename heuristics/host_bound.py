@@ -11,6 +11,7 @@ the core before any device-side lever matters. Reads `Analysis.idle_causes`
 from __future__ import annotations
 
 from profanalyzer.findings.rules import rule
+from profanalyzer.model.findings import Claim
 
 from ._util import ms, pct
 
@@ -70,7 +71,7 @@ def host_bound(self, analysis, facts):
                 "per_device_batch_size=<2x>  # more device work per dispatch amortises the host's per-step cost",
             ],
             [f"prefetching and asynchronous dispatch hide {HOST_IDLE_HIDEABLE:.0%} of the host-caused idle"],
-            claims={"bucket:idle": saving},
+            claims=[Claim.bucket("idle", saving)],
         )
     ]
 

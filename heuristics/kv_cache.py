@@ -5,6 +5,7 @@ summary, evidence a capture without HLO lacks)."""
 from __future__ import annotations
 
 from profanalyzer.findings.rules import rule
+from profanalyzer.model.findings import Claim
 
 from ._util import ms, pct
 
@@ -34,7 +35,7 @@ def kv_cache_8bit(self, analysis, facts):
     compiler's fusions.
     """
     kv = analysis.decode_cache
-    step = analysis.steps.step_time_ps["mean"] or 1
+    step = facts.step_ps
     if kv is None or kv.ps / step < MIN_FRACTION or not set(kv.dtypes) <= set(WIDE):
         return []
     lever = analysis.hardware.low_precision_lever or "int8"
@@ -51,9 +52,9 @@ def kv_cache_8bit(self, analysis, facts):
     ]
     kernel = any(op.bucket == "attention" for op in analysis.kernel_ops)
     att_ps = analysis.bucket_ops["attention"].ps if "attention" in analysis.bucket_ops else 0.0
-    claims = {"bucket:attention": min(saving, att_ps)}
+    claims = {"attention": min(saving, att_ps)}
     if saving > att_ps:
-        claims["bucket:other_compute"] = saving - att_ps
+        claims["other_compute"] = saving - att_ps
     return [self.finding(
         analysis, saving, evidence,
         [f"quantize_kvcache=True kv_quant_dtype={lever}",
@@ -62,7 +63,7 @@ def kv_cache_8bit(self, analysis, facts):
                                           "HBM peak"])],
         ["the attention over the cache stays HBM-bound at the bandwidth it reaches today: half the bytes, half "
          "its time", "no credit for a faster decode kernel (it would add to the saving)"],
-        claims=claims)]
+        claims=Claim.buckets(claims))]
 
 
 RULES = (kv_cache_8bit,)

@@ -12,7 +12,7 @@ from __future__ import annotations
 from profanalyzer.core.vocab import COLLECTIVE_BUCKETS
 from profanalyzer.findings.rules import rule
 
-from ._util import ms, pct, step_ps
+from ._util import ms, pct
 
 #: Cores needed to call one of them late (two cores: either is "the other").
 LATE_MIN_CORES = 3
@@ -55,7 +55,7 @@ def late_core(self, analysis, facts):
     d = analysis.collective_diagnosis
     if d is None or d.cores < LATE_MIN_CORES or d.last_core is None or d.last_core_share is None:
         return []
-    step = step_ps(analysis)
+    step = facts.step_ps
     if (d.distinct_last < LATE_MIN_INSTANCES or d.last_core_share < LATE_MIN_SHARE
             or d.last_core_lateness_ps < LATE_MIN_LATENESS_FRACTION * step):
         return []

@@ -5,6 +5,7 @@ reads the optimizer phase, which only a training step's program structure gives)
 from __future__ import annotations
 
 from profanalyzer.findings.rules import rule
+from profanalyzer.model.findings import Claim
 
 from ._util import ms, pct
 
@@ -34,12 +35,12 @@ def optimizer_update(self, analysis, facts):
     states halve the bytes an HBM-bound update moves.
     """
     phase = analysis.phases.get("optimizer")
-    step = analysis.steps.step_time_ps["mean"] or 1
+    step = facts.step_ps
     if phase is None or phase.ps <= 0 or phase.ps / step < OPTIMIZER_MIN_FRACTION:
         return []
     saving = phase.ps * (1 - 1 / ACCUMULATE)
     other = analysis.breakdown.get("other_compute")
-    claims = {"bucket:other_compute": min(saving, other.ps if other is not None else 0.0)}
+    claims = {"other_compute": min(saving, other.ps if other is not None else 0.0)}
     evidence = [f"the optimizer update: {ms(phase.ps)} per step ({pct(phase.ps / step)}), the training step's compute "
                 "outside the forward and the backward",
                 f"accumulating {ACCUMULATE} microbatches per update runs it once per {ACCUMULATE} steps' tokens: "
@@ -53,7 +54,7 @@ def optimizer_update(self, analysis, facts):
         [f"the update's time does not depend on the batch (measured: 3.6-3.7 ms for Adam at 256 and 8,192 tokens on a "
          f"TPU v5e); the forward and backward scale with the tokens: per token, only {1 - 1 / ACCUMULATE:.0%} of "
          "the update's time goes", "the accumulation buffer fits in HBM (one more copy of the gradients)"],
-        claims=claims)]
+        claims=Claim.buckets(claims))]
 
 
 RULES = (optimizer_update,)

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from profanalyzer.core.vocab import COLLECTIVE_BUCKETS, COMPUTE_BUCKETS
 from profanalyzer.findings.rules import rule
+from profanalyzer.model.findings import Claim
 
-from ._util import ms, op_line, pct, serving
+from ._util import ms, op_line, pct
 from .headroom import headroom
 
 #: Recompute share of the step above which a lighter policy is worth trying.
@@ -39,7 +40,7 @@ def lighter_remat_policy(self, analysis, facts):
     (192 GiB per TPU7x chip, the chip table; the guide rounds it to 192 GB) after the change.
     """
     remat = analysis.remat
-    if remat.fraction < REMAT_MIN_FRACTION or serving(analysis):
+    if remat.fraction < REMAT_MIN_FRACTION or facts.serving:
         return []
     wl = facts.workload
     by_bucket = {b: o.remat_ps for b, o in analysis.bucket_ops.items() if b in COMPUTE_BUCKETS | COLLECTIVE_BUCKETS}
@@ -98,7 +99,7 @@ def lighter_remat_policy(self, analysis, facts):
             f"full remat; here {pct(remat.fraction)} of the step)",
         ]
         title = f"Use a lighter remat policy ({policy}): recompute is {pct(remat.fraction)} of a compute-bound step"
-    return [self.finding(analysis, saving, evidence, actions, assumptions, claims={"remat": saving}, title=title)]
+    return [self.finding(analysis, saving, evidence, actions, assumptions, claims=[Claim.remat(saving)], title=title)]
 
 
 #: Exposed host-offload wait (share of the step) worth acting on.
@@ -135,7 +136,7 @@ def host_offload_wait(self, analysis, facts):
         f"{ho.to_host_bytes / 1e9:.2f} GB to host) in {ho.transfers:.0f} transfers{rate}",
     ]
     evidence += [op_line(op) for op in analysis.top_ops if op.bucket == "host_offload"][:4]
-    if serving(analysis):
+    if facts.serving:
         actions = [
             "# keep these arrays in device memory (HBM) instead of pinned host memory where they fit, e.g. create / "
             "device_put them without a host memory kind; or prefetch them earlier so the copy overlaps compute",
@@ -163,7 +164,7 @@ def host_offload_wait(self, analysis, facts):
         actions = [a for a in actions if "no room in HBM" in a] + [a for a in actions if "no room in HBM" not in a]
     else:
         assumptions.append("halving the bytes instead (narrower storage) would save about half of this")
-    return [self.finding(analysis, saving, evidence, actions, assumptions, claims={"bucket:host_offload": saving})]
+    return [self.finding(analysis, saving, evidence, actions, assumptions, claims=[Claim.bucket("host_offload", saving)])]
 
 
 RULES = (lighter_remat_policy, host_offload_wait)

@@ -5,8 +5,9 @@ from __future__ import annotations
 from profanalyzer.core.vocab import OFFLOADABLE
 from profanalyzer.core.vocab import SPARSECORE_CAPTURE_HINT as CAPTURE_HINT
 from profanalyzer.findings.rules import rule
+from profanalyzer.model.findings import Claim
 
-from ._util import ms, pct, step_ps
+from ._util import ms, pct
 
 #: Exposed time of a collective type (share of step) worth acting on.
 EXPOSED_MIN_FRACTION = 0.01
@@ -81,7 +82,7 @@ def enable_offload(self, analysis, facts):
         if c is None or c.engine == "SparseCore" or sc.offloaded.get(t):
             continue
         # only what independent compute can hide: not the critical-path windows
-        if (c.exposed_ps - c.critical_path_ps) / step_ps(analysis) >= EXPOSED_MIN_FRACTION:
+        if (c.exposed_ps - c.critical_path_ps) / facts.step_ps >= EXPOSED_MIN_FRACTION:
             todo.append(c)
     if not todo:
         return []
@@ -93,7 +94,7 @@ def enable_offload(self, analysis, facts):
             evidence.append(f"{c.type}: {ms(c.critical_path_ps)} per step is on the critical path (each consumes the op "
                             "just before it): offload cannot hide it and it is not counted")
         s = max(0.0, c.exposed_ps - c.critical_path_ps - c.count * residual)
-        claims[f"bucket:{c.bucket}"] = s
+        claims[c.bucket] = s
         hf = f", {pct(c.hidden_fraction)} of its window hidden" if c.hidden_fraction is not None else ""
         evidence.append(
             f"{c.type}: {ms(c.exposed_ps)} exposed per step ({pct(c.fraction_of_step)} of the step), "
@@ -113,7 +114,7 @@ def enable_offload(self, analysis, facts):
             evidence,
             [],
             assumptions,
-            claims=claims,
+            claims=Claim.buckets(claims),
             flags=enable_flags(types),
             title=f"Offload {', '.join(t.replace('_', '-') for t in types)} to SparseCores: {ms(saving)} per step exposed",
         )
@@ -147,9 +148,9 @@ def schedule_offload_earlier(self, analysis, facts):
         if c is None or c.engine != "SparseCore":
             continue
         excess = c.exposed_ps - c.count * floor
-        if excess / (analysis.steps.step_time_ps["mean"] or 1) < EXPOSED_MIN_FRACTION:
+        if excess / (facts.step_ps) < EXPOSED_MIN_FRACTION:
             continue
-        claims[f"bucket:{c.bucket}"] = excess
+        claims[c.bucket] = excess
         evidence.append(f"{t}: {ms(c.exposed_ps)} exposed per step over {c.count:.0f} offloaded windows")
         flags.append(latency_flag(t))
     if not claims:
@@ -169,7 +170,7 @@ def schedule_offload_earlier(self, analysis, facts):
                 f"issued earlier, the transfers finish behind compute; {floor / 1e6:.1f} us per window stays on the TensorCore",
                 "a straggler core or input imbalance also shows up as collective waits: check per-core spread first",
             ],
-            claims=claims,
+            claims=Claim.buckets(claims),
             flags=flags,
         )
     )

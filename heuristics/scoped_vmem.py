@@ -6,6 +6,7 @@ import re
 
 from profanalyzer.core.hardware import CHIPS
 from profanalyzer.findings.rules import rule
+from profanalyzer.model.findings import Claim
 
 from ._util import op_line
 
@@ -59,7 +60,7 @@ def raise_scoped_vmem(self, analysis, facts):
     What to change: raise `--xla_tpu_scoped_vmem_limit_kib` (it also widens
     the tile search space of Pallas kernels) and re-tune block sizes.
     """
-    step = analysis.steps.step_time_ps["mean"] or 1
+    step = facts.step_ps
     hits = stalled_small_tile_kernels(analysis)
     total = sum(op.self_ps for op, _ in hits)
     if total / step < MIN_FRACTION:
@@ -72,7 +73,7 @@ def raise_scoped_vmem(self, analysis, facts):
     for op, _ in hits:
         s = op.self_ps * (1 - op.roofline_fraction / TARGET_ROOFLINE)
         saving += s
-        claims[f"bucket:{op.bucket}"] = claims.get(f"bucket:{op.bucket}", 0.0) + s
+        claims[op.bucket] = claims.get(op.bucket, 0.0) + s
     return [
         self.finding(
             analysis,
@@ -82,7 +83,7 @@ def raise_scoped_vmem(self, analysis, facts):
             [f"with larger tiles the kernels reach {TARGET_ROOFLINE:.0%} of their roofline (a tuned splash kernel)",
              f"{kib // 1024} MiB of the {vmem:g} MiB VMEM per TensorCore of {analysis.hardware.name} (the chip "
              "table's figure) leaves room for weight prefetch"],
-            claims=claims,
+            claims=Claim.buckets(claims),
             flags=flags,
         )
     ]

@@ -5,8 +5,9 @@ from __future__ import annotations
 from profanalyzer.core.hardware import GUIDE_ICI_INTENSITY
 from profanalyzer.core.vocab import COMPUTE_BUCKETS
 from profanalyzer.findings.rules import rule
+from profanalyzer.model.findings import Claim
 
-from ._util import ms, pct, serving, step_ps
+from ._util import ms, pct
 from .headroom import headroom
 from .host_bound import (
     host_bound,  # HB001, filed under this lever
@@ -62,7 +63,7 @@ def overlap_all_to_all(self, analysis, facts):
     the expert MLP dimension is large enough to be near the roofline;
     reduce EP if the per-expert work is small.
     """
-    if serving(analysis):
+    if facts.serving:
         return []
     wl = facts.workload
     c = analysis.collectives.get("all_to_all")
@@ -84,7 +85,7 @@ def overlap_all_to_all(self, analysis, facts):
                 "# overlap dispatch/combine all-to-all with expert compute (pipelined MoE layer)",
             ],
             [f"overlapping hides {A2A_HIDEABLE:.0%} of the exposed all-to-all"],
-            claims={"bucket:all_to_all": saving},
+            claims=[Claim.bucket("all_to_all", saving)],
         )
     ]
 
@@ -104,7 +105,7 @@ def pipeline_bubbles(self, analysis, facts):
     fits (PP only across pods, over DCN).
     """
     colls = analysis.collectives
-    if serving(analysis) or not any(t in colls and colls[t].count > 0 for t in ("collective_permute", "send_recv")):
+    if facts.serving or not any(t in colls and colls[t].count > 0 for t in ("collective_permute", "send_recv")):
         return []
     idle = analysis.breakdown["idle"]
     if idle.fraction < BUBBLE_MIN_FRACTION:
@@ -123,7 +124,7 @@ def pipeline_bubbles(self, analysis, facts):
             ["num_pipeline_microbatches=<2x current>", "# or fewer stages: dcn_pipeline_parallelism=<smaller>"],
             [f"doubling microbatches removes {BUBBLE_REDUCTION:.0%} of the bubble (4 stages, 4 -> 8 microbatches)",
              "all idle time in this trace is pipeline bubble"],
-            claims={"bucket:idle": saving},
+            claims=[Claim.bucket("idle", saving)],
         )
     ]
 
@@ -144,12 +145,12 @@ def communication_bound(self, analysis, facts):
     table: FSDP for dense, FSDP + CP only when long sequences need it, with the
     minimum CP degree); grow the per-device batch so FSDP gathers hide.
     """
-    if serving(analysis):
+    if facts.serving:
         return []
     wl = facts.workload
     exposed = {t: analysis.collectives[t] for t in ("all_gather", "reduce_scatter", "all_reduce") if t in analysis.collectives}
     total = sum(c.exposed_ps for c in exposed.values())
-    step = analysis.steps.step_time_ps["mean"] or 1
+    step = facts.step_ps
     if total / step < COMM_MIN_FRACTION:
         return []
     intensity, _, _ = step_ici_intensity(analysis)
@@ -171,7 +172,7 @@ def communication_bound(self, analysis, facts):
             actions,
             ["halving the sharded-traffic per token (smaller CP degree or twice the per-device batch) halves its exposed time",
              headroom(analysis).line],
-            claims={f"bucket:{c.bucket}": c.exposed_ps * FSDP_BATCH_GAIN for c in exposed.values()},
+            claims=Claim.buckets({c.bucket: c.exposed_ps * FSDP_BATCH_GAIN for c in exposed.values()}),
         )
     ]
 
@@ -204,7 +205,7 @@ def tp_all_reduce_critical(self, analysis, facts):
     data parallelism) when the weights fit in HBM per core.
     """
     ar = analysis.collectives.get("all_reduce")
-    step = step_ps(analysis)
+    step = facts.step_ps
     if ar is None or ar.critical_path_ps / step < TP_CRITICAL_MIN_FRACTION:
         return []
     mm = sum(b.ps for k, b in analysis.breakdown.items() if k in COMPUTE_BUCKETS and k.startswith("matmul"))
@@ -226,7 +227,7 @@ def tp_all_reduce_critical(self, analysis, facts):
         "guide publishes no figure); removing TP altogether would remove all of it if the model fits",
         "SparseCore offload alone would not help: nothing independent of these all-reduces is ready to run",
     ]
-    return [self.finding(analysis, saving, evidence, actions, assumptions, claims={"bucket:all_reduce": saving})]
+    return [self.finding(analysis, saving, evidence, actions, assumptions, claims=[Claim.bucket("all_reduce", saving)])]
 
 
 RULES = (overlap_all_to_all, pipeline_bubbles, communication_bound, tp_all_reduce_critical, host_bound, late_core,

@@ -5,6 +5,7 @@ anti-patterns, evidence a capture without HLO does not have)."""
 from __future__ import annotations
 
 from profanalyzer.findings.rules import rule
+from profanalyzer.model.findings import Claim
 
 from ._util import ms, pct
 
@@ -41,13 +42,13 @@ def state_copies(self, analysis, facts):
     copies = [a for a in analysis.antipatterns or () if a.kind in ("state_copy", "page_gather") and a.ps > 0]
     paged = any(a.kind == "page_gather" for a in copies)
     total = sum(a.ps for a in copies)
-    step = analysis.steps.step_time_ps["mean"] or 1
+    step = facts.step_ps
     if total / step < STATE_COPY_MIN_FRACTION:
         return []
     bucket_of = {op.name: op.bucket for op in analysis.top_ops}
     claims: dict[str, float] = {}
     for a in copies:
-        key = f"bucket:{bucket_of.get(a.op, 'other_compute')}"
+        key = bucket_of.get(a.op, "other_compute")
         claims[key] = claims.get(key, 0.0) + a.ps
     evidence = [f"{len(copies)} whole copies of state buffers take {ms(total)} per step ({pct(total / step)})"
                 + (" (pages of a paged cache gathered and relaid out among them)" if paged else "")]
@@ -70,4 +71,4 @@ def state_copies(self, analysis, facts):
          "against the array)", "the copies' measured time is what they take in this step",
          *(["a paged kernel reads the pages once, as the attention over the gathered copy does now: that read "
             "stays"] if paged else [])],
-        claims=claims)]
+        claims=Claim.buckets(claims))]

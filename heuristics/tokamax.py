@@ -4,6 +4,7 @@ tune-jax block sizes, max-logit estimate, state buffers updated in place."""
 from __future__ import annotations
 
 from profanalyzer.findings.rules import rule
+from profanalyzer.model.findings import Claim
 
 from ._util import ms, op_line, pct
 from .attention_blocks import attention_block_sizes
@@ -86,7 +87,7 @@ def use_splash(self, analysis, facts):
             evidence,
             ["attention=flash  # MaxText: splash attention kernel on TPU", "# tune block sizes with tune-jax afterwards"],
             [how, "the kernel performs the same FLOPs as the unfused dots (no extra mask skipping credited)"],
-            claims={"bucket:attention": saving},
+            claims=[Claim.bucket("attention", saving)],
         )
     ]
 
@@ -112,7 +113,7 @@ def use_megablox(self, analysis, facts):
         if op.bucket.startswith("matmul") and any(s in op.tf_op.lower() for s in _EXPERT_SCOPES)
     ]
     t = sum(op.self_ps for op in expert)
-    if t / (analysis.steps.step_time_ps["mean"] or 1) < MOE_DENSE_MIN_FRACTION:
+    if t / (facts.step_ps) < MOE_DENSE_MIN_FRACTION:
         return []
     saving = 0.0
     measured = False
@@ -133,7 +134,7 @@ def use_megablox(self, analysis, facts):
             evidence,
             ["sparse_matmul=true", "megablox=true"],
             [how, "the grouped matmul runs at the dense dots' efficiency on the useful tokens"],
-            claims=_claims_by_bucket(expert, saving),
+            claims=Claim.buckets(_claims_by_bucket(expert, saving)),
         )
     ]
 
@@ -172,14 +173,14 @@ def attention_native_layout(self, analysis, facts):
     ]
     assumptions = ["the permutation folds into the producers' output layout: the separate layout passes disappear "
                    "(assumed; no guide figure)"]
-    return [self.finding(analysis, lay.ps, evidence, actions, assumptions, claims={"bucket:attention": lay.ps})]
+    return [self.finding(analysis, lay.ps, evidence, actions, assumptions, claims=[Claim.bucket("attention", lay.ps)])]
 
 
 def _claims_by_bucket(ops, saving: float) -> dict[str, float]:
     total = sum(op.self_ps for op in ops) or 1.0
     out: dict[str, float] = {}
     for op in ops:
-        out[f"bucket:{op.bucket}"] = out.get(f"bucket:{op.bucket}", 0.0) + saving * op.self_ps / total
+        out[op.bucket] = out.get(op.bucket, 0.0) + saving * op.self_ps / total
     return out
 
 
@@ -205,7 +206,7 @@ def tune_block_sizes(self, analysis, facts):
     """
     from .scoped_vmem import stalled_small_tile_kernels
 
-    step = analysis.steps.step_time_ps["mean"] or 1
+    step = facts.step_ps
     small = {op.name for op, _ in stalled_small_tile_kernels(analysis)}
     cand = [op for op in analysis.kernel_ops if op.name not in small and op.roofline_fraction is not None]
     far = [op for op in cand if op.roofline_fraction < KERNEL_LOW_ROOFLINE]
@@ -217,7 +218,7 @@ def tune_block_sizes(self, analysis, facts):
     claims: dict[str, float] = {}
     for op in low:
         gain = op.self_ps * max(0.0, 1 - op.roofline_fraction / KERNEL_TARGET_ROOFLINE)
-        claims[f"bucket:{op.bucket}"] = claims.get(f"bucket:{op.bucket}", 0.0) + gain
+        claims[op.bucket] = claims.get(op.bucket, 0.0) + gain
     saving = sum(claims.values())
     return [
         self.finding(
@@ -228,7 +229,7 @@ def tune_block_sizes(self, analysis, facts):
              *(f"#   {op.name}" for op in low[:6])],
             [f"tuned kernels reach {KERNEL_TARGET_ROOFLINE:.0%} of their roofline (as the tuned splash kernels measured "
              "on TPU7x-like shapes do); the rest of the step is unchanged"],
-            claims=claims,
+            claims=Claim.buckets(claims),
         )
     ]
 
@@ -247,7 +248,7 @@ def max_logit_estimate(self, analysis, facts):
     """
     fwd = [op for op in analysis.kernel_ops if "kernel:splash" in op.tags and "fwd" in op.name.lower()]
     t = sum(op.self_ps for op in fwd)
-    step = analysis.steps.step_time_ps["mean"] or 1
+    step = facts.step_ps
     if t / step < MAX_LOGIT_MIN_FRACTION:
         return []
     saving = t * MAX_LOGIT_SAVING
@@ -258,7 +259,7 @@ def max_logit_estimate(self, analysis, facts):
             [f"splash forward kernels: {ms(t)} per step ({pct(t / step)})", *(op_line(op) for op in fwd[:3])],
             ["use_max_logits_estimate=<max logit of your model, e.g. 30.0>  # check the logit range first"],
             [f"the max reduction is ~{MAX_LOGIT_SAVING:.0%} of splash forward time", "overflow risk: run a convergence test"],
-            claims={"bucket:attention": saving},
+            claims=[Claim.bucket("attention", saving)],
         )
     ]
 

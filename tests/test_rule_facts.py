@@ -52,3 +52,75 @@ def test_a_rule_alone_derives_its_facts_and_equals_the_run():
 def test_no_rule_derives_the_workload_itself():
     offenders = [p.name for p in (ROOT / "heuristics").glob("*.py") if "classify_workload" in p.read_text()]
     assert offenders == []
+
+
+@pytest.mark.parametrize("name", ["remat_full", "real-tpu/decode_gqa_bf16"])
+def test_the_facts_hold_the_step_serving_and_the_fp8_cap(name):
+    """The step, serving or not and the FP8 cap are derived once (RuleFacts), as the analysis states them."""
+    from profanalyzer.core.hardware import FP8_MAX_SPEEDUP
+    from profanalyzer.findings.rules import RuleFacts
+    from profanalyzer.pipeline.run import run
+
+    a = run(sample_path(name)).analysis
+    facts = RuleFacts.of(a)
+    assert facts.step_ps == a.steps.step_time_ps["mean"] > 0
+    assert facts.serving == (a.run_kind is not None and a.run_kind.kind == "inference")
+    assert facts.serving == name.startswith("real-tpu/decode")  # a training step and a measured decode step
+    assert facts.fp8_cap_ps == pytest.approx((1 - 1 / FP8_MAX_SPEEDUP) * facts.step_ps)
+
+
+def test_no_rule_derives_a_fact_itself():
+    """The step, serving and the FP8 cap come from RuleFacts; a rule names a claim's pool by its type."""
+    texts = {p.name: p.read_text() for p in (ROOT / "heuristics").glob("*.py")}
+    assert [n for n, t in texts.items() if 'step_time_ps["mean"]' in t] == []
+    assert [n for n, t in texts.items() if "run_kind.kind" in t] == []
+    assert [n for n, t in texts.items() if '"bucket:' in t or "claims={" in t] == []
+
+
+def test_a_claim_names_a_pool_that_exists():
+    from profanalyzer.core.vocab import BUCKETS
+    from profanalyzer.model.findings import Claim
+
+    assert Claim.bucket("idle", 5.0) == ("bucket:idle", 5.0)
+    assert Claim.remat(2.0).pool == "remat"
+    with pytest.raises(ValueError, match="no time bucket"):
+        Claim.bucket("matmul_bf6", 1.0)  # a typo fails where the rule builds the claim
+    assert [c.pool for c in Claim.buckets(dict.fromkeys(BUCKETS, 1.0))] == [f"bucket:{b}" for b in BUCKETS]
+
+
+def test_a_finding_merges_its_claims_by_pool_and_takes_only_claims():
+    from profanalyzer.findings.engine import all_rules
+    from profanalyzer.model.findings import Claim
+    from profanalyzer.pipeline.run import run
+
+    a = run(sample_path("remat_full")).analysis
+    r = all_rules()[0]
+    f = r.finding(a, 10.0, ["e"], [], claims=[Claim.bucket("idle", 4.0), Claim.remat(1.0), Claim.bucket("idle", 6.0)])
+    assert f.claims == (Claim("bucket:idle", 10.0), Claim("remat", 1.0))
+    assert all(isinstance(c, Claim) for c in f.claims)
+    with pytest.raises(TypeError, match="Claims"):
+        r.finding(a, 1.0, ["e"], [], claims={"bucket:idle": 1.0})  # type: ignore[arg-type]  # the old form
+
+
+def test_claims_read_back_from_a_saved_document_are_claims(tmp_path):
+    import json
+
+    from profanalyzer.model.findings import Claim
+    from profanalyzer.pipeline.run import run
+
+    r = run(sample_path("remat_full"))
+    claimed = [f for f in r.findings.recommendations if f.claims]
+    assert claimed
+    saved = tmp_path / "run.json"
+    saved.write_text(json.dumps(r.document()))
+    back = run(saved)
+    def pools(run_):
+        return [[c.pool for c in f.claims] for f in run_.findings.recommendations]
+
+    assert pools(back) == pools(r)
+    assert [c.ps for f in back.findings.recommendations for c in f.claims] == pytest.approx(
+        [c.ps for f in r.findings.recommendations for c in f.claims], rel=1e-6)  # the JSON keeps 10 digits
+    assert all(isinstance(c, Claim) for f in back.findings.recommendations for c in f.claims)
+    # the JSON form is the pair [pool, ps], as before the claims were typed
+    pool, ps = json.loads(saved.read_text())["recommendations"][0]["claims"][0]
+    assert pool.startswith(("bucket:", "remat")) and ps > 0

@@ -35,7 +35,7 @@ from typing import Any, Union
 
 from profanalyzer.model.analysis import SCHEMA_VERSION, Analysis
 from profanalyzer.model.findings import Findings
-from profanalyzer.model.records import is_ps_field
+from profanalyzer.model.records import is_ps_field, named_tuple_types
 
 __all__ = ["document_schema", "SCHEMA_ID"]
 
@@ -59,6 +59,9 @@ def _type_schema(tp: Any, defs: dict[str, dict]) -> dict:
             defs[name] = {}  # placeholder: a record may refer to itself
             defs[name] = _record_schema(tp, defs)
         return {"$ref": f"#/$defs/{name}"}
+    named = named_tuple_types(tp)
+    if named is not None:  # a NamedTuple (findings.Claim): the fixed tuple of its fields
+        return _type_schema(tuple[named], defs)  # type: ignore[valid-type]  # a type built at run time
     if origin in (collections.abc.Mapping, dict):
         kt, vt = args if args else (str, Any)
         out: dict[str, Any] = {"type": "object", "additionalProperties": _type_schema(vt, defs)}

@@ -49,6 +49,10 @@ BUCKET_BY_NAME: dict[str, Bucket] = {b.name: b for b in BUCKET_TABLE}
 BUCKETS: tuple[str, ...] = tuple(b.name for b in BUCKET_TABLE)
 MATMUL_BUCKETS: frozenset[str] = frozenset(b.name for b in BUCKET_TABLE if b.kind == "matmul")
 COLLECTIVE_BUCKETS: frozenset[str] = frozenset(b.name for b in BUCKET_TABLE if b.kind == "collective")
+#: The pools a finding's saving is claimed from (model.findings.Claim): a bucket of the step
+#: (CLAIM_BUCKET + its name) or the recomputed ops (CLAIM_REMAT).
+CLAIM_BUCKET = "bucket:"
+CLAIM_REMAT = "remat"
 #: TensorCore compute: matmuls, attention, other compute (not collectives, not idle).
 COMPUTE_BUCKETS: frozenset[str] = frozenset(b.name for b in BUCKET_TABLE if b.kind in ("matmul", "compute"))
 #: The compute buckets in report order (for sums that must add in a fixed order).

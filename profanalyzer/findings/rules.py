@@ -11,14 +11,15 @@ from __future__ import annotations
 
 import inspect
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from profanalyzer.analyze.workload import classify_workload
+from profanalyzer.core.hardware import FP8_MAX_SPEEDUP
 from profanalyzer.core.shell import ENV, check_action, check_flag
 from profanalyzer.core.vocab import GUIDE_SECTIONS
 from profanalyzer.model.analysis import Analysis
-from profanalyzer.model.findings import Finding, RuleDoc, WorkloadClass
+from profanalyzer.model.findings import Claim, Finding, RuleDoc, WorkloadClass
 
 #: Severity by estimated saving (fraction of step time).
 SEVERITY = (("high", 0.10), ("medium", 0.03), ("low", 0.0))
@@ -56,14 +57,25 @@ def severity_of(fraction: float) -> str:
 @dataclass(frozen=True)
 class RuleFacts:
     """The facts the rules derive from one analysis, computed once by the findings stage and handed to
-    every rule (`check(analysis, facts)`), so no rule derives them again: the workload class (the guide's
-    row: dense or MoE, short or long sequences, the sharding and bottleneck it implies)."""
+    every rule (`check(analysis, facts)`), so no rule derives them again."""
 
+    #: the workload class: the guide's row (dense or MoE, short or long sequences, the sharding and
+    #: bottleneck it implies)
     workload: WorkloadClass
+    #: the mean step, ps (1.0 when the analysis has none, so a share of it stays finite)
+    step_ps: float
+    #: an inference (serving) step: training-only advice stays quiet
+    serving: bool
+    #: the most an FP8 change may save per step, ps: the fastest published Ironwood recipe's
+    #: end-to-end speed-up (hardware.FP8_MAX_SPEEDUP) applied to the step
+    fp8_cap_ps: float
 
     @classmethod
     def of(cls, analysis: Analysis) -> RuleFacts:
-        return cls(workload=classify_workload(analysis))
+        step = analysis.steps.step_time_ps["mean"] or 1.0
+        return cls(workload=classify_workload(analysis), step_ps=step,
+                   serving=analysis.run_kind is not None and analysis.run_kind.kind == "inference",
+                   fp8_cap_ps=(1.0 - 1.0 / FP8_MAX_SPEEDUP) * step)
 
 
 @dataclass(frozen=True)
@@ -91,7 +103,7 @@ class Rule:
         evidence: Iterable[str],
         actions: Iterable[str],
         assumptions: Iterable[str] = (),
-        claims: Mapping[str, float] | None = None,
+        claims: Iterable[Claim] = (),
         title: str | None = None,
         flags: Iterable[str] = (),
         lever: str | None = None,
@@ -120,7 +132,7 @@ class Rule:
             actions=tuple(check_action(x) for x in actions),
             assumptions=tuple(assumptions),
             guide_section=GUIDE_SECTIONS[lever],
-            claims=tuple(sorted((claims or {}).items())),
+            claims=Claim.merged(claims),
             flags=tuple(check_flag(x) for x in flags),
             doc=self.doc,
         )

@@ -6,11 +6,12 @@ half. The JSON form is `Record`'s (model/records.py), as for the analysis
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from profanalyzer.core.errors import InvariantError
+from profanalyzer.core.vocab import BUCKETS, CLAIM_BUCKET, CLAIM_REMAT
 from profanalyzer.model.invariants import check_findings
 from profanalyzer.model.records import Record
 
@@ -27,6 +28,45 @@ class RuleDoc(Record):
     change: str
 
 
+class Claim(NamedTuple):
+    """Part of a finding's saving and the time it comes out of, its pool: `bucket:<name>` (a bucket of
+    the step, one of core.vocab.BUCKETS) or `remat` (the recomputed ops). Built by `Claim.bucket`,
+    `Claim.buckets` or `Claim.remat`, which check the pool; the JSON form is the pair `[pool, ps]`. The
+    findings' self-check holds each claim to the time its pool holds (model/invariants.check_findings),
+    the what-if re-timing reads them (findings/whatif)."""
+
+    pool: str
+    ps: float
+
+    @classmethod
+    def bucket(cls, name: str, ps: float) -> Claim:
+        """`ps` of the step's bucket `name`; ValueError for a name that is no bucket."""
+        if name not in BUCKETS:
+            raise ValueError(f"a claim on {name!r}, which is no time bucket (core.vocab.BUCKETS)")
+        return cls(CLAIM_BUCKET + name, ps)
+
+    @classmethod
+    def buckets(cls, ps_by_bucket: Mapping[str, float]) -> list[Claim]:
+        """One claim per bucket of `ps_by_bucket` (bucket name -> ps)."""
+        return [cls.bucket(name, ps) for name, ps in ps_by_bucket.items()]
+
+    @classmethod
+    def remat(cls, ps: float) -> Claim:
+        """`ps` of the recomputed ops' time (Analysis.remat)."""
+        return cls(CLAIM_REMAT, ps)
+
+    @staticmethod
+    def merged(claims: Iterable[Claim]) -> tuple[Claim, ...]:
+        """The claims with one per pool (the ps of a pool's claims summed, in order), sorted by pool;
+        TypeError for anything that is not a Claim (a rule passing a plain mapping)."""
+        by_pool: dict[str, float] = {}
+        for c in claims:
+            if not isinstance(c, Claim):
+                raise TypeError(f"a finding's claims are Claims, not {type(c).__name__} ({c!r})")
+            by_pool[c.pool] = by_pool[c.pool] + c.ps if c.pool in by_pool else c.ps
+        return tuple(sorted(Claim(pool, ps) for pool, ps in by_pool.items()))
+
+
 @dataclass(frozen=True)
 class Finding(Record):
     code: str
@@ -39,7 +79,7 @@ class Finding(Record):
     actions: tuple[str, ...]  # exact config / comment lines, one item a line (the flags are in `flags`)
     assumptions: tuple[str, ...]
     guide_section: str
-    claims: tuple[tuple[str, float], ...] = ()  # (pool key, ps) this saving comes out of
+    claims: tuple[Claim, ...] = ()  # the pools this saving comes out of (Claim)
 
     merged_note: str = ""
     #: LIBTPU_INIT_ARGS flags to add, in order (profanalyzer.core.shell renders them for each format)

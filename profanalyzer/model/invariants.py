@@ -10,7 +10,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from profanalyzer.core.vocab import BUCKETS, COLLECTIVE_BUCKETS, COLLECTIVE_KIND_BUCKET
+from profanalyzer.core.vocab import (
+    BUCKETS,
+    CLAIM_BUCKET,
+    CLAIM_REMAT,
+    COLLECTIVE_BUCKETS,
+    COLLECTIVE_KIND_BUCKET,
+)
 
 if TYPE_CHECKING:
     from profanalyzer.model.analysis import Analysis
@@ -88,10 +94,10 @@ def check_findings(f: Findings, a: Analysis) -> list[str]:
 
 
 def claim_capacity(a: Analysis, key: str) -> float:
-    """How much time a claim key stands for: `bucket:<name>` or `remat`."""
-    if key == "remat":
+    """How much time a claim's pool stands for: `bucket:<name>` or `remat` (model.findings.Claim)."""
+    if key == CLAIM_REMAT:
         return a.remat.ps
-    if key.startswith("bucket:"):
-        b = a.breakdown.get(key[len("bucket:"):])
+    if key.startswith(CLAIM_BUCKET):
+        b = a.breakdown.get(key[len(CLAIM_BUCKET):])
         return b.ps if b is not None else 0.0
     raise ValueError(f"unknown claim key {key!r}")

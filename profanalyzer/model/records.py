@@ -76,6 +76,14 @@ def to_jsonable(obj: Any) -> Any:
     return obj
 
 
+def named_tuple_types(tp: Any) -> tuple[Any, ...] | None:
+    """The field types of a NamedTuple class (a fixed tuple in JSON, e.g. findings.Claim); None otherwise."""
+    if isinstance(tp, type) and issubclass(tp, tuple) and hasattr(tp, "_fields"):
+        hints = typing.get_type_hints(tp)
+        return tuple(hints[f] for f in tp._fields)
+    return None
+
+
 class SchemaError(ValueError):
     """A JSON value does not have the type its record field declares."""
 
@@ -154,6 +162,9 @@ def from_jsonable(tp: Any, v: Any, where: str = "") -> Any:
         if not isinstance(v, Mapping):
             raise SchemaError(f"{where or tp.__name__}: expected an object, got {type(v).__name__}")
         return _record_from(tp, v, where)
+    named = named_tuple_types(tp)
+    if named is not None:
+        return tp(*from_jsonable(tuple[named], v, where))  # type: ignore[valid-type]  # a type built at run time
     if origin in (collections.abc.Mapping, dict):
         if not isinstance(v, Mapping):
             raise SchemaError(f"{where}: expected an object, got {type(v).__name__}")
