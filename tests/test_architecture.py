@@ -508,7 +508,7 @@ def test_the_outside_scan_sees_a_stage_call(tmp_path, monkeypatch):
 def test_the_cli_renders_through_the_registries(collected):
     """Every output the CLI writes of a run, a comparison, a check, a fleet, an `info` or an `explain`
     comes from a renderer of report/registry.py (RENDERERS, COMPARISON_RENDERERS, CHECK_RENDERERS,
-    FLEET_RENDERERS, INFO_RENDERERS, PROGRAM_INFO_RENDERERS, EXPLANATION_RENDERERS): no command imports a
+    FLEET_RENDERERS, INFO_RENDERERS, PROGRAM_INFO_RENDERERS, EXPLANATION_RENDERERS, WINDOW_RENDERERS): no command imports a
     format module of report/ itself, and no format function is left outside report/."""
     _, imports, _ = collected
     direct = sorted(f"{i.importer} imports {i.module}" + (f".{i.name}" if i.name else "") for i in imports
@@ -520,6 +520,12 @@ def test_the_cli_renders_through_the_registries(collected):
     assert set(R.RENDERERS) == {"json", "markdown", "html", "terminal"} == set(R.COMPARISON_RENDERERS)
     assert set(R.CHECK_RENDERERS) == {"json", "junit"} and set(R.FLEET_RENDERERS) == {"json", "html", "terminal"}
     assert set(R.INFO_RENDERERS) == set(R.PROGRAM_INFO_RENDERERS) == set(R.EXPLANATION_RENDERERS) == {"json", "terminal"}
+    assert set(R.WINDOW_RENDERERS) == {"perfetto"}
+    # the trace export's format (a Trace Event Format document) is built under report/ only (the reader
+    # recognises one as input: that is not building one)
+    tef = sorted(str(f.relative_to(ROOT)) for f in (ROOT / "profanalyzer").rglob("*.py")
+                 if "report" not in f.parts and re.search(r'"traceEvents"\s*:', f.read_text(encoding="utf-8")))
+    assert not tef, tef
     outside = sorted(f"{f.relative_to(ROOT)}: {m}" for f in (ROOT / "profanalyzer").rglob("*.py")
                      if "report" not in f.parts and "synth" not in f.parts
                      for m in re.findall(r"^def (format_\w+)\(", f.read_text(encoding="utf-8"), re.M))

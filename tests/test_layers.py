@@ -21,7 +21,7 @@ FLOORS = {
     "profanalyzer.model.invariants": 1, "profanalyzer.model.documents": 1, "profanalyzer.model.findings": 1,
     "profanalyzer.read.xspace": 2, "profanalyzer.model.trace": 2, "profanalyzer.read.xspace.build": 2, "profanalyzer.classify": 2,
     # issue #25: compiled programs (HLO text / HloProto / dump folders), the input floor
-    "profanalyzer.read.hlo": 2, "profanalyzer.read.compiled": 2,
+    "profanalyzer.read": 2, "profanalyzer.read.hlo": 2, "profanalyzer.read.compiled": 2,
     "profanalyzer.analyze.attribution": 3, "profanalyzer.analyze.opgroups": 3, "profanalyzer.analyze.opfamilies": 3,
     "profanalyzer.analyze.overlap": 4, "profanalyzer.analyze.critical": 4, "profanalyzer.analyze.sparsecore": 4,
     "profanalyzer.analyze.timeline": 5, "profanalyzer.analyze.scopes": 5, "profanalyzer.analyze.idle": 5, "profanalyzer.analyze.memory": 5, "profanalyzer.analyze.stepclass": 5, "profanalyzer.analyze.hostplanes": 5, "profanalyzer.analyze.expected": 5,
@@ -34,7 +34,7 @@ FLOORS = {
     # issue #17: the interfaces for notebooks, URLs, trace viewers and agents
     "profanalyzer.core.shell": 0,
     "profanalyzer.core.version": 0, "profanalyzer.core.parallel": 0, "profanalyzer.core.arrays": 0, "profanalyzer.model.frames": 1, "profanalyzer.api.schema": 1, "profanalyzer.read.sources": 2,
-    "profanalyzer.api.perfetto": 6, "profanalyzer.findings.explain": 10, "profanalyzer.api.notebook": 12, "profanalyzer.api.mcp_server": 13,
+    "profanalyzer.analyze.window": 6, "profanalyzer.model.window": 1, "profanalyzer.findings.explain": 10, "profanalyzer.api.notebook": 12, "profanalyzer.api.mcp_server": 13,
 }
 CHECKED = [
     "profanalyzer/core/outputs.py", "profanalyzer/core/vocab.py", "profanalyzer/core/format.py", "profanalyzer/core/hardware.py", "profanalyzer/model/records.py", "profanalyzer/model/parts.py", "profanalyzer/model/analysis.py", "profanalyzer/model/findings.py", "profanalyzer/model/invariants.py", "profanalyzer/model/documents.py", "profanalyzer/findings/rules.py",
@@ -43,7 +43,7 @@ CHECKED = [
     "profanalyzer/findings/verify.py",
     "profanalyzer/core/shell.py",
     "profanalyzer/core/version.py", "profanalyzer/core/parallel.py", "profanalyzer/core/arrays.py", "profanalyzer/model/frames.py", "profanalyzer/api/schema.py", "profanalyzer/read/sources.py",
-    "profanalyzer/api/perfetto.py", "profanalyzer/findings/explain.py", "profanalyzer/api/notebook.py", "profanalyzer/api/mcp_server.py",
+    "profanalyzer/analyze/window.py", "profanalyzer/model/window.py", "profanalyzer/findings/explain.py", "profanalyzer/api/notebook.py", "profanalyzer/api/mcp_server.py",
     *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "heuristics").glob("*.py")),
     *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "profanalyzer" / "read" / "hlo").glob("*.py")),
     *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "profanalyzer" / "report").glob("*.py") if p.name != "fleet_html.py"),

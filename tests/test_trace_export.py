@@ -1,5 +1,5 @@
 """`analyze --trace-out`: the annotated Chrome/Perfetto trace of the
-analysed window (profanalyzer.api.perfetto): its structure, and its content
+analysed window (profanalyzer.analyze.window, profanalyzer.report.perfetto): its structure, and its content
 checked against the analysis."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from collections import defaultdict
 import pytest
 from conftest import SAMPLES, analysis_of, findings_of, run_cli, sample_path
 
-from profanalyzer.api.perfetto import CLASS_COLOURS
+from profanalyzer.report.perfetto import CLASS_COLOURS
 
 
 def _export(capsys, tmp_path, src, *extra, name="t.json.gz"):
@@ -122,3 +122,22 @@ def test_report_cards_name_their_trace_marker(capsys, tmp_path):
     plain = tmp_path / "p.html"
     rc, out, err = run_cli(capsys, "analyze", src, "-q", "-o", plain)
     assert 'data-field="trace"' not in plain.read_text(encoding="utf-8")
+
+
+def test_the_window_is_a_typed_extra_of_the_run_and_its_renderer_writes_what_the_cli_writes(capsys, tmp_path):
+    """`RunOptions.trace_steps` -> `Run.window` (analyze.window); `WINDOW_RENDERERS["perfetto"]` renders it
+    with the findings' markers, the bytes `--trace-out` writes."""
+    from profanalyzer.pipeline.run import RunOptions, run
+    from profanalyzer.report.registry import WINDOW_RENDERERS
+
+    src = sample_path("offload_on")
+    plain = run(src)
+    assert plain.window is None  # not asked
+    r = run(src, RunOptions(trace_steps=()))
+    assert r.window is not None and r.window.steps == (r.analysis.timeline.step,)
+    assert r.window.start_ps is not None and all(e.dur_ps is None or e.dur_ps >= 0 for e in r.window.events)
+    text = WINDOW_RENDERERS["perfetto"].render(r)
+    _, raw = _export(capsys, tmp_path, src, name="t.json")
+    assert text.encode("utf-8") == raw
+    with pytest.raises(ValueError, match="no exported window"):
+        WINDOW_RENDERERS["perfetto"].render(plain)

@@ -27,6 +27,7 @@ from profanalyzer.cli._common import (
     utc_timestamp,
     write_text,
 )
+from profanalyzer.core.errors import InputError
 from profanalyzer.read.sources import is_url
 
 if TYPE_CHECKING:
@@ -247,6 +248,24 @@ def _local(trace: str, selective: bool = True):
     return local_copy(trace, selective=selective)
 
 
+def parse_steps(text: str) -> tuple[int, ...]:
+    """`--steps` text: step numbers and ranges, e.g. `3` or `3,5-7`."""
+    out: list[int] = []
+    for part in (p.strip() for p in text.split(",")):
+        if not part:
+            continue
+        lo, sep, hi = part.partition("-")
+        try:
+            a = int(lo)
+            b = int(hi) if sep else a
+        except ValueError:
+            raise InputError(f"--steps: {part!r} is not a step number or a range like 3-5") from None
+        if b < a or b - a > 10000:
+            raise InputError(f"--steps: {part!r} is not a range of at most 10000 steps")
+        out.extend(range(a, b + 1))
+    return tuple(out)
+
+
 def _analyze(req: AnalyzeRequest) -> None:
     from profanalyzer.pipeline.run import Run, run
     from profanalyzer.report.registry import RENDERERS, RenderOptions
@@ -254,10 +273,7 @@ def _analyze(req: AnalyzeRequest) -> None:
     trace, label, quiet, trace_out = req.trace, req.label, req.quiet, req.trace_out
     no_html, json_out, md_out, writes = req.html_out is None, req.json_out, req.md_out, req.writes
     markers: dict[str, str] | None = None
-    if trace_out:
-        from profanalyzer.api.perfetto import parse_steps
-
-        wanted = parse_steps(req.trace_steps or "")
+    wanted = parse_steps(req.trace_steps or "") if trace_out else None
     progress = _progress(quiet, trace)
     hashed: dict = {}
 
@@ -270,7 +286,7 @@ def _analyze(req: AnalyzeRequest) -> None:
             hashed["get"] = (_hash_in_background(model.reads) if label == trace and model.reads is not None
                              else (lambda: "not computed (a URL input, read through a partial copy)"))
 
-    r = run(trace, dataclasses.replace(req.run, progress=progress, on_read=on_read))
+    r = run(trace, dataclasses.replace(req.run, progress=progress, on_read=on_read, trace_steps=wanted))
     a, f = r.analysis, r.findings
     if r.attributed is None:  # a saved `--json` document: rendered again without the trace
         if trace_out:
@@ -279,17 +295,12 @@ def _analyze(req: AnalyzeRequest) -> None:
     else:
         _stage(progress, "")
         digest = hashed.get("get")
-        if trace_out:
-            from profanalyzer.api.perfetto import (
-                marker_notes,
-                trace_events,
-                write_trace,
-            )
+        if trace_out and r.window is not None:
+            from profanalyzer.core.outputs import write_text_gz
+            from profanalyzer.report.registry import WINDOW_RENDERERS, window_markers
 
-            exported = trace_events(r.attributed, a, f, wanted)
-            write_trace(exported, trace_out)
-            markers = marker_notes(exported, trace_out)
-            del exported
+            write_text_gz(WINDOW_RENDERERS["perfetto"].render(r), trace_out)
+            markers = window_markers(r, trace_out)
             click.echo(f"trace: {trace_out}", err=True)
     done = Run(a, f, what_if=r.what_if, calibration=r.calibration)
     del r  # the trace and its attribution are freed before the outputs render

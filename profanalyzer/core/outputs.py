@@ -289,6 +289,19 @@ def write_text(text: str, dest: str | os.PathLike) -> None:
     write_bytes(text.encode("utf-8"), dest)
 
 
+def write_text_gz(text: str, dest: str | os.PathLike) -> None:
+    """Write `text` (UTF-8) to `dest` atomically, gzipped when its name ends in .gz (mtime 0: the same
+    text writes the same bytes)."""
+    data = text.encode("utf-8")
+    if not str(dest).endswith(".gz"):
+        write_bytes(data, dest)
+        return
+    import gzip
+
+    with atomic_open(dest) as raw, gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=6, mtime=0, filename="") as f:
+        f.write(data)
+
+
 # ---------------------------------------------------------------------------
 # Naming and hashing: the default output path of an input, and the input's SHA-256 (the report footer)
 # ---------------------------------------------------------------------------

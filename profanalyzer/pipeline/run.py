@@ -13,8 +13,8 @@
     -> what a firing rule needs (Rule.needs: "memory" reads the HBM use,
           from the same bytes, then the rules run again)
     -> extras (what the options ask beside the findings: the what-if
-          re-timing of levers, the calibration over a history of runs;
-          typed fields of the Run) -> Run
+          re-timing of levers, the calibration over a history of runs, the
+          exported window of --trace-out; typed fields of the Run) -> Run
 
 `run_analysis` runs the phases up to the analysis alone (no rules). A saved
 `analyze --json` document is an input too: it is read back (typed and
@@ -44,6 +44,7 @@ if TYPE_CHECKING:
     from profanalyzer.findings.verify import Calibration
     from profanalyzer.findings.whatif import WhatIf
     from profanalyzer.model.trace import Trace
+    from profanalyzer.model.window import TraceWindow
 
 __all__ = ["Run", "RunOptions", "run", "run_analysis"]
 
@@ -68,6 +69,9 @@ class RunOptions:
     what_if: str | None = None
     #: `--history`: a folder of saved runs to calibrate the rules' predictions over, with this one -> Run.calibration
     history: str | None = None
+    #: `--trace-out` (`--steps`): the steps to export as a trace, () for the representative one -> Run.window;
+    #: None: no export
+    trace_steps: tuple[int, ...] | None = None
 
 
 @dataclass(frozen=True, eq=False)
@@ -85,6 +89,9 @@ class Run:
     what_if: WhatIf | None = None
     #: the rules' predictions over RunOptions.history and this run (findings.verify); None: not asked
     calibration: Calibration | None = None
+    #: the steps of RunOptions.trace_steps as tracks and events (analyze.window), rendered by
+    #: report.registry.WINDOW_RENDERERS; None: not asked, or a saved document (no trace to export)
+    window: TraceWindow | None = None
 
     def document(self) -> dict:
         """The `profanalyze analyze --json` document."""
@@ -116,17 +123,20 @@ def run(source: str | os.PathLike | Source, options: RunOptions = RunOptions()) 
 
 def _with_extras(r: Run, options: RunOptions) -> Run:
     """The extras phase: what the options ask beside the findings, as typed fields of the Run."""
-    if options.what_if is None and options.history is None:
+    if options.what_if is None and options.history is None and options.trace_steps is None:
         return r
     from pathlib import Path
 
+    from profanalyzer.analyze.window import exported_window
     from profanalyzer.findings.verify import calibration
     from profanalyzer.findings.whatif import parse_levers, what_if
 
     w = what_if(r.analysis, r.findings, parse_levers(options.what_if)) if options.what_if is not None else None
     label = Path(options.label or (r.source.label if r.source is not None else r.analysis.source)).name
     c = calibration(options.history, label, r.analysis, r.findings) if options.history is not None else None
-    return replace(r, what_if=w, calibration=c)
+    win = (exported_window(r.attributed, r.analysis, options.trace_steps)
+           if options.trace_steps is not None and r.attributed is not None else None)
+    return replace(r, what_if=w, calibration=c, window=win)
 
 
 def run_analysis(source: str | os.PathLike | Source, options: RunOptions = RunOptions()) -> Analysis:

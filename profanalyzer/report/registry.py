@@ -13,7 +13,9 @@ The other subjects have their family each, with the same shape
 `COMPARISON_RENDERERS` (`compare`: a Comparison), `CHECK_RENDERERS` (`check`:
 a CheckReport), `FLEET_RENDERERS` (`fleet`: a FleetResult), `INFO_RENDERERS`
 and `PROGRAM_INFO_RENDERERS` (`info`: a TraceInfo, a ProgramSummary) and
-`EXPLANATION_RENDERERS` (`explain`: a RuleExplanation).
+`EXPLANATION_RENDERERS` (`explain`: a RuleExplanation) and
+`WINDOW_RENDERERS` (`analyze --trace-out`: a run's exported window and its
+findings, `Windowed`).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 from profanalyzer.model.analysis import Analysis
 from profanalyzer.model.documents import result_document
 from profanalyzer.model.findings import Findings
+from profanalyzer.model.window import TraceWindow
 
 if TYPE_CHECKING:  # the subjects of the other families (built by compare/, fleet/, api/ and findings/)
     from profanalyzer.api.info import ProgramSummary, TraceInfo
@@ -35,7 +38,8 @@ if TYPE_CHECKING:  # the subjects of the other families (built by compare/, flee
     from profanalyzer.fleet.records import FleetResult
 
 __all__ = ["CHECK_RENDERERS", "COMPARISON_RENDERERS", "EXPLANATION_RENDERERS", "FLEET_RENDERERS", "INFO_RENDERERS",
-           "PROGRAM_INFO_RENDERERS", "RENDERERS", "RenderOptions", "Rendered", "Renderer", "SubjectRenderer", "renderer"]
+           "PROGRAM_INFO_RENDERERS", "RENDERERS", "WINDOW_RENDERERS", "RenderOptions", "Rendered", "Renderer",
+           "SubjectRenderer", "Windowed", "renderer", "window_markers"]
 
 
 class Extra(Protocol):
@@ -312,3 +316,40 @@ PROGRAM_INFO_RENDERERS: Mapping[str, SubjectRenderer[ProgramSummary]] = {
 #: `profanalyze explain`'s outputs: --json, the terminal text.
 EXPLANATION_RENDERERS: Mapping[str, SubjectRenderer[RuleExplanation]] = {
     r.name: r for r in (_RecordJson(), _ExplanationTerminal())}
+
+
+class Windowed(Protocol):
+    """What the trace export renders: a run's exported window (Run.window) and the findings it marks."""
+
+    @property
+    def window(self) -> TraceWindow | None: ...
+
+    @property
+    def findings(self) -> Findings | None: ...
+
+
+@dataclass(frozen=True)
+class _Perfetto:
+    name: str = "perfetto"
+    suffix: str = ".trace.json.gz"
+
+    def render(self, run: Windowed, options: RenderOptions = RenderOptions()) -> str:
+        """The Chrome / Perfetto trace of the window, compact JSON (report/perfetto.py); ValueError for a
+        run whose window was not exported (RunOptions.trace_steps)."""
+        from profanalyzer.report.perfetto import trace_json
+
+        if run.window is None:
+            raise ValueError("no exported window: run with RunOptions(trace_steps=...) (--trace-out)")
+        return trace_json(run.window, run.findings)
+
+
+#: `profanalyze analyze --trace-out`'s output: the annotated Chrome / Perfetto trace of the exported window.
+WINDOW_RENDERERS: Mapping[str, SubjectRenderer[Windowed]] = {r.name: r for r in (_Perfetto(),)}
+
+
+def window_markers(run: Windowed, dest: str) -> dict[str, str]:
+    """Per rule code, where WINDOW_RENDERERS["perfetto"] put its marker in the trace written to `dest`
+    (RenderOptions.trace_markers: the HTML cards show it); {} for a run without an exported window."""
+    from profanalyzer.report.perfetto import marker_notes
+
+    return marker_notes(run.window, run.findings, dest) if run.window is not None else {}
