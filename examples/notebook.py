@@ -14,7 +14,7 @@ import profanalyzer
 
 source = sys.argv[1] if len(sys.argv) > 1 else str(Path(__file__).resolve().parent.parent / "sample_traces" / "offload_off.xplane.pb.gz")
 a = profanalyzer.load(source)
-a  # in Jupyter: the summary card (a._repr_html_())
+a  # in Jupyter: the summary card (report/registry.py's NOTEBOOK_RENDERERS)
 
 # %% Where did the step go? The run's breakdown, largest first.
 f = a.frames()

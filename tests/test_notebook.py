@@ -130,14 +130,54 @@ def test_step_by_core_frames_of_a_loaded_trace():
 
 
 def test_cards_are_escaped():
+    from profanalyzer.report.registry import FINDING_RENDERERS
+
     a = profanalyzer.load(sample_path("xss_names"))
-    page = a._repr_html_() + "".join(f._repr_html_() for f in a.findings.recommendations)
+    page = a._repr_html_() + "".join(FINDING_RENDERERS["card"].render(f) for f in a.findings.recommendations)
     assert "<script" not in page.lower()
     assert "profanalyze" in page and a.steps.kept > 0
-    plain = analysis_of("offload_off")._repr_html_()
-    assert "Step time" in plain and "<table" in plain
-    card = findings_of("offload_off").recommendations[0]._repr_html_()
+    card = FINDING_RENDERERS["card"].render(findings_of("offload_off").recommendations[0])
     assert findings_of("offload_off").recommendations[0].code in card
+
+
+class _FakeHtmlFormatter:
+    """IPython's text/html formatter as far as show_cards uses it (IPython is not a test dependency)."""
+
+    def __init__(self) -> None:
+        self.by_name: dict[tuple[str, str], object] = {}
+
+    def for_type_by_name(self, module: str, name: str, func) -> None:
+        self.by_name[(module, name)] = func
+
+    def __call__(self, obj):
+        """IPython's lookup: the printer of the object's class or of a base class (by module and name)."""
+        for cls in type(obj).__mro__:
+            func = self.by_name.get((cls.__module__, cls.__name__))
+            if func is not None:
+                return func(obj)
+        return None
+
+
+def test_jupyter_shows_every_analysis_and_finding_as_its_card_through_the_registry():
+    """The cards are renderers of report/registry.py; `profanalyzer.show_cards` registers them with IPython's
+    HTML display for the record types (the records themselves import no renderer)."""
+    from types import SimpleNamespace
+
+    from profanalyzer.model.analysis import Analysis
+    from profanalyzer.model.findings import Finding
+    from profanalyzer.report.registry import FINDING_RENDERERS, NOTEBOOK_RENDERERS
+
+    assert not hasattr(Analysis, "_repr_html_") and not hasattr(Finding, "_repr_html_")
+    assert profanalyzer.show_cards() is False  # no IPython running here
+    html = _FakeHtmlFormatter()
+    assert profanalyzer.show_cards(SimpleNamespace(display_formatter=SimpleNamespace(formatters={"text/html": html})))
+    plain, f = analysis_of("offload_off"), findings_of("offload_off").recommendations[0]
+    shown = html(plain)
+    assert shown == NOTEBOOK_RENDERERS["card"].render(SimpleNamespace(analysis=plain, findings=None))
+    assert "Step time" in shown and "<table" in shown and "Recommendations" not in shown
+    assert html(f) == FINDING_RENDERERS["card"].render(f) and f.code in html(f)
+    loaded = profanalyzer.load(sample_path("offload_off"))  # a LoadedAnalysis: its card lists its findings
+    assert html(loaded) == loaded._repr_html_() and f.code in html(loaded) and "Recommendations" in html(loaded)
 
 
 def test_the_notebook_example_runs():

@@ -7,6 +7,10 @@ with its findings, as DataFrames and as an HTML card.
     frames = a.frames()                           # steps, buckets, ops, windows, findings
     a.findings.recommendations[0]                 # a card too
 
+The cards are renderers (report/registry.py: NOTEBOOK_RENDERERS,
+FINDING_RENDERERS); `import profanalyzer` under IPython registers them with its
+HTML display for every Analysis and Finding (`profanalyzer.show_cards`).
+
 `load` returns a `LoadedAnalysis`: an `Analysis` (every field, every method)
 that also holds its `Findings`; its `to_dict()` is the `analyze --json`
 document. Sits at the top, beside the CLI: it runs the whole pipeline.
@@ -28,7 +32,7 @@ from profanalyzer.core.vocab import BUCKETS
 from profanalyzer.model.analysis import Analysis
 from profanalyzer.model.documents import read_document, result_document
 from profanalyzer.model.findings import Findings
-from profanalyzer.model.frames import analysis_card, analysis_frames
+from profanalyzer.model.frames import analysis_frames
 from profanalyzer.model.records import Record
 from profanalyzer.pipeline.run import Run, RunOptions, run
 from profanalyzer.read.sources import is_url, local_copy
@@ -74,9 +78,9 @@ class LoadedAnalysis(Analysis):
         return result_document(a, self.findings) if self.findings is not None else a.to_dict()
 
     def _repr_html_(self) -> str:
-        from profanalyzer.report.summary import headline
+        from profanalyzer.report.registry import NOTEBOOK_RENDERERS
 
-        return analysis_card(self, self.findings, headline=headline(self))
+        return NOTEBOOK_RENDERERS["card"].render(_Shown(analysis_of(self), self.findings))
 
 
 @dataclass(frozen=True)

@@ -477,11 +477,6 @@ class Analysis(Record):
 
         return analysis_frames(self, findings)
 
-    def _repr_html_(self) -> str:
-        from profanalyzer.model.frames import analysis_card
-
-        return analysis_card(self)
-
     def self_check(self) -> None:
         """Raise InvariantError when the analysis contradicts itself (see check_analysis)."""
         problems = check_analysis(self)

@@ -91,11 +91,6 @@ class Finding(Record):
     #: it here, not in the rule registry. Not in the JSON.
     doc: RuleDoc | None = field(default=None, compare=False, repr=False, metadata={"json": False})
 
-    def _repr_html_(self) -> str:
-        from profanalyzer.model.frames import finding_card
-
-        return finding_card(self)
-
 
 @dataclass(frozen=True)
 class WorkloadClass(Record):

@@ -15,7 +15,8 @@ a CheckReport), `FLEET_RENDERERS` (`fleet`: a FleetResult), `INFO_RENDERERS`
 and `PROGRAM_INFO_RENDERERS` (`info`: a TraceInfo, a ProgramSummary) and
 `EXPLANATION_RENDERERS` (`explain`: a RuleExplanation) and
 `WINDOW_RENDERERS` (`analyze --trace-out`: a run's exported window and its
-findings, `Windowed`).
+findings, `Windowed`). The notebook's HTML cards: `NOTEBOOK_RENDERERS` (an
+analysis and its findings, a `Rendered`) and `FINDING_RENDERERS` (one Finding).
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from profanalyzer.model.analysis import Analysis
 from profanalyzer.model.documents import result_document
-from profanalyzer.model.findings import Findings
+from profanalyzer.model.findings import Finding, Findings
 from profanalyzer.model.window import TraceWindow
 
 if TYPE_CHECKING:  # the subjects of the other families (built by compare/, fleet/, api/ and findings/)
@@ -37,8 +38,8 @@ if TYPE_CHECKING:  # the subjects of the other families (built by compare/, flee
     from profanalyzer.findings.explain import RuleExplanation
     from profanalyzer.fleet.records import FleetResult
 
-__all__ = ["CHECK_RENDERERS", "COMPARISON_RENDERERS", "EXPLANATION_RENDERERS", "FLEET_RENDERERS", "INFO_RENDERERS",
-           "PROGRAM_INFO_RENDERERS", "RENDERERS", "WINDOW_RENDERERS", "RenderOptions", "Rendered", "Renderer",
+__all__ = ["CHECK_RENDERERS", "COMPARISON_RENDERERS", "EXPLANATION_RENDERERS", "FINDING_RENDERERS", "FLEET_RENDERERS",
+           "INFO_RENDERERS", "NOTEBOOK_RENDERERS", "PROGRAM_INFO_RENDERERS", "RENDERERS", "WINDOW_RENDERERS", "RenderOptions", "Rendered", "Renderer",
            "SubjectRenderer", "Windowed", "renderer", "window_markers"]
 
 
@@ -353,3 +354,33 @@ def window_markers(run: Windowed, dest: str) -> dict[str, str]:
     from profanalyzer.report.perfetto import marker_notes
 
     return marker_notes(run.window, run.findings, dest) if run.window is not None else {}
+
+
+@dataclass(frozen=True)
+class _AnalysisCard:
+    name: str = "card"
+    suffix: str = ".card.html"
+
+    def render(self, run: Rendered, options: RenderOptions = RenderOptions()) -> str:
+        """The notebook's summary card of an analysis and its findings' titles (report/cards.py)."""
+        from profanalyzer.report.cards import analysis_card
+
+        return analysis_card(run.analysis, run.findings)
+
+
+@dataclass(frozen=True)
+class _FindingCard:
+    name: str = "card"
+    suffix: str = ".card.html"
+
+    def render(self, f: Finding, options: RenderOptions = RenderOptions()) -> str:
+        """The notebook's card of one recommendation (report/cards.py)."""
+        from profanalyzer.report.cards import finding_card
+
+        return finding_card(f)
+
+
+#: The notebook's card of an analysis (`profanalyzer.load(...)` shown in Jupyter).
+NOTEBOOK_RENDERERS: Mapping[str, SubjectRenderer[Rendered]] = {r.name: r for r in (_AnalysisCard(),)}
+#: The notebook's card of one finding (`a.findings.recommendations[0]` shown in Jupyter).
+FINDING_RENDERERS: Mapping[str, SubjectRenderer[Finding]] = {r.name: r for r in (_FindingCard(),)}
