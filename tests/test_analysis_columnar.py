@@ -16,7 +16,7 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
-from conftest import sample_names, sample_path
+from conftest import SAMPLES, sample_names, sample_path
 from realcap import REAL, V6E, VLLM
 
 from profanalyzer.analyze import opstats as O
@@ -919,11 +919,12 @@ def test_overlap_matches_reference(kind, name):
         (lambda r: (r.types, r.communication, r.sparsecore))(analyze_overlap(c.att)))
 
 
-def test_table_memo_shares_only_equal_tables():
-    """Cores with equal columns share a feature; a differing column computes anew."""
-    def core(names):
-        return SimpleNamespace(meta=SimpleNamespace(name=tuple(names)))
-
+def test_table_memo_is_keyed_by_the_shared_table():
+    """A feature is computed once per table object and its classes (the planes sharing a table share
+    it); an equal copy of a table is another table (the reader shares equal tables, see below)."""
+    meta, copy = SimpleNamespace(name=("a", "b")), SimpleNamespace(name=("a", "b"))
+    p1, p2, p3 = SimpleNamespace(meta=meta), SimpleNamespace(meta=meta), SimpleNamespace(meta=copy)
+    cls, cls2 = SimpleNamespace(), SimpleNamespace()
     memo = TableMemo()
     calls = []
 
@@ -931,18 +932,31 @@ def test_table_memo_shares_only_equal_tables():
         calls.append(tag)
         return tag
 
-    p1, p2, p3 = core(["a", "b"]), core(["a", "b"]), core(["a", "c"])
-    cls = SimpleNamespace(columns={}, bucket=np.asarray([1, 2]))
-    cls2 = SimpleNamespace(columns={}, bucket=np.asarray([1, 3]))
-    deps = ("md.name", "cls:bucket")
-    assert memo.get("f", p1, cls, deps, lambda: feature(1)) == 1
-    assert memo.get("f", p2, cls, deps, lambda: feature(2)) == 1  # equal copy: shared
-    assert memo.get("f", p3, cls, deps, lambda: feature(3)) == 3  # a name differs
-    assert memo.get("f", p1, cls2, deps, lambda: feature(4)) == 4  # a bucket differs
-    assert memo.get("g", p1, cls, deps, lambda: feature(5)) == 5  # another feature
+    assert memo.get("f", p1, cls, lambda: feature(1)) == 1
+    assert memo.get("f", p2, cls, lambda: feature(2)) == 1  # the same table: shared
+    assert memo.get("f", p3, cls, lambda: feature(3)) == 3  # another table object
+    assert memo.get("f", p1, cls2, lambda: feature(4)) == 4  # other classes of it
+    assert memo.get("g", p1, cls, lambda: feature(5)) == 5  # another feature
     assert calls == [1, 3, 4, 5]
-    assert memo.same(np.asarray([1.0, math.nan]), np.asarray([1.0, math.nan])) is False  # nan: not shared, recomputed
-    assert memo.same(np.asarray([1, 2], dtype=np.int64), np.asarray([1, 2], dtype=np.int32)) is False
+
+
+@pytest.mark.parametrize("name", ["dense_short_fsdp_2hosts", "moe_short_fsdp_ep"])
+def test_the_reader_shares_equal_tables_across_cores_and_hosts(name):
+    """What the identity key rests on: the TensorCores whose op-metadata tables are equal hold one table
+    object, whichever host they are on, and one PlaneClasses per table."""
+    from profanalyzer.pipeline.run import run
+
+    att = run(SAMPLES / name if name.endswith("2hosts") else sample_path(name)).attributed
+    planes = att.trace.tensorcores
+    by_content = {}
+    for pl in planes:
+        by_content.setdefault((pl.meta.name, pl.meta.display_name, pl.meta.category, pl.meta.ids.tobytes()), set()).add(id(pl.meta))
+    assert all(len(ids) == 1 for ids in by_content.values())
+    assert len({pl.host for pl in planes}) >= (2 if name.endswith("2hosts") else 1) and len(by_content) < len(planes)
+    classes_of = {}
+    for w in att.work:
+        classes_of.setdefault(id(w.plane.meta), set()).add(id(w.classes))
+    assert all(len(c) == 1 for c in classes_of.values())
 
 
 def test_output_bytes_reads_shapes():

@@ -19,8 +19,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
-import numpy as np
-
 from profanalyzer.classify import Memo
 
 if TYPE_CHECKING:
@@ -35,62 +33,29 @@ T = TypeVar("T")
 
 class TableMemo:
     """Per-row features of the op-metadata tables of one trace, computed once
-    per distinct table rather than once per TensorCore (analysis-internal).
+    per table rather than once per TensorCore (analysis-internal).
 
-    The TensorCores of a host usually carry equal metadata tables (the same
-    programs), each core its own copy. A feature names the columns it reads
-    (`md.<field>` of the plane's OpMetadata, `cls.<column>` of its
-    classification columns, `cls:<array>` of its PlaneClasses arrays); a core
-    reuses the value an earlier core computed when every one of those columns
-    is equal (compared once per pair of columns). `shared` holds trace-wide
-    state of the features (ids that must agree between tables)."""
+    The TensorCores of a run usually carry equal metadata tables (the same
+    programs). The reader shares one table object between every plane whose
+    event-metadata map is byte-identical, the cores of a host and the hosts
+    of a run alike (read.xspace.optable.MetadataCache, one per trace), and
+    attribution classifies each table once (`attribution.attribute_trace`:
+    the planes of one table share its PlaneClasses). So a feature is keyed by
+    the identity of the shared table and its classes: no column is compared.
+    `shared` holds trace-wide state of the features (ids that must agree
+    between tables)."""
 
     def __init__(self) -> None:
-        self._values: dict[str, list[tuple[tuple, object]]] = {}
-        self._equal: dict[tuple[int, int], tuple[object, object, bool]] = {}
+        self._values: dict[tuple[str, int, int], tuple[object, object, object]] = {}
         self.shared: dict[str, object] = {}
 
-    @staticmethod
-    def column(plane: Plane, classes: PlaneClasses, dep: str):
-        if dep.startswith("md."):
-            return getattr(plane.meta, dep[3:])
-        if dep.startswith("cls."):
-            return classes.columns.get(dep[4:]) if len(classes) else None
-        return getattr(classes, dep[4:])
-
-    def same(self, a, b) -> bool:
-        """Equal columns (tuples or numpy arrays of one dtype)."""
-        if a is b:
-            return True
-        if a is None or b is None:
-            return False
-        key = (id(a), id(b))
-        hit = self._equal.get(key)
-        if hit is None:
-            try:
-                if isinstance(a, np.ndarray) and isinstance(b, np.ndarray):
-                    eq = a.dtype == b.dtype and a.shape == b.shape and (
-                        a.tolist() == b.tolist() if a.dtype == object else bool(np.array_equal(a, b)))
-                elif isinstance(a, tuple) and isinstance(b, tuple):
-                    eq = a == b
-                else:
-                    eq = False
-            except (TypeError, ValueError):
-                eq = False
-            hit = self._equal[key] = (a, b, bool(eq))  # holds both: their ids stay theirs
-        return hit[2]
-
-    def get(self, name: str, plane: Plane, classes: PlaneClasses, deps: tuple[str, ...], compute: Callable[[], T]) -> T:
-        """compute(), or the value it gave for an earlier table whose `deps` columns are equal."""
-        cols = tuple(self.column(plane, classes, d) for d in deps)
-        seen = self._values.setdefault(name, [])
-        for c, value in seen:
-            if all(self.same(a, b) for a, b in zip(c, cols, strict=True)):
-                return value  # type: ignore[return-value]
-        value = compute()
-        seen.append((cols, value))
-        return value
-
+    def get(self, name: str, plane: Plane, classes: PlaneClasses | None, compute: Callable[[], T]) -> T:
+        """compute(), once per (feature, table, classes): a plane sharing the table gets the first value."""
+        key = (name, id(plane.meta), id(classes))
+        hit = self._values.get(key)
+        if hit is None:  # holds the table and its classes: their ids stay theirs while the memo lives
+            hit = self._values[key] = (plane.meta, classes, compute())
+        return hit[2]  # type: ignore[return-value]
 
 
 @dataclass(frozen=True, eq=False)

@@ -87,7 +87,7 @@ def critical_path(plane: Plane, wins: Windows, hidden: np.ndarray, memo: TableMe
     width = int(m.max()) + 1
     pair, inv = unique_ids(r * width + m, return_inverse=True)
     known: dict[tuple[int, int], bool] = {} if memo is None else memo.get(
-        "overlap.operand_pairs", plane, None, ("md.name", "md.display_name"), dict)  # type: ignore[arg-type]
+        "overlap.operand_pairs", plane, None, dict)
     hit = np.zeros(len(pair), dtype=bool)
     for i, (a, b) in enumerate(zip((pair // width).tolist(), (pair % width).tolist(), strict=True)):
         v = known.get((a, b))

@@ -159,8 +159,7 @@ def row_kinds(w: CoreWork, memo: TableMemo | None = None) -> np.ndarray:
     tables share the result."""
     if memo is None:
         return _kinds_of_rows(w)
-    return memo.get("idle.kinds", w.plane, w.classes, ("md.name", "md.display_name", "cls:bucket", "cls.collective"),
-                    lambda: _kinds_of_rows(w))
+    return memo.get("idle.kinds", w.plane, w.classes, lambda: _kinds_of_rows(w))
 
 
 def union_intervals(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -210,8 +210,6 @@ def _kept_rows(trace: Trace, w: CoreWork, kept_list: np.ndarray):
 
 _ATTRS = ("phase", "kernel", "precision", "reason", "part")
 _ATTR_COLUMN = {"phase": "phase", "kernel": "kernel", "precision": "precision", "reason": "reason", "part": "attention_part"}
-_ROW_DEPS = ("md.display_name", "md.name", "md.category", "cls.bucket", "cls.remat", "cls.kernel", "cls.shape_flops",
-             "cls.shape_bytes", "cls.phase", "cls.precision", "cls.reason", "cls.attention_part")
 
 
 @dataclass(frozen=True, eq=False)
@@ -308,7 +306,7 @@ def _contributions(trace: Trace, work: list[CoreWork], kept_list: np.ndarray, me
         n_core_steps += n_kept
         if rows is None:
             continue
-        t = memo.get("opstats.rows", w.plane, w.classes, _ROW_DEPS, partial(_row_table, w, keys))
+        t = memo.get("opstats.rows", w.plane, w.classes, partial(_row_table, w, keys))
         md = w.plane.meta
         f = md.flops[rows].astype(np.float64)
         mf = md.model_flops[rows].astype(np.float64)

@@ -133,10 +133,6 @@ def window_name(md, row: int) -> str:
     return md.display_name[row] or instruction_name(md.name[row])[:80]
 
 
-#: What PlaneClasses.op_class reads of a row.
-_ASYNC_DEPS = ("md.name", "md.display_name", "md.category", "md.tf_op", "md.shape_with_layout", "cls:memo")
-
-
 class _AsyncRows:
     """Per metadata row, filled as rows are met: classified yet, is a
     collective, its type code and whether it is offloaded."""
@@ -177,7 +173,7 @@ def windows_for_core(plane: Plane, classes: PlaneClasses, unmatched: dict[str, i
         # (is a collective, type, offloaded) of the rows classified so far,
         # shared by the cores with equal tables when `memo` is given
         known = _AsyncRows(len(md)) if memo is None else memo.get(
-            "overlap.async_rows", plane, classes, _ASYNC_DEPS, lambda: _AsyncRows(len(md)))
+            "overlap.async_rows", plane, classes, lambda: _AsyncRows(len(md)))
         is_coll, typ, sc = known.is_coll, known.typ, known.sc
         for r in uniq[~known.done[uniq]].tolist():
             c = classes.op_class(plane, r)
@@ -265,7 +261,7 @@ def _from_other_half(md: OpMetadata, row: int, kind: str, cache: dict) -> Traffi
 
 def traffic_cache(memo: TableMemo, w: CoreWork) -> dict:
     """The per-table cache of `window_traffic` (tables with equal op texts share one)."""
-    return memo.get("overlap.traffic", w.plane, w.classes, ("md.name",), dict)
+    return memo.get("overlap.traffic", w.plane, w.classes, dict)
 
 
 def window_traffic(md: OpMetadata, rows: np.ndarray, types: np.ndarray,
@@ -551,7 +547,7 @@ def _add_type_time(acc: dict[str, float], plane: Plane, w: CoreWork, ks: np.ndar
     if ops is None or not len(ops.events) or not len(ks) or not len(cls):
         return
     names = ("none",) + TYPES
-    row_label = memo.get("overlap.type_labels", plane, cls, ("cls.collective", "cls.role"), lambda: _type_labels(w)) \
+    row_label = memo.get("overlap.type_labels", plane, cls, lambda: _type_labels(w)) \
         if memo is not None else _type_labels(w)
     rows = ops.events.meta
     labels = np.where(rows >= 0, row_label[np.maximum(rows, 0)], 0)

@@ -226,8 +226,7 @@ def scope_rollup(att: Attributed) -> tuple[ScopeRow, ...]:
         ln = w.plane.line(LINE_OPS)
         if ln is None or len(ln.events) == 0 or nk == 0:
             continue
-        tables = memo.get("scopes.rows", w.plane, w.classes, ("md.tf_op", "md.name"),
-                          partial(_scope_rows, w.plane.meta, ids, names_ids, layer_ids))
+        tables = memo.get("scopes.rows", w.plane, w.classes, partial(_scope_rows, w.plane.meta, ids, names_ids, layer_ids))
         todo.append((w, ln.events, steps.start_ps[kept], steps.end_ps[kept], nk, tables))
     ns = len(ids)
     per_core = map_ordered(lambda t: _core_scopes(*t, ns, nb), todo)
