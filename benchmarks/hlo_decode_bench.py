@@ -33,8 +33,12 @@ BASELINE = "8d1931f"
 
 
 def _old_decoder(tmp: Path):
-    src = subprocess.run(["git", "show", f"{BASELINE}:profanalyzer/read/hlo/proto.py"], cwd=ROOT, capture_output=True,
+    # the file as it was at BASELINE (profanalyzer/hlo/, before the read room)
+    src = subprocess.run(["git", "show", f"{BASELINE}:profanalyzer/hlo/proto.py"], cwd=ROOT, capture_output=True,
                          text=True, check=True).stdout
+    # its imports, at the modules' paths now
+    src = src.replace("from profanalyzer.hlo.", "from profanalyzer.read.hlo.").replace(
+        "from profanalyzer.xspace import", "from profanalyzer.read.xspace import")
     p = tmp / "old_proto.py"
     p.write_text(src)
     spec = importlib.util.spec_from_file_location("old_proto", p)

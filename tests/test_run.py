@@ -118,3 +118,34 @@ def test_what_if_and_history_are_typed_fields_of_the_run(tmp_path):
     plain = run(sample_path("fp8_remat_after"))
     assert plain.what_if is None and plain.calibration is None
     assert "what_if" not in json.loads(RENDERERS["json"].render(plain))
+
+
+def test_a_run_passes_through_its_named_phases_in_order(tmp_path, capsys):
+    """`RunOptions.on_phase` sees each phase of PHASES as it ends, in order, with its seconds: a capture
+    (remat_full: RM001 fires and needs the HBM use read), a compiled program and a saved document."""
+    import time
+
+    from profanalyzer.pipeline.run import PHASES
+
+    def phases_of(src, **kw):
+        seen: list[tuple[str, float]] = []
+        start = time.perf_counter()
+        r = run(src, RunOptions(on_phase=lambda name, s: seen.append((name, s)), **kw))
+        wall = time.perf_counter() - start
+        assert all(s >= 0 for _, s in seen) and sum(s for _, s in seen) <= wall
+        return r, [n for n, _ in seen]
+
+    r, names = phases_of(sample_path("remat_full"))
+    assert names == list(PHASES)  # every phase, "needs" included: RM001 fired and its HBM use was read for it
+    assert "RM001" in {f.code for f in r.findings.recommendations}
+    program = sample_path("remat_full").parent / "compiled" / "bf16_mlp.hlo.pb.gz"
+    assert phases_of(program)[1][:5] == ["open", "read", "attribute", "analyze", "rules"]
+    saved = tmp_path / "run.json"
+    saved.write_text(json.dumps(r.document()))
+    assert phases_of(saved)[1] == ["open", "read", "extras"]
+    assert phases_of(saved, select=("RM",))[1] == ["open", "read", "rules", "extras"]
+    # the command prints them, with its render
+    rc, _, err = run_cli(capsys, "analyze", str(sample_path("remat_full")), "-q", "--no-html", "--timings")
+    assert rc == 0
+    line = next(x for x in err.splitlines() if x.startswith("timings: "))
+    assert [p.split()[0] for p in line.removeprefix("timings: ").split("; ")[0].split(", ")] == [*PHASES, "render"]

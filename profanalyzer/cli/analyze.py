@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import sys
+import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -179,12 +180,14 @@ def _no_cyclic_gc():
               help="Steps --trace-out exports, e.g. 3 or 3,5-7 (default: the representative step).")
 @click.option("--write", "writes", multiple=True, metavar="FORMAT=FILE", callback=lambda c, p, v: _writes(v),
               help="Write the output of a renderer (json, markdown, html, terminal) to FILE (- for stdout); repeatable.")
+@click.option("--timings", is_flag=True,
+              help="Print the wall-clock seconds of each phase of the run (open, read, attribute, analyze, rules, ..., render) to stderr.")
 @_no_cyclic_gc()
 def analyze(trace: str, chip: str | None, jobs: int | None, json_out: str | None, top: int, select: str, ignore: str,
             output: str | None, no_html: bool, md_out: str | None, timestamp: bool, by_scope: int | None, memory: bool,
             host_act: bool, quiet: bool, what_if_levers: str | None = None, history: str | None = None,
             trace_out: str | None = None, trace_steps: str | None = None,
-            writes: tuple[tuple[str, str], ...] = ()) -> None:
+            writes: tuple[tuple[str, str], ...] = (), timings: bool = False) -> None:
     """Attribute step time, analyse overlap, rank recommendations, write the HTML report."""
     if trace_steps is not None and not trace_out:
         raise click.UsageError("--steps selects what --trace-out exports: pass --trace-out FILE.json.gz too")
@@ -202,7 +205,7 @@ def analyze(trace: str, chip: str | None, jobs: int | None, json_out: str | None
                                                          select=_codes(select), ignore=_codes(ignore), label=trace,
                                                          what_if=what_if_levers, history=history),
                                 json_out, md_out, None if no_html else output, writes, trace_out, trace_steps,
-                                top, by_scope, timestamp, quiet))
+                                top, by_scope, timestamp, quiet, timings))
 
 
 @dataclass(frozen=True)
@@ -223,6 +226,7 @@ class AnalyzeRequest:
     by_scope: int | None = None
     timestamp: bool = False
     quiet: bool = False
+    timings: bool = False  # --timings: each phase's seconds to stderr
 
 
 def _writes(values: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
@@ -286,7 +290,10 @@ def _analyze(req: AnalyzeRequest) -> None:
             hashed["get"] = (_hash_in_background(model.reads) if label == trace and model.reads is not None
                              else (lambda: "not computed (a URL input, read through a partial copy)"))
 
-    r = run(trace, dataclasses.replace(req.run, progress=progress, on_read=on_read, trace_steps=wanted))
+    phases: list[tuple[str, float]] = []
+    r = run(trace, dataclasses.replace(req.run, progress=progress, on_read=on_read, trace_steps=wanted,
+                                       on_phase=(lambda name, s: phases.append((name, s))) if req.timings else None))
+    rendering = time.perf_counter()
     a, f = r.analysis, r.findings
     if r.attributed is None:  # a saved `--json` document: rendered again without the trace
         if trace_out:
@@ -322,6 +329,10 @@ def _analyze(req: AnalyzeRequest) -> None:
         write_text(RENDERERS[name].render(done, dataclasses.replace(opts, command_line=command_line())), dest)
     if not quiet and not to_stdout:
         echo(RENDERERS["terminal"].render(done, opts).removesuffix("\n"))
+    if req.timings:
+        phases.append(("render", time.perf_counter() - rendering))
+        click.echo("timings: " + ", ".join(f"{name} {s:.3f} s" for name, s in phases)
+                   + f"; total {sum(s for _, s in phases):.3f} s", err=True)
 
 
 def _hash_in_background(source):

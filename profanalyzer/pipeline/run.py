@@ -16,7 +16,9 @@
           re-timing of levers, the calibration over a history of runs, the
           exported window of --trace-out; typed fields of the Run) -> Run
 
-`run_analysis` runs the phases up to the analysis alone (no rules). A saved
+The phases are named (PHASES); `RunOptions.on_phase(name, seconds)` is
+called as each ends (`analyze --timings` prints them, with the render the
+command adds). `run_analysis` runs the phases up to the analysis alone (no rules). A saved
 `analyze --json` document is an input too: it is read back (typed and
 self-checked), its rules run again only when a selection is given. The CLI
 (`analyze`, `check`, `compare`), the notebook API, the MCP server, the fleet's
@@ -29,8 +31,10 @@ after the read imports a reader (tests/test_architecture.py).
 
 from __future__ import annotations
 
+import contextlib
 import os
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, cast
 
@@ -46,7 +50,13 @@ if TYPE_CHECKING:
     from profanalyzer.model.trace import Trace
     from profanalyzer.model.window import TraceWindow
 
-__all__ = ["Run", "RunOptions", "run", "run_analysis"]
+__all__ = ["PHASES", "Run", "RunOptions", "run", "run_analysis"]
+
+#: The phases of a run, in order; a run passes through those its input takes. A saved document: open,
+#: read (the document read back and self-checked), rules (only with a selection), extras. A trace or a
+#: program: open, read, attribute, analyze, rules, needs (only when a firing rule needs more read),
+#: extras.
+PHASES = ("open", "read", "attribute", "analyze", "rules", "needs", "extras")
 
 
 @dataclass(frozen=True)
@@ -72,6 +82,8 @@ class RunOptions:
     #: `--trace-out` (`--steps`): the steps to export as a trace, () for the representative one -> Run.window;
     #: None: no export
     trace_steps: tuple[int, ...] | None = None
+    #: Called as each phase of PHASES ends, with its name and its wall-clock seconds (`--timings`)
+    on_phase: Callable[[str, float], None] | None = None
 
 
 @dataclass(frozen=True, eq=False)
@@ -103,22 +115,45 @@ def run(source: str | os.PathLike | Source, options: RunOptions = RunOptions()) 
     module doc). Raises a ProfanalyzerError (InputError for bad input)."""
     from profanalyzer.findings.engine import load_analysis, run_rules
 
-    src = source if isinstance(source, Source) else open_source(source)
+    phase = _Phases(options.on_phase)
+    with phase("open"):
+        src = source if isinstance(source, Source) else open_source(source)
     if src.kind == "document":
-        a, f = load_analysis(src.path, src.document)
+        with phase("read"):
+            a, f = load_analysis(src.path, src.document)
         if options.select or options.ignore:
-            f = run_rules(a, options.select, options.ignore)
-        return _with_extras(Run(a, f, None, src), options)
-    att, a = _analysed(src, options)
-    f = run_rules(a, options.select, options.ignore)
+            with phase("rules"):
+                f = run_rules(a, options.select, options.ignore)
+        with phase("extras"):
+            return _with_extras(Run(a, f, None, src), options)
+    att, a = _analysed(src, options, phase)
+    with phase("rules"):
+        f = run_rules(a, options.select, options.ignore)
     if a.memory is None and "memory" in _needs(f):
         from profanalyzer.analyze.memory import trace_memory
 
-        mem = trace_memory(att.trace)
-        if mem.peak_bytes is not None:  # the cards state the headroom in bytes
-            a = replace(a, memory=mem)
-            f = run_rules(a, options.select, options.ignore)
-    return _with_extras(Run(a, f, att, src), options)
+        with phase("needs"):
+            mem = trace_memory(att.trace)
+            if mem.peak_bytes is not None:  # the cards state the headroom in bytes
+                a = replace(a, memory=mem)
+                f = run_rules(a, options.select, options.ignore)
+    with phase("extras"):
+        return _with_extras(Run(a, f, att, src), options)
+
+
+class _Phases:
+    """Times each phase of a run and hands its name and seconds to RunOptions.on_phase as it ends."""
+
+    def __init__(self, hook: Callable[[str, float], None] | None) -> None:
+        self.hook = hook
+
+    @contextlib.contextmanager
+    def __call__(self, name: str) -> Iterator[None]:
+        assert name in PHASES, name
+        start = time.perf_counter()
+        yield
+        if self.hook is not None:
+            self.hook(name, time.perf_counter() - start)
 
 
 def _with_extras(r: Run, options: RunOptions) -> Run:
@@ -142,15 +177,18 @@ def _with_extras(r: Run, options: RunOptions) -> Run:
 def run_analysis(source: str | os.PathLike | Source, options: RunOptions = RunOptions()) -> Analysis:
     """The phases of `run` up to the analysis (open, read, attribute, analyse): no rules, so nothing read for
     them (the library's and the tests' entry for the analysis alone)."""
-    src = source if isinstance(source, Source) else open_source(source)
+    phase = _Phases(options.on_phase)
+    with phase("open"):
+        src = source if isinstance(source, Source) else open_source(source)
     if src.kind == "document":
         from profanalyzer.findings.engine import load_analysis
 
-        return load_analysis(src.path, src.document)[0]
-    return _analysed(src, options)[1]
+        with phase("read"):
+            return load_analysis(src.path, src.document)[0]
+    return _analysed(src, options, phase)[1]
 
 
-def _analysed(src: Source, options: RunOptions) -> tuple[Attributed, Analysis]:
+def _analysed(src: Source, options: RunOptions, phase: _Phases) -> tuple[Attributed, Analysis]:
     from profanalyzer.analyze.analysis import (
         AnalysisOptions,
         analyze_attributed,
@@ -163,13 +201,16 @@ def _analysed(src: Source, options: RunOptions) -> tuple[Attributed, Analysis]:
                             memory=options.memory, host_activity=options.host_activity)
     # `progress` is typed object in RunOptions; its contract is load_trace's callable
     progress = cast("Callable[[int, int, str], None] | None", options.progress)
-    trace = read_trace(src, chip=options.chip, jobs=options.jobs, progress=progress)
+    with phase("read"):
+        trace = read_trace(src, chip=options.chip, jobs=options.jobs, progress=progress)
     if options.on_read is not None:
         options.on_read(trace)
-    att = attribute(trace, Memo())  # the run's one classify cache, kept by the Attributed it builds
-    a = analyze_attributed(att, aopts)
-    if options.label is not None and options.label != src.label:
-        a = replace(a, source=options.label)
+    with phase("attribute"):
+        att = attribute(trace, Memo())  # the run's one classify cache, kept by the Attributed it builds
+    with phase("analyze"):
+        a = analyze_attributed(att, aopts)
+        if options.label is not None and options.label != src.label:
+            a = replace(a, source=options.label)
     return att, a
 
 
