@@ -2,10 +2,11 @@
 
 The optional C accelerators: `profanalyzer.read.xspace._wire` decodes XSpace wire
 bytes (events, top-level fields, event-metadata maps) in one pass;
-`profanalyzer.classify._canon` erases instruction numbers from op identities
-(op families); `profanalyzer.model._nest` nests a line's events (parents, depths,
+`profanalyzer.read.hlo._hlo` builds an HloModuleProto's plain instructions
+and their text in one pass; `profanalyzer.classify._canon` erases instruction
+numbers from op identities (op families); `profanalyzer.model._nest` nests a line's events (parents, depths,
 self times); `profanalyzer.analyze._windows` sums their exclusive time per window and
-label. All four are optional: without a C compiler the build skips them
+label. All five are optional: without a C compiler the build skips them
 and profanalyzer uses its numpy / protobuf-runtime / regular-expression
 paths (same results, slower).
 
@@ -63,6 +64,12 @@ setup(
         Extension(
             "profanalyzer.analyze._windows",
             sources=["profanalyzer/analyze/_windows.c"],
+            optional=True,
+            extra_compile_args=["-O2"],
+        ),
+        Extension(
+            "profanalyzer.read.hlo._hlo",
+            sources=["profanalyzer/read/hlo/_hlo.c"],
             optional=True,
             extra_compile_args=["-O2"],
         ),

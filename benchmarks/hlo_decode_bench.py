@@ -1,7 +1,8 @@
 """HloProto decoding (issue 33 item 2): the protobuf runtime with the project's
 own `hlo_min.proto` against the Python field walk it replaced (the decoder of
-BASELINE, loaded from git), on the largest HloProto of each input, in the same
-process and the same run, median of --repeat; and the whole default command on
+BASELINE, loaded from git) and against itself without its C accelerator
+(`_hlo.c`), on the largest HloProto of each input, in the same process and the
+same run, median of --repeat; and the whole default command on
 each capture against XProf's `hlo_stats` converter on a copy of the same file
 (fresh interpreters, `_harness.run_body`; XProf only when the `[xprof]` extra
 is installed).
@@ -91,7 +92,18 @@ def main() -> None:
     ap.add_argument("inputs", nargs="*")
     ap.add_argument("--repeat", type=int, default=5)
     args = ap.parse_args()
+    from profanalyzer.read.hlo import proto
     from profanalyzer.read.hlo.proto import parse_hlo_proto_bytes as new
+
+    accel = proto._accel
+
+    def python_path(data: bytes):
+        """The decoder without its C accelerator (as installed without a compiler)."""
+        proto._accel = None
+        try:
+            return new(data)
+        finally:
+            proto._accel = accel
 
     with tempfile.TemporaryDirectory() as tmp_s:
         tmp = Path(tmp_s)
@@ -103,14 +115,16 @@ def main() -> None:
                 inputs.append(next((tmp / name / "logdir").rglob("*.xplane.pb")))
             inputs.append(ROOT / "sample_traces" / "compiled" / "dense_fsdp.hlo.pb.gz")
         old = _old_decoder(tmp)
-        print("| input | HloProto bytes | instructions | field walk ms | protobuf runtime ms | x |")
-        print("|---|--:|--:|--:|--:|--:|")
+        print("| input | HloProto bytes | instructions | field walk ms | protobuf runtime ms (Python path) | "
+              "with the C accelerator ms | x (field walk / accelerated) |")
+        print("|---|--:|--:|--:|--:|--:|--:|")
         for p in inputs:
             data = _largest_proto(p)
             n = sum(len(c.instructions) for c in new(data).computations)
-            a, b = _median_ms(old, data, args.repeat), _median_ms(new, data, args.repeat)
+            a, py = _median_ms(old, data, args.repeat), _median_ms(python_path, data, args.repeat)
+            b = _median_ms(new, data, args.repeat) if accel is not None else float("nan")
             print(f"| {p.name if p.parent.name != 'compiled' else p.name} ({p.stat().st_size / 1e6:.1f} MB) | "
-                  f"{len(data):,} | {n:,} | {a:.1f} | {b:.1f} | {a / b:.2f} |")
+                  f"{len(data):,} | {n:,} | {a:.1f} | {py:.1f} | {b:.1f} | {a / b:.2f} |")
         warm_up()
         have_xprof = importlib.util.find_spec("xprof") is not None
         print("\n| capture | profanalyze analyze --json s (median) | XProf hlo_stats s (median) |")

@@ -1,6 +1,7 @@
 """profanalyzer: where did the TPU7x step go, and which tuning lever to pull next."""
 
 import os as _os
+import sys as _sys
 
 from profanalyzer.core.version import __version__
 
@@ -16,53 +17,22 @@ if not _os.path.isdir(_os.path.join(_here, "heuristics")) and _os.path.isfile(
 __all__ = ["__version__", "load", "show_cards"]
 
 
-def show_cards(ipython=None) -> bool:
-    """Show every Analysis and Finding as its HTML card (report/registry.py's NOTEBOOK_RENDERERS and
-    FINDING_RENDERERS) in `ipython`'s display, by default the running IPython's; called on import when
-    IPython is running. False when there is none. The types are named, not imported: `import
-    profanalyzer` stays light."""
-    import sys
-
-    if ipython is None:
-        mod = sys.modules.get("IPython")
-        ipython = mod.get_ipython() if mod is not None else None
-    if ipython is None:
-        return False
-    html = ipython.display_formatter.formatters["text/html"]
-    html.for_type_by_name("profanalyzer.model.analysis", "Analysis", _analysis_card)
-    html.for_type_by_name("profanalyzer.model.findings", "Finding", _finding_card)
-    return True
-
-
-def _analysis_card(a) -> str:
-    from profanalyzer.report.registry import NOTEBOOK_RENDERERS
-
-    if hasattr(a, "_repr_html_"):  # profanalyzer.load's LoadedAnalysis: with its findings
-        return a._repr_html_()
-    return NOTEBOOK_RENDERERS["card"].render(_Bare(a))
-
-
-def _finding_card(f) -> str:
-    from profanalyzer.report.registry import FINDING_RENDERERS
-
-    return FINDING_RENDERERS["card"].render(f)
-
-
-class _Bare:
-    """An analysis without findings, as a renderer reads a run (report.registry.Rendered)."""
-
-    def __init__(self, analysis) -> None:
-        self.analysis, self.findings, self.what_if, self.calibration = analysis, None, None, None
-
-
 def __getattr__(name: str):
-    """`profanalyzer.load` (the notebook API, profanalyzer.api.notebook), imported
-    on first use: `import profanalyzer` stays light for the command line."""
+    """`profanalyzer.load` (the notebook API, profanalyzer.api.notebook) and
+    `profanalyzer.show_cards` (profanalyzer.api.cards), imported on first use:
+    `import profanalyzer` stays light for the command line."""
     if name == "load":
         from profanalyzer.api.notebook import load
 
         return load
+    if name == "show_cards":
+        from profanalyzer.api.cards import show_cards
+
+        return show_cards
     raise AttributeError(f"module 'profanalyzer' has no attribute {name!r}")
 
 
-show_cards()
+if "IPython" in _sys.modules:  # a notebook: its display shows the records as their cards (api/cards.py)
+    from profanalyzer.api.cards import show_cards as _show_cards
+
+    _show_cards()

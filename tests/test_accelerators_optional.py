@@ -17,6 +17,7 @@ def _document(path, monkeypatch, off: bool) -> tuple[str, str]:
     import profanalyzer.analyze.attribution as A
     import profanalyzer.classify as C
     import profanalyzer.model.trace as T
+    import profanalyzer.read.hlo.proto as P
     import profanalyzer.read.xspace.wire as W
     import profanalyzer.report.html as H
     import profanalyzer.report.templating as RT
@@ -26,7 +27,7 @@ def _document(path, monkeypatch, off: bool) -> tuple[str, str]:
 
     with monkeypatch.context() as m:
         if off:
-            for mod, name in ((W, "_accel"), (T, "_nest"), (A, "_windows"), (C, "_canon")):
+            for mod, name in ((W, "_accel"), (T, "_nest"), (A, "_windows"), (C, "_canon"), (P, "_accel")):
                 m.setattr(mod, name, None)
             m.setattr(H, "environment", lambda: RT.environment(None))  # templates compiled from their sources
         a = run_analysis(path)

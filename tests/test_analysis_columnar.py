@@ -1,7 +1,7 @@
 """The vectorised analysis stage (opstats, scopes, idle, overlap) against
 straightforward reference implementations: per-row Python loops over every
 core's metadata rows, as the analysis ran before it grouped with numpy and
-shared per-row features between cores with equal tables (TableMemo).
+shared per-row features between the cores sharing a table (TableMemo).
 
 Each changed function's result must equal the reference's exactly (floats
 bit for bit: the vectorised sums add in the reference's order), on every

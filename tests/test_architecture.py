@@ -327,7 +327,7 @@ def test_the_checks_catch_what_they_claim(tmp_path):
 STAGES: tuple[tuple[str, tuple[str, ...]], ...] = (
     # vocabularies, formatting, errors, the chip table, numeric helpers, output naming
     ("floor", ("profanalyzer.core",)),
-    # the records, the trace model, the invariants, saved documents and the records' notebook cards
+    # the records, the trace model, the invariants, saved documents, the notebook's frames
     ("records", ("profanalyzer.model",)),
     # the read room: the Source, XSpace captures (the readers, the trace model's build) and compiled programs
     ("input", ("profanalyzer.read",)),
@@ -338,8 +338,8 @@ STAGES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("run", ("profanalyzer.pipeline",)),
     ("compare", ("profanalyzer.compare", "profanalyzer.fleet")),
     ("report", ("profanalyzer.report",)),
-    # the entry points; `profanalyzer` itself is the notebook facade (its one
-    # import, `load`, runs on first use of profanalyzer.load)
+    # the entry points; `profanalyzer` itself is the notebook facade (`load`, imported on first use of
+    # profanalyzer.load; `show_cards`, whose printers import the renderer registry when a card is shown)
     ("top", ("profanalyzer.api", "profanalyzer.cli", "profanalyzer.synth", "=profanalyzer")),
 )
 _STAGE_NAMES = [name for name, _ in STAGES]

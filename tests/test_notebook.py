@@ -209,3 +209,23 @@ def test_commands_import_neither_pandas_nor_dask_nor_fsspec(tmp_path):
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=tmp_path)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip().splitlines()[-1] == "[0, 0, 0, 0, 0] []"
+
+
+def test_importing_profanalyzer_in_a_running_ipython_registers_the_cards():
+    """`import profanalyzer` with IPython running (here a stand-in module) registers both card printers; without
+    IPython it imports nothing of the display."""
+    code = (
+        "import sys, types\n"
+        "seen = []\n"
+        "fmt = types.SimpleNamespace(for_type_by_name=lambda m, n, f: seen.append((m, n)))\n"
+        "ip = types.SimpleNamespace(display_formatter=types.SimpleNamespace(formatters={'text/html': fmt}))\n"
+        "sys.modules['IPython'] = types.SimpleNamespace(get_ipython=lambda: ip)\n"
+        "import profanalyzer\n"
+        "print(sorted(seen), 'profanalyzer.report.registry' in sys.modules)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == ("[('profanalyzer.model.analysis', 'Analysis'), ('profanalyzer.model.findings', "
+                                  "'Finding')] False")
+    plain = subprocess.run([sys.executable, "-c", "import sys, profanalyzer; print('profanalyzer.api.cards' in sys.modules)"],
+                           capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert plain.stdout.strip() == "False"

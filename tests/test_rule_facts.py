@@ -124,3 +124,28 @@ def test_claims_read_back_from_a_saved_document_are_claims(tmp_path):
     # the JSON form is the pair [pool, ps], as before the claims were typed
     pool, ps = json.loads(saved.read_text())["recommendations"][0]["claims"][0]
     assert pool.startswith(("bucket:", "remat")) and ps > 0
+
+
+def test_the_rules_read_the_facts_they_are_handed():
+    """The facts decide: handed `serving=True`, the training-only rules stay quiet on a training step."""
+    import dataclasses
+
+    from profanalyzer.findings.engine import all_rules
+    from profanalyzer.findings.rules import RuleFacts
+    from profanalyzer.pipeline.run import run
+
+    a = run(sample_path("remat_full")).analysis
+    facts = RuleFacts.of(a)
+    rm = next(r for r in all_rules() if r.code == "RM001")
+    assert rm.check(a, facts) and not facts.serving
+    assert rm.check(a, dataclasses.replace(facts, serving=True)) == []
+
+
+def test_a_claim_built_without_its_constructors_is_checked_where_the_finding_is_made():
+    from profanalyzer.model.findings import Claim
+
+    with pytest.raises(ValueError, match="no pool"):
+        Claim.merged([Claim("bucket:typo", 1.0)])
+    with pytest.raises(ValueError, match="no pool"):
+        Claim.merged([Claim("idle", 1.0)])
+    assert Claim.merged([Claim("remat", 1.0), Claim("bucket:idle", 2.0)]) == (Claim("bucket:idle", 2.0), Claim("remat", 1.0))

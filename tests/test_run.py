@@ -149,3 +149,26 @@ def test_a_run_passes_through_its_named_phases_in_order(tmp_path, capsys):
     assert rc == 0
     line = next(x for x in err.splitlines() if x.startswith("timings: "))
     assert [p.split()[0] for p in line.removeprefix("timings: ").split("; ")[0].split(", ")] == [*PHASES, "render"]
+
+
+def test_a_window_asked_of_a_saved_document_is_refused_at_once(tmp_path, capsys):
+    from profanalyzer.core.errors import InputError
+
+    saved = tmp_path / "run.json"
+    saved.write_text(json.dumps(run(sample_path("remat_full")).document()))
+    seen: list[str] = []
+    with pytest.raises(InputError, match="needs the trace itself"):
+        run(saved, RunOptions(trace_steps=(), on_phase=lambda name, s: seen.append(name)))
+    assert seen == ["open"]  # refused before the document is read back
+    rc, _, err = run_cli(capsys, "analyze", str(saved), "-q", "--no-html", "--trace-out", str(tmp_path / "t.json"))
+    assert rc == 2 and "needs the trace itself" in err and not (tmp_path / "t.json").exists()
+
+
+def test_timings_are_printed_when_a_phase_fails(capsys, tmp_path):
+    """--steps naming a step the trace lacks fails in the extras phase: the phases up to it are printed."""
+    rc, _, err = run_cli(capsys, "analyze", str(sample_path("remat_full")), "-q", "--no-html", "--timings",
+                         "--trace-out", str(tmp_path / "t.json"), "--steps", "9999")
+    assert rc == 2 and "no step 9999" in err
+    line = next(x for x in err.splitlines() if x.startswith("timings: "))
+    assert [p.split()[0] for p in line.removeprefix("timings: ").split("; ")[0].split(", ")][-1] == "extras"
+    assert "render" not in line

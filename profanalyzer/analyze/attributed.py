@@ -9,8 +9,8 @@ exclusive attribution, `attribution.CoreWork`), the steady-state steps kept,
 the mean step time over them, the consensus step table and the run's two
 memos: `classify` (the classify path's one cache, `classify.Memo`) and
 `memo` (the stages' per-table features, `TableMemo`). `run.Run` keeps
-it so that later consumers (the trace export, the notebook's per-core steps)
-read it instead of attributing the trace again.
+it so that later consumers (the extras phase's trace export, the notebook's
+per-core steps) read it instead of attributing the trace again.
 """
 
 from __future__ import annotations

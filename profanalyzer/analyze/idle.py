@@ -32,7 +32,7 @@ then over cores), so the causes' fractions sum to the idle bucket's.
 Without an `XLA Modules` line, program boundaries are unknown: dispatch gaps
 are not separated (a note says so).
 
-Imports: model, vocab, trace, attribution, opstats (TableMemo) (the analysis stage).
+Imports: model, vocab, trace, attribution, attributed (TableMemo) (the analysis stage).
 """
 
 from __future__ import annotations

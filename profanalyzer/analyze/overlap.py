@@ -148,7 +148,7 @@ def windows_for_core(plane: Plane, classes: PlaneClasses, unmatched: dict[str, i
                      memo: TableMemo | None = None) -> tuple[Windows, str]:
     """Collective windows of one TensorCore, sorted by (start, end), and where
     they came from; start/done halves left unpaired are counted in `unmatched`.
-    `memo`: the trace's TableMemo (cores with equal tables classify once)."""
+    `memo`: the trace's TableMemo (the cores sharing a table classify once)."""
     md = plane.meta
     ops = plane.line(LINE_OPS)
     coll_col = classes.columns["collective"] if len(classes) else np.zeros(0, object)
@@ -171,7 +171,7 @@ def windows_for_core(plane: Plane, classes: PlaneClasses, unmatched: dict[str, i
         rows = ev.meta
         uniq = unique_ids(rows[rows >= 0])
         # (is a collective, type, offloaded) of the rows classified so far,
-        # shared by the cores with equal tables when `memo` is given
+        # shared by the cores sharing the table when `memo` is given
         known = _AsyncRows(len(md)) if memo is None else memo.get(
             "overlap.async_rows", plane, classes, lambda: _AsyncRows(len(md)))
         is_coll, typ, sc = known.is_coll, known.typ, known.sc

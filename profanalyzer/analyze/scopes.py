@@ -23,7 +23,7 @@ communication (collective buckets) and remat. Rows are leaves (full folded
 paths, at most MAX_DEPTH components); `collapse(rows, depth)` sums them to
 any shallower depth exactly (the terminal's `--by-scope DEPTH`).
 
-Imports: model, vocab, trace, attribution, opstats (TableMemo) (the analysis stage).
+Imports: model, vocab, trace, attribution, attributed (TableMemo) (the analysis stage).
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ with its findings, as DataFrames and as an HTML card.
 
 The cards are renderers (report/registry.py: NOTEBOOK_RENDERERS,
 FINDING_RENDERERS); `import profanalyzer` under IPython registers them with its
-HTML display for every Analysis and Finding (`profanalyzer.show_cards`).
+HTML display for every Analysis and Finding (`profanalyzer.api.cards.show_cards`).
 
 `load` returns a `LoadedAnalysis`: an `Analysis` (every field, every method)
 that also holds its `Findings`; its `to_dict()` is the `analyze --json`
@@ -27,6 +27,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from profanalyzer.api.cards import Shown, show_cards
 from profanalyzer.core.errors import InputError
 from profanalyzer.core.vocab import BUCKETS
 from profanalyzer.model.analysis import Analysis
@@ -70,7 +71,7 @@ class LoadedAnalysis(Analysis):
         `options` are RenderOptions fields (e.g. top=5)."""
         from profanalyzer.report.registry import RenderOptions, renderer
 
-        return renderer(format).render(_Shown(analysis_of(self), self.findings), RenderOptions(**options))
+        return renderer(format).render(Shown(analysis_of(self), self.findings), RenderOptions(**options))
 
     def to_dict(self) -> dict:
         """The `profanalyze analyze --json` document."""
@@ -80,18 +81,7 @@ class LoadedAnalysis(Analysis):
     def _repr_html_(self) -> str:
         from profanalyzer.report.registry import NOTEBOOK_RENDERERS
 
-        return NOTEBOOK_RENDERERS["card"].render(_Shown(analysis_of(self), self.findings))
-
-
-@dataclass(frozen=True)
-class _Shown:
-    """What `LoadedAnalysis.render` gives a renderer (report.registry.Rendered):
-    a Run without an attributed trace, its findings None when it has none."""
-
-    analysis: Analysis
-    findings: Findings | None
-    what_if: None = None  # the notebook renders no extras
-    calibration: None = None
+        return NOTEBOOK_RENDERERS["card"].render(Shown(analysis_of(self), self.findings))
 
 
 def analysis_of(x: Analysis) -> Analysis:
@@ -133,6 +123,7 @@ def load(source: str | os.PathLike | bytes | bytearray | memoryview, *, chip: st
     an fsspec URL (`gs://`, `s3://`, `file://`...), or the bytes of a host
     file or of a saved document. `chip`, `select`, `ignore` as on the
     command line. Raises a ProfanalyzerError (InputError for bad input)."""
+    show_cards()  # IPython started after `import profanalyzer`: its display shows the cards from now on
     options = RunOptions(chip=chip, select=tuple(select), ignore=tuple(ignore))
     if isinstance(source, (bytes, bytearray, memoryview)):
         return _load_bytes(bytes(source), options)

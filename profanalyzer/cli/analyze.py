@@ -291,48 +291,53 @@ def _analyze(req: AnalyzeRequest) -> None:
                              else (lambda: "not computed (a URL input, read through a partial copy)"))
 
     phases: list[tuple[str, float]] = []
-    r = run(trace, dataclasses.replace(req.run, progress=progress, on_read=on_read, trace_steps=wanted,
-                                       on_phase=(lambda name, s: phases.append((name, s))) if req.timings else None))
-    rendering = time.perf_counter()
-    a, f = r.analysis, r.findings
-    if r.attributed is None:  # a saved `--json` document: rendered again without the trace
-        if trace_out:
-            raise click.UsageError("--trace-out needs the trace itself, not a saved analysis")
-        digest = None if no_html or r.source is None else _hash_in_background(r.source)
-    else:
-        _stage(progress, "")
-        digest = hashed.get("get")
-        if trace_out and r.window is not None:
-            from profanalyzer.core.outputs import write_text_gz
-            from profanalyzer.report.registry import WINDOW_RENDERERS, window_markers
+    rendering: float | None = None
+    try:
+        r = run(trace, dataclasses.replace(req.run, progress=progress, on_read=on_read, trace_steps=wanted,
+                                           on_phase=(lambda name, s: phases.append((name, s))) if req.timings else None))
+        rendering = time.perf_counter()
+        a, f = r.analysis, r.findings
+        if r.attributed is None:  # a saved `--json` document: rendered again without the trace
+            digest = None if no_html or r.source is None else _hash_in_background(r.source)
+        else:
+            _stage(progress, "")
+            digest = hashed.get("get")
+            if trace_out:  # Run.window: asked through RunOptions.trace_steps
+                from profanalyzer.core.outputs import write_text_gz
+                from profanalyzer.report.registry import (
+                    WINDOW_RENDERERS,
+                    window_markers,
+                )
 
-            write_text_gz(WINDOW_RENDERERS["perfetto"].render(r), trace_out)
-            markers = window_markers(r, trace_out)
-            click.echo(f"trace: {trace_out}", err=True)
-    done = Run(a, f, what_if=r.what_if, calibration=r.calibration)
-    del r  # the trace and its attribution are freed before the outputs render
-    to_stdout = json_out == "-" or md_out == "-" or any(d == "-" for _, d in writes)
-    opts = RenderOptions(top=req.top, by_scope=req.by_scope, trace_markers=markers)
-    if json_out:
-        write_text(RENDERERS["json"].render(done, opts), json_out, announce=json_out != "-")
-    if md_out:
-        write_text(RENDERERS["markdown"].render(done, opts), md_out)
-    if digest is not None:
-        from profanalyzer.core.outputs import default_output_path
+                write_text_gz(WINDOW_RENDERERS["perfetto"].render(r), trace_out)
+                markers = window_markers(r, trace_out)
+                click.echo(f"trace: {trace_out}", err=True)
+        done = Run(a, f, what_if=r.what_if, calibration=r.calibration)
+        del r  # the trace and its attribution are freed before the outputs render
+        to_stdout = json_out == "-" or md_out == "-" or any(d == "-" for _, d in writes)
+        opts = RenderOptions(top=req.top, by_scope=req.by_scope, trace_markers=markers)
+        if json_out:
+            write_text(RENDERERS["json"].render(done, opts), json_out, announce=json_out != "-")
+        if md_out:
+            write_text(RENDERERS["markdown"].render(done, opts), md_out)
+        if digest is not None:
+            from profanalyzer.core.outputs import default_output_path
 
-        html_opts = dataclasses.replace(opts, command_line=command_line(), input_sha256=digest(),
-                                        timestamp=utc_timestamp() if req.timestamp else None)
-        dest = req.html_out or str(default_output_path(label))
-        write_text(RENDERERS["html"].render(done, html_opts), dest, announce=False)
-        click.echo(f"report: {dest}", err=to_stdout)
-    for name, dest in writes:  # --write FORMAT=FILE: any renderer of the registry
-        write_text(RENDERERS[name].render(done, dataclasses.replace(opts, command_line=command_line())), dest)
-    if not quiet and not to_stdout:
-        echo(RENDERERS["terminal"].render(done, opts).removesuffix("\n"))
-    if req.timings:
-        phases.append(("render", time.perf_counter() - rendering))
-        click.echo("timings: " + ", ".join(f"{name} {s:.3f} s" for name, s in phases)
-                   + f"; total {sum(s for _, s in phases):.3f} s", err=True)
+            html_opts = dataclasses.replace(opts, command_line=command_line(), input_sha256=digest(),
+                                            timestamp=utc_timestamp() if req.timestamp else None)
+            dest = req.html_out or str(default_output_path(label))
+            write_text(RENDERERS["html"].render(done, html_opts), dest, announce=False)
+            click.echo(f"report: {dest}", err=to_stdout)
+        for name, dest in writes:  # --write FORMAT=FILE: any renderer of the registry
+            write_text(RENDERERS[name].render(done, dataclasses.replace(opts, command_line=command_line())), dest)
+        if not quiet and not to_stdout:
+            echo(RENDERERS["terminal"].render(done, opts).removesuffix("\n"))
+    finally:  # printed when the run or an output fails too: the phases up to the failure
+        if req.timings:
+            if rendering is not None:
+                phases.append(("render", time.perf_counter() - rendering))
+            click.echo("timings: " + ", ".join(f"{name} {s:.3f} s" for name, s in phases)
+                       + f"; total {sum(s for _, s in phases):.3f} s", err=True)
 
 
 def _hash_in_background(source):

@@ -56,6 +56,7 @@ from profanalyzer.core.format import ms, signed_ms
 from profanalyzer.core.stats import MIN_EFFECT, NOISE_K
 from profanalyzer.core.vocab import (
     BUCKETS,
+    CLAIM_BUCKET,
     COLLECTIVE_TYPES,
     IDLE_CAUSES,
     PREDICTED_INPUT_KINDS,
@@ -388,7 +389,7 @@ def compare(base: Mapping | Analysis | tuple[Analysis, Findings | None], new: Ma
         findings = _findings(base_f, new_f)
     ops = ops_change(base, new, b_step)
 
-    pools = {f"bucket:{b}": s.noise_ps for b, s in buckets.items()}
+    pools = {CLAIM_BUCKET + b: s.noise_ps for b, s in buckets.items()}
     checked = verify(base, base_f, new, new_f, step.noise_ps, step.threshold_ps, pools)
 
     base_side, new_side = _side(base, base_label), _side(new, new_label)

@@ -49,6 +49,7 @@ from profanalyzer.core.stats import SHORTFALL_RATIO
 from profanalyzer.model.analysis import Analysis
 from profanalyzer.model.documents import read_document, read_json
 from profanalyzer.model.findings import Finding, Findings
+from profanalyzer.model.invariants import claim_capacity
 from profanalyzer.model.records import to_jsonable
 
 #: A finding counts as shrunk when its saving fell by more than this share;
@@ -101,12 +102,11 @@ class Verification:
 
 
 def _pool_ps(a: Analysis, key: str) -> float:
-    if key == "remat":
-        return a.remat.ps
-    if key.startswith("bucket:"):
-        b = a.breakdown.get(key[len("bucket:"):])
-        return b.ps if b is not None else 0.0
-    return 0.0
+    """The time a claim's pool holds (invariants.claim_capacity); 0 for a pool no longer known (an old document)."""
+    try:
+        return claim_capacity(a, key)
+    except ValueError:
+        return 0.0
 
 
 def _by_code(f: Findings) -> dict[str, list[Finding]]:

@@ -51,7 +51,13 @@ from dataclasses import dataclass
 
 from profanalyzer.core.errors import InputError
 from profanalyzer.core.hardware import FP8_MAX_SPEEDUP
-from profanalyzer.core.vocab import COLLECTIVE_BUCKETS, COMPUTE_BUCKETS, WHAT_IF_LEVERS
+from profanalyzer.core.vocab import (
+    CLAIM_BUCKET,
+    CLAIM_REMAT,
+    COLLECTIVE_BUCKETS,
+    COMPUTE_BUCKETS,
+    WHAT_IF_LEVERS,
+)
 from profanalyzer.model.analysis import Analysis
 from profanalyzer.model.findings import Findings
 from profanalyzer.model.parts import TimelineSample
@@ -148,12 +154,12 @@ def _rates(a: Analysis, f: Findings) -> _Rates:
     mm = a.breakdown.get("matmul_bf16")
     sc = {}
     for key in by_key["sc_offload"]:
-        b = key.removeprefix("bucket:")
+        b = key.removeprefix(CLAIM_BUCKET)
         share_b = a.breakdown.get(b)
         sc[b] = share(key, share_b.ps if share_b else 0.0, "sc_offload")
     return _Rates(
-        remat=share("remat", a.remat.ps, "remat"),
-        fp8=share("bucket:matmul_bf16", mm.ps if mm else 0.0, "fp8"),
+        remat=share(CLAIM_REMAT, a.remat.ps, "remat"),
+        fp8=share(CLAIM_BUCKET + "matmul_bf16", mm.ps if mm else 0.0, "fp8"),
         sc=sc,
         rules={k: tuple(sorted(set(v))) for k, v in rules.items()},
         claimed=claimed,
@@ -169,8 +175,8 @@ def modelled(finding) -> bool:
     would re-time nothing of it."""
     if finding.lever not in WHAT_IF_LEVERS or not finding.claims:
         return False
-    ok = {"remat": lambda k: k == "remat", "fp8": lambda k: k == "bucket:matmul_bf16",
-          "sc_offload": lambda k: k.removeprefix("bucket:") in COLLECTIVE_BUCKETS}[finding.lever]
+    ok = {"remat": lambda k: k == CLAIM_REMAT, "fp8": lambda k: k == CLAIM_BUCKET + "matmul_bf16",
+          "sc_offload": lambda k: k.startswith(CLAIM_BUCKET) and k.removeprefix(CLAIM_BUCKET) in COLLECTIVE_BUCKETS}[finding.lever]
     return all(ok(k) for k, _ in finding.claims)
 
 

@@ -58,11 +58,14 @@ class Claim(NamedTuple):
     @staticmethod
     def merged(claims: Iterable[Claim]) -> tuple[Claim, ...]:
         """The claims with one per pool (the ps of a pool's claims summed, in order), sorted by pool;
-        TypeError for anything that is not a Claim (a rule passing a plain mapping)."""
+        TypeError for anything that is not a Claim (a rule passing a plain mapping), ValueError for a pool
+        that is neither a bucket nor the recompute (a Claim built without its constructors)."""
         by_pool: dict[str, float] = {}
         for c in claims:
             if not isinstance(c, Claim):
                 raise TypeError(f"a finding's claims are Claims, not {type(c).__name__} ({c!r})")
+            if c.pool != CLAIM_REMAT and not (c.pool.startswith(CLAIM_BUCKET) and c.pool[len(CLAIM_BUCKET):] in BUCKETS):
+                raise ValueError(f"a claim on {c.pool!r}, which is no pool (bucket:<name> or remat)")
             by_pool[c.pool] = by_pool[c.pool] + c.ps if c.pool in by_pool else c.ps
         return tuple(sorted(Claim(pool, ps) for pool, ps in by_pool.items()))
 

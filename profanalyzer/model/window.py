@@ -15,7 +15,7 @@ from typing import Any
 __all__ = ["TraceWindow", "WindowEvent", "WindowTrack"]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class WindowTrack:
     """One track (a thread of the trace): a TensorCore's ops, buckets or collectives, or a SparseCore's ops."""
 
@@ -24,7 +24,7 @@ class WindowTrack:
     name: str
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class WindowEvent:
     """One event of a track: a span (`dur_ps` set) or an instant (a step's start)."""
 

@@ -22,9 +22,10 @@ command adds). `run_analysis` runs the phases up to the analysis alone (no rules
 `analyze --json` document is an input too: it is read back (typed and
 self-checked), its rules run again only when a selection is given. The CLI
 (`analyze`, `check`, `compare`), the notebook API, the MCP server, the fleet's
-per-file task and `compare.load_document` all call `run`; consumers of the
-attributed trace (the trace export, the notebook's per-core steps) read
-`Run.attributed` instead of attributing again, and the report's input hash is
+per-file task and `compare.load_document` all call `run`; the trace export is
+built from the attributed trace in the extras phase (`Run.window`), the
+notebook's per-core steps read `Run.attributed` instead of attributing again,
+and the report's input hash is
 `Run.source.sha256()`. No other module calls the analysis stages, and no stage
 after the read imports a reader (tests/test_architecture.py).
 """
@@ -38,6 +39,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, cast
 
+from profanalyzer.core.errors import InputError
 from profanalyzer.model.analysis import Analysis
 from profanalyzer.model.documents import result_document
 from profanalyzer.model.findings import Findings
@@ -119,6 +121,8 @@ def run(source: str | os.PathLike | Source, options: RunOptions = RunOptions()) 
     with phase("open"):
         src = source if isinstance(source, Source) else open_source(source)
     if src.kind == "document":
+        if options.trace_steps is not None:
+            raise InputError(f"{src.label}: --trace-out needs the trace itself, not a saved analysis")
         with phase("read"):
             a, f = load_analysis(src.path, src.document)
         if options.select or options.ignore:
@@ -151,9 +155,11 @@ class _Phases:
     def __call__(self, name: str) -> Iterator[None]:
         assert name in PHASES, name
         start = time.perf_counter()
-        yield
-        if self.hook is not None:
-            self.hook(name, time.perf_counter() - start)
+        try:
+            yield
+        finally:  # a phase that fails is reported too, up to where it failed
+            if self.hook is not None:
+                self.hook(name, time.perf_counter() - start)
 
 
 def _with_extras(r: Run, options: RunOptions) -> Run:

@@ -21,8 +21,8 @@ input's hash for the report footer, of the same bytes.
 What a Source holds for the run: a `.gz` capture's compressed bytes (a
 plain file's map costs no memory of the process).
 
-Imports: xspace (reader, inputs, counterlines, hostlines, allocator), hlo.load,
-documents (records), errors.
+Imports: read.xspace (reader, inputs, counterlines, hostlines), read.allocator,
+read.hlo.load, documents (records), errors.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ proto, an XLA dump) is replayed into its predicted step first, built in memory
 (profanalyzer.read.compiled). Either way the Trace keeps the Source as its
 `reads`, so every later read of the input comes from the bytes read here.
 
-Imports: xspace (source, build), read.compiled, trace, errors.
+Imports: read.source, read.xspace.build, read.compiled, trace, errors.
 """
 
 from __future__ import annotations

@@ -332,7 +332,7 @@ class Windowed(Protocol):
 @dataclass(frozen=True)
 class _Perfetto:
     name: str = "perfetto"
-    suffix: str = ".trace.json.gz"
+    suffix: str = ".trace.json"  # the CLI gzips it when the file name ends in .gz
 
     def render(self, run: Windowed, options: RenderOptions = RenderOptions()) -> str:
         """The Chrome / Perfetto trace of the window, compact JSON (report/perfetto.py); ValueError for a

@@ -5,6 +5,12 @@ xla/xla_data.proto number them), then each instruction becomes an
 `Instruction` with the one-line HLO text the compiler would print for it
 (`Instruction.text`), since that is what a trace's op metadata carries.
 
+With the optional C accelerator (`_hlo.c`, built by setup.py) the plain
+instructions, most of a module, are built from the wire bytes in one pass;
+constants, convolutions and dots, collectives' replica groups and strings that
+need JSON escapes take the Python path below, which gives the same module
+without it (tests/test_hlo_accelerator.py).
+
 Raises ValueError on bytes that are not such a message.
 """
 
@@ -24,6 +30,11 @@ from profanalyzer.read.hlo.model import (
 )
 
 __all__ = ["parse_hlo_proto_bytes", "proto_shape", "PRIMITIVE_TYPES"]
+
+try:  # the optional C accelerator (setup.py): the plain instructions in one pass; the rest below
+    from profanalyzer.read.hlo import _hlo as _accel  # type: ignore[attr-defined]  # a C extension: no stubs
+except ImportError:  # no compiler at install time: every instruction takes the Python path
+    _accel = None
 
 # xla.PrimitiveType -> text spelling
 PRIMITIVE_TYPES: dict[int, str] = {
@@ -168,20 +179,25 @@ def _metadata_parts(md, memo: dict) -> tuple[OpMetadata, str]:
     key = (md.op_type, md.op_name, md.source_file, md.source_line, md.stack_frame_id)
     got = memo.get(key)
     if got is None:
-        op_type, op_name, source_file, source_line, frame = key
-        fields = []
-        if op_type:
-            fields.append("op_type=" + _quoted(op_type))
-        if op_name:
-            fields.append("op_name=" + _quoted(op_name))
-        if source_file:
-            fields.append("source_file=" + _quoted(source_file))
-        if source_line:
-            fields.append(f"source_line={source_line}")
-        if frame:
-            fields.append(f"stack_frame_id={frame}")
-        got = memo[key] = (OpMetadata(*key), ", metadata={" + " ".join(fields) + "}" if fields else "")
+        got = memo[key] = _metadata_text(key)
     return got
+
+
+def _metadata_text(key: tuple) -> tuple[OpMetadata, str]:
+    """The OpMetadata of (op_type, op_name, source_file, source_line, stack_frame_id) and its text."""
+    op_type, op_name, source_file, source_line, frame = key
+    fields = []
+    if op_type:
+        fields.append("op_type=" + _quoted(op_type))
+    if op_name:
+        fields.append("op_name=" + _quoted(op_name))
+    if source_file:
+        fields.append("source_file=" + _quoted(source_file))
+    if source_line:
+        fields.append(f"source_line={source_line}")
+    if frame:
+        fields.append(f"stack_frame_id={frame}")
+    return OpMetadata(*key), ", metadata={" + " ".join(fields) + "}" if fields else ""
 
 
 def _shape_parts(s, memo: dict) -> tuple[Shape, str]:
@@ -293,7 +309,24 @@ def _stack(st) -> StackFrames:
                        tuple((x.file_location_id, x.parent_frame_id) for x in st.stack_frames))
 
 
-def _module(mod, source: str) -> Module:
+def _accelerated(data: bytes, nested: bool, names: _Names) -> list | None:
+    """The C accelerator's instructions of the module in `data` (per computation, in wire order: an
+    Instruction, or None for one the Python path builds), or None when it is not installed or declines."""
+    if _accel is None:
+        return None
+    from profanalyzer.read.hlo import hlo_min_pb2 as pb
+
+    def new_shape(raw: bytes) -> tuple[Shape, str]:
+        shape = _shape(pb.Shape.FromString(raw))  # type: ignore[attr-defined]
+        return shape, shape.text()
+
+    def new_meta(key: tuple) -> tuple[OpMetadata, str]:
+        return _metadata_text(key)
+
+    return _accel.instructions(data, nested, names.ins, names.comps, {}, new_shape, names.metas, new_meta, Instruction)
+
+
+def _module(mod, source: str, data: bytes | None = None, nested: bool = False) -> Module:
     sched = {e.key: list(e.value.instruction_ids) for e in mod.schedule.sequences}
     comps_pb = list(mod.computations)
     if not comps_pb:
@@ -301,21 +334,25 @@ def _module(mod, source: str) -> Module:
     entry_id, entry_name = mod.entry_computation_id or -1, mod.entry_computation_name
     comp_names = {c.id or -1: c.name for c in comps_pb}
     names = _Names({i.id or -1: i.name for c in comps_pb for i in c.instructions}, comp_names)
+    fast = _accelerated(data, nested, names) if data is not None else None
+    if fast is not None and [len(x) for x in fast] != [len(c.instructions) for c in comps_pb]:
+        fast = None  # not the runtime's reading of the bytes: the Python path for all
     comps, groups = [], 1
-    for c in comps_pb:
+    for k, c in enumerate(comps_pb):
         cid, root = c.id or -1, c.root_id or -1
-        order = list(c.instructions)
+        order = list(zip(c.instructions, fast[k] if fast is not None else [None] * len(c.instructions), strict=True))
         if cid in sched:  # the schedule's order for scheduled computations
-            by_id = {i.id or -1: i for i in order}
+            by_id = {i.id or -1: (i, f) for i, f in order}
             ids = sched[cid]
             listed = set(ids)
-            order = [by_id[i] for i in ids if i in by_id] + [i for i in order if (i.id or -1) not in listed]
+            order = [by_id[i] for i in ids if i in by_id] + [(i, f) for i, f in order if (i.id or -1) not in listed]
         made = []
-        for i in order:
-            ins, group = _instruction(i, names, (i.id or -1) == root)
+        for i, ins in order:
+            if ins is None:
+                ins, group = _instruction(i, names, (i.id or -1) == root)
+                if group > groups:
+                    groups = group
             made.append(ins)
-            if group > groups:
-                groups = group
         comps.append(Computation(c.name, tuple(made), cid == entry_id or c.name == entry_name, c.execution_thread))
     entry = comp_names.get(entry_id, entry_name) or comps[-1].name
     # the proto holds no num_partitions (the module config does): the largest collective group stands for it
@@ -333,11 +370,11 @@ def parse_hlo_proto_bytes(data: bytes, source: str = "") -> Module:
     try:
         top = pb.HloProto.FromString(data)  # type: ignore[attr-defined]
         if top.HasField("hlo_module") and top.hlo_module.computations:
-            return replace(_module(top.hlo_module, source), proto=bytes(data))
+            return replace(_module(top.hlo_module, source, data, nested=True), proto=bytes(data))
     except (DecodeError, ValueError):
         pass  # an HloModuleProto's field 1 is its name, not a message
     try:
         mod = pb.Module.FromString(data)  # type: ignore[attr-defined]
     except DecodeError:
         raise ValueError("not an HloProto or HloModuleProto (the bytes do not parse as one)") from None
-    return _module(mod, source)
+    return _module(mod, source, data)

@@ -1,32 +1,20 @@
-/*
- * profanalyzer.read.xspace._wire: one-pass decoders of XSpace wire bytes: a run
- * of XLine.events (decode_event_run), a message's top-level fields
- * (scan_fields) and XPlane.event_metadata map entries (decode_metadata).
- *
- * Optional accelerator for profanalyzer/read/xspace/wire.py (which has a pure
- * numpy implementation of the same contract). Walks the protobuf wire bytes
- * of consecutive XLine.events fields (field 4, length-delimited) and returns
- * columns: metadata_id, offset_ps, duration_ps per event, and per integer
- * stat (XEvent.stats): event index, stat metadata id, value, is-ref flag.
- * An optional buffer of int64 stat metadata ids keeps only those stats (the
- * others cost memory and time: real events carry many).
- * String/bytes stat values are skipped; double values are truncated to
- * integers. Any malformed byte makes it return None (the caller then lets
- * the protobuf runtime decode the line and report the corruption).
- *
- * Written for profanalyzer from the field numbers in the project's own
- * xplane.proto.
- */
+/* profanalyzer.read.xspace._wire: one-pass decoders of XSpace wire bytes: a run of XLine.events
+ * (decode_event_run), a message's top-level fields (scan_fields) and XPlane.event_metadata map entries
+ * (decode_metadata). Optional accelerator for profanalyzer/read/xspace/wire.py (which has a pure numpy
+ * implementation of the same contract). Walks the protobuf wire bytes of consecutive XLine.events fields
+ * (field 4, length-delimited) and returns columns: metadata_id, offset_ps, duration_ps per event, and per
+ * integer stat (XEvent.stats): event index, stat metadata id, value, is-ref flag. An optional buffer of int64
+ * stat metadata ids keeps only those stats (the others cost memory and time: real events carry many).
+ * String/bytes stat values are skipped; double values are truncated to integers. Any malformed byte makes
+ * it return None (the caller then lets the protobuf runtime decode the line and report the corruption).
+ * Written for profanalyzer from the field numbers in the project's own xplane.proto. */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
-typedef struct {
-    int64_t *data;
-    Py_ssize_t len, cap;
-} vec;
+typedef struct { int64_t *data; Py_ssize_t len, cap; } vec;
 
 static int vec_grow(vec *v) {
     {
@@ -279,7 +267,6 @@ static PyObject *decode_event_run(PyObject *self, PyObject *args) {
     free(cur);
     return res;
 }
-
 
 /* ------------------------------------------------------------------------
  * scan_fields(buf, start, end): the top-level fields of the message in

@@ -242,9 +242,10 @@ def map_bytes(buf, tag_at: np.ndarray, p_end: np.ndarray, names: Mapping[int, st
 
 
 class MetadataCache:
-    """Op-metadata tables shared by the planes of one host file.
+    """Op-metadata tables shared by the planes of one trace (one cache per
+    load: the hosts of a run share it).
 
-    The TensorCores of a host run the same programs, so their planes usually
+    The TensorCores of a run run the same programs, so their planes usually
     carry byte-identical event-metadata maps (tens of MB of HLO text each on
     unrolled models): each distinct map (with its stat-name table) is decoded
     once. Thread-safe; a plane that finds the same map being decoded by
