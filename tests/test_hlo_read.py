@@ -269,3 +269,28 @@ def test_gzipped_hlo_text_is_a_program(tmp_path):
     junk = tmp_path / "notes.txt.gz"
     junk.write_bytes(gzip.compress(b"not HLO at all"))
     assert not is_program_path(junk)
+
+
+@pytest.mark.parametrize("s", [
+    "(bf16[8]{0} %a, f32[2,3]{1,0} %b), replica_groups={{0,1}}",
+    '(s32[] %x), metadata={op_name="a(b" source_file="c)d"}), backend_config="{\\"k\\":1}"',
+    '{1,0:T(8,128)} rest', "(a, (b, [c]), {d})", "(unclosed", '("q\\"(", x)', "(a\\b)", "(x)(y)",
+])
+def test_the_bracket_matcher_equals_the_quote_aware_walk(s):
+    """_match_close counts brackets in one loop until a quote or backslash comes first (then the walk
+    decides): the same index as the quote-aware walk from every bracket of the text."""
+    from profanalyzer.read.hlo.text import _match_close, _match_close_quoted
+
+    for i, c in enumerate(s):
+        if c in "([{":
+            assert _match_close(s, i) == _match_close_quoted(s, i), (s, i)
+
+
+def test_parsed_shapes_are_shared_and_equal_to_a_fresh_parse():
+    from profanalyzer.read.hlo.text import parse_shape
+
+    text = "(bf16[8,128]{1,0:T(8,128)(2,1)}, s32[], (f32[2]{0}))"
+    first = parse_shape(text)
+    parse_shape.cache_clear()
+    assert parse_shape(text) == first and parse_shape(text) is parse_shape(text)
+    assert first.is_tuple and [p.dtype for p in first.parts] == ["bf16", "s32", "tuple"]

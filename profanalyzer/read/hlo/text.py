@@ -17,6 +17,7 @@ content, only `ValueError` on text that holds no module at all.
 
 from __future__ import annotations
 
+import functools
 import re
 
 from profanalyzer.read.hlo.model import (
@@ -31,6 +32,7 @@ from profanalyzer.read.hlo.model import (
 __all__ = ["parse_text", "parse_shape", "split_top", "looks_like_hlo_text"]
 
 _SPECIAL = re.compile(r'[\\"(){}\[\],]')
+_BRACKET = re.compile(r'[\\"(){}\[\]]')  # _SPECIAL without the comma
 _OPEN = {"(": ")", "{": "}", "[": "]"}
 _CLOSE = {")", "}", "]"}
 _INSTR = re.compile(r"^\s*(ROOT\s+)?%?([^\s=(){}]+)\s*=\s*")
@@ -86,7 +88,24 @@ def _depth(s: str, depth: int = 0, in_str: bool = False) -> tuple[int, bool]:
 
 
 def _match_close(s: str, i: int) -> int:
-    """Index just past the bracket closing the one at s[i] (len(s) if none)."""
+    """Index just past the bracket closing the one at s[i] (len(s) if none). The brackets are counted in
+    one loop until a quote or backslash comes first; then the quote-aware walk decides."""
+    depth = 0
+    for m in _BRACKET.finditer(s, i):
+        c = m.group()
+        if c in _OPEN:
+            depth += 1
+        elif c in _CLOSE:
+            depth -= 1
+            if depth == 0:
+                return m.end()
+        else:  # a quote or a backslash before the closing bracket
+            return _match_close_quoted(s, i)
+    return len(s)
+
+
+def _match_close_quoted(s: str, i: int) -> int:
+    """_match_close for a span that holds quoted text (brackets inside quotes do not count)."""
     depth = 0
     for at, c in _Walk(s, i):
         if c in _OPEN:
@@ -113,8 +132,11 @@ def split_top(s: str) -> list[str]:
     return out
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def parse_shape(s: str) -> Shape:
-    """`bf16[2,4096]{1,0:T(8,128)(2,1)S(1)}` or a tuple `(s32[], (f32[2]))`."""
+    """`bf16[2,4096]{1,0:T(8,128)(2,1)S(1)}` or a tuple `(s32[], (f32[2]))`. Memoised: a Shape is frozen,
+    and a program's instructions repeat a few thousand shape spellings (the collectives' traffic parses each
+    operand's)."""
     s = _COMMENT.sub("", s).strip()
     if s.startswith("("):
         inner = s[1:_match_close(s, 0) - 1]
