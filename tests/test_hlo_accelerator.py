@@ -54,12 +54,10 @@ def test_a_real_tpu_programs_are_read_the_same(name, tmp_path, monkeypatch):
     assert fast == slow
     from profanalyzer.read.hlo import hlo_min_pb2 as pb2
 
-    mod = pb2.HloProto.FromString(data).hlo_module if pb2.HloProto.FromString(data).hlo_module.computations \
-        else pb2.Module.FromString(data)
-    names = proto._Names({i.id or -1: i.name for c in mod.computations for i in c.instructions},
-                         {c.id or -1: c.name for c in mod.computations})
-    nested = bool(pb2.HloProto.FromString(data).hlo_module.computations)
-    made = proto._accelerated(data, nested, names)
+    top = pb2.HloProto.FromString(data)
+    nested = bool(top.hlo_module.computations)
+    mod = top.hlo_module if nested else pb2.Module.FromString(data)
+    made = proto._accelerated(data, nested, proto._names_of(mod.computations))
     fast_share = sum(i is not None for c in made for i in c) / sum(len(c) for c in made)
     assert fast_share > 0.5, fast_share
 

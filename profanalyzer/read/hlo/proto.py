@@ -309,6 +309,11 @@ def _stack(st) -> StackFrames:
                        tuple((x.file_location_id, x.parent_frame_id) for x in st.stack_frames))
 
 
+def _names_of(comps_pb) -> _Names:
+    """The module's instruction and computation names by id (an id of 0 is absent on the wire: -1)."""
+    return _Names({i.id or -1: i.name for c in comps_pb for i in c.instructions}, {c.id or -1: c.name for c in comps_pb})
+
+
 def _accelerated(data: bytes, nested: bool, names: _Names) -> list | None:
     """The C accelerator's instructions of the module in `data` (per computation, in wire order: an
     Instruction, or None for one the Python path builds), or None when it is not installed or declines."""
@@ -332,8 +337,8 @@ def _module(mod, source: str, data: bytes | None = None, nested: bool = False) -
     if not comps_pb:
         raise ValueError("no computations: not an HloProto / HloModuleProto")
     entry_id, entry_name = mod.entry_computation_id or -1, mod.entry_computation_name
-    comp_names = {c.id or -1: c.name for c in comps_pb}
-    names = _Names({i.id or -1: i.name for c in comps_pb for i in c.instructions}, comp_names)
+    names = _names_of(comps_pb)
+    comp_names = names.comps
     fast = _accelerated(data, nested, names) if data is not None else None
     if fast is not None and [len(x) for x in fast] != [len(c.instructions) for c in comps_pb]:
         fast = None  # not the runtime's reading of the bytes: the Python path for all
