@@ -13,7 +13,12 @@ import re
 import pytest
 import realcap
 
-from profanalyzer.read.hlo.traffic import group_size, moved_factor, traffic_of_text
+from profanalyzer.read.hlo.traffic import (
+    group_size,
+    moved_factor,
+    name_free,
+    traffic_of_text,
+)
 
 AR = ("%all-reduce = bf16[1024,5120]{1,0:T(8,128)(2,1)S(1)} all-reduce(bf16[1024,5120]{1,0:T(8,128)(2,1)S(1)} %b), "
       "channel_id=3, replica_groups=[1,2]<=[2], use_global_device_ids=true, to_apply=%add.1.clone")
@@ -54,6 +59,70 @@ def test_bytes_from_shapes_on_every_form():
     t = traffic_of_text("all_reduce", "x = f32[4]{0} all-reduce(f32[4]{0} %a), to_apply=%add")
     assert t.group is None and t.moved_bytes == 32 and t.group_from.startswith("unknown")
     assert traffic_of_text("all_reduce", "all-reduce.3") is None  # a name, no shapes: unknown, not guessed
+
+
+_FORMS = [
+    ("all_reduce", AR),
+    ("all_gather", "%ag.3.call-start = ((bf16[512,4096]{1,0}), bf16[32768,4096]{1,0}, u32[]{:S(2)}) call-start("
+                   "bf16[512,4096]{1,0} %all-to-all.10), async_execution_thread=\"sparsecore\", to_apply=%all-gather.17"),
+    ("all_gather", "%d.2 = bf16[64]{0} all-gather-done((bf16[8]{0}, bf16[64]{0}) %s.1)"),
+    ("all_reduce", "x.4 = f32[8]{0} all-reduce(f32[8]{0} %a.1, f32[8]{0} %b.2), replica_groups={{0,1},{2,3}}, "
+                   "to_apply=%add"),
+    ("all_to_all", "%all-to-all.10 = bf16[4,1,2048]{2,1,0} all-to-all(bf16[4,1,2048]{2,1,0} %broadcast.8), "
+                   "channel_id=49, replica_groups={{0,1,2,3}}, dimensions={0}, metadata={op_name=\"jit(f)/%x.1\"}"),
+]
+
+
+def _renamed(text: str, k: int) -> str:
+    return re.sub(r"%([\w.\-]+)", lambda m: f"%{m.group(1)}_v{k}.{k}{k}", text)
+
+
+@pytest.mark.parametrize("kind,text", _FORMS)
+def test_names_change_no_traffic(kind, text):
+    """Texts that differ by their instruction names alone share a key (`name_free`), and one traffic: what lets
+    the analysis read each collective text of an unrolled program once."""
+    want = traffic_of_text(kind, text)
+    assert want is not None
+    for k in range(1, 4):
+        other = _renamed(text, k)
+        assert other != text and name_free(other) == name_free(text)
+        assert traffic_of_text(kind, other) == want
+
+
+def test_mesh_axes_keep_their_names():
+    """Mesh groups compare their quoted axis names: such a text is its own key."""
+    x = "x = f32[8]{0} all-reduce(f32[8]{0} %a), replica_groups=mesh['%p'=2,'%q'=4] {'%p'}, to_apply=%add"
+    y = x.replace("{'%p'}", "{'%q'}")
+    assert (group_size(x), group_size(y)) == (2, 4)
+    assert name_free(x) == x and name_free(y) == y
+
+
+def test_a_table_reads_each_text_once(monkeypatch):
+    """window_traffic computes one traffic per name-free text of a table, whatever its rows."""
+    import numpy as np
+
+    import profanalyzer.analyze.overlap as overlap
+    from profanalyzer.core.vocab import COLLECTIVE_TYPES
+    from profanalyzer.model.trace import OpMetadata
+
+    texts = tuple(_renamed(AR, k) for k in range(40)) + (_FORMS[3][1],)
+    n = len(texts)
+    empty = ("",) * n
+    md = OpMetadata(np.arange(n), texts, empty, empty, empty, empty, empty, empty, np.full(n, -1), np.full(n, -1),
+                    *(np.full(n, np.nan) for _ in range(4)))
+    calls = []
+    monkeypatch.setattr(overlap, "traffic_of_text", lambda kind, text: calls.append(text) or traffic_of_text(kind, text))
+    rows = np.r_[np.arange(n), np.arange(n)]
+    types = np.full(len(rows), COLLECTIVE_TYPES.index("all_reduce"))
+    cache: dict = {}
+    moved, buf, group, kind = overlap.window_traffic(md, rows, types, cache)
+    assert len(calls) == 2  # the 40 renamed all-reduces, then the other form
+    want = traffic_of_text("all_reduce", AR)
+    assert (moved[:40] == want.moved_bytes).all() and (group[:40] == 2).all()
+    assert moved[40] == traffic_of_text("all_reduce", _FORMS[3][1]).moved_bytes
+    assert (moved[n:] == moved[:n]).all()
+    overlap.window_traffic(md, rows, types, cache)
+    assert len(calls) == 2
 
 
 @functools.cache

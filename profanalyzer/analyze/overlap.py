@@ -64,7 +64,7 @@ from profanalyzer.model.trace import (
     Trace,
     instruction_name,
 )
-from profanalyzer.read.hlo.traffic import Traffic, traffic_of_text
+from profanalyzer.read.hlo.traffic import Traffic, name_free, traffic_of_text
 
 if TYPE_CHECKING:
     from profanalyzer.analyze.attributed import Attributed
@@ -253,10 +253,19 @@ def _from_other_half(md: OpMetadata, row: int, kind: str, cache: dict) -> Traffi
         by_name = cache["names"] = {n: i for i, n in enumerate(md.short_names)}
     for half in ("-done", "-update"):
         r = by_name.get(name.replace("-start", half))
-        got = traffic_of_text(kind, md.name[r]) if r is not None else None
+        got = _traffic(kind, md.name[r], cache) if r is not None else None
         if got is not None:
             return got
     return None
+
+
+def _traffic(kind: str, text: str, cache: dict) -> Traffic | None:
+    """`traffic_of_text`, once per text with its names erased (`name_free`) in the table's cache."""
+    by_text = cache.setdefault("texts", {})
+    key = (kind, name_free(text))
+    if key not in by_text:
+        by_text[key] = traffic_of_text(kind, text)
+    return by_text[key]
 
 
 def traffic_cache(memo: TableMemo, w: CoreWork) -> dict:
@@ -276,20 +285,19 @@ def window_traffic(md: OpMetadata, rows: np.ndarray, types: np.ndarray,
     moved, buf, group = np.full(n, np.nan), np.full(n, np.nan), np.zeros(n, dtype=np.int64)
     if not n or not len(md):
         return moved, buf, group, np.full(n, -1, dtype=np.int64)
-    known = cache.setdefault("rows", {})
+    known = cache.setdefault("rows", {})  # (row, type) key -> (moved, buffer, group, TYPES index), or None
     ok = (rows >= 0) & (rows < len(md))
     key = np.where(ok, rows.astype(np.int64) * len(TYPES) + types.astype(np.int64), -1)
     uniq, inv = np.unique(key, return_inverse=True)
-    got = np.full((len(uniq), 4), np.nan)
-    for i, k in enumerate(uniq.tolist()):
-        if k < 0:
-            continue
-        if k not in known:
+    keys = uniq.tolist()
+    for k in keys:
+        if k >= 0 and k not in known:
             row, kind = k // len(TYPES), TYPES[k % len(TYPES)]
-            known[k] = traffic_of_text(kind, md.name[row]) or _from_other_half(md, row, kind, cache)
-        t = known[k]
-        if t is not None:
-            got[i] = (t.moved_bytes, t.buffer_bytes, t.group or 0, TYPES.index(t.kind) if t.kind in TYPES else -1)
+            t = _traffic(kind, md.name[row], cache) or _from_other_half(md, row, kind, cache)
+            known[k] = None if t is None else (t.moved_bytes, t.buffer_bytes, t.group or 0,
+                                               TYPES.index(t.kind) if t.kind in TYPES else -1)
+    unknown = (np.nan,) * 4
+    got = np.array([unknown if k < 0 else known[k] or unknown for k in keys], dtype=float).reshape(len(keys), 4)
     inv = inv.reshape(-1)
     moved, buf = got[inv, 0], got[inv, 1]
     group = np.nan_to_num(got[inv, 2]).astype(np.int64)

@@ -32,7 +32,8 @@ from profanalyzer.read.hlo.model import Shape
 from profanalyzer.read.hlo.text import call_parts, parse_shape, split_top
 from profanalyzer.read.hlo.truth import collective_kind
 
-__all__ = ["Traffic", "ALGORITHM", "moved_factor", "buffer_bytes", "group_size", "start_result", "traffic_of_text", "io_bytes"]
+__all__ = ["Traffic", "ALGORITHM", "moved_factor", "buffer_bytes", "group_size", "start_result", "traffic_of_text", "io_bytes",
+           "name_free"]
 
 #: How each collective type moves its bytes (the factor's source), as the reports say it.
 ALGORITHM = {
@@ -48,6 +49,7 @@ _GROUPS_LIST = re.compile(r"replica_groups=\{(\{[^=]*?\})\}")
 _ASSIGN = re.compile(r"=\s*")
 _GROUPS_MESH = re.compile(r"replica_groups=mesh\[([^\]]*)\](?:\s*\{([^}]*)\})?")
 _GROUPS_IOTA = re.compile(r"replica_groups=\[(\d+),(\d+)\]<=")
+_NAME = re.compile(r"%[\w.\-]+")
 
 
 @dataclass(frozen=True)
@@ -152,3 +154,12 @@ def traffic_of_text(kind: str, text: str) -> Traffic | None:
     if buf <= 0:  # a start that carries no data (the operands come with its update or done): not this text's to say
         return None
     return Traffic(kind, buf, n, how, buf * moved_factor(kind, n))
+
+
+def name_free(text: str) -> str:
+    """`text` with each instruction name (`%all-gather.17.cloned.1`) written `%`: texts equal under it have one
+    traffic, since `traffic_of_text` reads the shapes, the opcode and the group, never a name (a name holds no
+    bracket, comma, quote or `=`, so the shapes' and the groups' spans do not move). A program unrolled by
+    layers prints thousands of collectives that differ by their names alone. The text itself when its group is
+    mesh axes: their quoted names are compared, and could hold a `%`."""
+    return text if "mesh[" in text else _NAME.sub("%", text)
