@@ -11,7 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from profanalyzer.analyze.counters import VERDICTS, with_device_peaks
+from profanalyzer.analyze.counters import (
+    VERDICTS,
+    _has_counter_names,
+    with_device_peaks,
+)
 from profanalyzer.pipeline.run import run_analysis
 from profanalyzer.read.trace import read_trace
 from profanalyzer.synth import SCENARIOS, write_scenario
@@ -57,6 +61,19 @@ def test_quiet_without_counter_lines():
     a = run_analysis(ROOT / "sample_traces" / "dense_short_fsdp.xplane.pb.gz")
     assert a.kernel_counters is None
     assert not any(t.startswith("counters:") for o in a.top_ops for t in o.tags)
+
+
+@pytest.mark.parametrize("names,has", [
+    (("%fusion.1 = f32[8]{0} fusion()", "MXU"), True),
+    (("Vector EUP",), True),
+    (("%a = f32[8]{0} add()", "ep_wait_in"), True),
+    (("%a = f32[8]{0} add(), metadata={op_name=\"MXU\"}", "step ep_wait"), False),  # a unit inside a text, a phase mid-name
+    ((), False),
+])
+def test_counter_names_are_whole_names(names, has):
+    """A table names a counter unit when some metadata name *is* the unit, or a pipeline phase when a name
+    starts with `ep_wait`: what the counter and TraceMe lines' events are called."""
+    assert _has_counter_names(names) is has
 
 
 def test_synthesized_plane_peaks_are_the_table_and_say_so():

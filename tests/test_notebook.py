@@ -211,6 +211,22 @@ def test_commands_import_neither_pandas_nor_dask_nor_fsspec(tmp_path):
     assert out.stdout.strip().splitlines()[-1] == "[0, 0, 0, 0, 0] []"
 
 
+def test_analyze_imports_no_start_up_weight(tmp_path):
+    """The default command computes its medians without numpy.ma (10 ms of start-up on np.median's first
+    call) or the statistics module (decimal, fractions, random): `core.stats` does. dense_short_fsdp's
+    planes carry their peaks, so the device-peak medians run."""
+    trace = sample_path("dense_short_fsdp")
+    code = (
+        "import sys\n"
+        "from profanalyzer.cli import main\n"
+        f"rc = main(['analyze', {str(trace)!r}, '-o', {str(tmp_path / 'r.html')!r}, '-q'])\n"
+        "print(rc, sorted(m for m in ('numpy.ma', 'statistics') if m in sys.modules))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip().splitlines()[-1] == "0 []"
+
+
 def test_importing_profanalyzer_in_a_running_ipython_registers_the_cards():
     """`import profanalyzer` with IPython running (here a stand-in module) registers both card printers; without
     IPython it imports nothing of the display."""

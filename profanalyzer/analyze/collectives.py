@@ -36,7 +36,8 @@ from profanalyzer.analyze.overlap import (
     traffic_cache,
     window_traffic,
 )
-from profanalyzer.core.stats import median
+from profanalyzer.core.arrays import unique_ids
+from profanalyzer.core.stats import median, nanmedian_rows, percentile
 from profanalyzer.core.vocab import PREDICTED_INPUT_KINDS
 from profanalyzer.model.analysis import (
     CollectiveDiagnosis,
@@ -143,11 +144,11 @@ def diagnose_collectives(att: Attributed, overlap: OverlapResult) -> CollectiveD
     last = np.nanargmax(sf, axis=1) if n_inst else np.zeros(0, dtype=np.int64)
     others = sf.copy()
     others[rows, last] = np.nan
-    late_by = sf[rows, last] - np.nanmedian(others, axis=1) if n_inst and len(per_core) > 1 else np.zeros(n_inst)
+    late_by = sf[rows, last] - nanmedian_rows(others) if n_inst and len(per_core) > 1 else np.zeros(n_inst)
     is_late = late_by > tol
     last_counts = np.bincount(last[is_late], minlength=len(per_core)).astype(np.int64)
     by_type: dict[int, dict] = {}
-    for t in np.unique(inst_type).tolist():
+    for t in unique_ids(inst_type).tolist():
         of = inst_type == t
         late_t = of & is_late
         by_type[int(t)] = {"n": int(of.sum()), "spread": spread[of],
@@ -200,8 +201,8 @@ def diagnose_collectives(att: Attributed, overlap: OverlapResult) -> CollectiveD
             arrival_spread_ps=median(d["spread"]),
             last_core=labels[lc] if lc is not None else None,
             last_core_share=(float(d["last"][lc]) / d["distinct"]) if lc is not None else None,
-            window_p50_ps=float(np.percentile(dur, 50)),
-            window_p90_ps=float(np.percentile(dur, 90)),
+            window_p50_ps=percentile(dur, 50),
+            window_p90_ps=percentile(dur, 90),
             window_cv=cv,
         )
     distinct = int(last_counts.sum())

@@ -41,6 +41,7 @@ from typing import Any
 import numpy as np
 
 from profanalyzer.analyze.attributed import Attributed
+from profanalyzer.core.stats import median
 from profanalyzer.core.vocab import BUCKETS, COUNTERS_LINE, TRACEME_LINE, UTIL_STAT
 from profanalyzer.model.analysis import KernelCounters
 from profanalyzer.model.trace import LINE_OPS, OpMetadata, Trace
@@ -90,12 +91,12 @@ def with_device_peaks(trace: Trace) -> tuple[Trace, str]:
     kw: dict[str, Any] = {}  # Chip fields to replace
     said = []
     if tf_ok:
-        v = float(np.median(tf_ok)) * per
+        v = median(tf_ok) * per
         if abs(v - chip.peak_bf16_tflops) > 1e-6 * max(1.0, v):
             kw["peak_bf16_tflops"] = v
         said.append(f"BF16 peak {v / per:g} TFLOP/s per TensorCore")
     if bw_ok:
-        v = float(np.median(bw_ok)) * per
+        v = median(bw_ok) * per
         if abs(v - chip.hbm_gbps) > 1e-6 * max(1.0, v):
             kw["hbm_gbps"] = v
         said.append(f"HBM {v / per:g} GB/s per TensorCore")
@@ -107,10 +108,14 @@ def with_device_peaks(trace: Trace) -> tuple[Trace, str]:
     return trace, note
 
 
+_COUNTER_UNITS = frozenset(("MXU", *VECTOR_UNITS))
+
+
 def _has_counter_names(names) -> bool:
     """A plane's event metadata names a counter unit or an emit_pipeline phase (the lines' events use them)."""
-    joined = "\x00" + "\x00".join(names) + "\x00"  # one C-speed search per name, not a Python test per row
-    return "\x00ep_wait" in joined or any(f"\x00{u}\x00" in joined for u in ("MXU", *VECTOR_UNITS))
+    if not _COUNTER_UNITS.isdisjoint(names):  # a set against the column: no copy of its texts
+        return True
+    return any(n.startswith("ep_wait") for n in names)
 
 
 def trace_counter_lines(trace: Trace) -> dict[tuple[str, str], dict]:
@@ -305,7 +310,7 @@ def kernel_counters(att: Attributed,
         if max(max(a["w"].values(), default=0.0), a["phase"]) < MIN_COVERAGE * a["span"]:
             continue
         util = {u: a["wu"][u] / a["w"][u] for u in a["w"] if a["w"][u] > 0}
-        med = {u: float(np.median(v)) for u, v in a["samples"].items() if v}
+        med = {u: median(v) for u, v in a["samples"].items() if v}
         wait = a["wait"] / a["span"] if a["phase"] > 0 else None
         mxu = util.get("MXU")
         vec = max((util[u] for u in VECTOR_UNITS if u in util), default=None)

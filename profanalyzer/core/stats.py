@@ -48,6 +48,47 @@ def median_of(values: Sequence[float]) -> float:
     return data[i] if n % 2 else (data[i - 1] + data[i]) / 2
 
 
+def percentile(values: Sequence[float] | np.ndarray, q: float) -> float:
+    """float(np.percentile(values, q)) of a non-empty 1-d real sequence without NaN (the linear method,
+    numpy's arithmetic step for step, in the values' own dtype), without the numpy.ma import that
+    np.percentile makes through np.unique (numpy 2.4)."""
+    a = np.sort(np.asarray(values).ravel())
+    n = len(a)
+    if n == 0:
+        raise ValueError("no percentile of empty data")
+    f = q / 100.0
+    virtual = (n - 1) * f  # numpy's virtual index for the linear method
+    prev = math.floor(virtual)
+    gamma = virtual - prev
+    if virtual >= n - 1:
+        i = j = n - 1
+    elif virtual < 0:
+        i = j = 0
+    else:
+        i, j = prev, prev + 1
+    lo, hi = a[i], a[j]
+    diff = hi - lo
+    return float(hi - diff * (1 - gamma)) if gamma >= 0.5 else float(lo + diff * gamma)
+
+
+def nanmedian_rows(a: np.ndarray) -> np.ndarray:
+    """np.nanmedian(a, axis=1) of a 2-d float array, without numpy.ma (which np.nanmedian imports for small
+    arrays): per row, the middle of its non-NaN values, or the two middles' sum halved (numpy's arithmetic,
+    so the same bits); NaN for a row of NaNs only (no warning)."""
+    a = np.asarray(a, dtype=np.float64)
+    if a.ndim != 2 or not a.shape[1]:
+        return np.full(a.shape[0] if a.ndim else 0, math.nan)
+    srt = np.sort(a, axis=1)  # NaNs sort last
+    n = (~np.isnan(a)).sum(axis=1)
+    rows = np.arange(a.shape[0])
+    hi = np.maximum(n // 2, 0)
+    lo = np.where(n % 2 == 1, hi, np.maximum(hi - 1, 0))
+    with np.errstate(invalid="ignore", over="ignore"):
+        out = (srt[rows, lo] + srt[rows, hi]) / 2.0
+    out[n == 0] = math.nan
+    return out
+
+
 def median(values: Sequence[float] | np.ndarray) -> float:
     """float(np.median(values)) of a 1-d real sequence, without the import of
     numpy.ma that np.median does on its first call (10 ms of start-up): the

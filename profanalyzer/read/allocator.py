@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 from google.protobuf.message import DecodeError  # type: ignore[import-untyped]  # no stubs installed
 
+from profanalyzer.core.arrays import unique_ids
 from profanalyzer.core.vocab import HLO_PROTO_STAT, MEMORY_EVENTS
 from profanalyzer.model.trace import AllocatorPeak, MemorySources
 from profanalyzer.read.hlo.memory import read_assignment
@@ -101,7 +102,7 @@ def _host_trim(seen: list, keep_lines: Collection[int]) -> reader.FieldTrim:
             got = wire.decode_line(raw, start, len(raw), want=())
             if got is None:
                 return raw
-            seen.append((k, np.unique(got[1].metadata_id)))
+            seen.append((k, unique_ids(got[1].metadata_id)))
             return None
         if f == PL_EVENT_METADATA and wire_type(raw, start) == 2:
             return length_field(PL_EVENT_METADATA, stripped_entry(raw, start, len(raw)))
