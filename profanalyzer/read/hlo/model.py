@@ -53,10 +53,11 @@ class Shape:
     def elements(self) -> int:
         return math.prod(self.dims) if self.dims else 1
 
-    @property
+    @cached_property
     def bytes(self) -> int:
         """Logical bytes (elements x element width; tuples: the sum of their
-        parts; tiling padding not counted)."""
+        parts; tiling padding not counted). Kept once computed: a program's
+        instructions share their Shape objects (the decoders memoise them)."""
         if self.is_tuple:
             return sum(p.bytes for p in self.parts)
         return (self.elements * DTYPE_BITS.get(self.dtype, 0) + 7) // 8
