@@ -46,6 +46,10 @@ def test_source_walks_out_of_framework_frames():
     assert st.user_location(1) == ("model.py", 42, "forward")
     only = StackFrames(files[1:], ("dot",), ((1, 1, 7),), ((1, 0),))
     assert only.user_location(1) == only.location(1)  # all framework: the innermost, not nothing
+    # answers are kept per frame id, outside the fields: asked again, the same; equality unchanged
+    assert st.user_location(3) is st.user_location(3) and st.user_location(99) is None
+    fresh = StackFrames(files, ("forward", "dot", "linear"), ((1, 1, 42), (2, 2, 7), (3, 3, 9)), ((1, 0), (2, 1), (3, 2)))
+    assert fresh == st and hash(fresh) == hash(st) and fresh.user_location(2) == st.user_location(2)
     assert FRAMEWORK_FILE.search("/usr/lib/python3.12/contextlib.py") and not FRAMEWORK_FILE.search("maxtext/layers/x.py")
 
 

@@ -61,6 +61,11 @@ def to_jsonable(obj: Any) -> Any:
     """A record (or any mix of dataclasses, mappings, sequences, numpy
     scalars) as plain JSON values: dicts with sorted string keys, lists,
     rounded numbers (`round_number`)."""
+    t = type(obj)  # the plain leaves first, by exact type: most values of a document are
+    if t is str or obj is None or t is int or t is bool:
+        return obj
+    if t is float:
+        return round_number(obj)
     if is_dataclass(obj) and not isinstance(obj, type):
         return {name: to_jsonable(getattr(obj, name)) for name in json_fields(type(obj))}
     if isinstance(obj, Mapping):

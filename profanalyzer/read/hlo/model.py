@@ -102,16 +102,26 @@ class StackFrames:
     def user_location(self, frame_id: int) -> tuple[str, int, str] | None:
         """(file, line, function) of the innermost frame in the user's own code: walking out through the
         parents past framework and library files (vocab.FRAMEWORK_FILE); the innermost frame when every
-        frame is a framework's."""
-        first = self.location(frame_id)
+        frame is a framework's. Kept per frame id (`_user_locations`): a program's instructions share frames."""
+        memo = self._user_locations
+        if frame_id in memo:
+            return memo[frame_id]
+        got = self.location(frame_id)
         f, seen = frame_id, set()
         while 0 < f <= len(self.frames) and f not in seen:
             seen.add(f)
             loc = self.location(f)
             if loc is not None and loc[0] and not FRAMEWORK_FILE.search(loc[0]):
-                return loc
+                got = loc
+                break
             f = self.frames[f - 1][1]
-        return first
+        memo[frame_id] = got
+        return got
+
+    @cached_property
+    def _user_locations(self) -> dict[int, tuple[str, int, str] | None]:
+        """user_location's answers so far, by frame id (outside the fields: equality and the JSON ignore it)."""
+        return {}
 
     def location(self, frame_id: int) -> tuple[str, int, str] | None:
         """(file, line, function) of a frame: the innermost frame itself."""
@@ -188,10 +198,12 @@ class Instruction:
             return {}
         return out if isinstance(out, dict) else {}
 
-    @property
+    @cached_property
     def estimated_cycles(self) -> int | None:
         """The compiler's cost estimate (`estimated_cycles` anywhere in the
-        backend config); None when absent or INT64_MAX (unknown)."""
+        backend config); None when absent or INT64_MAX (unknown). Kept once
+        read: picking the main module, the replay and expected-vs-measured
+        each ask every instruction."""
         v = _find_key(self.config, "estimated_cycles")
         try:
             n = int(v) if v is not None else None
