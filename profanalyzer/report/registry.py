@@ -79,6 +79,9 @@ class RenderOptions:
 
 
 class Renderer(Protocol):
+    """What a renderer has. The renderers below are stateless classes (`__slots__ = ()`: nothing to set on
+    them), not dataclasses, whose creation would cost the command ~8 ms of start-up for 17 of them."""
+
     @property
     def name(self) -> str: ...  # the format's name (--write NAME=FILE, RENDERERS' key)
 
@@ -100,10 +103,10 @@ def _extra_lines(run: Rendered) -> list[str]:
     return [line for k, x in _extras(run) for line in lines[k](x)]
 
 
-@dataclass(frozen=True)
 class _Json:
-    name: str = "json"
-    suffix: str = ".json"
+    __slots__ = ()
+    name = "json"
+    suffix = ".json"
 
     def render(self, run: Rendered, options: RenderOptions = RenderOptions()) -> str:
         """The `analyze --json` document: sorted keys, indented."""
@@ -113,10 +116,10 @@ class _Json:
         return json.dumps({**doc, **extras}, sort_keys=True, indent=2, ensure_ascii=False) + "\n"
 
 
-@dataclass(frozen=True)
 class _Markdown:
-    name: str = "markdown"
-    suffix: str = ".md"
+    __slots__ = ()
+    name = "markdown"
+    suffix = ".md"
 
     def render(self, run: Rendered, options: RenderOptions = RenderOptions()) -> str:
         from profanalyzer.report.markdown import render_markdown
@@ -127,10 +130,10 @@ class _Markdown:
         return md
 
 
-@dataclass(frozen=True)
 class _Html:
-    name: str = "html"
-    suffix: str = ".report.html"
+    __slots__ = ()
+    name = "html"
+    suffix = ".report.html"
 
     def render(self, run: Rendered, options: RenderOptions = RenderOptions()) -> str:
         from profanalyzer.report.html import render_html
@@ -140,10 +143,10 @@ class _Html:
                            trace_markers=options.trace_markers)
 
 
-@dataclass(frozen=True)
 class _Terminal:
-    name: str = "terminal"
-    suffix: str = ".txt"
+    __slots__ = ()
+    name = "terminal"
+    suffix = ".txt"
 
     def render(self, run: Rendered, options: RenderOptions = RenderOptions()) -> str:
         """The terminal summary (control characters are the caller's to neutralise)."""
@@ -188,22 +191,22 @@ def _json_text(obj: object) -> str:
     return json.dumps(obj, sort_keys=True, indent=2, ensure_ascii=False) + "\n"
 
 
-@dataclass(frozen=True)
 class _RecordJson:
     """The subject's record as deterministic JSON (sorted keys, indented), as `--json` writes it."""
 
-    name: str = "json"
-    suffix: str = ".json"
+    __slots__ = ()
+    name = "json"
+    suffix = ".json"
 
     def render(self, subject: Comparison | CheckReport | FleetResult | TraceInfo | ProgramSummary | RuleExplanation,
                options: RenderOptions = RenderOptions()) -> str:
         return _json_text(subject.to_dict())
 
 
-@dataclass(frozen=True)
 class _ComparisonMarkdown:
-    name: str = "markdown"
-    suffix: str = ".md"
+    __slots__ = ()
+    name = "markdown"
+    suffix = ".md"
 
     def render(self, c: Comparison, options: RenderOptions = RenderOptions()) -> str:
         from profanalyzer.report.diff import render_diff_markdown
@@ -211,10 +214,10 @@ class _ComparisonMarkdown:
         return render_diff_markdown(c)
 
 
-@dataclass(frozen=True)
 class _ComparisonHtml:
-    name: str = "html"
-    suffix: str = ".diff.html"
+    __slots__ = ()
+    name = "html"
+    suffix = ".diff.html"
 
     def render(self, c: Comparison, options: RenderOptions = RenderOptions()) -> str:
         from profanalyzer.report.diff_html import render_diff_html
@@ -222,10 +225,10 @@ class _ComparisonHtml:
         return render_diff_html(c)
 
 
-@dataclass(frozen=True)
 class _ComparisonTerminal:
-    name: str = "terminal"
-    suffix: str = ".txt"
+    __slots__ = ()
+    name = "terminal"
+    suffix = ".txt"
 
     def render(self, c: Comparison, options: RenderOptions = RenderOptions()) -> str:
         from profanalyzer.report.diff import format_text
@@ -233,10 +236,10 @@ class _ComparisonTerminal:
         return format_text(c) + "\n"
 
 
-@dataclass(frozen=True)
 class _CheckJunit:
-    name: str = "junit"
-    suffix: str = ".xml"
+    __slots__ = ()
+    name = "junit"
+    suffix = ".xml"
 
     def render(self, report: CheckReport, options: RenderOptions = RenderOptions()) -> str:
         from profanalyzer.report.junit import junit_xml
@@ -244,10 +247,10 @@ class _CheckJunit:
         return junit_xml(report)
 
 
-@dataclass(frozen=True)
 class _FleetHtml:
-    name: str = "html"
-    suffix: str = ".fleet.html"
+    __slots__ = ()
+    name = "html"
+    suffix = ".fleet.html"
 
     def render(self, result: FleetResult, options: RenderOptions = RenderOptions()) -> str:
         from profanalyzer.report.fleet_html import render_fleet_html
@@ -255,10 +258,10 @@ class _FleetHtml:
         return render_fleet_html(result, command_line=options.command_line, timestamp=options.timestamp)
 
 
-@dataclass(frozen=True)
 class _FleetTerminal:
-    name: str = "terminal"
-    suffix: str = ".txt"
+    __slots__ = ()
+    name = "terminal"
+    suffix = ".txt"
 
     def render(self, result: FleetResult, options: RenderOptions = RenderOptions()) -> str:
         from profanalyzer.report.fleet_text import format_fleet_summary
@@ -276,10 +279,10 @@ FLEET_RENDERERS: Mapping[str, SubjectRenderer[FleetResult]] = {
     r.name: r for r in (_RecordJson(), _FleetHtml(), _FleetTerminal())}
 
 
-@dataclass(frozen=True)
 class _InfoTerminal:
-    name: str = "terminal"
-    suffix: str = ".txt"
+    __slots__ = ()
+    name = "terminal"
+    suffix = ".txt"
 
     def render(self, info: TraceInfo, options: RenderOptions = RenderOptions()) -> str:
         from profanalyzer.report.info_text import format_info
@@ -287,10 +290,10 @@ class _InfoTerminal:
         return format_info(info) + "\n"
 
 
-@dataclass(frozen=True)
 class _ProgramInfoTerminal:
-    name: str = "terminal"
-    suffix: str = ".txt"
+    __slots__ = ()
+    name = "terminal"
+    suffix = ".txt"
 
     def render(self, info: ProgramSummary, options: RenderOptions = RenderOptions()) -> str:
         from profanalyzer.report.info_text import format_program_info
@@ -298,10 +301,10 @@ class _ProgramInfoTerminal:
         return format_program_info(info) + "\n"
 
 
-@dataclass(frozen=True)
 class _ExplanationTerminal:
-    name: str = "terminal"
-    suffix: str = ".txt"
+    __slots__ = ()
+    name = "terminal"
+    suffix = ".txt"
 
     def render(self, e: RuleExplanation, options: RenderOptions = RenderOptions()) -> str:
         from profanalyzer.report.explain_text import format_explanation
@@ -329,10 +332,10 @@ class Windowed(Protocol):
     def findings(self) -> Findings | None: ...
 
 
-@dataclass(frozen=True)
 class _Perfetto:
-    name: str = "perfetto"
-    suffix: str = ".trace.json"  # the CLI gzips it when the file name ends in .gz
+    __slots__ = ()
+    name = "perfetto"
+    suffix = ".trace.json"  # the CLI gzips it when the file name ends in .gz
 
     def render(self, run: Windowed, options: RenderOptions = RenderOptions()) -> str:
         """The Chrome / Perfetto trace of the window, compact JSON (report/perfetto.py); ValueError for a
@@ -356,10 +359,10 @@ def window_markers(run: Windowed, dest: str) -> dict[str, str]:
     return marker_notes(run.window, run.findings, dest) if run.window is not None else {}
 
 
-@dataclass(frozen=True)
 class _AnalysisCard:
-    name: str = "card"
-    suffix: str = ".card.html"
+    __slots__ = ()
+    name = "card"
+    suffix = ".card.html"
 
     def render(self, run: Rendered, options: RenderOptions = RenderOptions()) -> str:
         """The notebook's summary card of an analysis and its findings' titles (report/cards.py)."""
@@ -368,10 +371,10 @@ class _AnalysisCard:
         return analysis_card(run.analysis, run.findings)
 
 
-@dataclass(frozen=True)
 class _FindingCard:
-    name: str = "card"
-    suffix: str = ".card.html"
+    __slots__ = ()
+    name = "card"
+    suffix = ".card.html"
 
     def render(self, f: Finding, options: RenderOptions = RenderOptions()) -> str:
         """The notebook's card of one recommendation (report/cards.py)."""
