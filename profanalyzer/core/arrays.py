@@ -22,15 +22,15 @@ def unique_ids(x: np.ndarray, return_index: bool = False, return_inverse: bool =
     of a 1-d integer array, equal output for output (sorted distinct values;
     index of each one's first occurrence; position of each element's value
     among them; how many times each occurs). Counts when the values are
-    non-negative and not much larger than the length, else calls np.unique."""
+    non-negative and not much larger than the length; else sorts (no flags)
+    or calls np.unique."""
     x = np.asarray(x)
     n = len(x)
-    if x.ndim == 1 and not (return_index or return_inverse or return_counts) and np.issubdtype(x.dtype, np.integer) \
-            and (n == 0 or int(x.min()) < 0 or int(x.max()) >= DENSE_FACTOR * n + DENSE_SLACK):
-        s = np.sort(x)  # the distinct values by a sort: np.unique's answer, without its numpy.ma import (numpy 2.4)
-        return s[np.concatenate(([True], s[1:] != s[:-1]))] if n else s
-    if x.ndim != 1 or not np.issubdtype(x.dtype, np.integer) or n == 0 or \
-            int(x.min()) < 0 or int(x.max()) >= DENSE_FACTOR * n + DENSE_SLACK:
+    integer = x.ndim == 1 and np.issubdtype(x.dtype, np.integer)
+    if not integer or n == 0 or int(x.min()) < 0 or int(x.max()) >= DENSE_FACTOR * n + DENSE_SLACK:
+        if integer and not (return_index or return_inverse or return_counts):
+            s = np.sort(x)  # the distinct values by a sort: np.unique's answer, without its numpy.ma import (numpy 2.4)
+            return s[np.concatenate(([True], s[1:] != s[:-1]))] if n else s
         # numpy's overloads are keyed on literal flags; these pass the caller's through
         return np.unique(x, return_index=return_index, return_inverse=return_inverse,  # type: ignore[call-overload]
                          return_counts=return_counts)

@@ -76,12 +76,12 @@ def nanmedian_rows(a: np.ndarray) -> np.ndarray:
     arrays): per row, the middle of its non-NaN values, or the two middles' sum halved (numpy's arithmetic,
     so the same bits); NaN for a row of NaNs only (no warning)."""
     a = np.asarray(a, dtype=np.float64)
-    if a.ndim != 2 or not a.shape[1]:
-        return np.full(a.shape[0] if a.ndim else 0, math.nan)
+    if not a.shape[1]:
+        return np.full(a.shape[0], math.nan)
     srt = np.sort(a, axis=1)  # NaNs sort last
     n = (~np.isnan(a)).sum(axis=1)
     rows = np.arange(a.shape[0])
-    hi = np.maximum(n // 2, 0)
+    hi = n // 2
     lo = np.where(n % 2 == 1, hi, np.maximum(hi - 1, 0))
     with np.errstate(invalid="ignore", over="ignore"):
         out = (srt[rows, lo] + srt[rows, hi]) / 2.0
